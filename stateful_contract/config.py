@@ -1,0 +1,215 @@
+"""What a loader is built from: `LoaderConfig`, its dataset, and the Hypothesis strategy that draws it.
+
+A factory under test receives a `LoaderConfig` and returns a fresh loader. The config
+carries everything a user would pass to a `StatefulDataLoader` (batch size, shuffling,
+workers, ...) plus the wrapper knobs (`grad_acc_step`) and the distributed coordinates
+(`rank`, `world_size`). `config.stateful_dataloader()` builds torchdata's own loader
+for the config, so a wrapper factory is usually a one-liner around it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from hypothesis import strategies as st
+from torch.utils.data import Dataset
+
+__all__ = ["ConfigSpace", "LoaderConfig", "TokenDataset", "loader_configs"]
+
+#: Value used for labels that do not count as tokens, as in Hugging Face / Megatron.
+IGNORE_INDEX = -100
+
+
+class TokenDataset(Dataset[dict[str, Any]]):
+    """A map-style dataset of `size` distinct, deterministic token samples.
+
+    Sample ``i`` is ``{"index": i, "input_ids": LongTensor[seq_len], "labels": LongTensor[seq_len]}``.
+    The number of valid labels varies from sample to sample (between 1 and
+    ``seq_len``) and the rest are ``-100``, so a per-token count over a window depends
+    on exactly which samples are in it: a lost or repeated batch changes the count.
+    """
+
+    def __init__(self, size: int, seq_len: int = 8, salt: int = 0) -> None:
+        self.size = size
+        self.seq_len = seq_len
+        self.salt = salt
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        if not 0 <= i < self.size:
+            raise IndexError(f"TokenDataset index {i} out of range(0, {self.size})")
+        # A cheap, well-spread function of (i, salt): samples differ from each other
+        # and from those of a dataset with another salt.
+        valid = 1 + (i * 7 + self.salt * 3 + (i * i) % 5) % self.seq_len
+        input_ids = (torch.arange(self.seq_len, dtype=torch.long) * 31 + i * 17 + self.salt) % 1000
+        labels = input_ids.clone()
+        labels[valid:] = IGNORE_INDEX
+        return {"index": i, "input_ids": input_ids, "labels": labels}
+
+    def __repr__(self) -> str:
+        return f"TokenDataset(size={self.size}, seq_len={self.seq_len}, salt={self.salt})"
+
+
+GeneratorKind = Literal["default", "explicit"]
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """One loader configuration; a factory builds a fresh loader from it on every call.
+
+    ``generator="default"`` means no ``generator=`` argument: the sampler seeds itself
+    from torch's global RNG, which the contract seeds with ``seed`` right before every
+    factory call (as a trainer seeds at start-up). ``"explicit"`` passes
+    ``torch.Generator().manual_seed(seed)``.
+    """
+
+    dataset_size: int = 8
+    batch_size: int = 2
+    shuffle: bool = False
+    seed: int = 0
+    drop_last: bool = False
+    num_workers: int = 0
+    grad_acc_step: int = 1
+    generator: GeneratorKind = "default"
+    seq_len: int = 8
+    rank: int = 0
+    world_size: int = 1
+    extra: tuple[tuple[str, Any], ...] = field(default=(), compare=True)
+    """Free-form ``(name, value)`` pairs for factories that need more knobs."""
+
+    def __post_init__(self) -> None:
+        if self.dataset_size < 1:
+            raise ValueError(f"dataset_size must be >= 1, got {self.dataset_size}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.grad_acc_step < 1:
+            raise ValueError(f"grad_acc_step must be >= 1, got {self.grad_acc_step}")
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank must be in range(world_size={self.world_size}), got {self.rank}")
+        if self.generator not in ("default", "explicit"):
+            raise ValueError(f"generator must be 'default' or 'explicit', got {self.generator!r}")
+
+    @functools.cached_property
+    def dataset(self) -> TokenDataset:
+        """The map-style dataset every loader of this config reads."""
+        return TokenDataset(self.dataset_size, self.seq_len, salt=self.seed % 97)
+
+    def options(self) -> dict[str, Any]:
+        """``extra`` as a dict."""
+        return dict(self.extra)
+
+    def stateful_dataloader(self, **overrides: Any) -> Any:
+        """torchdata's `StatefulDataLoader` for this config: the reference base loader.
+
+        Keyword ``overrides`` replace constructor arguments (``persistent_workers=True``,
+        ``snapshot_every_n_steps=3``, ``batch_sampler=...``). With ``world_size > 1`` the
+        sampler is torchdata's stateful ``DistributedSampler`` for ``rank``.
+        Worker processes use ``fork`` on Linux: ``spawn`` costs a second per loader.
+        """
+        from torchdata.stateful_dataloader import StatefulDataLoader
+        from torchdata.stateful_dataloader.sampler import RandomSampler, StatefulDistributedSampler
+
+        kwargs: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "num_workers": self.num_workers,
+        }
+        if self.world_size > 1:
+            kwargs["sampler"] = StatefulDistributedSampler(
+                self.dataset,
+                num_replicas=self.world_size,
+                rank=self.rank,
+                shuffle=self.shuffle,
+                seed=self.seed,
+                drop_last=self.drop_last,
+            )
+        else:
+            # An explicit generator goes to the sampler, not to the loader: torchdata 0.11
+            # draws the workers' base seed from the loader's `generator=`, and when that is
+            # also the sampler's generator a resumed loader shuffles later epochs
+            # differently (docs/findings.md). The sampler is torchdata's stateful one.
+            if self.shuffle and self.generator == "explicit":
+                kwargs["sampler"] = RandomSampler(self.dataset, generator=torch.Generator().manual_seed(self.seed))
+            else:
+                kwargs["shuffle"] = self.shuffle
+        if self.num_workers > 0 and sys.platform.startswith("linux"):
+            kwargs["multiprocessing_context"] = "fork"
+        kwargs.update(overrides)
+        return StatefulDataLoader(self.dataset, **kwargs)
+
+    def as_code(self) -> str:
+        """A Python expression that rebuilds this config (used in reproductions)."""
+        defaults = LoaderConfig()
+        parts = []
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if value != getattr(defaults, name):
+                parts.append(f"{name}={value!r}")
+        return f"LoaderConfig({', '.join(parts)})"
+
+
+@st.composite
+def loader_configs(
+    draw: st.DrawFn,
+    *,
+    num_workers: st.SearchStrategy[int] = st.just(0),
+    dataset_size: st.SearchStrategy[int] = st.integers(1, 24),
+    batch_size: st.SearchStrategy[int] = st.integers(1, 5),
+    grad_acc_step: st.SearchStrategy[int] = st.integers(1, 8),
+    rank: int = 0,
+    world_size: int = 1,
+) -> LoaderConfig:
+    """Configurations the way users build loaders.
+
+    Shrinks towards the simplest loader: no shuffling, default generator, no
+    ``drop_last``, one sample per batch, ``grad_acc_step=1``. The ranges cover uneven
+    last batches, ``drop_last`` epochs with no batch at all, windows longer than an
+    epoch (``grad_acc_step`` > batches per epoch) and epochs whose last window is short.
+    """
+    size = draw(dataset_size)
+    return LoaderConfig(
+        dataset_size=size,
+        batch_size=draw(batch_size),
+        shuffle=draw(st.booleans()),
+        generator=draw(st.sampled_from(["default", "explicit"])),
+        seed=draw(st.integers(0, 2**16)),
+        drop_last=draw(st.booleans()),
+        num_workers=draw(num_workers),
+        grad_acc_step=draw(grad_acc_step),
+        rank=rank,
+        world_size=world_size,
+    )
+
+
+@dataclass(frozen=True)
+class ConfigSpace:
+    """The part of the configuration space a check explores.
+
+    Narrow it when an implementation only supports part of it (a loader without
+    worker support: ``num_workers=(0,)``). Ranges are inclusive ``(low, high)``.
+    """
+
+    num_workers: tuple[int, ...] = (0, 1, 2)
+    dataset_size: tuple[int, int] = (1, 24)
+    batch_size: tuple[int, int] = (1, 5)
+    grad_acc_step: tuple[int, int] = (1, 8)
+
+    def configs(self, *, workers: bool, rank: int = 0, world_size: int = 1) -> st.SearchStrategy[LoaderConfig]:
+        """Configs with ``num_workers == 0`` (``workers=False``) or with worker processes."""
+        counts = [n for n in self.num_workers if (n > 0) == workers]
+        if not counts:
+            return st.nothing()
+        return loader_configs(
+            num_workers=st.sampled_from(counts),
+            dataset_size=st.integers(*self.dataset_size),
+            batch_size=st.integers(*self.batch_size),
+            grad_acc_step=st.integers(*self.grad_acc_step),
+            rank=rank,
+            world_size=world_size,
+        )

@@ -1,0 +1,117 @@
+"""Comparing batches and streams of batches, and saying where they differ.
+
+A batch is whatever a loader yields: tensors, dicts, lists, tuples, numbers, strings.
+Two batches are equal when they have the same structure and every leaf is equal
+(tensors: same dtype, shape and values). Differences are described by the path of
+the first differing field, so a message can say ``batch 3, field 'num_tokens'``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["assert_same_stream", "describe_batch", "describe_value", "first_difference", "stream_difference"]
+
+#: How many elements of a tensor a message shows before eliding.
+_SHOWN_ELEMENTS = 8
+
+
+def first_difference(expected: Any, got: Any, path: str = "") -> str | None:
+    """The first place where ``got`` differs from ``expected``, or None when they are equal."""
+    if isinstance(expected, torch.Tensor) or isinstance(got, torch.Tensor):
+        if not (isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor)):
+            return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
+        if expected.dtype != got.dtype or expected.shape != got.shape:
+            return (f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}")
+        if not torch.equal(expected, got):
+            if expected.is_floating_point() and torch.equal(torch.isnan(expected), torch.isnan(got)):
+                both = ~torch.isnan(expected)
+                if torch.equal(expected[both], got[both]):
+                    return None
+            return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
+        return None
+    if isinstance(expected, Mapping) and isinstance(got, Mapping):
+        if list(expected.keys()) != list(got.keys()) and set(expected.keys()) != set(got.keys()):
+            return (f"{path or 'batch'}: expected keys {sorted(map(str, expected.keys()))}, "
+                    f"got keys {sorted(map(str, got.keys()))}")
+        for key in expected:
+            diff = first_difference(expected[key], got[key], f"{path}[{key!r}]")
+            if diff is not None:
+                return diff
+        return None
+    if (isinstance(expected, Sequence) and isinstance(got, Sequence)
+            and not isinstance(expected, (str, bytes)) and not isinstance(got, (str, bytes))):
+        if type(expected) is not type(got) or len(expected) != len(got):
+            return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
+        for i, (e, g) in enumerate(zip(expected, got)):
+            diff = first_difference(e, g, f"{path}[{i}]")
+            if diff is not None:
+                return diff
+        return None
+    if isinstance(expected, float) and isinstance(got, float) and math.isnan(expected) and math.isnan(got):
+        return None
+    if type(expected) is not type(got) or expected != got:
+        return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
+    return None
+
+
+def describe_value(value: Any) -> str:
+    """A short, readable rendering of one value."""
+    if isinstance(value, torch.Tensor):
+        flat = value.flatten().tolist()
+        shown = ", ".join(repr(v) for v in flat[:_SHOWN_ELEMENTS])
+        if len(flat) > _SHOWN_ELEMENTS:
+            shown += ", ..."
+        if value.dim() == 0:
+            return f"tensor({shown})"
+        return f"tensor([{shown}], shape={tuple(value.shape)}, dtype={str(value.dtype).replace('torch.', '')})"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k!r}: {describe_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)) and len(value) > _SHOWN_ELEMENTS:
+        return f"{type(value).__name__} of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def describe_batch(batch: Any) -> str:
+    """A batch by its sample indices when it has an ``index`` field (the contract's dataset does)."""
+    if isinstance(batch, Mapping) and "index" in batch:
+        index = batch["index"]
+        ids = index.tolist() if isinstance(index, torch.Tensor) else index
+        return f"batch of samples {ids}"
+    return describe_value(batch)
+
+
+def _ids(stream: Sequence[Any], start: int, count: int) -> str:
+    shown = [describe_batch(b).removeprefix("batch of samples ") for b in stream[start:start + count]]
+    more = ", ..." if len(stream) > start + count else ""
+    return "[" + ", ".join(shown) + more + "]"
+
+
+def stream_difference(expected: Sequence[Any], got: Sequence[Any]) -> str | None:
+    """Where two streams of batches first differ, in words; None when they are equal."""
+    for i, (e, g) in enumerate(zip(expected, got)):
+        diff = first_difference(e, g)
+        if diff is not None:
+            return (f"batch {i} after the checkpoint differs: {diff}.\n"
+                    f"  expected batches from there: {_ids(expected, i, 6)}\n"
+                    f"  got:                         {_ids(got, i, 6)}")
+    if len(got) < len(expected):
+        return (f"the resumed stream ended after {len(got)} batches, but the uninterrupted run "
+                f"yields {len(expected)} from that point; missing: {_ids(expected, len(got), 6)}")
+    if len(got) > len(expected):
+        return (f"the resumed stream has {len(got)} batches, but the uninterrupted run yields "
+                f"only {len(expected)} from that point; extra: {_ids(got, len(expected), 6)}")
+    return None
+
+
+def assert_same_stream(expected: Sequence[Any], got: Sequence[Any]) -> None:
+    """Raise `AssertionError` saying where ``got`` first departs from ``expected`` (for reproductions)."""
+    __tracebackhide__ = True
+    diff = stream_difference(expected, got)
+    if diff is not None:
+        raise AssertionError(diff)

@@ -1,0 +1,216 @@
+"""The steps every scenario is made of: build, iterate, checkpoint, resume.
+
+These are public on purpose: every reproduction the contract prints is written with
+them, so a failing example replays in a few lines outside the suite.
+
+A *stream* is the concatenation of the batches of consecutive epochs (one epoch is
+one ``for batch in loader``). Comparing streams rather than epochs is what
+CONTRACT.md asks: torchdata resumes a state taken after the last batch into an
+empty epoch, other loaders roll over, and both continue the same stream.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+from ..config import LoaderConfig
+
+__all__ = [
+    "LoadForm",
+    "LoaderError",
+    "Position",
+    "advance",
+    "checkpoint",
+    "fresh",
+    "load",
+    "stream",
+    "take",
+]
+
+LoadForm = Literal["positional", "keyword"]
+Factory = Callable[[LoaderConfig], Any]
+
+# torchdata 0.11 calls torch.set_vital on every loader, which torch 2.13 deprecates;
+# the warning says nothing about the loader under test.
+warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
+
+
+class LoaderError(Exception):
+    """Code of the loader under test raised; ``step`` says what the contract was doing."""
+
+    def __init__(self, step: str, error: BaseException) -> None:
+        super().__init__(f"{step} raised {type(error).__name__}: {error}")
+        self.step = step
+        self.error = error
+
+
+def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:  # any exception from user code is that clause's failure
+        raise LoaderError(step, e) from e
+
+
+def fresh(
+    factory: Factory,
+    config: LoaderConfig,
+    *,
+    state: dict[str, Any] | None = None,
+    load_form: LoadForm = "positional",
+) -> Any:
+    """A new loader from ``factory(config)``, optionally given ``state``.
+
+    Seeds torch's global RNG with ``config.seed`` first, as a trainer does at start-up:
+    loaders with the default generator draw their shuffling seed from it.
+    """
+    torch.manual_seed(config.seed)
+    loader = _user("factory(config)", factory, config)
+    if state is not None:
+        load(loader, state, load_form)
+    return loader
+
+
+def load(loader: Any, state: Any, load_form: LoadForm = "positional") -> None:
+    """``loader.load_state_dict(state)``, positionally unless told otherwise."""
+    if load_form == "keyword":
+        _user("loader.load_state_dict(state_dict=state)", loader.load_state_dict, state_dict=state)
+    else:
+        _user("loader.load_state_dict(state)", loader.load_state_dict, state)
+
+
+def state_of(loader: Any) -> Any:
+    return _user("loader.state_dict()", loader.state_dict)
+
+
+def _next(it: Iterator[Any]) -> Any:
+    return _user("next(iter(loader))", next, it)
+
+
+def _iter(loader: Any) -> Iterator[Any]:
+    return _user("iter(loader)", iter, loader)  # type: ignore[no-any-return]
+
+
+def stream(loader: Any, epochs: int, *, limit: int | None = None,
+           every_step: Callable[[], None] | None = None) -> list[Any]:
+    """The batches of ``epochs`` consecutive epochs, stopping early at ``limit`` batches.
+
+    ``every_step`` runs before every ``next()`` and once after each epoch's
+    ``StopIteration`` (clause SC14 calls ``state_dict()`` there).
+    """
+    out: list[Any] = []
+    for _ in range(epochs):
+        it = _iter(loader)
+        while limit is None or len(out) < limit:
+            if every_step is not None:
+                every_step()
+            try:
+                out.append(_next(it))
+            except LoaderError as e:
+                if not isinstance(e.error, StopIteration):
+                    raise
+                if every_step is not None:
+                    every_step()
+                break
+        else:
+            return out
+    return out
+
+
+def epoch_lengths(loader: Any, epochs: int) -> tuple[list[Any], list[int]]:
+    """The stream of ``epochs`` epochs and how many batches each epoch had."""
+    batches: list[Any] = []
+    lengths: list[int] = []
+    for _ in range(epochs):
+        epoch = stream(loader, 1)
+        batches.extend(epoch)
+        lengths.append(len(epoch))
+    return batches, lengths
+
+
+@dataclass(frozen=True)
+class Position:
+    """A checkpoint point: after ``batches`` batches of epoch ``epoch``.
+
+    ``before_iter``: on a loader never iterated (only at epoch 0, batch 0).
+    ``after_stop``: the epoch's iterator has already raised ``StopIteration``.
+    """
+
+    epoch: int = 0
+    batches: int = 0
+    after_stop: bool = False
+    before_iter: bool = False
+
+    def absolute(self, lengths: list[int]) -> int:
+        """Index in the stream of the first batch after this point."""
+        return sum(lengths[: self.epoch]) + self.batches
+
+    def describe(self) -> str:
+        if self.before_iter:
+            return "before the first iter()"
+        where = f"after {self.batches} batch{'es' if self.batches != 1 else ''} of epoch {self.epoch}"
+        return where + (" and its StopIteration" if self.after_stop else "")
+
+    def as_code(self) -> str:
+        args = [f"epoch={self.epoch}", f"batches={self.batches}"]
+        if self.after_stop:
+            args.append("after_stop=True")
+        if self.before_iter:
+            args.append("before_iter=True")
+        return f"Position({', '.join(args)})"
+
+
+def advance(loader: Any, position: Position) -> Iterator[Any] | None:
+    """Iterate ``loader`` to ``position``; returns the open iterator (None before iter())."""
+    if position.before_iter:
+        return None
+    for _ in range(position.epoch):
+        stream(loader, 1)
+    it = _iter(loader)
+    for _ in range(position.batches):
+        _next(it)
+    if position.after_stop:
+        try:
+            extra = _next(it)
+        except LoaderError as e:
+            if not isinstance(e.error, StopIteration):
+                raise
+        else:
+            raise LoaderError(
+                "next(iter(loader)) past the epoch's last batch",
+                RuntimeError(f"yielded {extra!r} where the uninterrupted run had ended the epoch"),
+            )
+    return it
+
+
+def checkpoint(loader: Any, position: Position) -> Any:
+    """``loader.state_dict()`` taken at ``position``."""
+    advance(loader, position)
+    return state_of(loader)
+
+
+def take(loader: Any, count: int, *, max_epochs: int) -> list[Any]:
+    """The next ``count`` batches of the stream, over at most ``max_epochs`` iter() calls.
+
+    Stops mid-epoch, without exhausting the iterator, when ``count`` is reached.
+    """
+    if count == 0:
+        return []
+    return stream(loader, max_epochs, limit=count)
+
+
+def iterate_on(loader: Any, it: Iterator[Any] | None, count: int, *, max_epochs: int) -> list[Any]:
+    """``count`` more batches: from the open iterator ``it`` while it lasts, then new epochs."""
+    out: list[Any] = []
+    while it is not None and len(out) < count:
+        try:
+            out.append(_next(it))
+        except LoaderError as e:
+            if not isinstance(e.error, StopIteration):
+                raise
+            break
+    return out + take(loader, count - len(out), max_epochs=max_epochs)

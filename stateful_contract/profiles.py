@@ -1,0 +1,77 @@
+"""Run profiles: how hard the contract searches.
+
+Every profile includes worker configurations (1 and 2 worker processes), with fewer
+examples, because each one costs about 0.1 s of process start-up on a 2-core machine
+against about 1 ms for an in-process example.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, settings
+
+__all__ = ["PROFILES", "Profile", "get_profile", "hypothesis_settings", "register_hypothesis_profiles"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    #: Hypothesis examples per resume clause with ``num_workers=0``.
+    examples: int
+    #: Hypothesis examples per resume clause with ``num_workers`` in {1, 2}.
+    worker_examples: int
+    #: Same examples on every run (deterministic verdicts for CI).
+    derandomize: bool
+    #: Seconds one example may take before the loader counts as hung.
+    timeout: float
+    description: str
+
+
+PROFILES: dict[str, Profile] = {
+    # Fast feedback while editing a wrapper: finds the common bugs in seconds.
+    "dev": Profile("dev", examples=15, worker_examples=2, derandomize=False, timeout=20.0,
+                   description="fast feedback, random examples"),
+    # The default: deterministic, so a CI verdict does not flip between runs.
+    "ci": Profile("ci", examples=40, worker_examples=4, derandomize=True, timeout=30.0,
+                  description="derandomized, deterministic verdicts (default)"),
+    # Before a release or after a bug: many more examples, still bounded.
+    "thorough": Profile("thorough", examples=400, worker_examples=30, derandomize=False, timeout=60.0,
+                        description="many more examples"),
+}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r}; choose from {', '.join(PROFILES)}") from None
+
+
+def hypothesis_settings(profile: Profile, *, workers: bool) -> settings:
+    """Hypothesis settings for one phase (in-process or worker examples) of a clause."""
+    return settings(
+        max_examples=profile.worker_examples if workers else profile.examples,
+        derandomize=profile.derandomize,
+        # The engine enforces its own per-example timeout; Hypothesis' deadline would
+        # flag the (legitimately slower) worker examples as flaky.
+        deadline=None,
+        # No example database: the CLI must not write .hypothesis/ into the user's
+        # repository, and derandomized runs would not use it anyway.
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+        report_multiple_bugs=False,
+    )
+
+
+def register_hypothesis_profiles() -> None:
+    """Register ``stateful-contract-<name>`` Hypothesis profiles (for ``--hypothesis-profile``)."""
+    for p in PROFILES.values():
+        settings.register_profile(
+            f"stateful-contract-{p.name}",
+            max_examples=p.examples,
+            derandomize=p.derandomize,
+            deadline=None,
+            database=None,
+        )

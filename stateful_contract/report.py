@@ -1,0 +1,143 @@
+"""Structured results: one `ClauseResult` per clause, gathered in a `Report`.
+
+Reports know nothing about how clauses are checked; the CLI, the pytest faces and the
+badge all read the same records, and `Report.to_json` is the one file format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .clauses.catalogue import CLAUSES, CONTRACT_VERSION
+
+__all__ = ["ClauseResult", "Report", "Status", "FAILING_STATUSES"]
+
+Status = Literal["passed", "failed", "expected-failure", "unexpected-pass", "not-judged", "skipped"]
+
+#: Statuses that make the overall verdict fail: a clause broken, or a declared
+#: expected failure that no longer fails (the declaration list must stay current).
+FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
+
+#: Report format version, bumped when a field changes meaning.
+REPORT_FORMAT = 1
+
+
+@dataclass
+class ClauseResult:
+    """The verdict on one clause."""
+
+    id: str
+    name: str
+    tier: str
+    status: Status
+    message: str = ""
+    reproduction: str = ""
+    seconds: float = 0.0
+    examples: int = 0
+    expected_failure_reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_failure(self) -> bool:
+        return self.status in FAILING_STATUSES
+
+
+@dataclass
+class Report:
+    """The verdict on one loader factory: one record per clause of the catalogue."""
+
+    target: str
+    results: list[ClauseResult]
+    profile: str = "ci"
+    strict: bool = False
+    world_size: int = 1
+    checkpoint_alignment: str | None = None
+    contract_version: str = CONTRACT_VERSION
+    notes: list[str] = field(default_factory=list)
+
+    def __getitem__(self, clause_id: str) -> ClauseResult:
+        for r in self.results:
+            if r.id == clause_id.upper():
+                return r
+        raise KeyError(clause_id)
+
+    @property
+    def passed(self) -> bool:
+        """True when every clause that ran passed or failed as declared."""
+        return not any(r.is_failure for r in self.results)
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.passed else "fail"
+
+    def by_status(self, *statuses: str) -> list[ClauseResult]:
+        return [r for r in self.results if r.status in statuses]
+
+    @property
+    def deviations(self) -> dict[str, str]:
+        """Declared expected failures that did fail, with their reasons."""
+        return {r.id: r.expected_failure_reason or "" for r in self.results if r.status == "expected-failure"}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "report_format": REPORT_FORMAT,
+            "contract": "StatefulLoader contract",
+            "contract_version": self.contract_version,
+            "target": self.target,
+            "verdict": self.verdict,
+            "profile": self.profile,
+            "strict": self.strict,
+            "world_size": self.world_size,
+            "checkpoint_alignment": self.checkpoint_alignment,
+            "notes": list(self.notes),
+            "clauses": [asdict(r) for r in self.results],
+        }
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        results = [ClauseResult(**r) for r in data["clauses"]]
+        return cls(
+            target=data["target"],
+            results=results,
+            profile=data.get("profile", "ci"),
+            strict=data.get("strict", False),
+            world_size=data.get("world_size", 1),
+            checkpoint_alignment=data.get("checkpoint_alignment"),
+            contract_version=data.get("contract_version", CONTRACT_VERSION),
+            notes=list(data.get("notes", [])),
+        )
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> Report:
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    @classmethod
+    def merge(cls, target: str, reports: Iterable[Report]) -> Report:
+        """One report from several partial ones (the pytest face runs clause by clause)."""
+        reports = list(reports)
+        seen: dict[str, ClauseResult] = {}
+        for rep in reports:
+            for r in rep.results:
+                if r.status != "skipped" or r.id not in seen:
+                    seen[r.id] = r
+        order = [c.id for c in CLAUSES]
+        results = sorted(seen.values(), key=lambda r: order.index(r.id) if r.id in order else len(order))
+        first = reports[0] if reports else None
+        return cls(
+            target=target,
+            results=results,
+            profile=first.profile if first else "ci",
+            strict=any(r.strict for r in reports),
+            world_size=first.world_size if first else 1,
+            checkpoint_alignment=first.checkpoint_alignment if first else None,
+        )

@@ -1,0 +1,86 @@
+"""Finding the factory a user names: ``package.module:factory`` or ``path/to/file.py:factory``."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TargetError", "load_target", "describe_factory", "import_line"]
+
+
+class TargetError(Exception):
+    """The target cannot be turned into a factory; the message is one line for the user."""
+
+
+def load_target(spec: str) -> Callable[..., Any]:
+    """The callable named by ``spec``."""
+    module_part, sep, attr = spec.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise TargetError(f"target {spec!r} must look like package.module:factory or path/to/file.py:factory")
+    if module_part.endswith(".py") or "/" in module_part or "\\" in module_part:
+        path = Path(module_part)
+        if not path.is_file():
+            raise TargetError(f"cannot import {spec!r}: no file {path}")
+        name = f"_stateful_contract_target_{path.stem}"
+        loader_spec = importlib.util.spec_from_file_location(name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise TargetError(f"cannot import {spec!r}: {path} is not a Python file")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module  # worker processes and pickling find it by name
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as e:
+            raise TargetError(f"cannot import {spec!r}: {type(e).__name__}: {e}") from e
+    else:
+        if "" not in sys.path and "." not in sys.path:
+            sys.path.insert(0, "")  # like `python -m`: the current directory is importable
+        try:
+            module = importlib.import_module(module_part)
+        except Exception as e:
+            raise TargetError(f"cannot import {module_part!r}: {type(e).__name__}: {e}") from e
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise TargetError(f"{module_part!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise TargetError(f"{spec!r} is a {type(obj).__name__}, not a callable factory(config) -> loader")
+    return obj  # type: ignore[no-any-return]
+
+
+def describe_factory(factory: Callable[..., Any]) -> str:
+    """``module:qualname`` of a factory, for reports."""
+    module = getattr(factory, "__module__", None) or "?"
+    name = getattr(factory, "__qualname__", None) or type(factory).__name__
+    return f"{module}:{name}"
+
+
+def import_line(target: str) -> str:
+    """Python that brings the target's factory into scope as ``factory`` (for reproductions)."""
+    module_part, _, attr = target.rpartition(":")
+    if module_part.endswith(".py") or "/" in module_part:
+        return f"import runpy; factory = runpy.run_path({module_part!r})[{attr.split('.')[0]!r}]"
+    if "<" in module_part or "<" in attr or not module_part.replace(".", "").replace("_", "").isalnum():
+        return "factory = ...  # your factory(config) -> loader"
+    head, _, rest = attr.partition(".")
+    suffix = f".{rest}" if rest else ""
+    if head == "factory" and not rest:
+        return f"from {module_part} import factory"
+    return f"from {module_part} import {head}; factory = {head}{suffix}"
+
+
+def accepts_one_argument(factory: Callable[..., Any]) -> bool:
+    try:
+        inspect.signature(factory).bind(object())
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
