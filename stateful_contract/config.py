@@ -37,6 +37,9 @@ class TokenDataset(Dataset[dict[str, Any]]):
         self.size = size
         self.seq_len = seq_len
         self.salt = salt
+        # Samples are built once: the contract reads each one hundreds of times, and
+        # building the tensors dominated an in-process example.
+        self._samples: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def __len__(self) -> int:
         return self.size
@@ -44,13 +47,21 @@ class TokenDataset(Dataset[dict[str, Any]]):
     def __getitem__(self, i: int) -> dict[str, Any]:
         if not 0 <= i < self.size:
             raise IndexError(f"TokenDataset index {i} out of range(0, {self.size})")
+        if i not in self._samples:
+            self._samples[i] = self._build(i)
+        input_ids, labels = self._samples[i]
+        # A new dict each time, so a loader that edits its batch cannot reach the cache
+        # through the dict; collation copies the tensors.
+        return {"index": i, "input_ids": input_ids, "labels": labels}
+
+    def _build(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         # A cheap, well-spread function of (i, salt): samples differ from each other
         # and from those of a dataset with another salt.
         valid = 1 + (i * 7 + self.salt * 3 + (i * i) % 5) % self.seq_len
         input_ids = (torch.arange(self.seq_len, dtype=torch.long) * 31 + i * 17 + self.salt) % 1000
         labels = input_ids.clone()
         labels[valid:] = IGNORE_INDEX
-        return {"index": i, "input_ids": input_ids, "labels": labels}
+        return input_ids, labels
 
     def __repr__(self) -> str:
         return f"TokenDataset(size={self.size}, seq_len={self.seq_len}, salt={self.salt})"

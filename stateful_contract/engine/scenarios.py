@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import io
 import pickle
+import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -77,20 +78,26 @@ class Context:
         return take(self.fresh(config, state), count, max_epochs=RESUME_EPOCHS)
 
     def record(self, config: LoaderConfig, *body: str) -> None:
+        """Store the reproduction of this example: imports it needs, the config, ``body``."""
         load = ", load_form='keyword'" if self.load_form == "keyword" else ""
-        lines = [
-            "import copy, io, pickle, torch",
-            "from stateful_contract import LoaderConfig",
-            "from stateful_contract.engine.compare import assert_same_stream",
-            "from stateful_contract.engine.steps import (Position, advance, checkpoint, epoch_lengths, fresh,\n"
-            "    iterate_on, stream, take)",
-            self.factory_import,
-            "",
-            f"config = {config.as_code()}",
-            f"reference, lengths = epoch_lengths(fresh(factory, config), epochs={REFERENCE_EPOCHS})",
-        ]
-        lines += [line.replace("{load}", load) for line in body]
+        code = [line.replace("{load}", load) for line in body]
+        text = "\n".join(code)
+        if "reference" in text or "lengths" in text:
+            code.insert(0, f"reference, lengths = epoch_lengths(fresh(factory, config), epochs={REFERENCE_EPOCHS})")
+        text = "\n".join(code)
+        steps = [n for n in _STEP_NAMES if re.search(rf"\b{n}\(", text)]
+        modules = [m for m in ("copy", "io", "pickle", "torch") if f"{m}." in text]
+        lines = [f"import {', '.join(modules)}"] if modules else []
+        lines.append("from stateful_contract import LoaderConfig")
+        if "assert_same_stream" in text:
+            lines.append("from stateful_contract.engine.compare import assert_same_stream")
+        lines.append(f"from stateful_contract.engine.steps import {', '.join(steps)}")
+        lines += [self.factory_import, "", f"config = {config.as_code()}", *code]
         self.reproduction = lines
+
+
+#: Public helpers of `steps` a reproduction may call.
+_STEP_NAMES = ("Position", "advance", "checkpoint", "epoch_lengths", "fresh", "iterate_on", "stream", "take")
 
 
 def _expected_after(reference: list[Any], lengths: list[int], start: int, epoch: int) -> list[Any]:

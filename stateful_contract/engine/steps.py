@@ -11,6 +11,7 @@ empty epoch, other loaders roll over, and both continue the same stream.
 
 from __future__ import annotations
 
+import gc
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -68,6 +69,12 @@ def fresh(
     Seeds torch's global RNG with ``config.seed`` first, as a trainer does at start-up:
     loaders with the default generator draw their shuffling seed from it.
     """
+    if config.num_workers > 0:
+        # Abandoned loader iterators linger in reference cycles. A worker forked while
+        # they are alive inherits them, collects them itself and, in their __del__,
+        # tries to shut down workers that are not its children: tracebacks on stderr
+        # and slower exits. Collect them here, before this loader forks any worker.
+        gc.collect(1)  # the young generations hold them; a full collection costs ~0.3 s
     torch.manual_seed(config.seed)
     loader = _user("factory(config)", factory, config)
     if state is not None:

@@ -1,0 +1,303 @@
+"""The self-test zoo: loaders that are broken on purpose, one bug each.
+
+Every clause must be killed by at least one loader here (a check that cannot fail is
+a defect), and the correct loaders must pass everything (a false positive is as bad
+as a miss). `EpochLoader` is a small, correct, hand-written stateful loader; each
+broken loader is a subclass that changes one thing, the way real wrappers went wrong.
+`docs/zoo.md` is generated from `KILLS` by `benchmarks/zoo_table.py`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import default_collate
+
+from stateful_contract import LoaderConfig
+
+
+class EpochLoader:
+    """A correct stateful loader written from scratch: epoch number + offset in the epoch.
+
+    Epoch ``e`` shuffles with ``torch.Generator().manual_seed(seed + e)``; like
+    StatefulDataLoader, a new ``iter()`` abandons an unfinished epoch, loading is lazy,
+    and a state taken after the last batch resumes into an empty epoch.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.config = config
+        self.epoch = 0
+        self.offset = 0
+        self.in_progress = False
+        self.pending: dict[str, Any] | None = None
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        c = self.config
+        order = (torch.randperm(c.dataset_size, generator=torch.Generator().manual_seed(c.seed + epoch)).tolist()
+                 if c.shuffle else list(range(c.dataset_size)))
+        out = [order[i:i + c.batch_size] for i in range(0, len(order), c.batch_size)]
+        return [b for b in out if len(b) == c.batch_size] if c.drop_last else out
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.pending is not None:
+            self.restore(self.pending)
+            self.pending = None
+        elif self.in_progress:
+            self.epoch, self.offset = self.epoch + 1, 0
+        self.in_progress = True
+        return self.run()
+
+    def run(self) -> Iterator[Any]:
+        batches = self.batches(self.epoch)
+        while self.offset < len(batches):
+            indices = batches[self.offset]
+            self.offset += 1
+            yield default_collate([self.config.dataset[i] for i in indices])
+        self.epoch, self.offset, self.in_progress = self.epoch + 1, 0, False
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.epoch, self.offset = state["epoch"], state["offset"]
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.pending is not None:
+            return copy.deepcopy(self.pending)
+        return {"epoch": self.epoch, "offset": self.offset}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.pending = copy.deepcopy(state_dict)
+        self.in_progress = False
+
+
+class StrictEpochLoader(EpochLoader):
+    """Correct, and refuses bad states (passes the strict tier SC40)."""
+
+    def fingerprint(self) -> list[int]:
+        c = self.config
+        return [c.dataset_size, c.batch_size, int(c.shuffle), c.seed, int(c.drop_last), c.rank, c.world_size]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "fingerprint": self.fingerprint()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"expected a state dict, got {type(state_dict).__name__}")
+        if set(state_dict) != {"epoch", "offset", "fingerprint"}:
+            raise ValueError(f"state keys {sorted(state_dict)} are not epoch, offset, fingerprint")
+        if state_dict["fingerprint"] != self.fingerprint():
+            raise ValueError("state was saved by a loader of another config or rank")
+        super().load_state_dict(state_dict)
+
+
+# --- broken on purpose: one bug each -------------------------------------------------
+
+
+class NoLoadStateDict:
+    """SC01: has ``state_dict`` but no ``load_state_dict`` (a plain DataLoader wrapper)."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.inner = EpochLoader(config)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.inner)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.inner.state_dict()
+
+
+class KeywordOnlyLoad(EpochLoader):
+    """SC02: ``load_state_dict(self, **kwargs)``, as in the seed report."""
+
+    def load_state_dict(self, **kwargs: Any) -> None:  # type: ignore[override]
+        super().load_state_dict(kwargs["state_dict"])
+
+
+class IntKeyedState(EpochLoader):
+    """SC03: the state is keyed by ints."""
+
+    def state_dict(self) -> dict[Any, Any]:
+        s = super().state_dict()
+        return {0: s["epoch"], 1: s["offset"]}
+
+    def load_state_dict(self, state_dict: dict[Any, Any]) -> None:
+        super().load_state_dict({"epoch": state_dict[0], "offset": state_dict[1]})
+
+
+class IgnoresLoadedState(EpochLoader):
+    """SC10: ``load_state_dict`` stores nothing; every resume restarts the epoch."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+
+class OffByOneResume(EpochLoader):
+    """SC10: resumes one batch late within an epoch (skips the batch at the checkpoint)."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if 0 < self.offset:
+            self.offset += 1
+
+
+class CountsSinceResume(EpochLoader):
+    """SC11: the offset in a state counts batches since the last resume, not since the epoch began.
+
+    The first resume is exact; the state of a resumed loader loses the loaded offset.
+    """
+
+    resumed_at = 0
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.resumed_at = self.offset
+
+    def run(self) -> Iterator[Any]:
+        yield from super().run()
+        self.resumed_at = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        s = super().state_dict()
+        if self.pending is None:
+            s["offset"] -= self.resumed_at
+        return s
+
+
+class NoStateBeforeIter(EpochLoader):
+    """SC12: ``state_dict()`` before the first ``iter()`` returns an empty dict, which fails to load."""
+
+    started = False
+
+    def __iter__(self) -> Iterator[Any]:
+        self.started = True
+        return super().__iter__()
+
+    def state_dict(self) -> dict[str, Any]:
+        return super().state_dict() if self.started or self.pending is not None else {}
+
+
+class StaleStateAfterLoad(EpochLoader):
+    """SC13: right after ``load_state_dict``, ``state_dict()`` reports the fresh position."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "offset": self.offset}
+
+
+class StateDictSkipsABatch(EpochLoader):
+    """SC14: ``state_dict()`` 'commits' a prefetched batch mid-epoch, which is then skipped."""
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.in_progress and 0 < self.offset < len(self.batches(self.epoch)):
+            self.offset += 1
+        return super().state_dict()
+
+
+class LiveState(EpochLoader):
+    """SC15: ``state_dict()`` returns the loader's own dict, which later batches update."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.live: dict[str, Any] = {"epoch": 0, "offset": 0}
+
+    def run(self) -> Iterator[Any]:
+        for batch in super().run():
+            self.live.update(epoch=self.epoch, offset=self.offset)
+            yield batch
+        self.live.update(epoch=self.epoch, offset=self.offset)
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.pending is not None:
+            return super().state_dict()
+        self.live.update(epoch=self.epoch, offset=self.offset)
+        return self.live
+
+
+class LoadConsumesArgument(EpochLoader):
+    """SC16: ``load_state_dict`` pops what it reads out of the caller's dict."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.pending = {"epoch": state_dict.pop("epoch", 0), "offset": state_dict.pop("offset", 0)}
+        self.in_progress = False
+
+
+@dataclasses.dataclass
+class Cursor:
+    epoch: int
+    offset: int
+
+
+class CustomObjectInState(EpochLoader):
+    """SC17: the state holds a custom class, which ``torch.load(weights_only=True)`` refuses."""
+
+    def state_dict(self) -> dict[str, Any]:
+        s = super().state_dict()
+        return {"cursor": Cursor(s["epoch"], s["offset"])}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        cursor = state_dict["cursor"]
+        super().load_state_dict({"epoch": cursor.epoch, "offset": cursor.offset})
+
+
+class UnseededShuffle(EpochLoader):
+    """SC18: shuffles with an unseeded ``random.Random()``: every loader has its own order."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.rng_seed = random.SystemRandom().randrange(2**32)
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        out = super().batches(epoch)
+        random.Random(self.rng_seed + epoch).shuffle(out)
+        return out
+
+
+class HangsOnResume(EpochLoader):
+    """Robustness: a resumed loader blocks forever."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        time.sleep(3600)
+
+
+class RaisesOnResume(EpochLoader):
+    """Robustness: a resumed loader raises from inside its iterator."""
+
+    def run(self) -> Iterator[Any]:
+        if self.epoch or self.offset:
+            raise RuntimeError("cannot resume: shard index not found")
+        yield from super().run()
+
+
+# Factories: the CLI and check() take a callable(config) -> loader.
+def epoch_loader(config: LoaderConfig) -> EpochLoader:
+    return EpochLoader(config)
+
+
+def not_a_loader(config: LoaderConfig) -> int:
+    return 42
+
+
+def factory_raises(config: LoaderConfig) -> EpochLoader:
+    raise RuntimeError("no dataset configured")
+
+
+#: Broken loader -> the clause it is built to violate.
+KILLS: dict[type, str] = {
+    NoLoadStateDict: "SC01",
+    KeywordOnlyLoad: "SC02",
+    IntKeyedState: "SC03",
+    IgnoresLoadedState: "SC10",
+    OffByOneResume: "SC10",
+    CountsSinceResume: "SC11",
+    NoStateBeforeIter: "SC12",
+    StaleStateAfterLoad: "SC13",
+    StateDictSkipsABatch: "SC14",
+    LiveState: "SC15",
+    LoadConsumesArgument: "SC16",
+    CustomObjectInState: "SC17",
+    UnseededShuffle: "SC18",
+    EpochLoader: "SC40",  # correct for the core, but accepts bad states silently
+}
