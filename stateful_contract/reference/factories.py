@@ -1,0 +1,50 @@
+"""Loader factories for the contract: ``factory(config) -> fresh loader``.
+
+Each function is a module-level target usable by the CLI and the pytest face as
+``stateful_contract.reference.factories:NAME``. They build a new loader on every call
+from ``config.stateful_dataloader()`` (torchdata's ``StatefulDataLoader`` for the
+config); the contract seeds torch's global RNG with ``config.seed`` right before each
+call, because a default-generator shuffling sampler seeds itself from it.
+
+- `stateful_dataloader`: torchdata's loader itself, the baseline every clause is
+  measured against.
+- `reference_wrapper`: `PrefetchGradAccDataLoader`, the corrected wrapper; exact at
+  every checkpoint point.
+- `seed_wrapper`: the seed report's wrapper, known bad (positional load crashes;
+  keyword load loses the rest of the window mid-window).
+- `seed_fix_wrapper`: the seed report's proposed fix, known bad mid-window, exact only
+  at window boundaries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateful_contract.config import LoaderConfig
+from stateful_contract.reference.prefetch import PrefetchGradAccDataLoader
+from stateful_contract.reference.seed import (
+    SeedFixPrefetchGradAccDataLoader,
+    SeedPrefetchGradAccDataLoader,
+)
+
+__all__ = ["reference_wrapper", "seed_fix_wrapper", "seed_wrapper", "stateful_dataloader"]
+
+
+def stateful_dataloader(config: LoaderConfig) -> Any:
+    """torchdata's ``StatefulDataLoader`` for `config` (ignores ``grad_acc_step``)."""
+    return config.stateful_dataloader()
+
+
+def reference_wrapper(config: LoaderConfig) -> PrefetchGradAccDataLoader:
+    """The corrected gradient-accumulation wrapper around the config's base loader."""
+    return PrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
+
+
+def seed_wrapper(config: LoaderConfig) -> SeedPrefetchGradAccDataLoader:
+    """MindSpeed-MM's wrapper as in the seed report (keyword-only load, base state)."""
+    return SeedPrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
+
+
+def seed_fix_wrapper(config: LoaderConfig) -> SeedFixPrefetchGradAccDataLoader:
+    """The seed report's proposed fix (positional load, still the base state)."""
+    return SeedFixPrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
