@@ -1,0 +1,128 @@
+"""Nox sessions: the project's checks, and the contract run once per implementation.
+
+    nox -l                                   # every session, one contract session per implementation
+    nox -s tests lint typecheck docs         # the project's own checks
+    nox -s "contract(reference)"           # report + badge for one implementation, under reports/
+    nox -s contract -- --profile thorough    # every implementation; arguments go to `check`
+    nox -s demo                              # the seed's wrapper and the reference one, side by side
+
+Each session installs what it needs from the pyproject extras into its own virtualenv,
+reused between runs (``reuse_venv``), so a second run starts in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2024.4.15"
+# uv when it is installed, the standard library's venv otherwise.
+nox.options.default_venv_backend = "uv|venv" if shutil.which("uv") else "venv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
+
+#: torch is installed first and pinned: an unpinned install resolves to the CUDA build and
+#: its gigabytes of wheels. Override with STATEFUL_CONTRACT_TORCH (e.g. "torch" plus
+#: PIP_INDEX_URL=https://download.pytorch.org/whl/cpu on a machine without a local wheel).
+TORCH = os.environ.get("STATEFUL_CONTRACT_TORCH", "torch==2.13.0")
+
+#: The pyproject extras: each session installs what it needs from them.
+EXTRAS: dict[str, list[str]] = nox.project.load_toml("pyproject.toml")["project"]["optional-dependencies"]
+
+#: Reports and badges go here (gitignored); CI publishes the badges from it.
+REPORTS = Path("reports")
+
+#: Every implementation this repository knows: the `check` target, then its declarations.
+#: A downstream repository keeps the same table with its own loaders (see docs/nox.md).
+FACTORIES = "stateful_contract.reference.factories"
+IMPLEMENTATIONS: dict[str, list[str]] = {
+    # torchdata's own loader: the baseline every clause is measured against.
+    "stateful-dataloader": [f"{FACTORIES}:stateful_dataloader"],
+    # The corrected gradient-accumulation wrapper: exact at every checkpoint point.
+    "reference": [f"{FACTORIES}:reference_wrapper"],
+    # The seed report's wrapper, run as a declared expected failure: if it ever passes
+    # one of these clauses, the session fails (the declaration is stale).
+    "seed": [
+        f"{FACTORIES}:seed_wrapper",
+        "--expect-fail", "SC02=keyword-only load_state_dict(**kwargs): TypeError on a positional resume",
+        "--expect-fail", "SC10=state is the base loader's: a mid-window checkpoint loses the rest of the window",
+        "--expect-fail", "SC11=same mid-window state bug, seen after a resume hop",
+        "--expect-fail", "SC13=same mid-window state bug, seen through state_dict() after a load",
+        "--expect-fail", "SC17=same mid-window state bug, seen after serializing the state",
+    ],
+    # The seed report's proposed fix: exact only at window boundaries, and declares it.
+    "seed-fix": [f"{FACTORIES}:seed_fix_wrapper", "--checkpoint-alignment", "window"],
+}
+
+
+def install(session: nox.Session, *extras: str) -> None:
+    """torch first (pinned), then this package editable with the given extras."""
+    session.install(TORCH)
+    session.install("-e", f".[{','.join(extras)}]" if extras else ".")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (pytest)."""
+    install(session, "test")
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The contract on the seed's broken wrapper and the reference wrapper, side by side."""
+    install(session)
+    session.run("stateful-contract", "demo", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff on the package, the tests and this file."""
+    session.install(*EXTRAS["lint"])  # the tools only: linting needs neither torch nor the package
+    session.run("ruff", "check", "stateful_contract", "tests", "noxfile.py")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on the package, then the typing test (tests/typing/)."""
+    install(session, "lint", "test")
+    session.run("mypy", "--strict", "stateful_contract")
+    session.run("pytest", "-q", "tests/typing")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site, built strictly: a broken link or reference fails."""
+    # mkdocstrings reads the package's source without importing it: no torch needed.
+    session.install(*EXTRAS["docs"])
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site")
+
+
+@nox.session
+@nox.parametrize("impl", list(IMPLEMENTATIONS), ids=list(IMPLEMENTATIONS))
+def contract(session: nox.Session, impl: str) -> None:
+    """The contract for one implementation: reports/IMPL.json, .svg and .endpoint.json."""
+    install(session)
+    REPORTS.mkdir(exist_ok=True)
+    report = REPORTS / f"{impl}.json"
+    report.unlink(missing_ok=True)
+    # Exit 1 (a clause failed) still leaves a report: draw the badge, then fail the session.
+    session.run(
+        "stateful-contract", "check", *IMPLEMENTATIONS[impl], "--json", str(report), "--quiet",
+        *session.posargs, success_codes=[0, 1],
+    )
+    session.run(
+        "stateful-contract", "badge", str(report),
+        "--svg", str(REPORTS / f"{impl}.svg"), "--endpoint", str(REPORTS / f"{impl}.endpoint.json"),
+    )
+    if json.loads(report.read_text(encoding="utf-8"))["verdict"] != "pass":
+        session.error(f"{impl} does not meet the StatefulLoader contract (see {report})")
+
+
+if __name__ == "__main__":
+    sys.exit("run the sessions with nox: nox -l")

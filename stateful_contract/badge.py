@@ -1,0 +1,227 @@
+"""The contract badge: a report turned into a self-contained SVG and a shields.io endpoint file.
+
+    stateful-contract badge reports/my-loader.json --svg reports/my-loader.svg \\
+        --endpoint reports/my-loader.endpoint.json
+
+The label names the contract and its version; the message is the verdict a reader of a
+README needs: ``passing``, ``passing except SC17, window-aligned`` (declared deviations,
+named), ``failing 2 clauses (SC02, SC10)``, and the strict tier when it ran
+(``passing + strict`` or ``passing, fails strict``). The colour follows the core verdict
+only: torchdata's own `StatefulDataLoader` fails the strict tier, so a loader that behaves
+exactly like it deserves a green badge.
+
+Everything here is a pure function of a `Report` except `write_badge` and `run`; the SVG
+is drawn without network access, the way shields.io draws its "flat" style.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+from .report import ClauseResult, Report
+
+__all__ = [
+    "add_arguments",
+    "badge_color",
+    "badge_label",
+    "badge_message",
+    "endpoint_json",
+    "render_svg",
+    "run",
+    "svg_badge",
+    "text_width",
+    "write_badge",
+]
+
+#: shields.io's named colours, so the SVG and the endpoint badge look the same.
+COLORS: dict[str, str] = {
+    "brightgreen": "#4c1",
+    "yellowgreen": "#a4a61d",
+    "red": "#e05d44",
+    "lightgrey": "#9f9f9f",
+}
+
+#: At most this many clause IDs are named on a badge, the rest counted ("+2"): five
+#: covers the seed's wrapper (SC02 and four clauses showing its mid-window bug).
+MAX_NAMED_CLAUSES = 5
+
+#: Tiers whose verdict decides the colour. The strict tier goes beyond StatefulDataLoader
+#: and is only mentioned in the text.
+CORE_TIERS = frozenset({"structure", "core", "distributed"})
+
+# Advance widths in pixels of Verdana at 11px for printable ASCII (32..126), the font and
+# size shields.io measures badge text with; one row per 16 characters starting at " ".
+_VERDANA_11 = (
+    3.87, 4.33, 5.05, 9.0, 6.99, 11.84, 7.99, 2.95, 5.0, 5.0, 6.99, 9.0, 4.0, 5.0, 4.0, 5.0,
+    6.99, 6.99, 6.99, 6.99, 6.99, 6.99, 6.99, 6.99, 6.99, 6.99, 5.0, 5.0, 9.0, 9.0, 9.0, 6.0,
+    11.0, 7.52, 7.54, 7.68, 8.48, 6.96, 6.32, 8.53, 8.27, 4.63, 5.0, 7.62, 6.12, 9.27, 8.23, 8.66,
+    6.63, 8.66, 7.65, 7.52, 6.78, 8.05, 7.52, 10.88, 7.54, 6.77, 7.54, 5.0, 5.0, 5.0, 9.0, 6.99,
+    6.99, 6.61, 6.85, 5.73, 6.85, 6.55, 3.87, 6.85, 6.96, 3.02, 3.79, 6.51, 3.02, 10.7, 6.96, 6.68,
+    6.85, 6.85, 4.69, 5.73, 4.33, 6.96, 6.51, 9.0, 6.51, 6.51, 5.78, 6.98, 5.0, 6.98, 9.0,
+)
+#: Width assumed for characters outside the table: as wide as "W", so text never overflows.
+_WIDEST = 10.88
+
+
+def text_width(text: str) -> float:
+    """Rendered width of ``text`` in Verdana 11px, in pixels (an estimate, as shields.io makes)."""
+    total = 0.0
+    for ch in text:
+        code = ord(ch)
+        total += _VERDANA_11[code - 32] if 32 <= code <= 126 else _WIDEST
+    return total
+
+
+def badge_label(report: Report) -> str:
+    """``StatefulLoader contract v1``: which contract, which version of it."""
+    return f"StatefulLoader contract v{report.contract_version}"
+
+
+def _ran(report: Report, tiers: frozenset[str]) -> list[ClauseResult]:
+    return [r for r in report.results if r.tier in tiers and r.status != "skipped"]
+
+
+def _named(ids: list[str]) -> str:
+    shown = ", ".join(ids[:MAX_NAMED_CLAUSES])
+    return shown if len(ids) <= MAX_NAMED_CLAUSES else f"{shown} +{len(ids) - MAX_NAMED_CLAUSES}"
+
+
+def _alignment(report: Report) -> str | None:
+    # The report stores the declaration as "window" or a number of batches.
+    align = report.checkpoint_alignment
+    if not align:
+        return None
+    if align == "window":
+        return "window-aligned"
+    return f"aligned to {align} batches"
+
+
+def badge_message(report: Report) -> str:
+    """The verdict in a few words; see the module docstring for the forms it takes."""
+    core = _ran(report, CORE_TIERS)
+    if not core:
+        return "not run"
+    failing = [r.id for r in core if r.is_failure]
+    if failing:
+        noun = "clause" if len(failing) == 1 else "clauses"
+        return f"failing {len(failing)} {noun} ({_named(failing)})"
+    message = "passing"
+    deviations = [r.id for r in core if r.status == "expected-failure"]
+    if deviations:
+        message += " except " + _named(deviations)
+    alignment = _alignment(report)
+    if alignment:
+        message += (", " if deviations else " ") + alignment
+    strict = _ran(report, frozenset({"strict"}))
+    if strict:
+        message += ", fails strict" if any(r.is_failure for r in strict) else " + strict"
+    return message
+
+
+def badge_color(report: Report) -> str:
+    """A shields.io colour name: red on a core failure, yellow-green with deviations."""
+    core = _ran(report, CORE_TIERS)
+    if not core:
+        return "lightgrey"
+    if any(r.is_failure for r in core):
+        return "red"
+    if report.checkpoint_alignment is not None or any(r.status == "expected-failure" for r in core):
+        return "yellowgreen"
+    return "brightgreen"
+
+
+def endpoint_json(report: Report) -> dict[str, Any]:
+    """The shields.io endpoint document (https://shields.io/badges/endpoint-badge)."""
+    return {
+        "schemaVersion": 1,
+        "label": badge_label(report),
+        "message": badge_message(report),
+        "color": badge_color(report),
+    }
+
+
+def _odd(width: float) -> int:
+    # shields.io rounds text widths up to an odd number so the text centres on a pixel.
+    n = round(width)
+    return n if n % 2 else n + 1
+
+
+def render_svg(report: Report) -> str:
+    """The badge as a standalone SVG in shields.io's flat style."""
+    return svg_badge(badge_label(report), badge_message(report), badge_color(report))
+
+
+def svg_badge(label: str, message: str, color: str) -> str:
+    """A flat two-part badge; ``color`` is a shields.io colour name or a ``#rgb`` value."""
+    fill = COLORS.get(color, color)
+    label_text, message_text = _odd(text_width(label)), _odd(text_width(message))
+    # 5px of padding either side of each text, as shields.io does.
+    left, right = label_text + 10, message_text + 10
+    total = left + right
+    title = escape(f"{label}: {message}")
+    # Text is drawn at 10x size and scaled down by 0.1 for sub-pixel placement.
+    texts = []
+    for text, width, x in ((label, label_text, left / 2), (message, message_text, left + right / 2)):
+        body = escape(text)
+        for y, extra in ((150, ' fill="#010101" fill-opacity=".3" aria-hidden="true"'), (140, "")):
+            texts.append(
+                f'<text x="{x * 10:.0f}" y="{y}" transform="scale(.1)" '
+                f'textLength="{width * 10}"{extra}>{body}</text>'
+            )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="20" role="img" '
+        f'aria-label="{title}">'
+        f"<title>{title}</title>"
+        '<linearGradient id="s" x2="0" y2="100%"><stop offset="0" stop-color="#bbb" stop-opacity=".1"/>'
+        '<stop offset="1" stop-opacity=".1"/></linearGradient>'
+        f'<clipPath id="r"><rect width="{total}" height="20" rx="3" fill="#fff"/></clipPath>'
+        f'<g clip-path="url(#r)"><rect width="{left}" height="20" fill="#555"/>'
+        f'<rect x="{left}" width="{right}" height="20" fill="{escape(fill)}"/>'
+        f'<rect width="{total}" height="20" fill="url(#s)"/></g>'
+        '<g fill="#fff" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,sans-serif" '
+        'text-rendering="geometricPrecision" font-size="110">' + "".join(texts) + "</g></svg>\n"
+    )
+
+
+def write_badge(report: Report, *, svg: str | Path | None = None, endpoint: str | Path | None = None) -> None:
+    """Write the SVG and/or the endpoint JSON, creating parent directories."""
+    if svg is not None:
+        Path(svg).parent.mkdir(parents=True, exist_ok=True)
+        Path(svg).write_text(render_svg(report), encoding="utf-8")
+    if endpoint is not None:
+        Path(endpoint).parent.mkdir(parents=True, exist_ok=True)
+        Path(endpoint).write_text(json.dumps(endpoint_json(report), indent=2) + "\n", encoding="utf-8")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``stateful-contract badge``."""
+    parser.add_argument("report", type=Path, help="a JSON report written by `check` or --contract-report")
+    parser.add_argument("--svg", type=Path, metavar="PATH", help="write a self-contained SVG badge here")
+    parser.add_argument("--endpoint", type=Path, metavar="PATH", help="write a shields.io endpoint JSON here")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``stateful-contract badge``: 0 when written, 2 when the report cannot be read.
+
+    The exit status says whether the badge was made, not whether the loader passed:
+    a failing badge is a badge too. With neither ``--svg`` nor ``--endpoint`` the
+    endpoint JSON goes to standard output.
+    """
+    try:
+        report = Report.from_json(args.report)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"stateful-contract badge: cannot read report {str(args.report)!r}: {exc}", file=sys.stderr)
+        return 2
+    if args.svg is None and args.endpoint is None:
+        print(json.dumps(endpoint_json(report), indent=2))
+        return 0
+    write_badge(report, svg=args.svg, endpoint=args.endpoint)
+    for path in (args.svg, args.endpoint):
+        if path is not None:
+            print(f"wrote {path}")
+    return 0

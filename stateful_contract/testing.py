@@ -1,0 +1,206 @@
+"""The pytest face of the contract: one subclass, one hook, one test per clause.
+
+    from stateful_contract.testing import StatefulLoaderContract
+
+    class TestMyLoader(StatefulLoaderContract):
+        def make_loader(self, config):
+            base = config.stateful_dataloader()
+            return MyWrapper(base, grad_acc_step=config.grad_acc_step)
+
+pytest then collects ``test_clause[SC01-implements-protocol]``,
+``test_clause[SC10-resume-continues-the-stream]``, ... The engine's `check` runs once per
+class, on the clauses pytest selected (``-k SC10`` checks only SC10), and every test reads
+the verdict of its clause from that one report: a failure shows the clause, the message
+and a copy-paste reproduction; a declared expected failure is an xfail; a declared
+expected failure that passes fails, so the list stays current.
+
+Everything the suite needs (the fixture, the parametrization, the profile choice) lives
+on the class, so nothing depends on the downstream repository's conftest. Only
+`make_loader` and the documented class attributes are meant to be overridden; the
+helpers are ``@final``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import ClassVar, final
+
+import pytest
+from hypothesis import settings
+
+from .check import FactoryError, check
+from .clauses.catalogue import CLAUSES, Clause
+from .config import ConfigSpace, LoaderConfig
+from .engine.plans import Alignment
+from .profiles import PROFILES
+from .protocol import StatefulLoader
+from .pytest_plugin import MARKER, REPORTS
+from .report import ClauseResult, Report
+from .target import import_line
+
+__all__ = ["StatefulLoaderContract", "judge"]
+
+#: Hypothesis profiles registered by the plugin are named ``stateful-contract-<profile>``.
+PROFILE_PREFIX = "stateful-contract-"
+
+
+class StatefulLoaderContract:
+    """Base class for a downstream test class; implement `make_loader`.
+
+    Class attributes a subclass may set:
+
+    - ``expected_failures``: ``{"SC17": "reason"}``, clauses this loader is known to fail.
+      Strict: a declared failure that passes fails its test.
+    - ``checkpoint_alignment``: ``None`` (checkpoints anywhere, the default),
+      ``"window"`` (only at gradient-accumulation window boundaries) or an ``int`` n
+      (only every n batches), for wrappers that are exact only there. Shown on the
+      report and the badge.
+    - ``config_space``: a `ConfigSpace` narrowed to what the loader supports, e.g.
+      ``ConfigSpace(num_workers=(0,), grad_acc_step=(1, 4), dataset_size=(1, 12))``.
+    - ``strict``: also run the strict tier (SC40), which `StatefulDataLoader` fails.
+    - ``profile``: the engine profile (``"dev"``, ``"ci"``, ``"thorough"``) when the run
+      does not choose one with ``--hypothesis-profile stateful-contract-<profile>``.
+    - ``timeout``: seconds one example may take, ``None`` for the profile's.
+
+    The distributed clause SC30 is not run from here: it starts one process per rank,
+    which must import the factory by name; use ``stateful-contract check --world-size``.
+    """
+
+    expected_failures: ClassVar[Mapping[str, str]] = {}
+    checkpoint_alignment: ClassVar[Alignment] = None
+    config_space: ClassVar[ConfigSpace] = ConfigSpace()
+    strict: ClassVar[bool] = False
+    profile: ClassVar[str] = "ci"
+    timeout: ClassVar[float | None] = None
+
+    def make_loader(self, config: LoaderConfig) -> StatefulLoader:
+        """The hook: return a fresh loader for ``config`` on every call.
+
+        ``config.stateful_dataloader()`` is torchdata's loader for the config, the usual
+        thing to wrap; ``config.grad_acc_step`` is the window size a wrapper buffers.
+        """
+        raise NotImplementedError(f"{type(self).__qualname__} must implement make_loader(self, config)")
+
+    @final
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """One ``test_clause`` per clause this class runs, with the clause in the test id."""
+        if "clause_id" not in metafunc.fixturenames:
+            return
+        cls = type(self)
+        known = {c.id for c in CLAUSES}
+        for unknown in sorted(set(cls.expected_failures) - known):
+            warnings.warn(
+                f"{cls.__qualname__}.expected_failures names {unknown!r}, which is no clause "
+                f"of the contract (known: {', '.join(sorted(known))})",
+                UserWarning,
+                stacklevel=1,
+            )
+        # The marker is registered by the plugin; without it (-p no:stateful_contract)
+        # an unregistered mark would break --strict-markers runs.
+        marks = [getattr(pytest.mark, MARKER)] if metafunc.config.pluginmanager.has_plugin(MARKER) else []
+        metafunc.parametrize(
+            "clause_id",
+            [pytest.param(c.id, id=f"{c.id}-{c.name}", marks=marks) for c in clauses_for(cls)],
+        )
+
+    @final
+    @pytest.fixture(scope="class")
+    @classmethod
+    def stateful_contract_report(cls, request: pytest.FixtureRequest) -> Report:
+        """The engine's report for this class, computed once for all its clause tests."""
+        if cls.make_loader is StatefulLoaderContract.make_loader:
+            pytest.fail(f"{cls.__qualname__} must implement make_loader(self, config)", pytrace=False)
+        try:
+            report = check(
+                cls().make_loader,
+                profile=engine_profile(cls.profile),
+                clauses=selected_clauses(request.session, cls),
+                expected_failures=dict(cls.expected_failures),
+                checkpoint_alignment=cls.checkpoint_alignment,
+                strict=cls.strict,
+                space=cls.config_space,
+                timeout=cls.timeout,
+                target=request.node.nodeid,
+            )
+        except FactoryError as e:
+            # No loader at all: one clear line on every test, not a traceback into the engine.
+            pytest.fail(f"{cls.__qualname__}.make_loader cannot build a loader: {e}", pytrace=False)
+        _point_reproductions_at(report, cls)
+        request.config.stash.setdefault(REPORTS, {})[request.node.nodeid] = report
+        return report
+
+    @final
+    def test_clause(self, clause_id: str, stateful_contract_report: Report) -> None:
+        """The verdict on one clause (the test id names it)."""
+        judge(stateful_contract_report[clause_id])
+
+
+def clauses_for(cls: type[StatefulLoaderContract]) -> list[Clause]:
+    """Structure and core always, the strict tier on request."""
+    wanted = {"structure", "core", "strict"} if cls.strict else {"structure", "core"}
+    return [c for c in CLAUSES if c.tier in wanted]
+
+
+def _point_reproductions_at(report: Report, cls: type[StatefulLoaderContract]) -> None:
+    """Make reproductions build the loader with this class's hook.
+
+    The engine writes a placeholder import for a target that is no ``module:factory``
+    (a pytest node id is not); replace it with the line that gets the hook.
+    """
+    placeholder = import_line(report.target)
+    hook = f"from {cls.__module__} import {cls.__qualname__.split('.')[0]}; factory = {cls.__qualname__}().make_loader"
+    for result in report.results:
+        result.reproduction = result.reproduction.replace(placeholder, hook)
+
+
+def selected_clauses(session: pytest.Session, cls: type) -> list[str]:
+    """The clause IDs of this class's tests that survived selection (``-k``, ``--lf``, ...)."""
+    ids: list[str] = []
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        if getattr(item, "cls", None) is cls and callspec is not None and "clause_id" in callspec.params:
+            ids.append(callspec.params["clause_id"])
+    return ids
+
+
+def engine_profile(default: str) -> str:
+    """The engine profile: the one named by the loaded Hypothesis profile, else ``default``.
+
+    ``--hypothesis-profile stateful-contract-dev`` loads the Hypothesis profile of that
+    name (Hypothesis may append ``-with-verbose-verbosity`` and the like), which maps to
+    the engine's ``dev`` profile.
+    """
+    current = settings.get_current_profile_name()
+    if current.startswith(PROFILE_PREFIX):
+        name = current[len(PROFILE_PREFIX) :].split("-", 1)[0]
+        if name in PROFILES:
+            return name
+    return default
+
+
+def failure_text(result: ClauseResult) -> str:
+    """What a failing clause test prints: the rule, what happened, how to reproduce it."""
+    # The engine's messages open with "SC10 name: statement"; others get that heading.
+    lines = [] if result.message.startswith(result.id) else [f"{result.id} {result.name}"]
+    if result.message:
+        lines.append(result.message)
+    lines.extend(result.notes)
+    if result.reproduction:
+        lines += ["", "Reproduction:", *("    " + line for line in result.reproduction.splitlines())]
+    return "\n".join(lines)
+
+
+def judge(result: ClauseResult) -> None:
+    """Turn one `ClauseResult` into the pytest outcome of its test.
+
+    Failures are raised with ``pytrace=False``: the message and the reproduction say
+    everything, and a traceback into this module would only hide them.
+    """
+    if result.status == "passed":
+        return
+    if result.status == "expected-failure":
+        pytest.xfail(f"{result.id} {result.name}: {result.expected_failure_reason or 'declared expected failure'}")
+    if result.status in ("skipped", "not-judged"):
+        pytest.skip(f"{result.id} {result.status}: {result.message or 'not run'}")
+    pytest.fail(failure_text(result), pytrace=False)

@@ -1,0 +1,195 @@
+"""The mixin, end to end: a downstream test file in a fresh directory, run by pytest (pytester).
+
+Each run uses the ``dev`` profile and a narrow configuration space so that the
+whole module stays fast; the clauses themselves are the engine's tests' business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import settings
+
+from stateful_contract import CLAUSES, Report
+from stateful_contract.testing import StatefulLoaderContract, clauses_for, engine_profile
+
+pytest_plugins = ["pytester"]
+
+#: What every downstream file below starts with: the reference factories, a small space.
+HEADER = """
+from stateful_contract import ConfigSpace
+from stateful_contract.reference import factories
+from stateful_contract.testing import StatefulLoaderContract
+
+SMALL = ConfigSpace(num_workers=(0,), dataset_size=(1, 6), batch_size=(1, 2), grad_acc_step=(1, 3))
+"""
+
+#: The ids pytest must show for a class that runs structure and core clauses.
+CORE_IDS = [f"{c.id}-{c.name}" for c in CLAUSES if c.tier in ("structure", "core")]
+
+
+def downstream(loader: str, body: str = "", *, profile: str = "dev") -> str:
+    """A downstream test class for ``factories.<loader>``, with extra class attributes.
+
+    Tests that need a failure to be found use ``profile="ci"``: derandomized, so the
+    same examples every run, where ``dev``'s random 15 may miss a mid-window checkpoint.
+    """
+    attrs = "".join(f"    {line}\n" for line in body.strip().splitlines())
+    return HEADER + (
+        f"\nclass TestLoader(StatefulLoaderContract):\n"
+        f"    config_space = SMALL\n"
+        f"    profile = {profile!r}\n{attrs}\n"
+        f"    def make_loader(self, config):\n"
+        f"        return factories.{loader}(config)\n"
+    )
+
+
+@pytest.fixture(autouse=True)
+def keep_hypothesis_profile() -> Iterator[None]:
+    """In-process runs may load another Hypothesis profile; give this session its own back."""
+    before = settings.get_current_profile_name()
+    yield
+    settings.load_profile(before)
+
+
+def test_one_test_per_clause_with_the_clause_in_its_id(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loader=downstream("reference_wrapper"))
+    result = pytester.runpytest("--collect-only", "-q")
+    collected = [line for line in result.outlines if "::" in line]
+    assert collected == [f"test_loader.py::TestLoader::test_clause[{i}]" for i in CORE_IDS]
+
+
+def test_the_strict_tier_adds_its_clause(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loader=downstream("reference_wrapper", "strict = True"))
+    result = pytester.runpytest("--collect-only", "-q")
+    assert "test_loader.py::TestLoader::test_clause[SC40-bad-state-is-refused]" in result.outlines
+
+
+def test_a_correct_loader_passes_every_clause(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loader=downstream("reference_wrapper"))
+    result = pytester.runpytest("-v")
+    result.assert_outcomes(passed=len(CORE_IDS))
+    result.stdout.fnmatch_lines(["*test_clause[[]SC10-resume-continues-the-stream[]] PASSED*"])
+
+
+def test_a_broken_loader_fails_with_the_clause_named_and_a_reproduction(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loader=downstream("seed_wrapper", profile="ci"))
+    result = pytester.runpytest("-k", "SC01 or SC02 or SC10")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*TestLoader.test_clause[[]SC02-load-accepts-positional-state[]]*",
+            "SC02 load-accepts-positional-state: *",
+            "Got: TypeError: SeedPrefetchGradAccDataLoader.load_state_dict() takes 1 positional argument but 2 were given",
+            "Reproduction:",
+            "    from test_loader import TestLoader; factory = TestLoader().make_loader",
+        ]
+    )
+    result.stdout.fnmatch_lines(["SC10 resume-continues-the-stream: *", "Checkpoint: *", "Expected: *", "Got: *"])
+    # The failure is the clause's message, not a traceback into the suite.
+    assert "stateful_contract/testing.py" not in result.stdout.str()
+
+
+def test_a_declared_expected_failure_is_an_xfail_with_its_reason(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loader=downstream("seed_wrapper", "expected_failures = {'SC02': 'keyword-only load'}"))
+    result = pytester.runpytest("-k", "SC02", "-rx")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(["XFAIL *SC02-load-accepts-positional-state* - SC02 load-accepts-positional-state: keyword-only load"])
+
+
+def test_a_declared_failure_that_passes_fails_the_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loader=downstream("reference_wrapper", "expected_failures = {'SC02': 'stale'}"))
+    result = pytester.runpytest("-k", "SC02")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*SC02 was declared an expected failure ('stale') but passed*"])
+
+
+def test_a_checkpoint_alignment_is_honoured_and_reported(pytester: pytest.Pytester) -> None:
+    # The seed's proposed fix is exact only at window boundaries: it fails SC10 as it
+    # stands, and passes once the alignment is declared.
+    pytester.makepyfile(
+        test_anywhere=downstream("seed_fix_wrapper", profile="ci").replace("TestLoader", "TestAnywhere"),
+        test_aligned=downstream("seed_fix_wrapper", "checkpoint_alignment = 'window'").replace("TestLoader", "TestAligned"),
+    )
+    result = pytester.runpytest("-k", "SC10", "--contract-report", "r-{name}.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_anywhere.py::TestAnywhere::test_clause[[]SC10-*"])
+    aligned = Report.from_json(pytester.path / "r-TestAligned.json")
+    assert aligned.checkpoint_alignment is not None and aligned.checkpoint_alignment.startswith("window")
+    assert aligned["SC10"].status == "passed"
+
+
+def test_the_check_runs_once_per_class_on_the_selected_clauses(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[dict[str, Any]] = []
+    from stateful_contract.check import check as real_check
+
+    def spy(factory: Any, **kwargs: Any) -> Report:
+        calls.append(kwargs)
+        return real_check(factory, **kwargs)
+
+    monkeypatch.setattr("stateful_contract.testing.check", spy)
+    pytester.makepyfile(test_loader=downstream("stateful_dataloader", "expected_failures = {'SC17': 'why'}"))
+    result = pytester.runpytest_inprocess("-k", "SC01 or SC12 or SC17")
+    result.assert_outcomes(passed=2, failed=1)  # SC17 passes although declared: a stale declaration
+    assert len(calls) == 1
+    assert calls[0]["clauses"] == ["SC01", "SC12", "SC17"]
+    assert calls[0]["profile"] == "dev" and calls[0]["expected_failures"] == {"SC17": "why"}
+    assert calls[0]["target"] == "test_loader.py::TestLoader"
+
+
+def test_a_class_without_the_hook_errors_with_the_hook_named(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loader=HEADER + "\nclass TestNothing(StatefulLoaderContract):\n    pass\n")
+    result = pytester.runpytest("-k", "SC01")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*TestNothing must implement make_loader(self, config)*"])
+
+
+def test_a_hook_that_cannot_build_a_loader_errors_in_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_loader=HEADER
+        + "\nclass TestBroken(StatefulLoaderContract):\n"
+        + "    def make_loader(self, config):\n"
+        + "        raise RuntimeError('no such dataset')\n"
+    )
+    result = pytester.runpytest("-k", "SC01 or SC10")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*TestBroken.make_loader cannot build a loader: *RuntimeError: no such dataset*"])
+
+
+def test_an_expected_failure_naming_no_clause_warns(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loader=downstream("stateful_dataloader", "expected_failures = {'SC99': 'typo'}"))
+    result = pytester.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*TestLoader.expected_failures names 'SC99', which is no clause of the contract*"])
+
+
+def test_the_base_class_itself_is_not_collected(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loader=HEADER)
+    result = pytester.runpytest("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_the_profile_comes_from_the_hypothesis_profile_then_the_class() -> None:
+    assert engine_profile("ci") == "ci"
+    settings.load_profile("stateful-contract-thorough")
+    assert engine_profile("ci") == "thorough"
+    # Hypothesis derives profiles from the chosen one, e.g. for --hypothesis-verbosity.
+    settings.register_profile("stateful-contract-dev-with-verbose-verbosity", parent=settings.get_profile("stateful-contract-dev"))
+    settings.load_profile("stateful-contract-dev-with-verbose-verbosity")
+    assert engine_profile("ci") == "dev"
+
+
+def test_clauses_for_follows_the_tiers() -> None:
+    class Core(StatefulLoaderContract):
+        pass
+
+    class Strict(StatefulLoaderContract):
+        strict = True
+
+    assert [c.id for c in clauses_for(Core)] == [i.split("-")[0] for i in CORE_IDS]
+    assert [c.id for c in clauses_for(Strict)][-1] == "SC40"
