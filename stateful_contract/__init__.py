@@ -6,32 +6,63 @@
 
 The contract's clauses (SC01...) are listed in `CLAUSES`; `StatefulLoader` is the
 typing Protocol a checkpointable loader satisfies.
+
+Names are imported on first use: the pytest plugin, registered for every pytest run
+in an environment where this package is installed, must not import torch (seconds)
+in test runs that never touch the contract.
 """
 
 from __future__ import annotations
 
-from .check import FactoryError, Progress, check
-from .clauses.catalogue import CLAUSES, CONTRACT_VERSION, Clause
-from .clauses.violation import ClauseViolation
-from .config import ConfigSpace, LoaderConfig, TokenDataset, loader_configs
-from .protocol import StatefulLoader
-from .report import ClauseResult, Report
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "CLAUSES",
-    "CONTRACT_VERSION",
-    "Clause",
-    "ClauseResult",
-    "ClauseViolation",
-    "ConfigSpace",
-    "FactoryError",
-    "LoaderConfig",
-    "Progress",
-    "Report",
-    "StatefulLoader",
-    "TokenDataset",
-    "check",
-    "loader_configs",
-]
+if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
+    from .check import FactoryError as FactoryError
+    from .check import Progress as Progress
+    from .check import check as check
+    from .clauses.catalogue import CLAUSES as CLAUSES
+    from .clauses.catalogue import CONTRACT_VERSION as CONTRACT_VERSION
+    from .clauses.catalogue import Clause as Clause
+    from .clauses.violation import ClauseViolation as ClauseViolation
+    from .config import ConfigSpace as ConfigSpace
+    from .config import LoaderConfig as LoaderConfig
+    from .config import TokenDataset as TokenDataset
+    from .config import loader_configs as loader_configs
+    from .protocol import StatefulLoader as StatefulLoader
+    from .report import ClauseResult as ClauseResult
+    from .report import Report as Report
+
+#: Public name -> module that defines it.
+_EXPORTS = {
+    "FactoryError": "check",
+    "Progress": "check",
+    "check": "check",
+    "CLAUSES": "clauses.catalogue",
+    "CONTRACT_VERSION": "clauses.catalogue",
+    "Clause": "clauses.catalogue",
+    "ClauseViolation": "clauses.violation",
+    "ConfigSpace": "config",
+    "LoaderConfig": "config",
+    "TokenDataset": "config",
+    "loader_configs": "config",
+    "StatefulLoader": "protocol",
+    "ClauseResult": "report",
+    "Report": "report",
+}
+
+__all__ = sorted(_EXPORTS)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

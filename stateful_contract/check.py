@@ -10,6 +10,8 @@ resume clauses, which have nothing to compare with when it fails.
 
 from __future__ import annotations
 
+import functools
+import gc
 import time
 import traceback
 import warnings
@@ -21,16 +23,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from .clauses import structure
-from .clauses.catalogue import CLAUSES, clause
-from .clauses.violation import ClauseViolation
+from .clauses.catalogue import CLAUSES, Clause, clause
+from .clauses.violation import ClauseViolation, violated
 from .config import ConfigSpace, LoaderConfig
-from .engine.guard import LoaderHung, current_children, deadline, reap_children
+from .engine.guard import LoaderHung, current_children, deadline, quick_worker_shutdown, reap_children
 from .engine.plans import Alignment
 from .engine.scenarios import SCENARIOS, Context, NotJudgeable
 from .engine.steps import LoaderError, Position, checkpoint, fresh, load, state_of
 from .profiles import Profile, get_profile, hypothesis_settings
-from .report import ClauseResult, Report
-from .target import TargetError, describe_factory, import_line, load_target
+from .report import ClauseResult, Report, Status
+from .target import describe_factory, import_line, load_target
 
 __all__ = ["FactoryError", "Progress", "check"]
 
@@ -69,15 +71,18 @@ class _Outcome:
     reproduction: str = ""
     examples: int = 0
     notes: list[str] = field(default_factory=list)
+    found_after: int | None = None
 
 
 def _reproduction(ctx: Context) -> str:
     return "\n".join(ctx.reproduction)
 
 
-def _loader_error(e: LoaderError) -> str:
+def _loader_error(clause_id: str, e: LoaderError) -> str:
+    """A loader's exception, in the same shape as a violation, with the loader's traceback."""
     tb = "".join(traceback.format_exception(type(e.error), e.error, e.error.__traceback__))
-    return f"{e}\n\nTraceback of the loader's exception:\n{tb.rstrip()}"
+    return violated(clause_id, expected="every call the contract makes on the loader to succeed",
+                    got=str(e)).message + f"\n\nTraceback of the loader's exception:\n{tb.rstrip()}"
 
 
 def _structure(ctx: Context, config: LoaderConfig) -> dict[str, _Outcome]:
@@ -136,8 +141,7 @@ def _structure(ctx: Context, config: LoaderConfig) -> dict[str, _Outcome]:
             out["SC03"] = _Outcome("failed", v.message, _reproduction(ctx))
             break
         except LoaderError as e:
-            out["SC03"] = _Outcome("failed", f"SC03 state-is-a-str-keyed-dict: {_loader_error(e)}",
-                                   _reproduction(ctx))
+            out["SC03"] = _Outcome("failed", _loader_error("SC03", e), _reproduction(ctx))
             break
     return out
 
@@ -152,6 +156,7 @@ def _hypothesis_clause(clause_id: str, ctx: Context, space: ConfigSpace, profile
         phases.append((True, profile.worker_examples))
     total = sum(n for _, n in phases)
     examples = 0
+    found_after: int | None = None  # examples run when the first counterexample appeared
     for workers, budget in phases:
         strategy = space.configs(workers=workers)
         if strategy.is_empty or budget == 0:
@@ -162,28 +167,32 @@ def _hypothesis_clause(clause_id: str, ctx: Context, space: ConfigSpace, profile
         @settings
         @given(config=strategy, data=st.data())
         def example(config: LoaderConfig, data: st.DataObject) -> None:
-            nonlocal examples
+            nonlocal examples, found_after
             examples += 1
             report_progress(min(examples, total), total)
-            with deadline(timeout):
-                scenario(ctx, config, data)
+            try:
+                with deadline(timeout):
+                    scenario(ctx, config, data)
+            except BaseException:
+                found_after = found_after or examples
+                raise
 
         try:
             example()
         except ClauseViolation as v:
-            return _Outcome("failed", v.message, _reproduction(ctx), examples)
+            return _Outcome("failed", v.message, _reproduction(ctx), examples, found_after=found_after)
         except NotJudgeable as e:
-            return _Outcome("not-judged", str(e), _reproduction(ctx), examples)
+            return _Outcome("not-judged", str(e), _reproduction(ctx), examples, found_after=found_after)
         except LoaderHung as h:
-            return _Outcome("failed", f"{clause_id} {clause(clause_id).name}: the loader hung: {h} "
-                            "(per-example timeout; the run went on with the next clause)",
-                            _reproduction(ctx), examples)
+            got = f"the loader hung: {h}; the run went on with the next clause (--timeout sets the limit)"
+            return _Outcome("failed", violated(clause_id, expected="each example to finish", got=got).message,
+                            _reproduction(ctx), examples, found_after=found_after)
         except LoaderError as e:
-            return _Outcome("failed", f"{clause_id} {clause(clause_id).name}: {_loader_error(e)}",
-                            _reproduction(ctx), examples)
+            return _Outcome("failed", _loader_error(clause_id, e), _reproduction(ctx), examples, found_after=found_after)
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
-            return _Outcome("failed", f"{clause_id} {clause(clause_id).name}: {type(e).__name__}: {e}",
-                            _reproduction(ctx), examples)
+            got = f"{type(e).__name__}: {e}"
+            return _Outcome("failed", violated(clause_id, expected="a verdict that replays", got=got).message,
+                            _reproduction(ctx), examples, found_after=found_after)
     return _Outcome("passed", examples=examples)
 
 
@@ -199,8 +208,103 @@ def _alignment_text(alignment: Alignment) -> str | None:
     if alignment is None:
         return None
     if alignment == "window":
-        return "window boundaries (every grad_acc_step batches)"
-    return f"every {alignment} batches"
+        return "window"
+    return str(int(alignment))
+
+
+@dataclass
+class _Run:
+    """One call of `check`: what to run, how hard, and what has been found so far."""
+
+    ctx: Context
+    selected: list[str]
+    expected: dict[str, str]
+    profile: Profile
+    space: ConfigSpace
+    timeout: float
+    progress: Callable[[Progress], None] | None
+    notes: list[str]
+    children: set[int] = field(default_factory=current_children)
+    outcomes: dict[str, _Outcome] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def emit(self, cid: str, done: int, total: int, status: str | None = None, took: float = 0.0) -> None:
+        if self.progress is not None:
+            self.progress(Progress(cid, clause(cid).name, done, total, status, took))
+
+    def structure(self) -> None:
+        for cid in ("SC01", "SC02", "SC03"):
+            self.emit(cid, 0, 1)
+        started = time.perf_counter()
+        try:
+            structural = _structure(self.ctx, STRUCTURE_CONFIG)
+        finally:
+            reap_children(self.children)
+        took = time.perf_counter() - started
+        for cid, outcome in structural.items():
+            self.outcomes[cid] = outcome
+            self.seconds[cid] = took / len(structural)
+        if structural["SC01"].status == "failed":
+            for c in CLAUSES:
+                self.outcomes.setdefault(c.id, _Outcome("not-judged", "the loader lacks the protocol's methods; see SC01"))
+        if self.ctx.load_form == "keyword" and set(self.selected) & NEEDS_LOAD:
+            note = ("load_state_dict(state) rejects a positional state (SC02); the other clauses ran "
+                    "through load_state_dict(state_dict=state)")
+            self.notes.append(note)
+            self.outcomes["SC02"].notes.append(note)
+
+    def prerequisite_failure(self, cid: str) -> str | None:
+        """Why ``cid`` cannot be judged, when a clause it depends on failed."""
+        if cid in NEEDS_LOAD and self.ctx.load_form not in ("positional", "keyword"):
+            return "load_state_dict cannot be called with a state at all; see SC02"
+        sc18 = self.outcomes.get("SC18")
+        if cid in NEEDS_LOAD and cid != "SC40" and sc18 is not None and sc18.status == "failed":
+            return ("two fresh loaders from one config differ, so there is no uninterrupted run to "
+                    "compare a resume with; see SC18")
+        return None
+
+    def searches(self) -> None:
+        # SC18 runs whenever a resume clause does: they are not judgeable without it.
+        wanted = [c for c in (*RESUME_ORDER, "SC40")
+                  if c in self.selected or (c == "SC18" and set(self.selected) & NEEDS_LOAD)]
+        for cid in wanted:
+            if cid in self.outcomes:
+                continue
+            why = self.prerequisite_failure(cid)
+            if why is not None:
+                self.outcomes[cid] = _Outcome("not-judged", why)
+                continue
+            started = time.perf_counter()
+            try:
+                self.outcomes[cid] = _hypothesis_clause(
+                    cid, self.ctx, self.space, self.profile, self.timeout,
+                    functools.partial(self.emit, cid))
+            finally:
+                reap_children(self.children)
+            self.seconds[cid] = time.perf_counter() - started
+
+    def result(self, c: Clause) -> ClauseResult:
+        outcome = self.outcomes.get(c.id)
+        if c.id not in self.selected or outcome is None:
+            why = ("strict tier: run with strict=True / --strict" if c.tier == "strict" else
+                   "multi-rank: run with world_size > 1 / --world-size" if c.tier == "distributed" else
+                   "not selected")
+            return ClauseResult(c.id, c.name, c.tier, "skipped", why)
+        status: Status = outcome.status  # type: ignore[assignment]
+        result = ClauseResult(c.id, c.name, c.tier, status, outcome.message,
+                              outcome.reproduction if status == "failed" else "",
+                              round(self.seconds.get(c.id, 0.0), 3), outcome.examples, notes=outcome.notes,
+                              found_after=outcome.found_after)
+        if c.id in self.expected:
+            result.expected_failure_reason = self.expected[c.id]
+            if result.status == "failed":
+                result.status = "expected-failure"
+            elif result.status == "passed":
+                result.status = "unexpected-pass"
+                result.message = (f"{c.id} was declared an expected failure ({self.expected[c.id]!r}) but "
+                                  "passed: remove it from the expected failures")
+        self.emit(c.id, 1, 1, result.status, result.seconds)
+        return result
 
 
 def check(
@@ -238,84 +342,31 @@ def check(
                            expected_failures=expected_failures, checkpoint_alignment=checkpoint_alignment,
                            timeout=timeout)
     prof = get_profile(profile)
-    space = space or ConfigSpace()
-    timeout = prof.timeout if timeout is None else timeout
     expected = {k.upper(): v for k, v in (expected_failures or {}).items()}
-    known = {c.id for c in CLAUSES}
     notes = []
-    for unknown in sorted(set(expected) - known):
+    for unknown in sorted(set(expected) - {c.id for c in CLAUSES}):
         warnings.warn(f"expected failure {unknown!r} names no clause", stacklevel=2)
         notes.append(f"expected failure {unknown!r} names no clause")
     selected = _selected(clauses, strict, world_size)
-    ctx = Context(factory=factory, alignment=checkpoint_alignment, factory_import=import_line(target))
-    children = current_children()
-
-    outcomes: dict[str, _Outcome] = {}
-    seconds: dict[str, float] = {}
-
-    def emit(cid: str, done: int, total: int, status: str | None = None, took: float = 0.0) -> None:
-        if progress is not None:
-            progress(Progress(cid, clause(cid).name, done, total, status, took))
-
-    started = time.perf_counter()
+    run = _Run(
+        ctx=Context(factory=factory, alignment=checkpoint_alignment, factory_import=import_line(target)),
+        selected=selected, expected=expected, profile=prof, space=space or ConfigSpace(),
+        timeout=prof.timeout if timeout is None else timeout, progress=progress, notes=notes,
+    )
+    # Everything alive now (torch, Hypothesis, the user's modules) is left out of the
+    # collections the engine runs before each worker loader: a full collection then
+    # costs milliseconds instead of ~0.3 s.
+    gc.freeze()
     try:
-        for cid in ("SC01", "SC02", "SC03"):
-            emit(cid, 0, 1)
-        structural = _structure(ctx, STRUCTURE_CONFIG)
+        with quick_worker_shutdown(), warnings.catch_warnings():
+            # torchdata 0.11 calls torch.set_vital, deprecated in torch 2.13: noise about
+            # the base loader, not the loader under test. Set here so that every face
+            # (pytest resets filters per test) is quiet.
+            warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
+            run.structure()
+            run.searches()
     finally:
-        reap_children(children)
-    took = time.perf_counter() - started
-    for cid, outcome in structural.items():
-        outcomes[cid] = outcome
-        seconds[cid] = took / len(structural)
-    if "SC01" in outcomes and outcomes["SC01"].status == "failed":
-        for c in CLAUSES:
-            outcomes.setdefault(c.id, _Outcome("not-judged", "the loader lacks the protocol's methods; see SC01"))
-    if ctx.load_form == "keyword":
-        notes.append("load_state_dict(state) rejects a positional state (SC02); the other clauses ran "
-                     "through load_state_dict(state_dict=state)")
-        outcomes["SC02"].notes.append(notes[-1])
-
-    wanted = [c for c in RESUME_ORDER + ("SC40",) if c in selected or (c == "SC18" and set(selected) & NEEDS_LOAD)]
-    for cid in wanted:
-        if cid in outcomes:
-            continue
-        if cid in NEEDS_LOAD and ctx.load_form not in ("positional", "keyword"):
-            outcomes[cid] = _Outcome("not-judged", "load_state_dict cannot be called with a state at all; see SC02")
-            continue
-        if cid in NEEDS_LOAD and cid != "SC40" and outcomes.get("SC18", _Outcome("passed")).status == "failed":
-            outcomes[cid] = _Outcome("not-judged", "two fresh loaders from one config differ, so there is no "
-                                     "uninterrupted run to compare a resume with; see SC18")
-            continue
-        t0 = time.perf_counter()
-        try:
-            outcomes[cid] = _hypothesis_clause(
-                cid, ctx, space, prof, timeout, lambda done, total, cid=cid: emit(cid, done, total))
-        finally:
-            reap_children(children)
-        seconds[cid] = time.perf_counter() - t0
-
-    results = []
-    for c in CLAUSES:
-        outcome = outcomes.get(c.id)
-        if c.id not in selected or outcome is None:
-            why = ("strict tier: run with strict=True / --strict" if c.tier == "strict" else
-                   "multi-rank: run with world_size > 1 / --world-size" if c.tier == "distributed" else
-                   "not selected")
-            results.append(ClauseResult(c.id, c.name, c.tier, "skipped", why))
-            continue
-        result = ClauseResult(c.id, c.name, c.tier, outcome.status, outcome.message,  # type: ignore[arg-type]
-                              outcome.reproduction if outcome.status == "failed" else "",
-                              round(seconds.get(c.id, 0.0), 3), outcome.examples, notes=outcome.notes)
-        if c.id in expected:
-            result.expected_failure_reason = expected[c.id]
-            if result.status == "failed":
-                result.status = "expected-failure"
-            elif result.status == "passed":
-                result.status = "unexpected-pass"
-                result.message = (f"{c.id} was declared an expected failure ({expected[c.id]!r}) but "
-                                  "passed: remove it from the expected failures")
-        emit(c.id, 1, 1, result.status, result.seconds)
-        results.append(result)
-    return Report(target=target, results=results, profile=prof.name, strict=strict or "SC40" in selected,
-                  world_size=world_size, checkpoint_alignment=_alignment_text(checkpoint_alignment), notes=notes)
+        gc.unfreeze()
+    return Report(target=target, results=[run.result(c) for c in CLAUSES], profile=prof.name,
+                  strict=strict or "SC40" in selected, world_size=world_size,
+                  checkpoint_alignment=_alignment_text(checkpoint_alignment), notes=notes)

@@ -80,8 +80,10 @@ def render(report: Report, out: TextIO) -> None:
     """One line per clause, the verdict, then what failed with its reproduction."""
     out.write(f"StatefulLoader contract v{report.contract_version}: {report.target} "
               f"(profile {report.profile})\n")
-    if report.checkpoint_alignment:
-        out.write(f"  declared checkpoint alignment: {report.checkpoint_alignment}\n")
+    if report.checkpoint_alignment == "window":
+        out.write("  declared checkpoint alignment: window boundaries (every grad_acc_step batches)\n")
+    elif report.checkpoint_alignment:
+        out.write(f"  declared checkpoint alignment: every {report.checkpoint_alignment} batches\n")
     for r in report.results:
         if r.status == "skipped":
             continue
@@ -127,7 +129,7 @@ def _alignment(value: str | None) -> Any:
     try:
         return int(value)
     except ValueError:
-        raise SystemExit(f"stateful-contract: --checkpoint-alignment takes 'window' or a number, got {value!r}")
+        raise SystemExit(f"stateful-contract: --checkpoint-alignment takes 'window' or a number, got {value!r}") from None
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -225,14 +227,11 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("clauses", help="list the clauses")
     c.set_defaults(func=_cmd_clauses)
 
-    try:
-        from . import badge
-    except ImportError:  # the badge face is optional until it lands
-        pass
-    else:
-        b = sub.add_parser("badge", help="turn a JSON report into an SVG badge and a shields.io endpoint")
-        badge.add_arguments(b)
-        b.set_defaults(func=badge.run)
+    from . import badge
+
+    b = sub.add_parser("badge", help="turn a JSON report into an SVG badge and a shields.io endpoint")
+    badge.add_arguments(b)
+    b.set_defaults(func=badge.run)
     return parser
 
 

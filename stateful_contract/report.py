@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from .clauses.catalogue import CLAUSES, CONTRACT_VERSION
 
-__all__ = ["ClauseResult", "Report", "Status", "FAILING_STATUSES"]
+__all__ = ["FAILING_STATUSES", "ClauseResult", "Report", "Status"]
 
 Status = Literal["passed", "failed", "expected-failure", "unexpected-pass", "not-judged", "skipped"]
 
@@ -40,6 +40,9 @@ class ClauseResult:
     examples: int = 0
     expected_failure_reason: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: For a search that failed: how many examples had run when the first counterexample
+    #: appeared (the rest were spent shrinking it).
+    found_after: int | None = None
 
     @property
     def is_failure(self) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TargetError", "load_target", "describe_factory", "import_line"]
+__all__ = ["TargetError", "describe_factory", "import_line", "load_target"]
 
 
 class TargetError(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["CONTRACT_VERSION", "CLAUSES", "Clause", "clause"]
+__all__ = ["CLAUSES", "CONTRACT_VERSION", "Clause", "clause"]
 
 #: Version of the contract text the clauses implement; shown on reports and badges.
 CONTRACT_VERSION = "1"

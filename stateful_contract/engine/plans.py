@@ -8,15 +8,21 @@ the first batch of the first epoch.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
 from hypothesis import strategies as st
 
 from ..config import LoaderConfig
 from .steps import Position
 
-__all__ = ["Alignment", "CHECKPOINT_EPOCHS", "REFERENCE_EPOCHS", "allowed_stream_points", "draw_position",
-           "window_of"]
+__all__ = [
+    "CHECKPOINT_EPOCHS",
+    "REFERENCE_EPOCHS",
+    "Alignment",
+    "allowed_stream_points",
+    "draw_position",
+    "window_of",
+]
 
 #: Checkpoints are drawn in the first two epochs: the second shows what carries over
 #: an epoch boundary (sampler reseeding, buffered windows, worker restarts).
@@ -29,7 +35,7 @@ ALIGNMENT_SLACK = 2
 
 #: ``"window"``: checkpoints only at grad-acc window boundaries (``config.grad_acc_step``);
 #: an int: only at multiples of that many batches within an epoch.
-Alignment = Union[Literal["window"], int, None]
+Alignment = Literal["window"] | int | None
 
 
 def window_of(alignment: Alignment, config: LoaderConfig) -> int:

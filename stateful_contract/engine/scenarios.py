@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import io
+import itertools
 import pickle
 import re
 from collections import OrderedDict
@@ -140,19 +141,19 @@ def resume_survives_several_hops(ctx: Context, config: LoaderConfig, data: st.Da
     end = sum(lengths[:3])
     body = [f"expected = reference[{stops[-1]}:{max(end, stops[-1])}]",
             f"state = checkpoint(fresh(factory, config), {pos.as_code()})  # run 1"]
-    for i, (a, b) in enumerate(zip(stops, stops[1:]), start=2):
+    for i, (a, b) in enumerate(itertools.pairwise(stops), start=2):
         body += [f"loader = fresh(factory, config, state=state{{load}})  # run {i}",
                  f"take(loader, {b - a}, max_epochs={RESUME_EPOCHS}); state = loader.state_dict()"]
     body += [f"resumed = take(fresh(factory, config, state=state{{load}}), len(expected), max_epochs={RESUME_EPOCHS})",
              "assert_same_stream(expected, resumed)"]
     ctx.record(config, *body)
     state = checkpoint(ctx.fresh(config), pos)
-    for a, b in zip(stops, stops[1:]):
+    for a, b in itertools.pairwise(stops):
         loader = ctx.fresh(config, state)
         take(loader, b - a, max_epochs=RESUME_EPOCHS)
         state = state_of(loader)
     expected = reference[stops[-1]: max(end, stops[-1])]
-    hop_text = " -> ".join(f"{b - a} more batches" for a, b in zip(stops, stops[1:]))
+    hop_text = " -> ".join(f"{b - a} more batches" for a, b in itertools.pairwise(stops))
     resume.resume_survives_several_hops(
         expected, ctx.resumed(config, state, len(expected)),
         context=f"run 1 checkpointed {pos.describe()}; then resumed and checkpointed after {hop_text}",
@@ -299,6 +300,12 @@ def same_config_same_stream(ctx: Context, config: LoaderConfig, data: st.DataObj
     resume.same_config_same_stream(first, second)
 
 
+def _early_state(ctx: Context, config: LoaderConfig) -> Any:
+    """A state after the first batch, or after iter() when an epoch has no batch (drop_last)."""
+    _, lengths = ctx.reference(config)
+    return checkpoint(ctx.fresh(config), Position(0, min(1, lengths[0])))
+
+
 def _bad_states(ctx: Context, config: LoaderConfig, good: dict[str, Any]) -> dict[str, Any]:
     """The bad inputs SC40 feeds to ``load_state_dict``, by name."""
     bad: dict[str, Any] = {"None": None, "{}": {}, "a list": [1, 2, 3]}
@@ -307,14 +314,14 @@ def _bad_states(ctx: Context, config: LoaderConfig, good: dict[str, Any]) -> dic
         first = next(iter(good))
         bad[f"a state without its key {first!r}"] = {k: v for k, v in good.items() if k != first}
     other = replace(config, batch_size=config.batch_size + 1)
-    bad["a state from another config (batch_size + 1)"] = checkpoint(ctx.fresh(other), Position(0, 1))
+    bad["a state from another config (batch_size + 1)"] = _early_state(ctx, other)
     rank1 = replace(config, world_size=2, rank=1)
-    bad["a state from another rank (rank 1 of 2, loaded by rank 0 of 2)"] = checkpoint(ctx.fresh(rank1), Position(0, 1))
+    bad["a state from another rank (rank 1 of 2, loaded by rank 0 of 2)"] = _early_state(ctx, rank1)
     return bad
 
 
 def bad_state_is_refused(ctx: Context, config: LoaderConfig, data: st.DataObject) -> None:
-    good = checkpoint(ctx.fresh(config), Position(0, 1))
+    good = _early_state(ctx, config)
     bad = _bad_states(ctx, config, good)
     rank0 = replace(config, world_size=2, rank=0)
     for kind, state in bad.items():
