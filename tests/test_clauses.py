@@ -1,0 +1,61 @@
+"""Every clause can fail, with its own ID, and correct loaders pass every clause."""
+
+from __future__ import annotations
+
+import pytest
+import zoo
+
+from stateful_contract import ConfigSpace, check
+from stateful_contract.reference import factories
+
+IN_PROCESS = ConfigSpace(num_workers=(0,))
+WORKERS = ConfigSpace(num_workers=(1, 2), dataset_size=(1, 12))
+
+
+@pytest.mark.parametrize(("loader", "clause_id"), list(zoo.KILLS.items()), ids=lambda v: getattr(v, "__name__", v))
+def test_each_broken_loader_is_killed_by_its_clause(loader, clause_id):
+    report = check(loader, clauses=[clause_id], space=IN_PROCESS, strict=clause_id == "SC40")
+    result = report[clause_id]
+    assert result.status == "failed", (result.status, result.message)
+    assert result.message.startswith(clause_id), result.message
+    assert "Expected:" in result.message and "Got:" in result.message, result.message
+    assert not report.passed
+
+
+def test_every_clause_has_a_broken_loader():
+    from stateful_contract import CLAUSES
+
+    killed = set(zoo.KILLS.values())
+    single_rank = {c.id for c in CLAUSES if c.tier != "distributed"}
+    assert single_rank <= killed, f"clauses no broken loader kills: {sorted(single_rank - killed)}"
+
+
+@pytest.mark.parametrize("factory", [zoo.epoch_loader, factories.stateful_dataloader, factories.reference_wrapper],
+                         ids=["hand-written", "StatefulDataLoader", "PrefetchGradAccDataLoader"])
+def test_correct_loaders_pass_every_core_clause_in_process(factory):
+    report = check(factory, space=IN_PROCESS)
+    failures = {r.id: r.message for r in report.results if r.status != "passed" and r.status != "skipped"}
+    assert not failures
+    assert report.passed
+    assert all(report[c].examples >= 20 for c in ("SC10", "SC11", "SC17")), "the search must really run"
+
+
+@pytest.mark.parametrize("factory", [factories.stateful_dataloader, factories.reference_wrapper],
+                         ids=["StatefulDataLoader", "PrefetchGradAccDataLoader"])
+def test_correct_loaders_pass_with_worker_processes(factory):
+    report = check(factory, space=WORKERS, profile="dev")
+    failures = {r.id: r.message for r in report.results if r.status not in ("passed", "skipped")}
+    assert not failures
+    assert report["SC10"].examples >= 2
+
+
+def test_a_strict_loader_passes_the_strict_tier():
+    report = check(zoo.StrictEpochLoader, space=IN_PROCESS, strict=True)
+    assert report["SC40"].status == "passed", report["SC40"].message
+    assert report.passed
+
+
+def test_statefuldataloader_accepts_bad_states_silently_so_fails_the_strict_tier():
+    report = check(factories.stateful_dataloader, clauses=["SC40"], space=IN_PROCESS, strict=True)
+    assert report["SC40"].status == "failed"
+    assert "accepted silently" in report["SC40"].message
