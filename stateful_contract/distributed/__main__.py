@@ -1,0 +1,90 @@
+"""``python -m stateful_contract.distributed TARGET --world-size N``: SC30 on real ranks.
+
+Without ``--config``/``--position`` it searches like ``stateful-contract check TARGET
+--world-size N --clause SC30``. With both it replays one example, the line an SC30
+failure prints::
+
+    python -m stateful_contract.distributed my_pkg.loaders:factory --world-size 2 \\
+        --config "LoaderConfig(dataset_size=9, batch_size=2, grad_acc_step=2)" \\
+        --position "Position(epoch=0, batches=1)"
+
+``--run-dir DIR`` keeps every rank's files (states, DCP checkpoints, logs) for a look.
+Exit status: 0 when SC30 passed, 1 when it failed, 2 when the target cannot be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..config import LoaderConfig
+from ..engine.steps import Position
+from ..profiles import PROFILES
+from ..target import TargetError
+from .check import check_world
+
+__all__ = ["main", "parse_call"]
+
+_TYPES: dict[str, type[Any]] = {"LoaderConfig": LoaderConfig, "Position": Position}
+
+
+def parse_call(text: str, expected: type[Any]) -> Any:
+    """``LoaderConfig(dataset_size=9, ...)`` or ``Position(...)`` with literal arguments, without eval."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as e:
+        raise ValueError(f"cannot parse {text!r}: {e}") from None
+    if (not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name)
+            or _TYPES.get(node.func.id) is not expected or node.args):
+        raise ValueError(f"expected {expected.__name__}(name=value, ...), got {text!r}")
+    try:
+        kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg is not None}
+    except ValueError:
+        raise ValueError(f"only literal values are accepted in {text!r}") from None
+    return expected(**kwargs)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", help="package.module:factory or path/to/file.py:factory")
+    parser.add_argument("--world-size", type=int, default=2, metavar="N")
+    parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
+    parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
+    parser.add_argument("--run-timeout", type=float, help="seconds the whole run may take")
+    parser.add_argument("--run-dir", help="keep the run's files here")
+    args = parser.parse_args(argv)
+    if (args.config is None) != (args.position is None):
+        parser.error("--config and --position go together")
+    replay = None
+    if args.config is not None:
+        try:
+            replay = (parse_call(args.config, LoaderConfig), parse_call(args.position, Position))
+        except (ValueError, TypeError) as e:
+            parser.error(str(e))
+    try:
+        report = check_world(args.target, world_size=args.world_size, profile=args.profile, clauses=["SC30"],
+                             timeout=args.timeout, run_timeout=args.run_timeout, replay=replay,
+                             run_dir=args.run_dir)
+    except TargetError as e:
+        print(f"stateful_contract.distributed: {e}", file=sys.stderr)
+        return 2
+    result = report["SC30"]
+    print(f"SC30 {result.name}: {result.status} ({result.examples} examples on {args.world_size} ranks, "
+          f"{result.seconds:.1f} s)")
+    if result.message:
+        print(result.message)
+    if result.reproduction:
+        print("\nReproduction:\n" + result.reproduction)
+    for note in result.notes + report.notes:
+        print(f"note: {note}")
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

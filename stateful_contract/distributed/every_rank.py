@@ -1,0 +1,123 @@
+"""SC30 every-rank-resumes: the judgement over what each rank saw after its resume.
+
+Each rank reports a `RankResume`: whether its resumed stream was exactly its own
+uninterrupted stream from the checkpoint on, and which samples (the ``index`` field of
+the contract's dataset) each stream held. The clause holds when every rank resumed
+exactly; when it does not, the message says which ranks failed and, over all ranks,
+which samples were lost and which were repeated, and whose they were: a rank that
+resumed another rank's position shows up as repeating that rank's samples.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..clauses.violation import violated
+
+__all__ = ["RankResume", "every_rank_resumes", "sample_ids"]
+
+#: Sample ids a message lists before eliding.
+_SHOWN_IDS = 12
+
+
+@dataclass
+class RankResume:
+    """What one rank observed for one checkpoint: its own verdict and its samples."""
+
+    rank: int
+    #: How the state travelled, e.g. ``"torch.save per rank"``.
+    via: str = ""
+    #: The loader raised, or hung, or the state could not be saved or read back.
+    error: str | None = None
+    hung: bool = False
+    #: Where the resumed stream departs from the uninterrupted one (None: exact).
+    difference: str | None = None
+    #: Sample ids of the uninterrupted stream from the checkpoint on, and of the resumed
+    #: stream (None when batches carry no ``index`` field).
+    expected_ids: list[int] | None = None
+    resumed_ids: list[int] | None = None
+    expected_batches: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return self.error is None and self.difference is None
+
+
+def sample_ids(batches: Sequence[Any]) -> list[int] | None:
+    """The sample indices of a stream, batch after batch, or None without an ``index`` field."""
+    ids: list[int] = []
+    for batch in batches:
+        if not isinstance(batch, Mapping) or "index" not in batch:
+            return None
+        index = batch["index"]
+        values = index.flatten().tolist() if isinstance(index, torch.Tensor) else index
+        if isinstance(values, int):
+            values = [values]
+        if not isinstance(values, list) or not all(isinstance(v, int) for v in values):
+            return None
+        ids.extend(values)
+    return ids
+
+
+def _ids(counter: Counter[int]) -> str:
+    ids = sorted(counter.elements())
+    shown = ", ".join(map(str, ids[:_SHOWN_IDS]))
+    return f"[{shown}{', ...' if len(ids) > _SHOWN_IDS else ''}] ({len(ids)} sample{'s' if len(ids) != 1 else ''})"
+
+
+def coverage(results: Sequence[RankResume]) -> list[str]:
+    """Over all ranks: samples lost and repeated, attributed to ranks (empty when exact)."""
+    if any(r.expected_ids is None or r.resumed_ids is None for r in results):
+        return []
+    expected = {r.rank: Counter(r.expected_ids) for r in results}
+    resumed = {r.rank: Counter(r.resumed_ids) for r in results}
+    lines = []
+    lost_all = sum(expected.values(), Counter()) - sum(resumed.values(), Counter())
+    repeated_all = sum(resumed.values(), Counter()) - sum(expected.values(), Counter())
+    for r in results:
+        lost = expected[r.rank] - resumed[r.rank]
+        extra = resumed[r.rank] - expected[r.rank]
+        if lost:
+            lines.append(f"rank {r.rank} lost {_ids(lost)} that its uninterrupted run yields")
+        if extra:
+            # Samples this rank never yields but another does: it resumed that rank's position.
+            foreign = [i for i in extra if not expected[r.rank][i]]
+            owners = sorted({q for q in expected if q != r.rank and any(expected[q][i] for i in foreign)})
+            whose = (f", which the uninterrupted run gives to rank{'s' if len(owners) > 1 else ''} "
+                     f"{', '.join(map(str, owners))}" if owners else "")
+            lines.append(f"rank {r.rank} yielded {_ids(extra)} more often than its uninterrupted run{whose}")
+    if lost_all or repeated_all:
+        total = sum(sum(c.values()) for c in expected.values())
+        lines.append(f"over all {len(results)} ranks: of the {total} samples the uninterrupted run yields "
+                     f"after the checkpoint, lost {_ids(lost_all) if lost_all else 'none'}, "
+                     f"repeated {_ids(repeated_all) if repeated_all else 'none'}")
+    elif any(not r.exact for r in results):
+        lines.append(f"over all {len(results)} ranks the same samples were covered, but not in the "
+                     "uninterrupted run's batches and order (or with other field values)")
+    return lines
+
+
+def every_rank_resumes(results: Sequence[RankResume], *, context: str) -> None:
+    """SC30: every rank resumes its own stream exactly; together they lose and repeat nothing."""
+    failed = [r for r in results if not r.exact]
+    if not failed:
+        return
+    lines = []
+    for r in failed:
+        what = r.error if r.error is not None else r.difference
+        lines.append(f"rank {r.rank}{f' ({r.via})' if r.via else ''}: " + str(what).replace("\n", "\n  "))
+    lines += coverage(results)
+    n = len(results)
+    raise violated(
+        "SC30", context=context,
+        expected=(f"each of the {n} ranks to resume its own stream exactly from its own saved state, and the "
+                  f"{n} resumed streams together to cover exactly the samples of the uninterrupted run: "
+                  "none lost, none repeated"),
+        got=(f"{len(failed)} of {n} ranks {'failed' if any(r.error for r in failed) else 'did not resume exactly'}:"
+             "\n  " + "\n  ".join(lines)),
+    )

@@ -1,0 +1,89 @@
+"""Inside a rank: the gloo process group, and rank 0 leading the others in lockstep.
+
+Every rank runs the same commands in the same order, because collectives
+(``all_gather``, ``torch.distributed.checkpoint.save``) need all ranks at once. Rank 0
+*leads*: it decides the next command (Hypothesis draws the examples on rank 0 only),
+broadcasts it, runs it itself and gathers every rank's result. The other ranks
+*follow*: receive, run, send back, until told to stop. So Hypothesis' search, its
+shrinking included, stays in step on all ranks without relying on every rank drawing
+the same examples.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from .launch import status_path
+
+__all__ = ["STOP", "World", "rank_main"]
+
+#: The command that ends a follower's loop.
+STOP = "stop"
+
+Handler = Callable[[Any], Any]
+
+
+@dataclass
+class World:
+    """This rank's place in the run and its link to the other ranks."""
+
+    rank: int
+    world_size: int
+    run_dir: Path
+
+    @property
+    def leads(self) -> bool:
+        return self.rank == 0
+
+    def status(self, doing: str) -> None:
+        """Record what this rank is doing, for the message if it dies or hangs."""
+        status_path(self.run_dir, self.rank).write_text(doing + "\n", encoding="utf-8")
+
+    def call(self, command: Any, handler: Handler) -> list[Any]:
+        """Leader: run ``command`` on every rank; returns each rank's result, by rank."""
+        assert self.leads, "only rank 0 leads"
+        dist.broadcast_object_list([command], src=0)
+        mine = handler(command)
+        gathered: list[Any] = [None] * self.world_size
+        dist.gather_object(mine, gathered, dst=0)
+        return gathered
+
+    def stop(self) -> None:
+        """Leader: release the followers."""
+        dist.broadcast_object_list([STOP], src=0)
+
+    def follow(self, handler: Handler) -> None:
+        """Follower: run the leader's commands until it stops."""
+        while True:
+            box: list[Any] = [None]
+            dist.broadcast_object_list(box, src=0)
+            if box[0] == STOP:
+                return
+            dist.gather_object(handler(box[0]), None, dst=0)
+
+
+def rank_main(run_dir: str, phase: str) -> Any:
+    """The function every rank runs: join the group, run the phase's entry, leave."""
+    path = Path(run_dir)
+    spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
+    world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
+    world.status(f"joining the gloo process group ({phase} phase)")
+    # The caller's timeout ends a hang; the group must not give up earlier on its own.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
+    try:
+        module, _, name = spec["entry"].partition(":")
+        entry = getattr(importlib.import_module(module), name)
+        result = entry(world, phase)
+        world.status(f"finished the {phase} phase")
+        return result
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,250 @@
+"""SC30 every-rank-resumes on 2 real ranks (torch.distributed, gloo), and the run's failure modes.
+
+The broken loaders below are written for this file only: the contract has never seen
+them, so they show that SC30 finds bugs it was not tuned to. Every rank imports this
+file by path (``tests/test_distributed.py:factory``), the way a user's target is
+imported. Each check starts real processes (about 5 s per run on 2 cores), so the
+examples are few (profile ``dev``) and the per-rank core clauses are run once.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stateful_contract.config import LoaderConfig
+from stateful_contract.distributed import check_world
+from stateful_contract.distributed.launch import processes_of
+from stateful_contract.engine.steps import Position
+from stateful_contract.reference.factories import reference_wrapper
+
+#: The runs are found and cleaned up through /proc, and the hang uses POSIX signal masks.
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
+
+HERE = Path(__file__).resolve()
+REFERENCE = "stateful_contract.reference.factories:reference_wrapper"
+
+
+def target(name: str) -> str:
+    return f"{HERE}:{name}"
+
+
+# --- loaders this project has never seen ------------------------------------------------
+
+
+class ForgetsItsRank:
+    """Records the loader settings in its state to rebuild from them, but not the rank.
+
+    Resuming rebuilds the base loader as rank 0, so every rank resumes rank 0's stream.
+    Exact with one process; wrong on every rank but 0 of a distributed run.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.config = config
+        self.base = config.stateful_dataloader()
+
+    def __iter__(self) -> Any:
+        return iter(self.base)
+
+    def state_dict(self) -> dict[str, Any]:
+        c = self.config
+        return {"dataset_size": c.dataset_size, "batch_size": c.batch_size, "shuffle": c.shuffle, "seed": c.seed,
+                "drop_last": c.drop_last, "world_size": c.world_size, "base": self.base.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        settings = {k: v for k, v in state.items() if k != "base"}
+        self.base = LoaderConfig(num_workers=self.config.num_workers, **settings).stateful_dataloader()
+        self.base.load_state_dict(state["base"])
+
+
+def forgets_its_rank(config: LoaderConfig) -> ForgetsItsRank:
+    return ForgetsItsRank(config)
+
+
+#: States handed out by `KeepsStateInProcess`, by handle: gone in a new process.
+_STATES: dict[int, dict[str, Any]] = {}
+_HANDLES = itertools.count()
+
+
+class KeepsStateInProcess:
+    """Returns a small handle as its state and keeps the real state in a module-level dict.
+
+    Resumes exactly in the process that took the state; in a fresh process the handle
+    means nothing and the loader quietly starts over.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.base = config.stateful_dataloader()
+
+    def __iter__(self) -> Any:
+        return iter(self.base)
+
+    def state_dict(self) -> dict[str, Any]:
+        handle = next(_HANDLES)
+        _STATES[handle] = copy.deepcopy(self.base.state_dict())
+        return {"handle": handle}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["handle"] in _STATES:
+            self.base.load_state_dict(copy.deepcopy(_STATES[state["handle"]]))
+
+
+def keeps_state_in_process(config: LoaderConfig) -> KeepsStateInProcess:
+    return KeepsStateInProcess(config)
+
+
+def raises_on_rank_1(config: LoaderConfig) -> Any:
+    if config.rank == 1:
+        raise RuntimeError("no data shard for rank 1")
+    return reference_wrapper(config)
+
+
+class _Dies:
+    def __init__(self, config: LoaderConfig) -> None:
+        self.loader = reference_wrapper(config)
+
+    def __iter__(self) -> Any:
+        os._exit(3)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.loader.load_state_dict(state)
+
+
+def dies_on_rank_1(config: LoaderConfig) -> Any:
+    return _Dies(config) if config.rank == 1 else reference_wrapper(config)
+
+
+def sleeps_on_rank_1(config: LoaderConfig) -> Any:
+    if config.rank == 1:
+        time.sleep(3600)
+    return reference_wrapper(config)
+
+
+def blocks_on_rank_1(config: LoaderConfig) -> Any:
+    """Hangs where no Python-level timeout reaches: the example alarm signal is blocked."""
+    if config.rank == 1:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(3600)
+    return reference_wrapper(config)
+
+
+# --- the contract on 2 ranks -------------------------------------------------------------
+
+
+def test_the_reference_wrapper_passes_sc30_and_the_core_on_every_rank(tmp_path: Path) -> None:
+    report = check_world(REFERENCE, world_size=2, profile="dev", clauses=["SC02", "SC10", "SC30"],
+                         run_dir=tmp_path / "run")
+    assert report.world_size == 2
+    sc30 = report["SC30"]
+    assert sc30.status == "passed", sc30.message
+    assert sc30.tier == "distributed" and sc30.name == "every-rank-resumes"
+    assert sc30.examples >= 15
+    assert report["SC10"].status == "passed", report["SC10"].message
+    assert report["SC02"].status == "passed"
+    assert report["SC11"].status == "skipped"
+    # Both ranks saved per-rank torch.save files and one DCP checkpoint per example.
+    example = tmp_path / "run" / "examples" / "0000"
+    assert {p.name for p in example.iterdir()} >= {"rank0.pt", "rank1.pt", "dcp"}
+    assert processes_of(tmp_path / "run") == []
+
+
+def test_a_state_that_forgets_the_rank_fails_sc30_and_the_core_on_that_rank() -> None:
+    report = check_world(target("forgets_its_rank"), world_size=2, profile="dev", clauses=["SC10", "SC30"],
+                         expected_failures={"SC30": "rebuilds its loader as rank 0"})
+    sc30 = report["SC30"]
+    # Declared, so it does not fail the run; the record still says what is wrong and where.
+    assert sc30.status == "expected-failure"
+    assert "rank 1" in sc30.message
+    assert "which the uninterrupted run gives to rank 0" in sc30.message
+    assert "lost" in sc30.message
+    assert "rank=1, world_size=2" in sc30.reproduction
+    assert "--world-size 2" in sc30.reproduction
+    # The core clauses ran on every rank: SC10 holds on rank 0 and fails on rank 1.
+    sc10 = report["SC10"]
+    assert sc10.status == "failed" and not report.passed
+    assert sc10.message.startswith("On rank 1 of 2: SC10")
+    assert "per rank: rank 0 passed, rank 1 failed" in sc10.notes
+    assert "rank=1, world_size=2" in sc10.reproduction
+
+
+def test_the_seed_wrapper_is_judged_through_the_keyword_form_and_loses_batches() -> None:
+    report = check_world("stateful_contract.reference.factories:seed_wrapper", world_size=2, profile="dev",
+                         clauses=["SC30"])
+    sc30 = report["SC30"]
+    assert sc30.status == "failed"
+    assert "rank 0 lost" in sc30.message and "rank 1 lost" in sc30.message
+    assert any("load_state_dict(state_dict=state)" in n for n in sc30.notes)
+    assert "load_form='keyword'" in sc30.reproduction
+
+
+def test_a_state_that_lives_in_the_process_fails_only_in_fresh_processes() -> None:
+    config = LoaderConfig(dataset_size=9, batch_size=2)
+    report = check_world(target("keeps_state_in_process"), world_size=2, clauses=["SC30"],
+                         replay=(config, Position(epoch=0, batches=2)))
+    sc30 = report["SC30"]
+    assert sc30.status == "failed"
+    assert "fresh set of 2 processes" in sc30.message
+    assert "resumed exactly inside the processes that saved it" in sc30.message
+    assert sc30.reproduction.startswith("# Fails only when the resume runs in a fresh set of processes")
+
+
+# --- ranks that raise, die or hang ------------------------------------------------------
+
+
+def test_a_rank_whose_factory_raises_fails_sc30_naming_it() -> None:
+    report = check_world(target("raises_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"])
+    sc30 = report["SC30"]
+    assert sc30.status == "failed"
+    assert "rank 1" in sc30.message and "RuntimeError: no data shard for rank 1" in sc30.message
+
+
+def test_a_rank_that_dies_fails_the_run_with_its_exit_code(tmp_path: Path) -> None:
+    report = check_world(target("dies_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"],
+                         run_dir=tmp_path / "run")
+    sc30 = report["SC30"]
+    assert sc30.status == "failed"
+    assert "rank 1 exited with code 3 in the save phase" in sc30.message
+    assert processes_of(tmp_path / "run") == []
+
+
+def test_a_rank_that_sleeps_fails_its_example_within_the_timeout() -> None:
+    started = time.monotonic()
+    report = check_world(target("sleeps_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"], timeout=2)
+    sc30 = report["SC30"]
+    assert sc30.status == "failed"
+    assert "rank 1" in sc30.message and "did not finish within 2 s" in sc30.message
+    assert time.monotonic() - started < 60
+
+
+def test_a_rank_that_hangs_for_good_is_killed_with_every_process_of_the_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    report = check_world(target("blocks_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"],
+                         timeout=2, run_timeout=12, run_dir=run_dir)
+    took = time.monotonic() - started
+    sc30 = report["SC30"]
+    assert sc30.status == "failed"
+    assert "did not finish within 12 s and was killed" in sc30.message
+    assert "\n  rank 1: " in sc30.message  # where it was, when the launcher got that far
+    assert took < 25
+    assert processes_of(run_dir) == []
+    assert report["SC10"].status == "skipped"
+
+
+@pytest.mark.parametrize("bad", ["<locals>", "lambda"])
+def test_a_factory_that_cannot_be_imported_by_name_is_refused(bad: str) -> None:
+    from stateful_contract.target import TargetError
+
+    with pytest.raises(TargetError):
+        check_world(f"stateful_contract.reference.factories:no_such_{bad}", world_size=2)
