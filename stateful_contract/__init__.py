@@ -18,9 +18,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
-    from .check import FactoryError as FactoryError
-    from .check import Progress as Progress
-    from .check import check as check
+    from .checking import FactoryError as FactoryError
+    from .checking import Progress as Progress
+    from .checking import check as check
     from .clauses.catalogue import CLAUSES as CLAUSES
     from .clauses.catalogue import CONTRACT_VERSION as CONTRACT_VERSION
     from .clauses.catalogue import Clause as Clause
@@ -35,9 +35,9 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
 
 #: Public name -> module that defines it.
 _EXPORTS = {
-    "FactoryError": "check",
-    "Progress": "check",
-    "check": "check",
+    "FactoryError": "checking",
+    "Progress": "checking",
+    "check": "checking",
     "CLAUSES": "clauses.catalogue",
     "CONTRACT_VERSION": "clauses.catalogue",
     "Clause": "clauses.catalogue",

@@ -133,7 +133,7 @@ def _alignment(value: str | None) -> Any:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .check import FactoryError, check
+    from .checking import FactoryError, check
     from .target import TargetError
 
     try:
@@ -161,7 +161,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The seed's wrapper and the reference wrapper, side by side."""
-    from .check import check
+    from .checking import check
 
     reports = []
     for label, target in DEMO_TARGETS:

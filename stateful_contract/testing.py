@@ -29,7 +29,7 @@ from typing import ClassVar, final
 import pytest
 from hypothesis import settings
 
-from .check import FactoryError, check
+from .checking import FactoryError, check
 from .clauses.catalogue import CLAUSES, Clause
 from .config import ConfigSpace, LoaderConfig
 from .engine.plans import Alignment

@@ -127,7 +127,7 @@ def test_the_check_runs_once_per_class_on_the_selected_clauses(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[dict[str, Any]] = []
-    from stateful_contract.check import check as real_check
+    from stateful_contract.checking import check as real_check
 
     def spy(factory: Any, **kwargs: Any) -> Report:
         calls.append(kwargs)

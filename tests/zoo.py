@@ -265,10 +265,8 @@ class HangsOnResume(EpochLoader):
 class RaisesOnResume(EpochLoader):
     """Robustness: a resumed loader raises from inside its iterator."""
 
-    def run(self) -> Iterator[Any]:
-        if self.epoch or self.offset:
-            raise RuntimeError("cannot resume: shard index not found")
-        yield from super().run()
+    def restore(self, state: dict[str, Any]) -> None:
+        raise RuntimeError("cannot resume: shard index not found")
 
 
 # Factories: the CLI and check() take a callable(config) -> loader.
