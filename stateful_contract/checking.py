@@ -340,7 +340,7 @@ def check(
 
         return check_world(target, world_size=world_size, profile=profile, clauses=clauses,
                            expected_failures=expected_failures, checkpoint_alignment=checkpoint_alignment,
-                           timeout=timeout)
+                           strict=strict, space=space, timeout=timeout)
     prof = get_profile(profile)
     expected = {k.upper(): v for k, v in (expected_failures or {}).items()}
     notes = []

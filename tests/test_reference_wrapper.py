@@ -623,3 +623,25 @@ def test_seed_fix_ignores_none_silently() -> None:
     loader = make(seed_fix_wrapper, config)
     loader.load_state_dict(None)
     assert [b["index"].tolist() for b in loader] == [[0], [1], [2], [3]]
+
+
+def test_a_state_taken_from_a_resumed_distributed_loader_resumes_exactly() -> None:
+    """Regression (found by SC30 on 2 ranks): the window start after a resume is the loaded state.
+
+    torchdata's StatefulDistributedSampler reports the epoch's start in a state taken
+    after load_state_dict + iter() and before the first next(); the wrapper used to ask
+    for exactly that state and resumed with the epoch's first batches repeated.
+    """
+    from stateful_contract import LoaderConfig
+    from stateful_contract.engine.steps import Position, checkpoint, epoch_lengths, fresh, take
+    from stateful_contract.reference.factories import reference_wrapper
+
+    config = LoaderConfig(dataset_size=5, batch_size=1, grad_acc_step=2, world_size=2)
+    reference, _ = epoch_lengths(fresh(reference_wrapper, config), epochs=3)
+    state = checkpoint(fresh(reference_wrapper, config), Position(0, 0))
+    for hop in (2, 1):
+        loader = fresh(reference_wrapper, config, state=state)
+        take(loader, hop, max_epochs=4)
+        state = loader.state_dict()
+    resumed = take(fresh(reference_wrapper, config, state=state), 5, max_epochs=4)
+    assert [b["index"].tolist() for b in resumed] == [b["index"].tolist() for b in reference[3:8]]

@@ -179,7 +179,11 @@ class PrefetchGradAccDataLoader:
             skip = pending[_YIELDED]
         self._active = None
         base_iter = iter(self.base_dataloader)
-        window_start = self._snapshot_base()
+        # On a resume the window's start is the loaded base state itself. Asking the base
+        # loader again here (after load + iter(), before the first next()) is not safe:
+        # torchdata 0.11 with StatefulDistributedSampler reports the start of the epoch
+        # at that point (docs/findings.md), which resumed with batches repeated.
+        window_start = copy.deepcopy(pending[_BASE_STATE]) if pending is not None else self._snapshot_base()
         active = _WindowIterator(self, base_iter, window_start, skip)
         self._active = active
         if skip:
