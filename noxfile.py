@@ -5,6 +5,7 @@
     nox -s "contract(reference)"           # report + badge for one implementation, under reports/
     nox -s contract -- --profile thorough    # every implementation; arguments go to `check`
     nox -s demo                              # the seed's wrapper and the reference one, side by side
+    nox -s scenario                          # the seed report's trainer resume, end to end on 2 ranks
 
 Each session installs what it needs from the pyproject extras into its own virtualenv,
 reused between runs (``reuse_venv``), so a second run starts in seconds.
@@ -78,6 +79,13 @@ def demo(session: nox.Session) -> None:
     """The contract on the seed's broken wrapper and the reference wrapper, side by side."""
     install(session)
     session.run("stateful-contract", "demo", *session.posargs)
+
+
+@nox.session
+def scenario(session: nox.Session) -> None:
+    """The seed report's scenario end to end: a per-token-loss trainer under torchrun, 2 ranks on gloo."""
+    install(session)
+    session.run("python", "-m", "stateful_contract.scenarios.seed", *session.posargs)
 
 
 @nox.session
