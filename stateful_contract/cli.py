@@ -220,7 +220,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check)
 
     d = sub.add_parser("demo", help="the seed's broken wrapper and the reference one, side by side")
-    d.add_argument("--profile", choices=list(PROFILES), default="dev")
+    d.add_argument("--profile", choices=list(PROFILES), default="ci")
     d.add_argument("--quiet", action="store_true")
     d.set_defaults(func=_cmd_demo)
 

@@ -1,0 +1,97 @@
+"""The command line: exit statuses, the report file, progress, and what a user reads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from stateful_contract import Report
+from stateful_contract.cli import main
+
+ZOO = "zoo"  # tests/ is on sys.path (conftest.py)
+
+
+def run(*args: str) -> int:
+    return main(["check", *args, "--quiet", "--profile", "dev"])
+
+
+def test_a_correct_loader_exits_0_and_writes_the_report(tmp_path, capsys):
+    report_path = tmp_path / "report.json"
+    assert run(f"{ZOO}:epoch_loader", "--clause", "SC10", "--clause", "SC02", "--json", str(report_path)) == 0
+    out = capsys.readouterr().out
+    assert "Verdict: PASS" in out and "SC10 resume-continues-the-stream" in out
+    data = json.loads(report_path.read_text())
+    assert data["verdict"] == "pass" and data["contract_version"] == "1" and data["target"] == "zoo:epoch_loader"
+    assert {c["id"]: c["status"] for c in data["clauses"]}["SC10"] == "passed"
+    assert Report.from_json(report_path).passed
+
+
+def test_a_broken_loader_exits_1_naming_the_clause_with_a_reproduction(capsys):
+    assert run(f"{ZOO}:OffByOneResume", "--clause", "SC10") == 1
+    out = capsys.readouterr().out
+    assert "Verdict: FAIL (1 clause: SC10)" in out
+    assert "--- SC10 resume-continues-the-stream ---" in out
+    assert "Reproduce:" in out and "from zoo import OffByOneResume" in out
+
+
+def test_an_expected_failure_exits_0_and_a_stale_one_exits_1(capsys):
+    assert run(f"{ZOO}:CustomObjectInState", "--clause", "SC17", "--expect-fail", "SC17=holds a dataclass") == 0
+    assert "declared: holds a dataclass" in capsys.readouterr().out
+    assert run(f"{ZOO}:epoch_loader", "--clause", "SC17", "--expect-fail", "SC17=stale") == 1
+    assert "XPASS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("no_such_module_xyz:factory", "cannot import 'no_such_module_xyz'"),
+        (f"{ZOO}:no_such_factory", "has no attribute 'no_such_factory'"),
+        (f"{ZOO}:factory_raises", "the factory raised RuntimeError: no dataset configured"),
+        (f"{ZOO}:not_a_loader", "not a loader"),
+        ("just_a_module", "must look like package.module:factory"),
+        ("missing/file.py:factory", "no file missing/file.py"),
+    ],
+)
+def test_an_unusable_target_exits_2_with_one_clear_line(target, says, capsys):
+    assert run(target) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert "Traceback" not in err[0]
+
+
+def test_a_file_target_works(tmp_path, capsys):
+    path = tmp_path / "my_loaders.py"
+    path.write_text(textwrap.dedent("""
+        def factory(config):
+            return config.stateful_dataloader()
+    """))
+    assert run(f"{path}:factory", "--clause", "SC12") == 0
+    assert "SC12" in capsys.readouterr().out
+
+
+def test_an_unknown_clause_exits_2(capsys):
+    assert run(f"{ZOO}:epoch_loader", "--clause", "SC99") == 2
+    assert "unknown clause 'SC99'" in capsys.readouterr().err
+
+
+def test_python_dash_m_and_live_progress_on_stderr():
+    proc = subprocess.run(
+        [sys.executable, "-m", "stateful_contract", "check", "stateful_contract.reference.factories:seed_wrapper",
+         "--clause", "SC02"], capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "running SC02 load-accepts-positional-state" in proc.stderr
+    assert "takes 1 positional argument but 2 were given" in proc.stdout
+
+
+def test_the_badge_subcommand_turns_a_report_into_svg_and_endpoint(tmp_path):
+    report_path = tmp_path / "r.json"
+    assert run(f"{ZOO}:epoch_loader", "--clause", "SC01", "--json", str(report_path)) == 0
+    svg, endpoint = tmp_path / "b.svg", tmp_path / "b.json"
+    assert main(["badge", str(report_path), "--svg", str(svg), "--endpoint", str(endpoint)]) == 0
+    assert svg.read_text().startswith("<svg")
+    assert json.loads(endpoint.read_text())["schemaVersion"] == 1
