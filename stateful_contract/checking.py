@@ -331,6 +331,7 @@ def check(
     at window boundaries: checkpoints are then drawn only there, and the report says so.
     Raises `FactoryError` when the factory cannot build a loader at all.
     """
+    spec = factory if isinstance(factory, str) else None
     if isinstance(factory, str):
         target = target or factory
         factory = load_target(factory)
@@ -338,9 +339,14 @@ def check(
     if world_size > 1:
         from .distributed import check_world
 
-        return check_world(target, world_size=world_size, profile=profile, clauses=clauses,
-                           expected_failures=expected_failures, checkpoint_alignment=checkpoint_alignment,
-                           strict=strict, space=space, timeout=timeout)
+        if spec is None:
+            raise TypeError("a multi-rank check needs the factory as a 'module:factory' or "
+                            "'path/file.py:factory' string: every rank process imports it by name")
+        report = check_world(spec, world_size=world_size, profile=profile, clauses=clauses,
+                             expected_failures=expected_failures, checkpoint_alignment=checkpoint_alignment,
+                             strict=strict, space=space, timeout=timeout)
+        report.target = target
+        return report
     prof = get_profile(profile)
     expected = {k.upper(): v for k, v in (expected_failures or {}).items()}
     notes = []

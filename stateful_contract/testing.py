@@ -22,9 +22,10 @@ helpers are ``@final``.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Mapping
-from typing import ClassVar, final
+from typing import Any, ClassVar, final
 
 import pytest
 from hypothesis import settings
@@ -63,8 +64,10 @@ class StatefulLoaderContract:
       does not choose one with ``--hypothesis-profile stateful-contract-<profile>``.
     - ``timeout``: seconds one example may take, ``None`` for the profile's.
 
-    The distributed clause SC30 is not run from here: it starts one process per rank,
-    which must import the factory by name; use ``stateful-contract check --world-size``.
+    - ``world_size``: more than 1 runs the contract on that many ranks
+      (torch.distributed, gloo) and adds the multi-rank clause SC30. Every rank imports
+      this test module by its file path and calls ``make_loader`` on a fresh instance of
+      this class, so the class must be importable at module level.
     """
 
     expected_failures: ClassVar[Mapping[str, str]] = {}
@@ -73,6 +76,7 @@ class StatefulLoaderContract:
     strict: ClassVar[bool] = False
     profile: ClassVar[str] = "ci"
     timeout: ClassVar[float | None] = None
+    world_size: ClassVar[int] = 1
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
         """The hook: return a fresh loader for ``config`` on every call.
@@ -111,9 +115,14 @@ class StatefulLoaderContract:
         """The engine's report for this class, computed once for all its clause tests."""
         if cls.make_loader is StatefulLoaderContract.make_loader:
             pytest.fail(f"{cls.__qualname__} must implement make_loader(self, config)", pytrace=False)
+        # With several ranks, each rank process imports this class by file path and name
+        # (load_target turns a class with make_loader into a fresh instance's hook).
+        factory: Any = cls().make_loader
+        if cls.world_size > 1:
+            factory = f"{sys.modules[cls.__module__].__file__}:{cls.__qualname__}"
         try:
             report = check(
-                cls().make_loader,
+                factory,
                 profile=engine_profile(cls.profile),
                 clauses=selected_clauses(request.session, cls),
                 expected_failures=dict(cls.expected_failures),
@@ -122,6 +131,7 @@ class StatefulLoaderContract:
                 space=cls.config_space,
                 timeout=cls.timeout,
                 target=request.node.nodeid,
+                world_size=cls.world_size,
             )
         except FactoryError as e:
             # No loader at all: one clear line on every test, not a traceback into the engine.
@@ -138,7 +148,8 @@ class StatefulLoaderContract:
 
 def clauses_for(cls: type[StatefulLoaderContract]) -> list[Clause]:
     """Structure and core always, the strict tier on request."""
-    wanted = {"structure", "core", "strict"} if cls.strict else {"structure", "core"}
+    wanted = {"structure", "core"} | ({"strict"} if cls.strict else set()) | (
+        {"distributed"} if cls.world_size > 1 else set())
     return [c for c in CLAUSES if c.tier in wanted]
 
 

@@ -193,3 +193,13 @@ def test_clauses_for_follows_the_tiers() -> None:
 
     assert [c.id for c in clauses_for(Core)] == [i.split("-")[0] for i in CORE_IDS]
     assert [c.id for c in clauses_for(Strict)][-1] == "SC40"
+
+
+def test_world_size_runs_sc30_on_ranks_from_the_mixin(pytester: pytest.Pytester) -> None:
+    """``world_size = 2`` on the class: the ranks import the class by file path and use its hook."""
+    pytester.makepyfile(test_loader=downstream("reference_wrapper", "world_size = 2"))
+    result = pytester.runpytest_subprocess("-k", "SC30 or SC01", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*2 passed*"])
+    collected = pytester.runpytest_subprocess("--collect-only", "-q")
+    collected.stdout.fnmatch_lines(["*test_clause[[]SC30-every-rank-resumes]*"])
