@@ -29,7 +29,7 @@ from .config import ConfigSpace, LoaderConfig
 from .engine.guard import LoaderHung, current_children, deadline, quick_worker_shutdown, reap_children
 from .engine.plans import Alignment
 from .engine.scenarios import SCENARIOS, Context, NotJudgeable
-from .engine.steps import LoaderError, Position, checkpoint, fresh, load, state_of
+from .engine.steps import LoaderError, Position, checkpoint, epoch_lengths, fresh, load, state_of
 from .profiles import Profile, get_profile, hypothesis_settings
 from .report import ClauseResult, Report, Status
 from .target import describe_factory, import_line, load_target
@@ -129,9 +129,16 @@ def _structure(ctx: Context, config: LoaderConfig) -> dict[str, _Outcome]:
         else:
             ctx.load_form = "keyword"
 
-    # SC03: the state at every kind of point.
-    points = [Position(before_iter=True), Position(0, 1), Position(0, 4), Position(0, 4, after_stop=True)]
+    # SC03: the state at every kind of point, from the epoch length this loader really has
+    # (a factory may fix drop_last or its own batch size).
     out["SC03"] = _Outcome("passed")
+    ctx.record(config, "lengths = epoch_lengths(fresh(factory, config), epochs=1)[1]")
+    try:
+        n = epoch_lengths(fresh(ctx.factory, config), 1)[1][0]
+    except LoaderError as e:
+        out["SC03"] = _Outcome("failed", _loader_error("SC03", e), _reproduction(ctx))
+        return out
+    points = [Position(before_iter=True), Position(0, min(1, n)), Position(0, n), Position(0, n, after_stop=True)]
     for pos in points:
         ctx.record(config, f"state = checkpoint(fresh(factory, config), {pos.as_code()})",
                    "assert type(state) is dict and all(isinstance(k, str) for k in state)")
