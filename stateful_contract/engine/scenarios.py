@@ -175,9 +175,10 @@ def state_after_load_is_the_loaded_state(ctx: Context, config: LoaderConfig, dat
     pos, expected = _draw_checkpoint(ctx, config, data)
     ctx.record(config, _expected_line(config, pos, ctx),
                f"state = checkpoint(fresh(factory, config), {pos.as_code()})",
-               "again = fresh(factory, config, state=state{load}).state_dict()  # before iterating",
+               "loaded = fresh(factory, config, state=state{load}); again = loaded.state_dict()  # before iterating",
                f"resumed = take(fresh(factory, config, state=again{{load}}), len(expected), max_epochs={RESUME_EPOCHS})",
-               "assert_same_stream(expected, resumed)")
+               "assert_same_stream(expected, resumed)",
+               f"assert_same_stream(expected, take(loaded, len(expected), max_epochs={RESUME_EPOCHS}))")
     state = checkpoint(ctx.fresh(config), pos)
     loaded = ctx.fresh(config, state)
     again = state_of(loaded)

@@ -1,0 +1,348 @@
+"""torchdata's ``StatefulDataLoader`` in the configurations users really build.
+
+Each function here is a loader factory, ``factory(config) -> fresh loader``, and a CLI
+target ``stateful_contract.reference.matrix:NAME``. `MATRIX` maps each name to its
+factory, a description, the clauses it is *measured* to violate (with the reason;
+docs/findings.md has the reproductions) and, where the configuration needs it, the
+part of the configuration space it is checked on (worker-only options such as
+``persistent_workers`` or ``snapshot_every_n_steps``).
+
+Every factory builds its loader from the config's own samples (``config.dataset``),
+so batches keep the ``index``/``input_ids``/``labels`` fields and the contract can
+say which samples a resumed loader lost or repeated. A factory that pins an option
+(``no_shuffle`` pins ``shuffle=False``) ignores the config's value for it.
+
+Regenerate the verdicts (one line per entry; about 7 minutes on 2 cores, mostly worker examples)::
+
+    python -m stateful_contract.reference.matrix
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from stateful_contract.config import ConfigSpace, LoaderConfig
+
+__all__ = [
+    "MATRIX",
+    "MatrixEntry",
+    "ShardedTokens",
+    "StatefulShardedTokens",
+    "default_generator",
+    "drop_last",
+    "iterable_stateful",
+    "iterable_stateless",
+    "loader_generator",
+    "no_shuffle",
+    "one_worker",
+    "persistent_workers",
+    "plain_batch_sampler_random",
+    "plain_batch_sampler_sequential",
+    "sampler_generator",
+    "snapshot_every_3",
+    "stateful_batch_sampler",
+    "two_workers",
+]
+
+
+def _common(config: LoaderConfig, **overrides: Any) -> dict[str, Any]:
+    """The constructor arguments every entry shares: workers (forked on Linux) and batching."""
+    kwargs: dict[str, Any] = {
+        "batch_size": config.batch_size,
+        "drop_last": config.drop_last,
+        "num_workers": config.num_workers,
+    }
+    if config.num_workers > 0 and sys.platform.startswith("linux"):
+        kwargs["multiprocessing_context"] = "fork"
+    kwargs.update(overrides)
+    return kwargs
+
+
+def _generator(config: LoaderConfig) -> torch.Generator:
+    return torch.Generator().manual_seed(config.seed)
+
+
+def _loader(dataset: Any, **kwargs: Any) -> Any:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    return StatefulDataLoader(dataset, **kwargs)
+
+
+# --- generators --------------------------------------------------------------------
+
+
+def default_generator(config: LoaderConfig) -> Any:
+    """``shuffle=config.shuffle`` and no generator: the sampler seeds itself from torch's global RNG."""
+    return _loader(config.dataset, shuffle=config.shuffle, **_common(config))
+
+
+def sampler_generator(config: LoaderConfig) -> Any:
+    """An explicit generator given to torchdata's stateful ``RandomSampler`` (what
+    ``config.stateful_dataloader()`` does with ``generator="explicit"``)."""
+    from torchdata.stateful_dataloader.sampler import RandomSampler
+
+    if config.shuffle:
+        return _loader(config.dataset, sampler=RandomSampler(config.dataset, generator=_generator(config)),
+                       **_common(config))
+    return _loader(config.dataset, shuffle=False, **_common(config))
+
+
+def loader_generator(config: LoaderConfig) -> Any:
+    """An explicit generator passed to the loader itself: ``StatefulDataLoader(ds, shuffle=..., generator=g)``."""
+    return _loader(config.dataset, shuffle=config.shuffle, generator=_generator(config), **_common(config))
+
+
+# --- workers, shuffling, drop_last -----------------------------------------------------
+
+
+def _as_configured(config: LoaderConfig) -> Any:
+    return config.stateful_dataloader()
+
+
+def one_worker(config: LoaderConfig) -> Any:
+    """``config.stateful_dataloader()``, checked with exactly one worker process.
+
+    With torchdata's default ``snapshot_every_n_steps=1`` (workers send their state with
+    every batch), so this and `two_workers` are also the ``snapshot_every_n_steps=1`` entries.
+    """
+    return _as_configured(config)
+
+
+def two_workers(config: LoaderConfig) -> Any:
+    """``config.stateful_dataloader()``, checked with exactly two worker processes."""
+    return _as_configured(config)
+
+
+def no_shuffle(config: LoaderConfig) -> Any:
+    """Shuffling off (pinned, whatever the config says): the default ``SequentialSampler``."""
+    return _loader(config.dataset, shuffle=False, **_common(config))
+
+
+def drop_last(config: LoaderConfig) -> Any:
+    """``drop_last=True`` (pinned), otherwise as ``config.stateful_dataloader()``."""
+    return config.stateful_dataloader(drop_last=True)
+
+
+def persistent_workers(config: LoaderConfig) -> Any:
+    """``persistent_workers=num_workers > 0`` (as users write it; torch refuses it without
+    workers): the same worker processes serve every epoch."""
+    return config.stateful_dataloader(persistent_workers=config.num_workers > 0)
+
+
+def snapshot_every_3(config: LoaderConfig) -> Any:
+    """``snapshot_every_n_steps=3``: workers send their state every third batch; a
+    ``state_dict()`` in between is rebuilt from the last snapshot."""
+    return config.stateful_dataloader(snapshot_every_n_steps=3)
+
+
+# --- batch samplers -----------------------------------------------------------------
+
+
+def _stateful_sampler(config: LoaderConfig) -> Any:
+    from torchdata.stateful_dataloader.sampler import RandomSampler
+
+    if config.shuffle:
+        return RandomSampler(config.dataset, generator=_generator(config))
+    return torch.utils.data.SequentialSampler(config.dataset)
+
+
+def stateful_batch_sampler(config: LoaderConfig) -> Any:
+    """``batch_sampler=`` torchdata's stateful ``BatchSampler`` over its stateful
+    ``RandomSampler`` (explicit generator) or torch's ``SequentialSampler``."""
+    from torchdata.stateful_dataloader.sampler import BatchSampler
+
+    sampler = BatchSampler(_stateful_sampler(config), config.batch_size, config.drop_last)
+    return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
+
+
+def plain_batch_sampler_sequential(config: LoaderConfig) -> Any:
+    """``batch_sampler=`` torch's plain ``BatchSampler(SequentialSampler)``: no state;
+    torchdata resumes it by skipping the batches already yielded."""
+    sampler = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(config.dataset),
+                                            config.batch_size, config.drop_last)
+    return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
+
+
+def plain_batch_sampler_random(config: LoaderConfig) -> Any:
+    """``batch_sampler=`` torch's plain ``BatchSampler(RandomSampler)`` (not torchdata's):
+    no state. With ``generator="explicit"`` the torch ``RandomSampler`` gets
+    ``torch.Generator().manual_seed(seed)``, otherwise none (it then draws a seed from
+    torch's global RNG at every epoch). Pinned to ``shuffle=True``."""
+    generator = _generator(config) if config.generator == "explicit" else None
+    sampler = torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(config.dataset, generator=generator),
+                                            config.batch_size, config.drop_last)
+    return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
+
+
+# --- iterable datasets ----------------------------------------------------------------
+
+
+class ShardedTokens(IterableDataset):  # type: ignore[type-arg]
+    """The config's samples as an ``IterableDataset``, sharded over worker processes.
+
+    The order is ``range(dataset_size)``, or one fixed permutation of it drawn from
+    ``seed`` when ``config.shuffle`` (an iterable dataset shuffles itself; the loader
+    cannot). Worker ``w`` of ``W`` yields ``order[w::W]``, so the workers together
+    yield each sample once per epoch. No ``state_dict``: torchdata can only resume it
+    by fast-forwarding.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.samples = config.dataset
+        self.order = (torch.randperm(config.dataset_size, generator=_generator(config)).tolist()
+                      if config.shuffle else list(range(config.dataset_size)))
+
+    def shard(self) -> list[int]:
+        info = get_worker_info()
+        return self.order if info is None else self.order[info.id::info.num_workers]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in self.shard():
+            yield self.samples[i]
+
+
+class StatefulShardedTokens(ShardedTokens):
+    """`ShardedTokens` with torchdata's ``Stateful`` protocol: the state is the offset
+    in this process' shard. A loaded offset applies to the next ``iter()``; a new
+    ``iter()`` otherwise starts the shard over."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.offset = 0
+        self.pending: int | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        shard = self.shard()
+        self.offset, self.pending = (self.pending or 0), None
+        while self.offset < len(shard):
+            i = shard[self.offset]
+            self.offset += 1
+            yield self.samples[i]
+        self.offset = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"offset": self.offset if self.pending is None else self.pending}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.pending = int(state_dict["offset"])
+
+
+def iterable_stateful(config: LoaderConfig) -> Any:
+    """An ``IterableDataset`` with its own ``state_dict``/``load_state_dict``, sharded over workers."""
+    return _loader(StatefulShardedTokens(config), **_common(config))
+
+
+def iterable_stateless(config: LoaderConfig) -> Any:
+    """An ``IterableDataset`` without state, sharded over workers: torchdata fast-forwards it."""
+    return _loader(ShardedTokens(config), **_common(config))
+
+
+# --- the matrix -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MatrixEntry:
+    """One configuration of the matrix: how to build it, and what it was measured to do."""
+
+    factory: Callable[[LoaderConfig], Any]
+    description: str
+    #: Clause ID -> why torchdata violates it in this configuration (measured).
+    expected_failures: Mapping[str, str] = field(default_factory=dict)
+    #: The configuration space it is checked on (None: the whole default space).
+    space: ConfigSpace | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{__name__}:{self.factory.__name__}"
+
+
+#: Worker processes only, for options that mean nothing without them.
+WORKER_SPACE = ConfigSpace(num_workers=(1, 2))
+
+_LOADER_GENERATOR = (
+    "torchdata 0.11, num_workers=0: each iterator draws its workers' base seed from the loader's "
+    "generator=, which is also the sampler's; a resumed iterator restores the sampler's generator "
+    "to before that draw and does not replay it, so every epoch after the resumed one is shuffled "
+    "differently (docs/findings.md, F1; with worker processes the saved generator state already "
+    "follows the draw and the resume is exact)"
+)
+_STATELESS_SAMPLER = (
+    "torch's RandomSampler has no state_dict: torchdata resumes by skipping the batches already "
+    "yielded, in the permutation a fresh process draws first, which is epoch 0's (from a fresh "
+    "generator= or from the freshly seeded global RNG); a state taken in epoch e >= 1 resumes into "
+    "epoch 0's order and stays e epochs behind; without a generator each epoch's seed also comes "
+    "from the global RNG when the epoch starts, so anything else drawing from it in between changes "
+    "later epochs (SC13) (docs/findings.md, F2; SC17 fails through the same resume, not the round trip)"
+)
+_STATELESS_ITERABLE = (
+    "torchdata fast-forwards an IterableDataset without state by calling next() _num_yielded times, "
+    "and each call counts again: the state of a fast-forwarded loader reports twice the batches, so "
+    "a state taken after such a resume (before or after iterating) skips batches (docs/findings.md, F3)"
+)
+MATRIX: dict[str, MatrixEntry] = {
+    "default_generator": MatrixEntry(default_generator, "shuffle=config.shuffle, no generator (global RNG)"),
+    "sampler_generator": MatrixEntry(sampler_generator, "explicit generator given to torchdata's RandomSampler"),
+    "loader_generator": MatrixEntry(
+        loader_generator, "explicit generator= given to StatefulDataLoader",
+        expected_failures=dict.fromkeys(("SC10", "SC11", "SC12", "SC13", "SC17"), _LOADER_GENERATOR),
+    ),
+    "one_worker": MatrixEntry(one_worker, "config.stateful_dataloader() with num_workers=1",
+                              space=ConfigSpace(num_workers=(1,))),
+    "two_workers": MatrixEntry(two_workers, "config.stateful_dataloader() with num_workers=2",
+                               space=ConfigSpace(num_workers=(2,))),
+    "no_shuffle": MatrixEntry(no_shuffle, "shuffle=False (SequentialSampler)"),
+    "drop_last": MatrixEntry(drop_last, "drop_last=True"),
+    "stateful_batch_sampler": MatrixEntry(stateful_batch_sampler,
+                                          "batch_sampler= torchdata BatchSampler(RandomSampler(generator))"),
+    "plain_batch_sampler_sequential": MatrixEntry(plain_batch_sampler_sequential,
+                                                  "batch_sampler= torch BatchSampler(SequentialSampler), no state"),
+    "plain_batch_sampler_random": MatrixEntry(
+        plain_batch_sampler_random, "batch_sampler= torch BatchSampler(torch RandomSampler), no state",
+        expected_failures=dict.fromkeys(("SC10", "SC11", "SC13", "SC17"), _STATELESS_SAMPLER),
+    ),
+    "iterable_stateful": MatrixEntry(iterable_stateful, "IterableDataset with state_dict/load_state_dict"),
+    "iterable_stateless": MatrixEntry(
+        iterable_stateless, "IterableDataset without state (fast-forwarded)",
+        expected_failures=dict.fromkeys(("SC11", "SC13"), _STATELESS_ITERABLE),
+    ),
+    "persistent_workers": MatrixEntry(persistent_workers, "persistent_workers=True", space=WORKER_SPACE),
+    "snapshot_every_3": MatrixEntry(snapshot_every_3, "snapshot_every_n_steps=3", space=WORKER_SPACE),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print each entry's verdict: ``python -m stateful_contract.reference.matrix [--profile P] [NAME ...]``."""
+    import argparse
+    import logging
+    import time
+
+    from stateful_contract import check
+
+    # torchdata logs "naively fast-forwarding your dataset" on every resume of
+    # `iterable_stateless` (hundreds of lines): that is the entry's point, not news.
+    logging.getLogger("torchdata.stateful_dataloader.stateful_dataloader").setLevel(logging.ERROR)
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("names", nargs="*", help="entries to run (default: all)")
+    parser.add_argument("--profile", default="ci")
+    args = parser.parse_args(argv)
+    failed = False
+    for name in args.names or list(MATRIX):
+        entry = MATRIX[name]
+        started = time.perf_counter()
+        report = check(entry.factory, profile=args.profile, space=entry.space,
+                       expected_failures=entry.expected_failures, target=entry.target)
+        verdict = {r.id: r.status for r in report.results if r.status not in ("passed", "skipped")}
+        failed |= not report.passed
+        print(f"{name:32s} {'PASS' if report.passed else 'FAIL':4s} {time.perf_counter() - started:6.1f}s "
+              f"{verdict or 'all core clauses pass'}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
