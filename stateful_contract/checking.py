@@ -303,13 +303,7 @@ class _Run:
                               round(self.seconds.get(c.id, 0.0), 3), outcome.examples, notes=outcome.notes,
                               found_after=outcome.found_after)
         if c.id in self.expected:
-            result.expected_failure_reason = self.expected[c.id]
-            if result.status == "failed":
-                result.status = "expected-failure"
-            elif result.status == "passed":
-                result.status = "unexpected-pass"
-                result.message = (f"{c.id} was declared an expected failure ({self.expected[c.id]!r}) but "
-                                  "passed: remove it from the expected failures")
+            result.declare_expected_failure(self.expected[c.id])
         self.emit(c.id, 1, 1, result.status, result.seconds)
         return result
 

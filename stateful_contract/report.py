@@ -7,12 +7,12 @@ badge all read the same records, and `Report.to_json` is the one file format.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .clauses.catalogue import CLAUSES, CONTRACT_VERSION
+from .clauses.catalogue import CONTRACT_VERSION
 
 __all__ = ["FAILING_STATUSES", "ClauseResult", "Report", "Status"]
 
@@ -48,6 +48,16 @@ class ClauseResult:
     def is_failure(self) -> bool:
         return self.status in FAILING_STATUSES
 
+    def declare_expected_failure(self, reason: str) -> None:
+        """Apply a declared expected failure: a failure is expected, a pass is a stale declaration."""
+        self.expected_failure_reason = reason
+        if self.status == "failed":
+            self.status = "expected-failure"
+        elif self.status == "passed":
+            self.status = "unexpected-pass"
+            self.message = (f"{self.id} was declared an expected failure ({reason!r}) but passed: remove it "
+                            "from the expected failures")
+
 
 @dataclass
 class Report:
@@ -76,9 +86,6 @@ class Report:
     @property
     def verdict(self) -> str:
         return "pass" if self.passed else "fail"
-
-    def by_status(self, *statuses: str) -> list[ClauseResult]:
-        return [r for r in self.results if r.status in statuses]
 
     @property
     def deviations(self) -> dict[str, str]:
@@ -123,24 +130,3 @@ class Report:
     @classmethod
     def from_json(cls, path: str | Path) -> Report:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-
-    @classmethod
-    def merge(cls, target: str, reports: Iterable[Report]) -> Report:
-        """One report from several partial ones (the pytest face runs clause by clause)."""
-        reports = list(reports)
-        seen: dict[str, ClauseResult] = {}
-        for rep in reports:
-            for r in rep.results:
-                if r.status != "skipped" or r.id not in seen:
-                    seen[r.id] = r
-        order = [c.id for c in CLAUSES]
-        results = sorted(seen.values(), key=lambda r: order.index(r.id) if r.id in order else len(order))
-        first = reports[0] if reports else None
-        return cls(
-            target=target,
-            results=results,
-            profile=first.profile if first else "ci",
-            strict=any(r.strict for r in reports),
-            world_size=first.world_size if first else 1,
-            checkpoint_alignment=first.checkpoint_alignment if first else None,
-        )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -78,12 +77,3 @@ def import_line(target: str) -> str:
         return f"from {module_part} import factory"
     return f"from {module_part} import {head}; factory = {head}{suffix}"
 
-
-def accepts_one_argument(factory: Callable[..., Any]) -> bool:
-    try:
-        inspect.signature(factory).bind(object())
-    except TypeError:
-        return False
-    except ValueError:
-        return True
-    return True

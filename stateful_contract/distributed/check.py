@@ -200,13 +200,7 @@ def check_world(
                                         "the multi-rank run ended before the per-rank clauses ran; see SC30"))
     sc30 = next((r for r in results if r.id == "SC30"), None)
     if sc30 is not None and "SC30" in expected:
-        sc30.expected_failure_reason = expected["SC30"]
-        if sc30.status == "failed":
-            sc30.status = "expected-failure"
-        elif sc30.status == "passed":
-            sc30.status = "unexpected-pass"
-            sc30.message = (f"SC30 was declared an expected failure ({expected['SC30']!r}) but passed: remove it "
-                            "from the expected failures")
+        sc30.declare_expected_failure(expected["SC30"])
     notes.append(f"{world_size} ranks on torch.distributed (gloo), started by torch's elastic launcher; phases "
                  f"{' + '.join(outcome.phases_done) or 'none'} finished in {outcome.seconds:.1f} s")
     if keep:
