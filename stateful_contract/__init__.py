@@ -18,13 +18,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
-    from .checking import FactoryError as FactoryError
-    from .checking import Progress as Progress
-    from .checking import check as check
-    from .clauses.catalogue import CLAUSES as CLAUSES
-    from .clauses.catalogue import CONTRACT_VERSION as CONTRACT_VERSION
-    from .clauses.catalogue import Clause as Clause
-    from .clauses.violation import ClauseViolation as ClauseViolation
+    from ._checking import FactoryError as FactoryError
+    from ._checking import Progress as Progress
+    from ._checking import check as check
+    from ._engine.outcome import ClauseViolation as ClauseViolation
+    from ._target import TargetError as TargetError
+    from .clauses import CLAUSES as CLAUSES
+    from .clauses import CONTRACT_VERSION as CONTRACT_VERSION
+    from .clauses import Clause as Clause
     from .config import ConfigSpace as ConfigSpace
     from .config import LoaderConfig as LoaderConfig
     from .config import TokenDataset as TokenDataset
@@ -35,13 +36,14 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
 
 #: Public name -> module that defines it.
 _EXPORTS = {
-    "FactoryError": "checking",
-    "Progress": "checking",
-    "check": "checking",
-    "CLAUSES": "clauses.catalogue",
-    "CONTRACT_VERSION": "clauses.catalogue",
-    "Clause": "clauses.catalogue",
-    "ClauseViolation": "clauses.violation",
+    "FactoryError": "_checking",
+    "Progress": "_checking",
+    "check": "_checking",
+    "CLAUSES": "clauses",
+    "CONTRACT_VERSION": "clauses",
+    "Clause": "clauses",
+    "ClauseViolation": "_engine.outcome",
+    "TargetError": "_target",
     "ConfigSpace": "config",
     "LoaderConfig": "config",
     "TokenDataset": "config",

@@ -14,27 +14,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 import time
 import traceback
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .clauses.catalogue import CLAUSES, CONTRACT_VERSION, clause
+from ._render import SHOWN, render_report, render_result
+from .clauses import CLAUSES, CONTRACT_VERSION, clause
 from .profiles import PROFILES
-from .report import Report
 
 __all__ = ["main"]
-
-#: How the statuses read in a terminal.
-_SHOWN = {
-    "passed": "passed",
-    "failed": "FAILED",
-    "expected-failure": "xfail",
-    "unexpected-pass": "XPASS",
-    "not-judged": "not judged",
-    "skipped": "skipped",
-}
 
 #: The bundled default of ``demo``: the seed's wrapper against the reference one.
 DEMO_TARGETS = (
@@ -67,52 +56,6 @@ class _Live:
         self.last = event.clause_id
 
 
-def _summary_line(message: str) -> str:
-    """The line of a clause message that says what came instead."""
-    for line in message.splitlines():
-        if line.startswith("Got: "):
-            return line[5:]
-    lines = message.splitlines()
-    return lines[-1] if lines else ""
-
-
-def render(report: Report, out: TextIO) -> None:
-    """One line per clause, the verdict, then what failed with its reproduction."""
-    out.write(f"StatefulLoader contract v{report.contract_version}: {report.target} "
-              f"(profile {report.profile})\n")
-    if report.checkpoint_alignment == "window":
-        out.write("  declared checkpoint alignment: window boundaries (every grad_acc_step batches)\n")
-    elif report.checkpoint_alignment:
-        out.write(f"  declared checkpoint alignment: every {report.checkpoint_alignment} batches\n")
-    for r in report.results:
-        if r.status == "skipped":
-            continue
-        label = f"{r.id} {r.name}"
-        detail = ""
-        if r.status in ("failed", "unexpected-pass", "not-judged"):
-            detail = _summary_line(r.message)
-        elif r.status == "expected-failure":
-            detail = f"declared: {r.expected_failure_reason}"
-        elif r.examples:
-            detail = f"{r.examples} examples"
-        detail = detail if len(detail) <= 100 else detail[:97] + "..."
-        out.write(f"  {label:<45} {_SHOWN[r.status]:<10} {r.seconds:6.2f} s  {detail}\n")
-    for note in report.notes:
-        out.write(f"  note: {note}\n")
-    failing = [r for r in report.results if r.is_failure]
-    if not failing:
-        deviations = report.deviations
-        extra = f" with declared deviations: {', '.join(deviations)}" if deviations else ""
-        out.write(f"Verdict: PASS{extra}\n")
-        return
-    out.write(f"Verdict: FAIL ({len(failing)} clause{'s' if len(failing) != 1 else ''}: "
-              f"{', '.join(r.id for r in failing)})\n")
-    for r in failing:
-        out.write(f"\n--- {r.id} {r.name} ---\n{r.message}\n")
-        if r.reproduction:
-            out.write("Reproduce:\n" + textwrap.indent(r.reproduction, "    ") + "\n")
-
-
 def _expected(items: Sequence[str]) -> dict[str, str]:
     out = {}
     for item in items:
@@ -133,8 +76,8 @@ def _alignment(value: str | None) -> Any:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .checking import FactoryError, check
-    from .target import TargetError
+    from ._checking import FactoryError, check
+    from ._target import TargetError
 
     try:
         expected = _expected(args.expect_fail)
@@ -152,7 +95,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             traceback.print_exc()
         print(f"stateful-contract: {e}", file=sys.stderr)
         return 2
-    render(report, sys.stdout)
+    render_report(report, sys.stdout)
     if args.json:
         report.to_json(args.json)
         print(f"report written to {args.json}")
@@ -161,7 +104,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The seed's wrapper and the reference wrapper, side by side."""
-    from .checking import check
+    from ._checking import check
 
     reports = []
     for label, target in DEMO_TARGETS:
@@ -176,14 +119,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         rows = [rep[c.id] for rep in reports]
         if all(r.status == "skipped" for r in rows):
             continue
-        print(f"  {c.id + ' ' + c.name:<{width}} " + " ".join(f"{_SHOWN[r.status]:<20}" for r in rows))
+        print(f"  {c.id + ' ' + c.name:<{width}} " + " ".join(f"{SHOWN[r.status]:<20}" for r in rows))
     print("  " + " " * width + " " + " ".join(f"{'PASS' if rep.passed else 'FAIL':<20}" for rep in reports))
     seed = reports[0]
     for r in seed.results:
         if r.is_failure:
-            print(f"\n--- the seed's wrapper, {r.id} {r.name} ---\n{r.message}")
-            if r.reproduction:
-                print("Reproduce:\n" + textwrap.indent(r.reproduction, "    "))
+            print(f"\n--- the seed's wrapper, {r.id} {r.name} ---\n{render_result(r)}")
     # The demo succeeds when the contract tells the two apart as it should.
     return 0 if (not reports[0].passed and reports[1].passed) else 1
 

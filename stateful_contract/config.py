@@ -111,6 +111,11 @@ class LoaderConfig:
         """The map-style dataset every loader of this config reads."""
         return TokenDataset(self.dataset_size, self.seq_len, salt=self.seed % 97)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The cached dataset stays behind: a config crosses process boundaries (ranks,
+        # supervised children), and each side builds its own samples.
+        return {k: v for k, v in self.__dict__.items() if k != "dataset"}
+
     def options(self) -> dict[str, Any]:
         """``extra`` as a dict."""
         return dict(self.extra)

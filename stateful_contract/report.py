@@ -6,24 +6,29 @@ badge all read the same records, and `Report.to_json` is the one file format.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from .clauses.catalogue import CONTRACT_VERSION
+from ._engine.outcome import Outcome, Status
+from .clauses.registry import CONTRACT_VERSION
 
-__all__ = ["FAILING_STATUSES", "ClauseResult", "Report", "Status"]
+if TYPE_CHECKING:
+    from .clauses.registry import Clause
 
-Status = Literal["passed", "failed", "expected-failure", "unexpected-pass", "not-judged", "skipped"]
+__all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Report", "Status"]
 
 #: Statuses that make the overall verdict fail: a clause broken, or a declared
 #: expected failure that no longer fails (the declaration list must stay current).
 FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 
-#: Report format version, bumped when a field changes meaning.
-REPORT_FORMAT = 1
+#: Report format version, bumped when a field changes meaning. Version 2 adds the
+#: structured parts of a failure (``expected``, ``got``, ``context``, ``rank``) and the
+#: failing example (``config``, ``plan``); version 1 reports still load.
+REPORT_FORMAT = 2
 
 
 @dataclass
@@ -43,6 +48,23 @@ class ClauseResult:
     #: For a search that failed: how many examples had run when the first counterexample
     #: appeared (the rest were spent shrinking it).
     found_after: int | None = None
+    #: What the clause expected, what came instead, at which checkpoint, on which rank.
+    expected: str = ""
+    got: str = ""
+    context: str = ""
+    rank: int | None = None
+    #: The minimal failing example: its config (``LoaderConfig(...)``) and plan.
+    config: str = ""
+    plan: str = ""
+
+    @classmethod
+    def from_outcome(cls, c: Clause, outcome: Outcome, *, seconds: float = 0.0) -> ClauseResult:
+        """The record of one clause, from what the engine found."""
+        failed = outcome.status == "failed"
+        return cls(c.id, c.name, c.tier, outcome.status, outcome.message, outcome.reproduction if failed else "",
+                   seconds, outcome.examples, notes=list(outcome.notes), found_after=outcome.found_after,
+                   expected=outcome.expected, got=outcome.got, context=outcome.context, rank=outcome.rank,
+                   config=outcome.config if failed else "", plan=outcome.plan if failed else "")
 
     @property
     def is_failure(self) -> bool:
@@ -115,7 +137,9 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
-        results = [ClauseResult(**r) for r in data["clauses"]]
+        known = {f.name for f in dataclasses.fields(ClauseResult)}
+        # Unknown fields (a newer format) are dropped; missing ones (format 1) take their defaults.
+        results = [ClauseResult(**{k: v for k, v in r.items() if k in known}) for r in data["clauses"]]
         return cls(
             target=data["target"],
             results=results,

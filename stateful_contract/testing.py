@@ -30,15 +30,16 @@ from typing import Any, ClassVar, final
 import pytest
 from hypothesis import settings
 
-from .checking import FactoryError, check
-from .clauses.catalogue import CLAUSES, Clause
+from ._checking import FactoryError, check
+from ._engine.plans import Alignment
+from ._render import render_result
+from ._target import factory_import_line
+from .clauses import CLAUSES, Clause
 from .config import ConfigSpace, LoaderConfig
-from .engine.plans import Alignment
 from .profiles import PROFILES
 from .protocol import StatefulLoader
 from .pytest_plugin import MARKER, REPORTS
 from .report import ClauseResult, Report
-from .target import import_line
 
 __all__ = ["StatefulLoaderContract", "judge"]
 
@@ -118,6 +119,8 @@ class StatefulLoaderContract:
         # With several ranks, each rank process imports this class by file path and name
         # (load_target turns a class with make_loader into a fresh instance's hook).
         factory: Any = cls().make_loader
+        # Reproductions get the loader from this class's hook, as the test does.
+        factory_import = factory_import_line(factory)
         if cls.world_size > 1:
             factory = f"{sys.modules[cls.__module__].__file__}:{cls.__qualname__}"
         try:
@@ -132,11 +135,11 @@ class StatefulLoaderContract:
                 timeout=cls.timeout,
                 target=request.node.nodeid,
                 world_size=cls.world_size,
+                factory_import=factory_import,
             )
         except FactoryError as e:
             # No loader at all: one clear line on every test, not a traceback into the engine.
             pytest.fail(f"{cls.__qualname__}.make_loader cannot build a loader: {e}", pytrace=False)
-        _point_reproductions_at(report, cls)
         request.config.stash.setdefault(REPORTS, {})[request.node.nodeid] = report
         return report
 
@@ -151,18 +154,6 @@ def clauses_for(cls: type[StatefulLoaderContract]) -> list[Clause]:
     wanted = {"structure", "core"} | ({"strict"} if cls.strict else set()) | (
         {"distributed"} if cls.world_size > 1 else set())
     return [c for c in CLAUSES if c.tier in wanted]
-
-
-def _point_reproductions_at(report: Report, cls: type[StatefulLoaderContract]) -> None:
-    """Make reproductions build the loader with this class's hook.
-
-    The engine writes a placeholder import for a target that is no ``module:factory``
-    (a pytest node id is not); replace it with the line that gets the hook.
-    """
-    placeholder = import_line(report.target)
-    hook = f"from {cls.__module__} import {cls.__qualname__.split('.')[0]}; factory = {cls.__qualname__}().make_loader"
-    for result in report.results:
-        result.reproduction = result.reproduction.replace(placeholder, hook)
 
 
 def selected_clauses(session: pytest.Session, cls: type) -> list[str]:
@@ -192,14 +183,7 @@ def engine_profile(default: str) -> str:
 
 def failure_text(result: ClauseResult) -> str:
     """What a failing clause test prints: the rule, what happened, how to reproduce it."""
-    # The engine's messages open with "SC10 name: statement"; others get that heading.
-    lines = [] if result.message.startswith(result.id) else [f"{result.id} {result.name}"]
-    if result.message:
-        lines.append(result.message)
-    lines.extend(result.notes)
-    if result.reproduction:
-        lines += ["", "Reproduction:", *("    " + line for line in result.reproduction.splitlines())]
-    return "\n".join(lines)
+    return render_result(result)
 
 
 def judge(result: ClauseResult) -> None:

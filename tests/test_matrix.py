@@ -61,7 +61,7 @@ def test_entry_meets_the_contract_except_its_declared_deviations(name, caplog):
 
 def test_every_entry_is_a_cli_target_with_reasons():
     from stateful_contract import CLAUSES
-    from stateful_contract.target import load_target
+    from stateful_contract._target import load_target
 
     ids = {c.id for c in CLAUSES}
     for name, entry in MATRIX.items():

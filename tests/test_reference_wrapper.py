@@ -633,8 +633,8 @@ def test_a_state_taken_from_a_resumed_distributed_loader_resumes_exactly() -> No
     for exactly that state and resumed with the epoch's first batches repeated.
     """
     from stateful_contract import LoaderConfig
-    from stateful_contract.engine.steps import Position, checkpoint, epoch_lengths, fresh, take
     from stateful_contract.reference.factories import reference_wrapper
+    from stateful_contract.repro import Position, checkpoint, epoch_lengths, fresh, take
 
     config = LoaderConfig(dataset_size=5, batch_size=1, grad_acc_step=2, world_size=2)
     reference, _ = epoch_lengths(fresh(reference_wrapper, config), epochs=3)

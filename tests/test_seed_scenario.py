@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stateful_contract.distributed.launch import processes_of
+from stateful_contract._engine.ranks.launch import processes_of
 from stateful_contract.scenarios.seed import (
     RUN1_ITERS,
     RUN2_ITERS,

@@ -84,7 +84,7 @@ def test_a_broken_loader_fails_with_the_clause_named_and_a_reproduction(pytester
             "*TestLoader.test_clause[[]SC02-load-accepts-positional-state[]]*",
             "SC02 load-accepts-positional-state: *",
             "Got: TypeError: SeedPrefetchGradAccDataLoader.load_state_dict() takes 1 positional argument but 2 were given",
-            "Reproduction:",
+            "Reproduce:",
             "    from test_loader import TestLoader; factory = TestLoader().make_loader",
         ]
     )
@@ -127,7 +127,7 @@ def test_the_check_runs_once_per_class_on_the_selected_clauses(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[dict[str, Any]] = []
-    from stateful_contract.checking import check as real_check
+    from stateful_contract._checking import check as real_check
 
     def spy(factory: Any, **kwargs: Any) -> Report:
         calls.append(kwargs)

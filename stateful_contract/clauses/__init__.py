@@ -1,0 +1,21 @@
+"""The clauses of the StatefulLoader contract, each one registered function.
+
+Importing this package registers every clause; `CLAUSES` is the catalogue in ID order.
+See `stateful_contract.clauses.registry` for how a clause is defined, and
+``docs/contributing.md`` for adding one.
+"""
+
+from __future__ import annotations
+
+from . import distributed, resume, strict, structure
+from .registry import CONTRACT_VERSION, Clause, all_clauses, lookup, run_order
+
+__all__ = ["CLAUSES", "CONTRACT_VERSION", "Clause", "clause", "run_order"]
+
+#: Every clause of the contract, in ID order.
+CLAUSES: tuple[Clause, ...] = all_clauses()
+
+#: The clause with an ID (``clause("sc10")`` works too); `KeyError` names the known IDs.
+clause = lookup
+
+del distributed, resume, strict, structure

@@ -1,17 +1,38 @@
-"""Core resume clauses (SC10-SC18): small pure judgements over streams and states.
+"""Core resume clauses (SC10-SC18): a fresh loader given a state continues the stream.
 
-The engine runs the loaders and hands each judgement what it observed; a judgement
-only compares and, when the statement does not hold, raises a `ClauseViolation`
-saying what was expected and what came instead.
+Each clause is one scenario: steps on the loader (`stateful_contract.repro`), then a
+pure judgement. The uninterrupted run it compares with is taken once per config.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-from ..engine.compare import first_difference, stream_difference
-from .violation import violated
+from .._engine.compare import Wording
+from .._engine.example import Example
+from .._engine.plans import (
+    WHOLE_STREAM_EPOCHS,
+    Checkpoint,
+    Hops,
+    StateCalls,
+    checkpoint_plan,
+    hops_plan,
+    snapshot_plan,
+    state_calls_plan,
+)
+from .._engine.steps import (
+    RESUME_EPOCHS,
+    ROUND_TRIPS,
+    advance,
+    checkpoint,
+    iterate_on,
+    round_trip,
+    snapshot,
+    state_of,
+    stream,
+    stream_calling_state_dict,
+    take,
+)
+from .judgements import same_stream, unchanged
+from .registry import RESUMES, clause, violated
 
 __all__ = [
     "load_leaves_its_argument_alone",
@@ -25,101 +46,146 @@ __all__ = [
     "state_survives_serialization",
 ]
 
-_RESUMED = "the resumed loader to yield exactly the uninterrupted run's batches from the checkpoint on"
+
+@clause("SC10", "resume-continues-the-stream", tier="core", plan=checkpoint_plan, needs=RESUMES)
+def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
+    """For any checkpoint point, a fresh loader given `load_state_dict(state)` yields exactly the
+    batches the uninterrupted loader yields from that point on, every field of every batch, for at
+    least two further epochs."""
+    expected = example.expected_after(plan.position)
+    state = checkpoint(example.fresh(), plan.position)
+    same_stream(expected, example.resumed(state, len(expected)), clause_id="SC10",
+                context=plan.position.describe())
 
 
-def _same_stream(clause_id: str, expected: Sequence[Any], got: Sequence[Any], *,
-                 context: str, what: str = _RESUMED) -> None:
-    diff = stream_difference(expected, got)
-    if diff is not None:
-        raise violated(clause_id, context=context, expected=f"{what} ({len(expected)} batches)", got=diff)
+@clause("SC11", "resume-survives-several-hops", tier="core", plan=hops_plan, needs=RESUMES)
+def resume_survives_several_hops(example: Example, plan: Hops) -> None:
+    """A state taken from a resumed loader, before or after it iterated, resumes exactly too
+    (run 1, run 2, run 3)."""
+    _, lengths = example.reference()
+    start = plan.position.absolute(lengths)
+    last = plan.stops[-1]
+    expected = example.segment("expected", last, max(sum(lengths[:3]), last))
+    state = checkpoint(example.fresh(), plan.position)  # run 1
+    previous = start
+    for stop in plan.stops:  # runs 2, 3: resume, iterate on, checkpoint again
+        loader = example.fresh(state)
+        take(loader, stop - previous, max_epochs=RESUME_EPOCHS)
+        state = state_of(loader)
+        previous = stop
+    hops = " -> ".join(f"{b - a} more batches" for a, b in zip((start, *plan.stops), plan.stops))
+    same_stream(expected, example.resumed(state, len(expected)), clause_id="SC11",
+                context=f"run 1 checkpointed {plan.position.describe()}; then resumed and checkpointed after {hops}")
 
 
-def resume_continues_the_stream(expected: Sequence[Any], resumed: Sequence[Any], *, context: str) -> None:
-    """SC10: a fresh loader given the state yields exactly the rest of the uninterrupted stream."""
-    _same_stream("SC10", expected, resumed, context=context)
+@clause("SC12", "state-before-first-batch-resumes", tier="core", needs=RESUMES)
+def state_before_first_batch_resumes(example: Example, plan: None) -> None:
+    """`state_dict()` before any iteration works and resumes to the full stream."""
+    _, lengths = example.reference()
+    expected = example.segment("expected", 0, sum(lengths[:WHOLE_STREAM_EPOCHS]))
+    state = state_of(example.fresh())  # never iterated
+    same_stream(expected, example.resumed(state, len(expected)), clause_id="SC12",
+                context="state_dict() on a loader never iterated",
+                what="the resumed loader to yield the full stream from its first batch")
 
 
-def resume_survives_several_hops(expected: Sequence[Any], resumed: Sequence[Any], *, context: str) -> None:
-    """SC11: a state taken from a resumed loader resumes exactly too (run 1, run 2, run 3)."""
-    _same_stream("SC11", expected, resumed, context=context)
+@clause("SC13", "state-after-load-is-the-loaded-state", tier="core", plan=checkpoint_plan, needs=RESUMES)
+def state_after_load_is_the_loaded_state(example: Example, plan: Checkpoint) -> None:
+    """`state_dict()` right after `load_state_dict`, before iterating, resumes to the same point as
+    the loaded state."""
+    expected = example.expected_after(plan.position)
+    state = checkpoint(example.fresh(), plan.position)
+    loaded = example.fresh(state)
+    again = state_of(loaded)  # before iterating
+    where = f"state taken {plan.position.describe()}, loaded, then state_dict() before iterating"
+    what = ("a loader resumed from state_dict() taken right after load_state_dict(state) to continue from "
+            "the loaded point")
+    same_stream(expected, example.resumed(again, len(expected)), clause_id="SC13", context=where, what=what)
+    same_stream(expected, take(loaded, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC13",
+                context=where + "; the loaded loader itself then iterated", what=what)
 
 
-def state_before_first_batch_resumes(expected: Sequence[Any], resumed: Sequence[Any]) -> None:
-    """SC12: ``state_dict()`` before any iteration resumes to the full stream."""
-    _same_stream("SC12", expected, resumed, context="state_dict() on a loader never iterated",
-                 what="the resumed loader to yield the full stream from its first batch")
+@clause("SC14", "state-dict-does-not-disturb", tier="core", plan=state_calls_plan, needs=RESUMES)
+def state_dict_does_not_disturb(example: Example, plan: StateCalls) -> None:
+    """Calling `state_dict()` at any point, even every step, leaves the stream unchanged."""
+    _, lengths = example.reference()
+    expected = example.segment("expected", 0, sum(lengths[:WHOLE_STREAM_EPOCHS]))
+    observed = stream_calling_state_dict(example.fresh(), WHOLE_STREAM_EPOCHS, list(plan.at),
+                                         before_iter=plan.before_iter)
+    where = "state_dict() called " + ("at every step" if plan.every else f"before next() number {list(plan.at)}")
+    same_stream(expected, observed, clause_id="SC14",
+                context=where + (", and before the first iter()" if plan.before_iter else ""),
+                what="the same batches as a loader on which state_dict() is never called")
 
 
-def state_after_load_is_the_loaded_state(expected: Sequence[Any], resumed: Sequence[Any], *,
-                                         context: str) -> None:
-    """SC13: ``state_dict()`` right after ``load_state_dict`` resumes to the loaded point."""
-    _same_stream("SC13", expected, resumed, context=context,
-                 what="a loader resumed from state_dict() taken right after load_state_dict(state) "
-                      "to continue from the loaded point")
+@clause("SC15", "state-is-a-snapshot", tier="core", plan=snapshot_plan, needs=RESUMES)
+def state_is_a_snapshot(example: Example, plan: Checkpoint) -> None:
+    """A state already returned does not change when the loader iterates on (no live references)."""
+    loader = example.fresh()
+    it = advance(loader, plan.position)
+    state = state_of(loader)
+    before = snapshot(state)
+    # Iterate on with the open iterator while it lasts (what a trainer does), then new epochs.
+    iterate_on(loader, it, plan.more, max_epochs=RESUME_EPOCHS)
+    state_of(loader)
+    unchanged(before, state, clause_id="SC15",
+              context=f"state taken {plan.position.describe()}, then {plan.more} more batches and another "
+                      "state_dict()",
+              expected="the dict returned by state_dict() to stay as it was returned while the loader iterates "
+                       "on (a checkpoint written later, e.g. asynchronously, must hold this point)",
+              got="it changed under the caller: {diff} (the state holds live references into the loader)")
 
 
-def state_dict_does_not_disturb(expected: Sequence[Any], observed: Sequence[Any], *, context: str) -> None:
-    """SC14: calling ``state_dict()`` at any point leaves the stream unchanged."""
-    _same_stream("SC14", expected, observed, context=context,
-                 what="the same batches as a loader on which state_dict() is never called")
+@clause("SC16", "load-leaves-its-argument-alone", tier="core", plan=checkpoint_plan, needs=RESUMES)
+def load_leaves_its_argument_alone(example: Example, plan: Checkpoint) -> None:
+    """`load_state_dict` does not modify the dict it is given; the same state loads into several
+    loaders with the same result."""
+    expected = example.expected_after(plan.position)
+    state = checkpoint(example.fresh(), plan.position)
+    before = snapshot(state)
+    where = f"state taken {plan.position.describe()}"
+    first = example.resumed(state, len(expected))
+    unchanged(before, state, clause_id="SC16", context=where + ", loaded into a loader that iterated",
+              expected="load_state_dict(state) and iterating the loader to leave `state` unchanged (the same "
+                       "state is often loaded into several loaders, or kept for a retry)",
+              got="the argument was modified: {diff}")
+    same_stream(first, example.resumed(state, len(expected)), clause_id="SC16",
+                context=where + ", loaded into two fresh loaders",
+                what="a second loader given the same state dict to yield the same batches as the first")
 
 
-def state_is_a_snapshot(state_when_taken: Any, state_later: Any, *, context: str) -> None:
-    """SC15: a returned state does not change when the loader iterates on."""
-    diff = first_difference(state_when_taken, state_later, "state")
-    if diff is not None:
-        raise violated(
-            "SC15", context=context,
-            expected="the dict returned by state_dict() to stay as it was returned while the loader "
-                     "iterates on (a checkpoint written later, e.g. asynchronously, must hold this point)",
-            got=f"it changed under the caller: {diff} (the state holds live references into the loader)",
-        )
+@clause("SC17", "state-survives-serialization", tier="core", plan=checkpoint_plan, needs=RESUMES)
+def state_survives_serialization(example: Example, plan: Checkpoint) -> None:
+    """The state round-trips through `torch.save` + `torch.load(weights_only=True)`, `pickle` and
+    `copy.deepcopy`, and the round-tripped state resumes exactly."""
+    expected = example.expected_after(plan.position)
+    state = checkpoint(example.fresh(), plan.position)
+    where = f"state taken {plan.position.describe()}"
+    for via in ROUND_TRIPS:
+        try:
+            copied = round_trip(state, via)
+        except Exception as e:
+            text = str(e).strip()
+            raise violated("SC17", context=where, expected=f"the state to round-trip through {via}",
+                           got=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}") from None
+        same_stream(expected, example.resumed(copied, len(expected)), clause_id="SC17",
+                    context=where + f", through {via}",
+                    what=f"a loader given the state after a {via} round trip to resume exactly")
 
 
-def load_leaves_its_argument_alone(state_given: Any, state_after: Any, *, context: str) -> None:
-    """SC16: ``load_state_dict`` does not modify the dict it is given."""
-    diff = first_difference(state_given, state_after, "state")
-    if diff is not None:
-        raise violated(
-            "SC16", context=context,
-            expected="load_state_dict(state) and iterating the loader to leave `state` unchanged "
-                     "(the same state is often loaded into several loaders, or kept for a retry)",
-            got=f"the argument was modified: {diff}",
-        )
+#: SC18 compares two fresh loaders, not a resume with the uninterrupted run.
+_TWO_FRESH_LOADERS = Wording(got="the second stream", expected="the first loader", start="", origin="")
 
 
-def same_state_same_stream(first: Sequence[Any], second: Sequence[Any], *, context: str) -> None:
-    """SC16 (second half): one state loaded into two loaders gives the same stream."""
-    _same_stream("SC16", first, second, context=context,
-                 what="a second loader given the same state dict to yield the same batches as the first")
+@clause("SC18", "same-config-same-stream", tier="core", needs=("SC01",),
+        blocks="two fresh loaders from one config differ, so there is no uninterrupted run to compare a resume with")
+def same_config_same_stream(example: Example, plan: None) -> None:
+    """Two fresh loaders from one config yield the same stream; where this fails, resume clauses
+    are not judgeable."""
+    first = stream(example.fresh(), WHOLE_STREAM_EPOCHS)
+    second = stream(example.fresh(), WHOLE_STREAM_EPOCHS)
+    same_stream(first, second, clause_id="SC18", wording=_TWO_FRESH_LOADERS,
+                context="two fresh loaders from one config, torch.manual_seed(config.seed) before each",
+                what="the same stream from both (otherwise no resume can be judged: there is no one "
+                     "'uninterrupted run' to compare with)")
 
-
-def state_survives_serialization(fmt: str, error: BaseException | None, *, context: str) -> None:
-    """SC17: the state round-trips through ``fmt`` (torch.save/torch.load(weights_only=True), pickle, deepcopy)."""
-    if error is not None:
-        raise violated(
-            "SC17", context=context,
-            expected=f"the state to round-trip through {fmt}",
-            got=f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}",
-        )
-
-
-def round_tripped_state_resumes(fmt: str, expected: Sequence[Any], resumed: Sequence[Any], *,
-                                context: str) -> None:
-    """SC17 (second half): the round-tripped state resumes exactly."""
-    _same_stream("SC17", expected, resumed, context=context,
-                 what=f"a loader given the state after a {fmt} round trip to resume exactly")
-
-
-def same_config_same_stream(first: Sequence[Any], second: Sequence[Any]) -> None:
-    """SC18: two fresh loaders from one config yield the same stream."""
-    diff = stream_difference(first, second)
-    if diff is not None:
-        raise violated(
-            "SC18", context="two fresh loaders from one config, torch.manual_seed(config.seed) before each",
-            expected="the same stream from both (otherwise no resume can be judged: there is no one "
-                     "'uninterrupted run' to compare with)",
-            got=diff.replace("after the checkpoint ", "").replace("resumed stream", "second stream")
-                .replace("uninterrupted run", "first loader"),
-        )

@@ -1,4 +1,4 @@
-"""Structure clauses (SC01-SC03): judged on the loader object, before any resume.
+"""Structure clauses (SC01-SC03): judged on one fixed config, before any resume.
 
 A failure here is reported once instead of cascading into every resume clause.
 """
@@ -9,26 +9,29 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from .violation import violated
+from .._engine.compare import PROTOCOL_METHODS, missing_methods
+from .._engine.example import Example
+from .._engine.executors import PROBE_CONFIG
+from .._engine.recording import asserts
+from .._engine.steps import LoaderError, Position, checkpoint, load, state_of
+from .registry import clause, violated
 
-__all__ = [
-    "implements_protocol",
-    "load_accepts_positional_state",
-    "state_is_a_str_keyed_dict",
-]
-
-REQUIRED_METHODS = ("__iter__", "state_dict", "load_state_dict")
+__all__ = ["implements_protocol", "load_accepts_positional_state", "state_is_a_str_keyed_dict"]
 
 
-def implements_protocol(loader: Any) -> None:
-    """SC01: the loader has callable ``__iter__``, ``state_dict`` and ``load_state_dict``."""
-    missing = [m for m in REQUIRED_METHODS if not callable(getattr(loader, m, None))]
+@asserts("assert_protocol")
+def _has_the_protocols_methods(loader: Any) -> None:
+    missing = missing_methods(loader)
     if missing:
-        raise violated(
-            "SC01",
-            expected=f"callable {', '.join(REQUIRED_METHODS)} on {type(loader).__name__}",
-            got=f"{type(loader).__name__} has no callable {', '.join(missing)}",
-        )
+        raise violated("SC01", expected=f"callable {', '.join(PROTOCOL_METHODS)} on {type(loader).__name__}",
+                       got=f"{type(loader).__name__} has no callable {', '.join(missing)}")
+
+
+@clause("SC01", "implements-protocol", tier="structure", budget="once", fixed_config=PROBE_CONFIG,
+        blocks="the loader lacks the protocol's methods")
+def implements_protocol(example: Example, plan: None) -> None:
+    """The loader has callable `__iter__`, `state_dict` and `load_state_dict`."""
+    _has_the_protocols_methods(example.fresh())
 
 
 def signature_text(method: Any) -> str:
@@ -38,39 +41,55 @@ def signature_text(method: Any) -> str:
         return "load_state_dict(<signature not inspectable>)"
 
 
-def load_accepts_positional_state(loader_type: str, signature: str, error: BaseException | None) -> None:
-    """SC02: ``load_state_dict(state)`` with one positional argument works.
+@clause("SC02", "load-accepts-positional-state", tier="structure", budget="once", fixed_config=PROBE_CONFIG,
+        needs=("SC01",))
+def load_accepts_positional_state(example: Example, plan: None) -> None:
+    """`load_state_dict(state)` with one positional argument works, as
+    `StatefulDataLoader.load_state_dict(state_dict)` does.
 
-    ``error`` is what the positional call raised (None when it worked). Trainers call
-    it positionally, e.g. MindSpeed-MM's
+    Trainers call it positionally, e.g. MindSpeed-MM's
     ``self.train_dataloader.load_state_dict(state["extra_state"]["train_dataloader"])``.
     """
-    if error is not None:
+    state = state_of(example.fresh())
+    target = example.fresh()
+    try:
+        load(target, state)  # positionally, whatever form the other clauses use
+    except LoaderError as e:
+        name = type(target).__name__
         raise violated(
             "SC02",
-            expected=(f"{loader_type}.load_state_dict(state) to accept the state positionally, as "
-                      "torchdata's StatefulDataLoader.load_state_dict(state_dict) does; trainers "
-                      "resume with loader.load_state_dict(checkpoint[...]), so every resume crashes otherwise"),
-            got=(f"{type(error).__name__}: {error}\n  declared as: {signature}\n"
+            expected=(f"{name}.load_state_dict(state) to accept the state positionally, as torchdata's "
+                      "StatefulDataLoader.load_state_dict(state_dict) does; trainers resume with "
+                      "loader.load_state_dict(checkpoint[...]), so every resume crashes otherwise"),
+            got=(f"{type(e.error).__name__}: {e.error}\n  declared as: {signature_text(target.load_state_dict)}\n"
                  "  fix: def load_state_dict(self, state_dict: dict[str, Any]) -> None"),
-        )
+        ) from None
 
 
-def state_is_a_str_keyed_dict(state: Any, where: str) -> None:
-    """SC03: ``state_dict()`` returns a ``dict`` with ``str`` keys (checked at several points)."""
+@asserts("assert_str_keyed_dict")
+def _a_str_keyed_dict(state: Any, *, where: str) -> None:
     if not isinstance(state, Mapping) or not isinstance(state, dict):
-        raise violated(
-            "SC03",
-            context=where,
-            expected="state_dict() to return a dict (checkpoint code such as torch.distributed.checkpoint "
-                     "and trainers' extra_state merge it as a dict)",
-            got=f"{type(state).__name__}: {state!r:.200}",
-        )
+        raise violated("SC03", context=where,
+                       expected="state_dict() to return a dict (checkpoint code such as torch.distributed."
+                                "checkpoint and trainers' extra_state merge it as a dict)",
+                       got=f"{type(state).__name__}: {state!r:.200}")
     bad = [k for k in state if not isinstance(k, str)]
     if bad:
-        raise violated(
-            "SC03",
-            context=where,
-            expected="every key of the state dict to be a str",
-            got=f"non-str keys {bad[:5]!r} (types {sorted({type(k).__name__ for k in bad})})",
-        )
+        raise violated("SC03", context=where, expected="every key of the state dict to be a str",
+                       got=f"non-str keys {bad[:5]!r} (types {sorted({type(k).__name__ for k in bad})})")
+
+
+@clause("SC03", "state-is-a-str-keyed-dict", tier="structure", budget="once", fixed_config=PROBE_CONFIG,
+        needs=("SC01",))
+def state_is_a_str_keyed_dict(example: Example, plan: None) -> None:
+    """`state_dict()` returns a `dict` with `str` keys at every point: before iterating,
+    mid-epoch, at epoch end.
+
+    The points come from the epoch length this loader really has (a factory may fix
+    ``drop_last`` or its own batch size).
+    """
+    _, lengths = example.reference()
+    n = lengths[0]
+    for position in (Position(before_iter=True), Position(0, min(1, n)), Position(0, n),
+                     Position(0, n, after_stop=True)):
+        _a_str_keyed_dict(checkpoint(example.fresh(), position), where=position.describe())

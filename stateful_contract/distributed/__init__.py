@@ -1,30 +1,59 @@
-"""The contract on several ranks of torch.distributed: clause SC30 and the per-rank core.
+"""The contract on several ranks of torch.distributed, as one call.
 
     >>> from stateful_contract.distributed import check_world
     >>> report = check_world("my_pkg.loaders:factory", world_size=2)
     >>> report["SC30"].status
 
-`check_world` starts the ranks with torch's elastic launcher (what ``torchrun`` runs),
-one process per rank on the gloo backend; every rank builds its loader from a config
-carrying its ``rank`` and ``world_size``. The same runs from the command line:
-``stateful-contract check TARGET --world-size 2``, and one example can be replayed with
-``python -m stateful_contract.distributed TARGET --world-size 2 --config ... --position ...``.
-See ``docs/distributed.md``.
+`check_world` is `stateful_contract.check` with ``world_size`` required: every example
+runs on every rank at once (torch's elastic launcher, what ``torchrun`` runs, one
+process per rank on the gloo backend), and the multi-rank clause SC30 is added. One
+example can be replayed with ``python -m stateful_contract.distributed TARGET
+--world-size 2 --config ... --position ...``. See ``docs/distributed.md``.
 """
 
 from __future__ import annotations
 
-from .check import check_world, default_run_timeout, merge_ranks
-from .every_rank import RankResume, every_rank_resumes
-from .launch import LaunchOutcome, RankFailure, run_world
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
-__all__ = [
-    "LaunchOutcome",
-    "RankFailure",
-    "RankResume",
-    "check_world",
-    "default_run_timeout",
-    "every_rank_resumes",
-    "merge_ranks",
-    "run_world",
-]
+from .._checking import check
+from .._engine.plans import Alignment, Checkpoint
+from .._engine.ranks import default_run_timeout
+from .._engine.steps import Position
+from ..config import ConfigSpace, LoaderConfig
+from ..report import Report
+
+__all__ = ["check_world", "default_run_timeout"]
+
+
+def check_world(
+    target: str,
+    *,
+    world_size: int,
+    profile: str = "ci",
+    clauses: Iterable[str] | None = None,
+    expected_failures: Mapping[str, str] | None = None,
+    checkpoint_alignment: Alignment = None,
+    strict: bool = False,
+    space: ConfigSpace | None = None,
+    timeout: float | None = None,
+    run_timeout: float | None = None,
+    replay: tuple[LoaderConfig, Position] | None = None,
+    run_dir: str | Path | None = None,
+    **kwargs: Any,
+) -> Report:
+    """Run the contract on ``world_size`` ranks (torch.distributed, gloo) and return one `Report`.
+
+    ``target`` is ``"package.module:factory"`` or ``"path/to/file.py:factory"``: every rank
+    imports it by that name. ``run_timeout`` bounds the run (`default_run_timeout`), after
+    which every process of it is killed and the clause running fails, naming where each
+    rank was. ``replay=(config, position)`` runs that one checkpoint instead of searching.
+    ``run_dir`` keeps the run's files (states, DCP checkpoints, rank logs) there.
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    return check(target, world_size=world_size, profile=profile, clauses=clauses,
+                 expected_failures=expected_failures, checkpoint_alignment=checkpoint_alignment, strict=strict,
+                 space=space, timeout=timeout, run_timeout=run_timeout, run_dir=run_dir,
+                 replay=(replay[0], Checkpoint(replay[1])) if replay is not None else None, **kwargs)

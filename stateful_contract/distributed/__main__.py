@@ -1,7 +1,7 @@
-"""``python -m stateful_contract.distributed TARGET --world-size N``: SC30 on real ranks.
+"""``python -m stateful_contract.distributed TARGET --world-size N``: one clause on real ranks.
 
 Without ``--config``/``--position`` it searches like ``stateful-contract check TARGET
---world-size N --clause SC30``. With both it replays one example, the line an SC30
+--world-size N --clause SC30``. With both it replays one example, the line a multi-rank
 failure prints::
 
     python -m stateful_contract.distributed my_pkg.loaders:factory --world-size 2 \\
@@ -20,11 +20,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._checking import FactoryError
+from .._engine.steps import Position
+from .._render import render_result
+from .._target import TargetError
 from ..config import LoaderConfig
-from ..engine.steps import Position
 from ..profiles import PROFILES
-from ..target import TargetError
-from .check import check_world
+from . import check_world
 
 __all__ = ["main", "parse_call"]
 
@@ -52,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory")
     parser.add_argument("--world-size", type=int, default=2, metavar="N")
+    parser.add_argument("--clause", default="SC30", metavar="ID", help="the clause to run (default SC30)")
     parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
     parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
@@ -68,20 +71,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ValueError, TypeError) as e:
             parser.error(str(e))
     try:
-        report = check_world(args.target, world_size=args.world_size, profile=args.profile, clauses=["SC30"],
+        report = check_world(args.target, world_size=args.world_size, profile=args.profile, clauses=[args.clause],
                              timeout=args.timeout, run_timeout=args.run_timeout, replay=replay,
                              run_dir=args.run_dir)
-    except TargetError as e:
+    except (TargetError, FactoryError, KeyError) as e:
         print(f"stateful_contract.distributed: {e}", file=sys.stderr)
         return 2
-    result = report["SC30"]
-    print(f"SC30 {result.name}: {result.status} ({result.examples} examples on {args.world_size} ranks, "
+    result = report[args.clause]
+    print(f"{result.id} {result.name}: {result.status} ({result.examples} examples on {args.world_size} ranks, "
           f"{result.seconds:.1f} s)")
-    if result.message:
-        print(result.message)
-    if result.reproduction:
-        print("\nReproduction:\n" + result.reproduction)
-    for note in result.notes + report.notes:
+    print(render_result(result))
+    for note in report.notes:
         print(f"note: {note}")
     return 0 if report.passed else 1
 

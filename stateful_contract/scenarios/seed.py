@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..distributed.launch import run_isolated
+from .._engine.ranks.launch import run_isolated
 
 __all__ = ["PARTS", "Finding", "Iteration", "SeedScenario", "TrainingRun", "main", "run_seed_scenario", "torchrun"]
 

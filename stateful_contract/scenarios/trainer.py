@@ -56,9 +56,9 @@ from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from .._target import load_target
 from ..config import LoaderConfig
 from ..reference.prefetch import WINDOW_TOKEN_COUNT_KEY
-from ..target import load_target
 
 __all__ = ["TinyLM", "Trainer", "main", "parse_args"]
 

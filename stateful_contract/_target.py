@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TargetError", "describe_factory", "import_line", "load_target"]
+__all__ = ["TargetError", "describe_factory", "factory_import_line", "import_line", "load_target"]
 
 
 class TargetError(Exception):
@@ -31,7 +31,9 @@ def load_target(spec: str) -> Callable[..., Any]:
             raise TargetError(f"cannot import {spec!r}: {path} is not a Python file")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[name] = module  # worker processes and pickling find it by name
-        sys.path.insert(0, str(path.resolve().parent))
+        folder = str(path.resolve().parent)
+        if folder not in sys.path:  # once: a check loads its target more than once
+            sys.path.insert(0, folder)
         try:
             loader_spec.loader.exec_module(module)
         except Exception as e:
@@ -62,6 +64,17 @@ def describe_factory(factory: Callable[..., Any]) -> str:
     module = getattr(factory, "__module__", None) or "?"
     name = getattr(factory, "__qualname__", None) or type(factory).__name__
     return f"{module}:{name}"
+
+
+def factory_import_line(factory: Callable[..., Any]) -> str:
+    """Python that brings a factory object into scope as ``factory``, from where it was defined."""
+    owner = getattr(factory, "__self__", None)
+    if owner is not None and getattr(factory, "__name__", "") == "make_loader":
+        # The hook of a StatefulLoaderContract test class, called on a fresh instance.
+        cls = type(owner)
+        top = cls.__qualname__.split(".")[0]
+        return f"from {cls.__module__} import {top}; factory = {cls.__qualname__}().make_loader"
+    return import_line(describe_factory(factory))
 
 
 def import_line(target: str) -> str:

@@ -10,11 +10,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["assert_same_stream", "describe_batch", "describe_value", "first_difference", "stream_difference"]
+__all__ = [
+    "PROTOCOL_METHODS",
+    "RESUME_WORDING",
+    "Wording",
+    "assert_protocol",
+    "assert_refused",
+    "assert_same_stream",
+    "assert_str_keyed_dict",
+    "assert_unchanged",
+    "describe_batch",
+    "describe_value",
+    "first_difference",
+    "missing_methods",
+    "stream_difference",
+]
 
 #: How many elements of a tensor a message shows before eliding.
 _SHOWN_ELEMENTS = 8
@@ -92,20 +107,34 @@ def _ids(stream: Sequence[Any], start: int, count: int) -> str:
     return "[" + ", ".join(shown) + more + "]"
 
 
-def stream_difference(expected: Sequence[Any], got: Sequence[Any]) -> str | None:
+@dataclass(frozen=True)
+class Wording:
+    """How a stream difference names its two streams and where they start."""
+
+    got: str = "the resumed stream"
+    expected: str = "the uninterrupted run"
+    start: str = " after the checkpoint"
+    origin: str = " from that point"
+
+
+RESUME_WORDING = Wording()
+
+
+def stream_difference(expected: Sequence[Any], got: Sequence[Any], wording: Wording = RESUME_WORDING) -> str | None:
     """Where two streams of batches first differ, in words; None when they are equal."""
+    w = wording
     for i, (e, g) in enumerate(zip(expected, got)):
         diff = first_difference(e, g)
         if diff is not None:
-            return (f"batch {i} after the checkpoint differs: {diff}.\n"
+            return (f"batch {i}{w.start} differs: {diff}.\n"
                     f"  expected batches from there: {_ids(expected, i, 6)}\n"
                     f"  got:                         {_ids(got, i, 6)}")
     if len(got) < len(expected):
-        return (f"the resumed stream ended after {len(got)} batches, but the uninterrupted run "
-                f"yields {len(expected)} from that point; missing: {_ids(expected, len(got), 6)}")
+        return (f"{w.got} ended after {len(got)} batches, but {w.expected} "
+                f"yields {len(expected)}{w.origin}; missing: {_ids(expected, len(got), 6)}")
     if len(got) > len(expected):
-        return (f"the resumed stream has {len(got)} batches, but the uninterrupted run yields "
-                f"only {len(expected)} from that point; extra: {_ids(got, len(expected), 6)}")
+        return (f"{w.got} has {len(got)} batches, but {w.expected} yields "
+                f"only {len(expected)}{w.origin}; extra: {_ids(got, len(expected), 6)}")
     return None
 
 
@@ -115,3 +144,43 @@ def assert_same_stream(expected: Sequence[Any], got: Sequence[Any]) -> None:
     diff = stream_difference(expected, got)
     if diff is not None:
         raise AssertionError(diff)
+
+
+def assert_unchanged(before: Any, after: Any) -> None:
+    """Raise `AssertionError` where ``after`` differs from ``before`` (a state that must not change)."""
+    __tracebackhide__ = True
+    diff = first_difference(before, after, "state")
+    if diff is not None:
+        raise AssertionError(f"the state changed: {diff}")
+
+
+def assert_str_keyed_dict(state: Any) -> None:
+    """Raise `AssertionError` unless ``state`` is a ``dict`` whose keys are all ``str``."""
+    __tracebackhide__ = True
+    if type(state) is not dict or not all(isinstance(k, str) for k in state):
+        raise AssertionError(f"state_dict() returned {describe_value(state)}, not a dict with str keys")
+
+
+#: The methods of the protocol (`stateful_contract.StatefulLoader`).
+PROTOCOL_METHODS = ("__iter__", "state_dict", "load_state_dict")
+
+
+def missing_methods(loader: Any) -> list[str]:
+    return [m for m in PROTOCOL_METHODS if not callable(getattr(loader, m, None))]
+
+
+def assert_protocol(loader: Any) -> None:
+    """Raise `AssertionError` unless ``loader`` has callable ``__iter__``, ``state_dict``, ``load_state_dict``."""
+    __tracebackhide__ = True
+    missing = missing_methods(loader)
+    if missing:
+        raise AssertionError(f"{type(loader).__name__} has no callable {', '.join(missing)}")
+
+
+def assert_refused(error: BaseException | None, first: Any = None) -> None:
+    """Raise `AssertionError` unless ``error`` is an exception whose message names the problem."""
+    __tracebackhide__ = True
+    if error is None:
+        raise AssertionError(f"the bad state was accepted silently; the loader then yielded {describe_value(first)}")
+    if not str(error).strip():
+        raise AssertionError(f"refused with a bare {type(error).__name__} that names no problem")

@@ -1,0 +1,175 @@
+"""One example of one clause: what a clause's scenario is handed, and how it is run.
+
+`run_example` is what every executor calls, in whatever process the loader lives in
+(this one, a supervised child, each rank of a torch.distributed run): it builds the
+`Example`, records the program while the clause's scenario runs under the example
+timeout, and turns whatever ended it into an `Outcome` there, so nothing that cannot
+cross a process boundary has to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ..config import LoaderConfig
+from . import steps
+from .guard import LoaderHung, deadline
+from .outcome import ClauseViolation, Outcome, outcome_of
+from .plans import Alignment, expected_bounds
+from .recording import Program, recording
+from .steps import RESUME_EPOCHS, Factory, LoaderError, LoadForm, Position
+
+__all__ = ["ClauseLike", "Example", "ExampleRun", "World", "probe_load_form", "run_example"]
+
+
+class World(Protocol):
+    """What a scenario may ask of the other ranks (only on a multi-rank executor)."""
+
+    rank: int
+    world_size: int
+    workdir: Path
+
+    def status(self, doing: str) -> None: ...
+
+
+class ClauseLike(Protocol):
+    """What the engine needs of a clause (defined in `stateful_contract.clauses`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def heading(self) -> str: ...
+
+    def scenario(self, example: Example, plan: Any) -> Any: ...
+
+
+@dataclass
+class Example:
+    """The factory, the config and the recorded program of the example being run."""
+
+    factory: Factory
+    config: LoaderConfig
+    program: Program
+    load_form: LoadForm = "positional"
+    alignment: Alignment = None
+    world: World | None = None
+    _reference: tuple[list[Any], list[int]] | None = None
+
+    def __post_init__(self) -> None:
+        self.program.bind(self.factory, "factory")
+        self.program.bind(self.config, "config")
+
+    def fresh(self, state: Any = None, config: LoaderConfig | None = None) -> Any:
+        """A new loader of this example's config (or ``config``), given ``state`` if any."""
+        if state is None:
+            return steps.fresh(self.factory, config or self.config)
+        return steps.fresh(self.factory, config or self.config, state=state, load_form=self.load_form)
+
+    def load(self, loader: Any, state: Any) -> None:
+        steps.load(loader, state, self.load_form)
+
+    def reference(self) -> tuple[list[Any], list[int]]:
+        """The uninterrupted stream and its epoch lengths (taken once per config and check)."""
+        if self._reference is None:
+            self._reference = steps.uninterrupted(self.factory, self.config)
+        return self._reference
+
+    def resumed(self, state: Any, count: int) -> list[Any]:
+        """The first ``count`` batches of a fresh loader given ``state``."""
+        return steps.take(self.fresh(state), count, max_epochs=RESUME_EPOCHS)
+
+    def segment(self, base: str, start: int, stop: int) -> list[Any]:
+        """``reference[start:stop]``, recorded as such."""
+        reference, _ = self.reference()
+        return self.program.expression(base, f"reference[{start}:{stop}]", reference[start:stop])  # type: ignore[no-any-return]
+
+    def expected_after(self, position: Position) -> list[Any]:
+        """The uninterrupted stream from ``position`` to the end of two further epochs."""
+        _, lengths = self.reference()
+        return self.segment("expected", *expected_bounds(lengths, position))
+
+
+@dataclass
+class ExampleRun:
+    """What one example came to on one rank (or in one process)."""
+
+    rank: int
+    outcome: Outcome | None = None  # None: the scenario ran to its end
+    value: Any = None  # what the scenario returned (a multi-rank clause judges these together)
+    reproduction: str = ""
+    #: The example must end the search at once (a hang): shrinking would wait it out again.
+    final: bool = False
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,
+                factory_import: str, load_form: LoadForm, alignment: Alignment, timeout: float | None,
+                world: World | None = None) -> ExampleRun:
+    """Run ``clause``'s scenario on one example; never raises for what the loader does."""
+    import time
+
+    program = Program(factory_import)
+    example = Example(factory, config, program, load_form, alignment, world)
+    rank = world.rank if world is not None else 0
+    run = ExampleRun(rank)
+    started = time.perf_counter()
+    try:
+        with recording(program), deadline(timeout):
+            run.value = clause.scenario(example, plan)
+    except (ClauseViolation, LoaderError, LoaderHung, steps.NotJudgeable, Exception) as e:
+        _attach_note(e, program.source(config.as_code()))
+        on = world.rank if world is not None and world.world_size > 1 else None
+        run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=on,
+                                 world_size=world.world_size if world is not None else 1)
+        run.final = isinstance(e, LoaderHung)
+    run.reproduction = program.source(config.as_code())
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+def _attach_note(error: BaseException, program: str) -> None:
+    """The reproduction rides on the exception (PEP 678), as array-api-tests does."""
+    note = "Reproduce with:\n" + program
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    else:  # Python 3.10: the attribute PEP 678 reads
+        error.__notes__ = [*getattr(error, "__notes__", []), note]  # type: ignore[attr-defined]
+
+
+LoadProbe = Literal["positional", "keyword", "unusable"]
+
+
+def probe_load_form(factory: Factory, config: LoaderConfig, timeout: float | None) -> tuple[LoadProbe, str]:
+    """How ``load_state_dict`` takes a state: positionally, only by keyword, or not at all.
+
+    Every clause that loads a state goes through the form found here, so that a loader
+    whose only bug is a keyword-only ``load_state_dict`` (SC02) still has every other
+    bug shown in the same run.
+    """
+    errors: list[str] = []
+    try:
+        with deadline(timeout):
+            state = steps.state_of(steps.fresh(factory, config))
+    except LoaderHung:
+        # A hang is no verdict on the load form: the clauses meet it and fail on it.
+        return "positional", "hung"
+    except LoaderError as e:
+        return "unusable", str(e)
+    forms: tuple[LoadForm, ...] = ("positional", "keyword")
+    for form in forms:
+        try:
+            with deadline(timeout):
+                steps.load(steps.fresh(factory, config), state, form)
+            return form, ""
+        except (LoaderError, LoaderHung) as e:
+            errors.append(str(e))
+    return "unusable", "; ".join(errors)
+
+
+#: Signature of what builds a clause's plan from the uninterrupted run's epoch lengths.
+PlanDrawer = Callable[[Any, list[int], LoaderConfig, Alignment], Any]

@@ -1,0 +1,110 @@
+"""What one clause came to: the `Outcome`, and the one mapping from exceptions to it.
+
+A clause's judgement raises `ClauseViolation` with the parts of its story as fields
+(what was expected, what came instead, at which checkpoint, on which rank); the
+loader's own exceptions arrive as `LoaderError`, hangs as `LoaderHung`. `outcome_of`
+turns any of them into an `Outcome` the same way for every clause and every executor,
+and the report keeps the fields apart, so no face has to parse a message again.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from .guard import LoaderHung
+from .steps import LoaderError, NotJudgeable
+
+__all__ = ["ClauseViolation", "Outcome", "Status", "outcome_of"]
+
+Status = Literal["passed", "failed", "expected-failure", "unexpected-pass", "not-judged", "skipped"]
+
+
+class ClauseViolation(AssertionError):
+    """A clause's statement does not hold: what was expected and what came instead."""
+
+    def __init__(self, clause_id: str, *, heading: str, expected: str, got: str, context: str = "",
+                 rank: int | None = None, world_size: int = 1) -> None:
+        self.clause_id = clause_id
+        self.heading = heading
+        self.expected = expected
+        self.got = got
+        self.context = context
+        self.rank = rank
+        self.world_size = world_size
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        lines = [self.heading]
+        if self.rank is not None:
+            lines.append(f"Failed on rank {self.rank} of {self.world_size}")
+        if self.context:
+            lines.append(f"Checkpoint: {self.context}")
+        lines.append(f"Expected: {self.expected}")
+        lines.append(f"Got: {self.got}")
+        return "\n".join(lines)
+
+    def on_rank(self, rank: int, world_size: int) -> ClauseViolation:
+        return ClauseViolation(self.clause_id, heading=self.heading, expected=self.expected, got=self.got,
+                               context=self.context, rank=rank, world_size=world_size)
+
+    def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields: pickle through a helper
+        return (_violation, (self.clause_id, self.heading, self.expected, self.got, self.context, self.rank,
+                             self.world_size))
+
+
+def _violation(*args: object) -> ClauseViolation:
+    cid, heading, expected, got, context, rank, world_size = args
+    return ClauseViolation(str(cid), heading=str(heading), expected=str(expected), got=str(got),
+                           context=str(context), rank=rank if isinstance(rank, int) else None,
+                           world_size=world_size if isinstance(world_size, int) else 1)
+
+
+@dataclass
+class Outcome:
+    """One clause's verdict, as the engine found it (before declarations are applied)."""
+
+    status: Status
+    expected: str = ""
+    got: str = ""
+    context: str = ""
+    rank: int | None = None
+    #: The whole message, as the faces print it (heading, context, expected, got).
+    message: str = ""
+    reproduction: str = ""
+    examples: int = 0
+    found_after: int | None = None
+    notes: list[str] = field(default_factory=list)
+    #: The plan of the failing example (for a replay), as ``repr``.
+    plan: str = ""
+    config: str = ""
+
+    @staticmethod
+    def of_violation(v: ClauseViolation, **extra: object) -> Outcome:
+        outcome = Outcome("failed", expected=v.expected, got=v.got, context=v.context, rank=v.rank,
+                          message=v.message)
+        return replace(outcome, **extra)  # type: ignore[arg-type]
+
+
+def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int | None = None,
+               world_size: int = 1) -> Outcome:
+    """The outcome a clause comes to when its example ended with ``error``."""
+    if isinstance(error, ClauseViolation):
+        v = error if rank is None or error.rank is not None else error.on_rank(rank, world_size)
+        return Outcome.of_violation(v)
+    if isinstance(error, NotJudgeable):
+        return Outcome("not-judged", got=str(error), message=str(error), rank=rank)
+    if isinstance(error, LoaderHung):
+        expected, got = "each example to finish", (
+            f"the loader hung: {error}; the run went on with the next clause (--timeout sets the limit)")
+        trace = ""
+    elif isinstance(error, LoaderError):
+        expected, got = "every call the contract makes on the loader to succeed", str(error)
+        tb = "".join(traceback.format_exception(type(error.error), error.error, error.error.__traceback__))
+        trace = f"\n\nTraceback of the loader's exception:\n{tb.rstrip()}"
+    else:  # Hypothesis' own verdicts (a flaky loader), or a bug of the loader outside any step
+        expected, got, trace = "a verdict that replays", f"{type(error).__name__}: {error}", ""
+    v = ClauseViolation(clause_id, heading=heading, expected=expected, got=got, rank=rank, world_size=world_size)
+    return Outcome.of_violation(v, message=v.message + trace)

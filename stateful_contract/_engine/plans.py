@@ -1,0 +1,148 @@
+"""Drawing checkpoint plans: where in the stream states are taken, as plain data.
+
+A plan is drawn *after* the uninterrupted run, from the epoch lengths it showed (on
+several ranks, the shortest of them), so every index of every epoch is reachable (mid
+grad-acc window, window boundaries, the last batch, after ``StopIteration``) and
+Hypothesis shrinks towards the first batch of the first epoch. Plans are frozen
+dataclasses: an executor in another process runs the same plan, and a report can
+record it for a replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hypothesis import strategies as st
+
+from ..config import LoaderConfig
+from .steps import REFERENCE_EPOCHS, Position
+
+__all__ = [
+    "CHECKPOINT_EPOCHS",
+    "REFERENCE_EPOCHS",
+    "Alignment",
+    "Checkpoint",
+    "Hops",
+    "StateCalls",
+    "allowed_stream_points",
+    "checkpoint_plan",
+    "draw_position",
+    "expected_bounds",
+    "hops_plan",
+    "state_calls_plan",
+    "window_of",
+]
+
+#: Checkpoints are drawn in the first two epochs: the second shows what carries over
+#: an epoch boundary (sampler reseeding, buffered windows, worker restarts).
+CHECKPOINT_EPOCHS = 2
+assert REFERENCE_EPOCHS >= CHECKPOINT_EPOCHS + 2, "the reference must cover two epochs past any checkpoint"
+#: Epochs a check compares from the first batch on (SC12, SC14, SC18).
+WHOLE_STREAM_EPOCHS = 3
+
+#: ``"window"``: checkpoints only at grad-acc window boundaries (``config.grad_acc_step``);
+#: an int: only at multiples of that many batches within an epoch.
+Alignment = Literal["window"] | int | None
+
+
+def window_of(alignment: Alignment, config: LoaderConfig) -> int:
+    if alignment is None:
+        return 1
+    if alignment == "window":
+        return config.grad_acc_step
+    return int(alignment)
+
+
+def _allowed_batches(n: int, window: int) -> list[int]:
+    """Batch counts within an epoch of ``n`` batches at which a checkpoint may be taken."""
+    return [k for k in range(n + 1) if k % window == 0 or k == n]
+
+
+def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+                  *, allow_before_iter: bool = True) -> Position:
+    """A checkpoint point in one of the first `CHECKPOINT_EPOCHS` epochs."""
+    epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
+    n = lengths[epoch]
+    batches = data.draw(st.sampled_from(_allowed_batches(n, window_of(alignment, config))),
+                        label="batches yielded in that epoch")
+    after_stop = batches == n and data.draw(st.booleans(), label="after StopIteration")
+    before_iter = (allow_before_iter and epoch == 0 and batches == 0
+                   and data.draw(st.booleans(), label="before the first iter()"))
+    return Position(epoch=epoch, batches=batches, after_stop=after_stop, before_iter=before_iter)
+
+
+def allowed_stream_points(lengths: list[int], config: LoaderConfig, alignment: Alignment) -> list[int]:
+    """Stream indices (over the first `CHECKPOINT_EPOCHS` + 1 epochs) where a hop may checkpoint."""
+    window = window_of(alignment, config)
+    points: list[int] = []
+    start = 0
+    for n in lengths[: CHECKPOINT_EPOCHS + 1]:
+        points.extend(start + k for k in _allowed_batches(n, window))
+        start += n
+    return sorted(set(points))
+
+
+def expected_bounds(lengths: list[int], position: Position) -> tuple[int, int]:
+    """The uninterrupted stream from ``position`` to the end of two further epochs, as stream indices."""
+    return position.absolute(lengths), sum(lengths[: position.epoch + 3])
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One state taken at ``position``; ``more`` batches iterated after it (SC15)."""
+
+    position: Position
+    more: int = 0
+
+
+@dataclass(frozen=True)
+class Hops:
+    """Run 1 checkpoints at ``position``; each later run resumes and checkpoints again at ``stops``."""
+
+    position: Position
+    stops: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StateCalls:
+    """``state_dict()`` before the ``next()`` calls numbered in ``at`` (and before the first ``iter()``)."""
+
+    at: tuple[int, ...]
+    every: bool
+    before_iter: bool
+
+
+def checkpoint_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+                    ) -> Checkpoint:
+    return Checkpoint(draw_position(data, lengths, config, alignment))
+
+
+def snapshot_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+                  ) -> Checkpoint:
+    position = draw_position(data, lengths, config, alignment)
+    start, end = expected_bounds(lengths, position)
+    more = data.draw(st.integers(1, max(1, end - start)), label="batches iterated after the checkpoint")
+    return Checkpoint(position, more)
+
+
+def hops_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment) -> Hops:
+    position = draw_position(data, lengths, config, alignment)
+    start = position.absolute(lengths)
+    points = [p for p in allowed_stream_points(lengths, config, alignment) if p >= start]
+    hops = data.draw(st.integers(1, 2), label="further hops")
+    stops = [start]
+    for _ in range(hops):
+        stops.append(data.draw(st.sampled_from([p for p in points if p >= stops[-1]]), label="next checkpoint"))
+    return Hops(position, tuple(stops[1:]))
+
+
+def state_calls_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+                     ) -> StateCalls:
+    # One call before each next() and one after each StopIteration.
+    total_steps = sum(lengths[:WHOLE_STREAM_EPOCHS]) + WHOLE_STREAM_EPOCHS
+    every = data.draw(st.booleans(), label="state_dict() at every step")
+    at = range(total_steps + 1) if every else data.draw(
+        st.sets(st.integers(0, total_steps), min_size=1), label="steps calling state_dict()")
+    before = data.draw(st.booleans(), label="state_dict() before the first iter()")
+    return StateCalls(tuple(sorted(at)), every, before)

@@ -1,0 +1,264 @@
+"""The multi-rank executor: every example on every rank of a torch.distributed run at once.
+
+`Ranks` starts ``world_size`` processes the way ``torchrun`` does (torch's elastic
+launcher, gloo, see `stateful_contract._engine.ranks.launch`), connects to rank 0 and
+sends it the engine's commands one at a time (`stateful_contract._engine.ranks.server`).
+The engine itself (the search, the judgement, the report) stays in the caller's
+process, exactly as with the in-process executor.
+
+A rank that dies or hangs cannot take the run down: the caller waits for each answer
+only so long, then kills every process of the run and says which rank failed first
+and what each rank was doing. The next command starts a fresh set of processes.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Client, Connection
+from pathlib import Path
+from typing import Any
+
+from ...config import LoaderConfig
+from ...profiles import Profile
+from ..example import ClauseLike, ExampleRun, LoadProbe
+from ..executors import FactoryProblem, StartFailed
+from ..outcome import ClauseViolation, Outcome
+from ..plans import Alignment, Checkpoint
+from ..steps import LoadForm
+from .launch import LaunchOutcome, finish_world, start_world
+from .server import ADDRESS_FILE, SPEC_FILE, RankSpec
+
+__all__ = ["Ranks", "default_run_timeout"]
+
+#: The rank-side entry of every phase.
+ENTRY = "stateful_contract._engine.ranks.server:serve"
+#: Seconds a command may take beyond the example timeout (process start-up, DCP, gathering).
+COMMAND_GRACE = 60.0
+#: Seconds a fresh set of processes may take to start and listen.
+START_TIMEOUT = 120.0
+
+
+def default_run_timeout(profile: Profile, clauses: int) -> float:
+    """Seconds a whole multi-rank run may take before it is killed as hung.
+
+    Generous on purpose (it only ends real hangs; single examples have their own
+    ``timeout``): a start-up allowance plus, per clause, 0.25 s per in-process example and
+    2 s per worker-process example, doubled.
+    """
+    return 120.0 + 2 * clauses * (0.25 * profile.examples + 2.0 * profile.worker_examples)
+
+
+def _absolute_target(target: str) -> str:
+    """Path targets resolved against the caller's directory: the ranks re-import them by name."""
+    module_part, sep, attr = target.rpartition(":")
+    if sep and (module_part.endswith(".py") or "/" in module_part or "\\" in module_part):
+        return f"{Path(module_part).resolve()}:{attr}"
+    return target
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What the run was doing when no clause was (a `ClauseLike` for messages)."""
+
+    id: str
+    heading: str
+
+    def scenario(self, example: Any, plan: Any) -> Any:
+        raise NotImplementedError
+
+
+_BUILDING = _Step("", "")
+
+
+class _WorldDown(Exception):
+    def __init__(self, outcome: LaunchOutcome) -> None:
+        super().__init__(outcome.describe())
+        self.outcome = outcome
+
+
+class Ranks:
+    """Runs every example on ``world_size`` ranks at once (torch.distributed, gloo)."""
+
+    def __init__(self, target: str, *, world_size: int, factory_import: str, alignment: Alignment,
+                 timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
+                 run_timeout: float | None = None) -> None:
+        from ..._target import TargetError, load_target
+
+        if "<locals>" in target or "<lambda>" in target:
+            raise TargetError(f"{target!r}: with world_size > 1 every rank imports the factory by name, so it "
+                              "must be a module-level function (package.module:factory or path/to/file.py:factory)")
+        self.target = _absolute_target(target)
+        load_target(self.target)  # fail fast, with the user's error, before starting any process
+        self.world_size = world_size
+        self.load_form: LoadForm = "positional"
+        self.timeout = timeout
+        self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)
+        self.keep = run_dir is not None
+        self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.spec = RankSpec(self.target, factory_import, alignment, timeout, secrets.token_hex(16))
+        (self.run_dir / SPEC_FILE).write_bytes(pickle.dumps(self.spec))
+        self.notes: list[str] = []
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+        self._phase = ""
+        self._phases = 0
+        self._deadline = 0.0
+        self._started = 0.0
+
+    # -- the world's life -------------------------------------------------------------
+
+    def _launch(self, phase: str) -> None:
+        self._phase = phase
+        self._phases += 1
+        self._started = time.monotonic()
+        if self._deadline == 0.0:
+            self._deadline = self._started + self.run_timeout
+        if self._proc is None:
+            self._proc = start_world(self.run_dir, world_size=self.world_size, first_phase=phase, entry=ENTRY,
+                                     timeout=self.run_timeout)
+        self._connect(phase)
+
+    def _connect(self, phase: str) -> None:
+        address = self.run_dir / ADDRESS_FILE.format(phase=phase)
+        limit = min(self._deadline, time.monotonic() + START_TIMEOUT)
+        while not address.is_file():
+            assert self._proc is not None
+            if self._proc.poll() is not None or time.monotonic() > limit:
+                raise _WorldDown(self._down(timed_out=time.monotonic() > limit))
+            time.sleep(0.02)
+        where = json.loads(address.read_text(encoding="utf-8"))
+        self._conn = Client((where["host"], where["port"]), authkey=bytes.fromhex(self.spec.authkey))
+
+    def _down(self, *, timed_out: bool) -> LaunchOutcome:
+        """Kill what is left of the run and say what happened to it."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        assert self._proc is not None
+        outcome = finish_world(self._proc, self.run_dir, self.world_size, wait=0 if timed_out else 15,
+                               timed_out=timed_out, timeout=self.run_timeout)
+        outcome.seconds = time.monotonic() - self._started
+        self._proc = None
+        # The next command starts a fresh set of processes, with a deadline of its own.
+        self._deadline = 0.0
+        return outcome
+
+    def _call(self, command: tuple[Any, ...]) -> list[Any]:
+        if self._conn is None:
+            self._launch(f"phase{self._phases + 1}" if self._phases else "search")
+        assert self._conn is not None
+        per_command = (self.timeout or 0) * 2 + COMMAND_GRACE
+        wait = max(0.0, min(self._deadline, time.monotonic() + per_command) - time.monotonic())
+        try:
+            self._conn.send_bytes(pickle.dumps(command))
+            if self._conn.poll(wait):
+                return pickle.loads(self._conn.recv_bytes())  # type: ignore[no-any-return]
+            timed_out = True
+        except (EOFError, OSError):
+            timed_out = False
+        raise _WorldDown(self._down(timed_out=timed_out))
+
+    # -- the executor -----------------------------------------------------------------
+
+    def start(self) -> None:
+        try:
+            problems = self._call(("start",))
+        except _WorldDown as e:
+            raise StartFailed(self._crashed(_BUILDING, e.outcome)) from None
+        for problem in problems:
+            if isinstance(problem, ExampleRun):
+                raise StartFailed(problem)
+        for rank, problem in enumerate(problems):
+            if problem is not None:
+                raise FactoryProblem(f"on rank {rank} of {self.world_size}: {problem}")
+
+    def probe(self) -> tuple[LoadProbe, str]:
+        try:
+            found = self._call(("probe",))
+        except _WorldDown as e:
+            return "unusable", str(e)
+        forms = [form for form, _ in found]
+        if all(f == "positional" for f in forms):
+            return "positional", ""
+        if all(f in ("positional", "keyword") for f in forms):
+            return "keyword", ""
+        rank = next(r for r, f in enumerate(forms) if f == "unusable")
+        return "unusable", f"on rank {rank}: {found[rank][1]}"
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        try:
+            gathered = self._call(("lengths", clause, config))
+        except _WorldDown as e:
+            return self._crashed(clause, e.outcome)
+        failed = [g for g in gathered if isinstance(g, ExampleRun)]
+        if failed:
+            return failed[0]
+        return [min(e) for e in zip(*gathered, strict=True)]
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
+        try:
+            runs: list[ExampleRun] = self._call(("run", clause, config, plan, self.load_form))
+        except _WorldDown as e:
+            return [self._crashed(clause, e.outcome, config, plan)]
+        hint = self.replay_hint(clause, config, plan)
+        return [replace(r, reproduction=r.reproduction + hint) for r in runs]
+
+    def replay_hint(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> str:
+        if not isinstance(plan, Checkpoint):
+            return ""
+        base = replace(config, rank=0, world_size=1)
+        return ("\n\n# The same example on real ranks (torch.distributed, gloo, fresh processes):\n"
+                f"# python -m stateful_contract.distributed {self.target} --world-size {self.world_size} "
+                f"--clause {clause.id} --config \"{base.as_code()}\" --position \"{plan.position.as_code()}\"")
+
+    def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
+                 plan: Any = None) -> ExampleRun:
+        what = down.describe()
+        v = ClauseViolation(clause.id, heading=clause.heading, expected="every rank to finish the example",
+                            got=f"the multi-rank run failed: {what}")
+        rank = down.failures[0].rank if down.failures else 0
+        rerun = (f"python -m stateful_contract.distributed {self.target} --world-size {self.world_size} "
+                 f"--clause {clause.id} --run-dir DIR  # keeps each rank's logs in DIR/logs")
+        if config is not None and isinstance(plan, Checkpoint):
+            rerun = self.replay_hint(clause, config, plan).split("# ", 2)[-1]
+        outcome = Outcome.of_violation(v, message=f"{clause.heading}\nthe multi-rank run failed: {what}",
+                                       rank=rank)
+        return ExampleRun(rank, outcome, reproduction=rerun, final=True)
+
+    def restart(self, phase: str) -> None:
+        if self._conn is None:
+            return
+        try:
+            self._conn.send_bytes(pickle.dumps(("stop", phase)))
+            self._conn.recv_bytes()
+        except (EOFError, OSError):
+            self._down(timed_out=False)
+            return
+        self._conn.close()
+        self._conn = None
+        self._phases += 1
+        self._connect(phase)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.send_bytes(pickle.dumps(("stop", None)))
+                self._conn.recv_bytes()
+            except (EOFError, OSError):
+                pass
+        if self._proc is not None:
+            down = self._down(timed_out=False)
+            self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), started by torch's elastic "
+                              f"launcher; phases {' + '.join(down.phases_done) or 'none'}")
+        if self.keep:
+            self.notes.append(f"run files kept in {self.run_dir}")
+        else:
+            shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""Inside the ranks: rank 0 relays the engine's commands to every rank, in lockstep.
+
+The engine (in the caller's process) connects to rank 0 and sends one command at a
+time: build a loader, probe the load form, take the uninterrupted run, run one
+example. Rank 0 broadcasts it (`World.call`), every rank runs it on its own loader
+with its own ``rank`` in the config, and rank 0 sends the gathered answers back, one
+per rank. Collectives inside an example (``torch.distributed.checkpoint``) therefore
+find every rank at the same step. ``stop`` ends the phase; its argument names the next
+one (a fresh set of processes), if any.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import secrets
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Listener
+from pathlib import Path
+from typing import Any
+
+from ...config import LoaderConfig
+from .. import steps
+from ..example import probe_load_form, run_example
+from ..executors import PROBE_CONFIG, factory_problem, reference_lengths
+from .world import World
+
+__all__ = ["ADDRESS_FILE", "SPEC_FILE", "RankSpec", "serve"]
+
+SPEC_FILE = "ranks.pkl"
+#: Where rank 0 says where it listens, per phase (written atomically).
+ADDRESS_FILE = "address-{phase}.json"
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """What every rank needs to run examples (pickled into the run directory)."""
+
+    target: str
+    factory_import: str
+    alignment: Any
+    timeout: float | None
+    authkey: str
+
+
+@dataclass
+class _RankWorld:
+    """The `stateful_contract._engine.example.World` a scenario sees on this rank."""
+
+    rank: int
+    world_size: int
+    workdir: Path
+    world: World
+
+    def status(self, doing: str) -> None:
+        self.world.status(doing)
+
+
+class _Handler:
+    def __init__(self, world: World, spec: RankSpec) -> None:
+        from ..._target import load_target
+
+        self.world = world
+        self.spec = spec
+        self.factory = load_target(spec.target)
+        self.scenario_world = _RankWorld(world.rank, world.world_size, world.run_dir, world)
+
+    def config(self, config: LoaderConfig) -> LoaderConfig:
+        return replace(config, rank=self.world.rank, world_size=self.world.world_size)
+
+    def __call__(self, command: tuple[Any, ...]) -> Any:
+        kind = command[0]
+        if kind == "start":
+            self.world.status("building a loader")
+            return factory_problem(self.factory, self.config(PROBE_CONFIG), self.spec.timeout, self.world.rank,
+                                   self.world.world_size)
+        if kind == "probe":
+            self.world.status("probing how load_state_dict takes a state")
+            return probe_load_form(self.factory, self.config(PROBE_CONFIG), self.spec.timeout)
+        if kind == "lengths":
+            _, clause, config = command
+            config = self.config(config)
+            self.world.status(f"{clause.id}: running the uninterrupted {config.as_code()}")
+            return reference_lengths(clause.id, clause.heading, self.factory, config, self.spec.timeout,
+                                     self.world.rank, self.world.world_size)
+        if kind == "run":
+            _, clause, config, plan, load_form = command
+            config = self.config(config)
+            self.world.status(f"{clause.id}: example {config.as_code()}, plan {plan!r}")
+            return run_example(clause, self.factory, config, plan, factory_import=self.spec.factory_import,
+                               load_form=load_form, alignment=self.spec.alignment, timeout=self.spec.timeout,
+                               world=self.scenario_world)
+        raise ValueError(f"unknown command {kind!r}")
+
+
+def serve(world: World, phase: str) -> str | None:
+    """Every rank's entry (see `stateful_contract._engine.ranks.launch`); returns the next phase."""
+    spec: RankSpec = pickle.loads((world.run_dir / SPEC_FILE).read_bytes())
+    handler = _Handler(world, spec)
+    with steps.references_kept():
+        if not world.leads:
+            world.follow(handler)
+            return None
+        return _lead(world, handler, spec, phase)
+
+
+def _lead(world: World, handler: _Handler, spec: RankSpec, phase: str) -> str | None:
+    with Listener(("127.0.0.1", 0), authkey=bytes.fromhex(spec.authkey)) as listener:
+        path = world.run_dir / ADDRESS_FILE.format(phase=phase)
+        partial = path.with_suffix(f".{secrets.token_hex(4)}.tmp")
+        host, port = listener.address
+        partial.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}), encoding="utf-8")
+        partial.replace(path)
+        world.status("waiting for the engine to connect")
+        with listener.accept() as conn:
+            try:
+                while True:
+                    command = pickle.loads(conn.recv_bytes())
+                    if command[0] == "stop":
+                        conn.send_bytes(pickle.dumps("stopping"))
+                        return command[1]  # type: ignore[no-any-return]
+                    # Plain pickle, not multiprocessing's: tensors travel as data, not as
+                    # shared-memory handles the other process may not open.
+                    conn.send_bytes(pickle.dumps(world.call(command, handler)))
+                    world.status("waiting for the next command")
+            finally:
+                world.stop()

@@ -1,0 +1,154 @@
+"""The one search loop: Hypothesis over configs and plans, on any executor.
+
+For every example the loop asks the executor for the uninterrupted run's epoch
+lengths, draws the clause's plan from them (so every batch index is reachable and
+shrinks towards batch 0), has the executor run the example on every rank, and judges
+what came back. A failure is raised to Hypothesis, which shrinks it; a hang ends the
+clause at once (shrinking would wait it out again and again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ..config import ConfigSpace, LoaderConfig
+from ..profiles import Profile, hypothesis_settings
+from .example import ClauseLike, ExampleRun
+from .executors import Executor
+from .outcome import ClauseViolation, Outcome, outcome_of
+from .plans import Alignment
+
+__all__ = ["Budget", "SearchClause", "judge_runs", "run_one", "search"]
+
+#: How many examples a clause gets: ``once`` (one fixed example), ``search`` (the
+#: profile's in-process and worker examples), ``strict`` (a few in-process examples).
+Budget = Literal["once", "search", "strict"]
+#: Examples of the strict tier: each feeds seven bad states, and a refusal does not
+#: depend much on the config.
+STRICT_EXAMPLES = 8
+
+
+class SearchClause(ClauseLike, Protocol):
+    @property
+    def budget(self) -> Budget: ...
+
+    @property
+    def fixed_config(self) -> LoaderConfig | None: ...
+
+    def draw_plan(self, data: st.DataObject, lengths: list[int], config: LoaderConfig,
+                  alignment: Alignment) -> Any: ...
+
+    @property
+    def has_plan(self) -> bool: ...
+
+    def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None: ...
+
+
+class _Failed(Exception):
+    """An example failed; Hypothesis shrinks it."""
+
+    def __init__(self, run: ExampleRun) -> None:
+        super().__init__(run.outcome.message if run.outcome else "")
+        self.run = run
+
+
+class _Final(BaseException):
+    """An example hung or crashed: the search ends here, unshrunk."""
+
+    def __init__(self, run: ExampleRun) -> None:
+        super().__init__(run.outcome.message if run.outcome else "")
+        self.run = run
+
+
+def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfig, plan: Any) -> ExampleRun | None:
+    """The run that failed the example, or None when it holds on every rank."""
+    failed = [r for r in runs if r.outcome is not None]
+    if not failed and len(runs) > 0:
+        try:
+            clause.judge_world([r.value for r in runs], config, plan)
+        except ClauseViolation as v:
+            shown = getattr(v, "reproduce_on", 0) or 0
+            return dataclasses.replace(runs[shown], outcome=Outcome.of_violation(v))
+        return None
+    if not failed:
+        return None
+    first = failed[0]
+    if len(runs) > 1:
+        statuses = ", ".join(f"rank {r.rank} {'failed' if r.outcome else 'passed'}" for r in runs)
+        assert first.outcome is not None
+        first.outcome.notes.append(f"per rank: {statuses}")
+    return first
+
+
+def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, alignment: Alignment,
+           on_example: Callable[[int, int], None] = lambda done, total: None,
+           passed: list[tuple[LoaderConfig, Any]] | None = None) -> Outcome:
+    """Look for a counterexample to ``clause``; the minimal one comes back as a failed `Outcome`.
+
+    ``passed`` collects the examples that held (a clause with a fresh-process half reruns them).
+    """
+    if clause.budget == "once":
+        assert clause.fixed_config is not None
+        on_example(1, 1)
+        return _verdict(run_one(clause, executor, clause.fixed_config, None), 1, 1)
+    phases = [(False, STRICT_EXAMPLES if clause.budget == "strict" else profile.examples)]
+    if clause.budget == "search":
+        phases.append((True, profile.worker_examples))
+    total = sum(n for _, n in phases)
+    examples = 0
+    found_after: int | None = None
+    for workers, budget in phases:
+        strategy = space.configs(workers=workers)
+        if strategy.is_empty or budget == 0:
+            continue
+        base = hypothesis_settings(profile, workers=workers)
+
+        @settings(base, max_examples=budget)
+        @given(config=strategy, data=st.data())
+        def example(config: LoaderConfig, data: st.DataObject) -> None:
+            nonlocal examples, found_after
+            examples += 1
+            on_example(min(examples, total), total)
+            plan = None
+            if clause.has_plan:
+                lengths = executor.lengths(clause, config)
+                if isinstance(lengths, ExampleRun):
+                    found_after = found_after or examples
+                    raise (_Final if lengths.final else _Failed)(lengths)
+                plan = clause.draw_plan(data, lengths, config, alignment)
+            failed = run_one(clause, executor, config, plan)
+            if failed is None and passed is not None:
+                passed.append((config, plan))
+            if failed is not None:
+                found_after = found_after or examples
+                raise (_Final if failed.final else _Failed)(failed)
+
+        try:
+            example()
+        except (_Failed, _Final) as e:
+            return _verdict(e.run, examples, found_after)
+        except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
+            outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading)
+            return dataclasses.replace(outcome, examples=examples, found_after=found_after)
+    return Outcome("passed", examples=examples)
+
+
+def run_one(clause: SearchClause, executor: Executor, config: LoaderConfig, plan: Any) -> ExampleRun | None:
+    runs = executor.run(clause, config, plan)
+    failed = judge_runs(clause, runs, config, plan)
+    if failed is not None and failed.outcome is not None:
+        failed.outcome.config = config.as_code()
+        failed.outcome.plan = repr(plan) if plan is not None else ""
+    return failed
+
+
+def _verdict(failed: ExampleRun | None, examples: int, found_after: int | None) -> Outcome:
+    if failed is None or failed.outcome is None:
+        return Outcome("passed", examples=examples)
+    return dataclasses.replace(failed.outcome, reproduction=failed.reproduction, examples=examples,
+                               found_after=found_after)

@@ -1,0 +1,412 @@
+"""The steps every clause is made of: build, iterate, checkpoint, resume.
+
+They are public, through `stateful_contract.repro`: every reproduction the contract
+prints is written with them, and each one records its own line of that reproduction
+as it runs (`stateful_contract._engine.recording`), so a failing example replays in a
+few lines outside the suite.
+
+A *stream* is the concatenation of the batches of consecutive epochs (one epoch is
+one ``for batch in loader``). Comparing streams rather than epochs is what
+CONTRACT.md asks: torchdata resumes a state taken after the last batch into an
+empty epoch, other loaders roll over, and both continue the same stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import gc
+import io
+import pickle
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import torch
+
+from ..config import LoaderConfig
+from .recording import recorded
+
+__all__ = [
+    "BAD_STATES",
+    "RESUME_EPOCHS",
+    "ROUND_TRIPS",
+    "LoadForm",
+    "LoaderError",
+    "NotJudgeable",
+    "Position",
+    "advance",
+    "bad_state",
+    "checkpoint",
+    "epoch_lengths",
+    "fresh",
+    "iterate_on",
+    "load",
+    "load_and_iterate",
+    "load_checkpoint",
+    "references_kept",
+    "round_trip",
+    "save_checkpoint",
+    "snapshot",
+    "state_of",
+    "stream",
+    "stream_calling_state_dict",
+    "take",
+    "uninterrupted",
+]
+
+LoadForm = Literal["positional", "keyword"]
+Factory = Callable[[LoaderConfig], Any]
+
+#: The uninterrupted run covers the checkpoint's epochs plus two further epochs.
+REFERENCE_EPOCHS = 4
+#: iter() calls a resumed loader may use to deliver what the reference run had:
+#: torchdata resumes a state taken after an epoch's last batch into one empty epoch.
+RESUME_EPOCHS = REFERENCE_EPOCHS + 2
+
+#: Uninterrupted runs already taken in this check, keyed by (factory, config, epochs).
+_REFERENCES: contextvars.ContextVar[dict[Any, tuple[list[Any], list[int]]] | None] = contextvars.ContextVar(
+    "stateful_contract_references", default=None)
+
+
+class NotJudgeable(Exception):
+    """The clause cannot be judged for this loader; the message points at the clause that can."""
+
+
+class LoaderError(Exception):
+    """Code of the loader under test raised; ``step`` says what the contract was doing."""
+
+    def __init__(self, step: str, error: BaseException) -> None:
+        super().__init__(f"{step} raised {type(error).__name__}: {error}")
+        self.step = step
+        self.error = error
+
+
+def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:  # any exception from user code is that clause's failure
+        raise LoaderError(step, e) from e
+
+
+@recorded("loader")
+def fresh(
+    factory: Factory,
+    config: LoaderConfig,
+    *,
+    state: dict[str, Any] | None = None,
+    load_form: LoadForm = "positional",
+) -> Any:
+    """A new loader from ``factory(config)``, optionally given ``state``.
+
+    Seeds torch's global RNG with ``config.seed`` first, as a trainer does at start-up:
+    loaders with the default generator draw their shuffling seed from it.
+    """
+    if config.num_workers > 0:
+        # Abandoned loader iterators linger in reference cycles. A worker forked while
+        # they are alive inherits them, collects them itself and, in their __del__,
+        # tries to shut down workers that are not its children (tracebacks on stderr).
+        # Collect them here, before this loader forks any worker; check() freezes the
+        # objects alive before it starts, so this costs milliseconds, not ~0.3 s.
+        gc.collect()
+    torch.manual_seed(config.seed)
+    loader = _user("factory(config)", factory, config)
+    if state is not None:
+        load(loader, state, load_form)
+    return loader
+
+
+@recorded()
+def load(loader: Any, state: Any, load_form: LoadForm = "positional") -> None:
+    """``loader.load_state_dict(state)``, positionally unless told otherwise."""
+    if load_form == "keyword":
+        _user("loader.load_state_dict(state_dict=state)", lambda: loader.load_state_dict(state_dict=state))
+    else:
+        _user("loader.load_state_dict(state)", lambda: loader.load_state_dict(state))
+
+
+@recorded("state")
+def state_of(loader: Any) -> Any:
+    """``loader.state_dict()``."""
+    return _user("loader.state_dict()", lambda: loader.state_dict())
+
+
+def _next(it: Iterator[Any]) -> Any:
+    return _user("next(iter(loader))", next, it)
+
+
+def _iter(loader: Any) -> Iterator[Any]:
+    return _user("iter(loader)", iter, loader)  # type: ignore[no-any-return]
+
+
+@recorded("batches")
+def stream(loader: Any, epochs: int, *, limit: int | None = None,
+           every_step: Callable[[], object] | None = None) -> list[Any]:
+    """The batches of ``epochs`` consecutive epochs, stopping early at ``limit`` batches.
+
+    ``every_step`` runs before every ``next()`` and once after each epoch's
+    ``StopIteration`` (clause SC14 calls ``state_dict()`` there).
+    """
+    out: list[Any] = []
+    for _ in range(epochs):
+        it = _iter(loader)
+        while limit is None or len(out) < limit:
+            if every_step is not None:
+                every_step()
+            try:
+                out.append(_next(it))
+            except LoaderError as e:
+                if not isinstance(e.error, StopIteration):
+                    raise
+                if every_step is not None:
+                    every_step()
+                break
+        else:
+            return out
+    return out
+
+
+@recorded(("batches", "lengths"))
+def epoch_lengths(loader: Any, epochs: int) -> tuple[list[Any], list[int]]:
+    """The stream of ``epochs`` epochs and how many batches each epoch had."""
+    batches: list[Any] = []
+    lengths: list[int] = []
+    for _ in range(epochs):
+        epoch = stream(loader, 1)
+        batches.extend(epoch)
+        lengths.append(len(epoch))
+    return batches, lengths
+
+
+@dataclass(frozen=True)
+class Position:
+    """A checkpoint point: after ``batches`` batches of epoch ``epoch``.
+
+    ``before_iter``: on a loader never iterated (only at epoch 0, batch 0).
+    ``after_stop``: the epoch's iterator has already raised ``StopIteration``.
+    """
+
+    epoch: int = 0
+    batches: int = 0
+    after_stop: bool = False
+    before_iter: bool = False
+
+    def absolute(self, lengths: list[int]) -> int:
+        """Index in the stream of the first batch after this point."""
+        return sum(lengths[: self.epoch]) + self.batches
+
+    def describe(self) -> str:
+        if self.before_iter:
+            return "before the first iter()"
+        where = f"after {self.batches} batch{'es' if self.batches != 1 else ''} of epoch {self.epoch}"
+        return where + (" and its StopIteration" if self.after_stop else "")
+
+    def as_code(self) -> str:
+        args = [f"epoch={self.epoch}", f"batches={self.batches}"]
+        if self.after_stop:
+            args.append("after_stop=True")
+        if self.before_iter:
+            args.append("before_iter=True")
+        return f"Position({', '.join(args)})"
+
+
+@recorded("it")
+def advance(loader: Any, position: Position) -> Iterator[Any] | None:
+    """Iterate ``loader`` to ``position``; returns the open iterator (None before iter())."""
+    if position.before_iter:
+        return None
+    for _ in range(position.epoch):
+        stream(loader, 1)
+    it = _iter(loader)
+    for _ in range(position.batches):
+        _next(it)
+    if position.after_stop:
+        try:
+            extra = _next(it)
+        except LoaderError as e:
+            if not isinstance(e.error, StopIteration):
+                raise
+        else:
+            raise LoaderError(
+                "next(iter(loader)) past the epoch's last batch",
+                RuntimeError(f"yielded {extra!r} where the uninterrupted run had ended the epoch"),
+            )
+    return it
+
+
+@recorded("state")
+def checkpoint(loader: Any, position: Position) -> Any:
+    """``loader.state_dict()`` taken at ``position``."""
+    advance(loader, position)
+    return state_of(loader)
+
+
+@recorded("batches")
+def take(loader: Any, count: int, *, max_epochs: int) -> list[Any]:
+    """The next ``count`` batches of the stream, over at most ``max_epochs`` iter() calls.
+
+    Stops mid-epoch, without exhausting the iterator, when ``count`` is reached.
+    """
+    if count == 0:
+        return []
+    return stream(loader, max_epochs, limit=count)
+
+
+@recorded("batches")
+def iterate_on(loader: Any, it: Iterator[Any] | None, count: int, *, max_epochs: int) -> list[Any]:
+    """``count`` more batches: from the open iterator ``it`` while it lasts, then new epochs."""
+    out: list[Any] = []
+    while it is not None and len(out) < count:
+        try:
+            out.append(_next(it))
+        except LoaderError as e:
+            if not isinstance(e.error, StopIteration):
+                raise
+            break
+    return out + take(loader, count - len(out), max_epochs=max_epochs)
+
+
+@contextlib.contextmanager
+def references_kept() -> Iterator[None]:
+    """Keep every `uninterrupted` run of this block, to serve later examples of the same config."""
+    token = _REFERENCES.set({})
+    try:
+        yield
+    finally:
+        _REFERENCES.reset(token)
+
+
+#: Reference runs kept per check: configs repeat across clauses in derandomized runs.
+_REFERENCE_CACHE_SIZE = 128
+
+
+@recorded(("reference", "lengths"))
+def uninterrupted(factory: Factory, config: LoaderConfig, epochs: int = REFERENCE_EPOCHS,
+                  ) -> tuple[list[Any], list[int]]:
+    """The uninterrupted stream of ``epochs`` epochs of a fresh loader, and each epoch's length."""
+    cache = _REFERENCES.get()
+    key = (id(factory), config, epochs)
+    if cache is not None and key in cache:
+        return cache[key]
+    got = epoch_lengths(fresh(factory, config), epochs)
+    if cache is not None:
+        if len(cache) >= _REFERENCE_CACHE_SIZE:
+            del cache[next(iter(cache))]
+        cache[key] = got
+    return got
+
+
+@recorded("before")
+def snapshot(state: Any) -> Any:
+    """A deep copy of ``state`` (``copy.deepcopy``, else a pickle round trip)."""
+    try:
+        return copy.deepcopy(state)
+    except Exception:
+        try:
+            return pickle.loads(pickle.dumps(state))
+        except Exception as e:
+            raise NotJudgeable(f"the state can be neither deep-copied nor pickled ({e!r}); see SC17") from e
+
+
+def _torch_round_trip(state: Any) -> Any:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+#: The round trips checkpoint code puts a state through (SC17), by the name a report shows.
+ROUND_TRIPS: dict[str, Callable[[Any], Any]] = {
+    "torch.save + torch.load(weights_only=True)": _torch_round_trip,
+    "pickle": lambda s: pickle.loads(pickle.dumps(s)),
+    "copy.deepcopy": copy.deepcopy,
+}
+
+
+@recorded("state")
+def round_trip(state: Any, via: str) -> Any:
+    """``state`` after the round trip named ``via`` (a key of `ROUND_TRIPS`)."""
+    return ROUND_TRIPS[via](state)
+
+
+@recorded("batches")
+def stream_calling_state_dict(loader: Any, epochs: int, at: list[int], *, before_iter: bool = False) -> list[Any]:
+    """`stream`, calling ``state_dict()`` before the ``next()`` calls numbered in ``at``.
+
+    Each epoch's ``StopIteration`` counts as a step too; ``before_iter`` also calls it
+    before the first ``iter()``.
+    """
+    if before_iter:
+        _user("loader.state_dict()", lambda: loader.state_dict())
+    wanted = set(at)
+    steps = iter(range(10**9))
+    return stream(loader, epochs, every_step=lambda: next(steps) in wanted and _user(
+        "loader.state_dict()", loader.state_dict))
+
+
+#: The bad inputs the strict tier (SC40) feeds to ``load_state_dict``, by name.
+BAD_STATES = (
+    "None",
+    "{}",
+    "a list",
+    "a state with an unknown key",
+    "a state without its first key",
+    "a state from another config (batch_size + 1)",
+    "a state from another rank (rank 1 of 2, loaded by rank 0 of 2)",
+)
+
+
+@recorded("bad")
+def bad_state(factory: Factory, config: LoaderConfig, kind: str) -> Any:
+    """The bad state named ``kind`` (one of `BAD_STATES`) for loaders of ``config``."""
+
+    def early(c: LoaderConfig) -> Any:
+        # After the first batch, or after iter() when an epoch has no batch (drop_last).
+        first = stream(fresh(factory, c), 1, limit=1)
+        return checkpoint(fresh(factory, c), Position(0, len(first)))
+
+    if kind == "None":
+        return None
+    if kind == "{}":
+        return {}
+    if kind == "a list":
+        return [1, 2, 3]
+    if kind == "a state with an unknown key":
+        return {**early(config), "__not_a_state_key__": 1}
+    if kind == "a state without its first key":
+        good = early(config)
+        return {k: v for k, v in list(good.items())[1:]}
+    if kind.startswith("a state from another config"):
+        return early(replace(config, batch_size=config.batch_size + 1))
+    if kind.startswith("a state from another rank"):
+        return early(replace(config, world_size=2, rank=1))
+    raise ValueError(f"unknown bad state {kind!r}; known: {', '.join(BAD_STATES)}")
+
+
+@recorded(("error", "first"))
+def load_and_iterate(loader: Any, state: Any, load_form: LoadForm = "positional") -> tuple[BaseException | None, Any]:
+    """``load_state_dict(state)``, then the first batch: what was raised (or None) and the batch (or None)."""
+    try:
+        load(loader, state, load_form)
+        return None, next(iter(loader), None)
+    except LoaderError as e:
+        return e.error, None
+    except Exception as e:
+        return e, None
+
+
+#: Where a state goes in a trainer's per-rank checkpoint file (MindSpeed-MM's ``extra_state``).
+TRAINER_KEYS = ("extra_state", "train_dataloader")
+
+
+@recorded()
+def save_checkpoint(state: Any, path: str) -> None:
+    """``torch.save({"extra_state": {"train_dataloader": state}}, path)``, as trainers save a loader."""
+    torch.save({TRAINER_KEYS[0]: {TRAINER_KEYS[1]: state}}, path)
+
+
+@recorded("state")
+def load_checkpoint(path: str) -> Any:
+    """The loader state in a trainer checkpoint file, read as checkpoint loaders do (``weights_only=True``)."""
+    return torch.load(path, weights_only=True)[TRAINER_KEYS[0]][TRAINER_KEYS[1]]

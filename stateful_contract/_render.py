@@ -1,0 +1,78 @@
+"""How results read, in one place: the CLI, the pytest face, the demo and the rank entry use it.
+
+Everything is rendered from the structured fields of a `ClauseResult` (what was
+expected, what came instead, where, on which rank), never parsed back out of a
+message.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TextIO
+
+from .report import ClauseResult, Report
+
+__all__ = ["SHOWN", "render_report", "render_result", "summary_line"]
+
+#: How the statuses read in a terminal.
+SHOWN = {
+    "passed": "passed",
+    "failed": "FAILED",
+    "expected-failure": "xfail",
+    "unexpected-pass": "XPASS",
+    "not-judged": "not judged",
+    "skipped": "skipped",
+}
+
+
+def summary_line(result: ClauseResult) -> str:
+    """One line for a result: what came instead, the declared reason, or the example count."""
+    if result.status in ("failed", "unexpected-pass", "not-judged"):
+        text = result.got or result.message
+        line = next((part for part in text.splitlines() if part.strip()), "")
+        if result.rank is not None:
+            line = f"rank {result.rank}: {line}"
+    elif result.status == "expected-failure":
+        line = f"declared: {result.expected_failure_reason}"
+    elif result.examples:
+        line = f"{result.examples} examples"
+    else:
+        line = ""
+    return line if len(line) <= 100 else line[:97] + "..."
+
+
+def render_result(result: ClauseResult) -> str:
+    """A failing clause in full: the rule, what happened, the notes, how to reproduce it."""
+    lines = [] if result.message.startswith(result.id) else [f"{result.id} {result.name}"]
+    if result.message:
+        lines.append(result.message)
+    lines.extend(f"note: {n}" for n in result.notes)
+    if result.reproduction:
+        lines += ["", "Reproduce:", textwrap.indent(result.reproduction, "    ")]
+    return "\n".join(lines)
+
+
+def render_report(report: Report, out: TextIO) -> None:
+    """One line per clause, the verdict, then what failed with its reproduction."""
+    out.write(f"StatefulLoader contract v{report.contract_version}: {report.target} (profile {report.profile}"
+              + (f", {report.world_size} ranks" if report.world_size > 1 else "") + ")\n")
+    if report.checkpoint_alignment == "window":
+        out.write("  declared checkpoint alignment: window boundaries (every grad_acc_step batches)\n")
+    elif report.checkpoint_alignment:
+        out.write(f"  declared checkpoint alignment: every {report.checkpoint_alignment} batches\n")
+    for r in report.results:
+        if r.status == "skipped":
+            continue
+        out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  {summary_line(r)}\n")
+    for note in report.notes:
+        out.write(f"  note: {note}\n")
+    failing = [r for r in report.results if r.is_failure]
+    if not failing:
+        deviations = report.deviations
+        extra = f" with declared deviations: {', '.join(deviations)}" if deviations else ""
+        out.write(f"Verdict: PASS{extra}\n")
+        return
+    out.write(f"Verdict: FAIL ({len(failing)} clause{'s' if len(failing) != 1 else ''}: "
+              f"{', '.join(r.id for r in failing)})\n")
+    for r in failing:
+        out.write(f"\n--- {r.id} {r.name} ---\n{render_result(r)}\n")

@@ -1,0 +1,175 @@
+"""The clause registry: every clause is one decorated function, and everything else reads it.
+
+    @clause("SC10", "resume-continues-the-stream", tier="core", plan=checkpoint_plan, needs=RESUMES)
+    def resume_continues_the_stream(example, plan):
+        \"\"\"For any checkpoint point, a fresh loader given ... (the clause's statement).\"\"\"
+        ...  # steps, then a pure judgement that raises ClauseViolation
+
+The decorator attaches a `Clause` to the function (as Hypothesis' ``@rule`` attaches a
+``Rule``) and registers it. The run order, the selection by tier, the "not judged
+because SCxx failed" texts and the skip texts are all derived from these objects;
+nothing about a clause is kept anywhere else. IDs are public names that downstream
+reports, badges and expected-failure lists refer to: never renumber, only add.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
+
+from .._engine.outcome import ClauseViolation
+from .._engine.plans import Alignment
+from .._engine.search import Budget
+from ..config import LoaderConfig
+
+__all__ = [
+    "CONTRACT_VERSION",
+    "LOAD",
+    "RESUMES",
+    "Clause",
+    "Tier",
+    "all_clauses",
+    "clause",
+    "lookup",
+    "run_order",
+    "violated",
+]
+
+#: Version of the contract text (CONTRACT.md) the clauses implement; shown on reports and badges.
+CONTRACT_VERSION = "1"
+
+Tier = Literal["structure", "core", "distributed", "strict"]
+#: A prerequisite that is no clause: ``load_state_dict`` accepts a state in some form.
+LOAD = "load"
+#: What every resume clause needs: the protocol, a usable load, and one stream to compare with.
+RESUMES = ("SC01", LOAD, "SC18")
+
+F = TypeVar("F", bound=Callable[..., Any])
+PlanDrawer = Callable[[Any, list[int], LoaderConfig, Alignment], Any]
+WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], None]
+
+_SKIP_TEXT: dict[str, str] = {
+    "strict": "strict tier: run with strict=True / --strict",
+    "distributed": "multi-rank: run with world_size > 1 / --world-size",
+}
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One clause of the contract: what it says, how it is searched, what it needs."""
+
+    id: str
+    name: str
+    tier: Tier
+    statement: str
+    scenario: Callable[..., Any] = field(compare=False, repr=False)
+    #: How many examples it gets (`stateful_contract._engine.search.Budget`).
+    budget: Budget = "search"
+    #: Draws the example's plan from the uninterrupted run's epoch lengths (None: no plan).
+    plan: PlanDrawer | None = field(default=None, compare=False, repr=False)
+    #: Clause IDs (and `LOAD`) that must hold before this one can be judged.
+    needs: tuple[str, ...] = ()
+    #: The config of a ``budget="once"`` clause.
+    fixed_config: LoaderConfig | None = None
+    #: What a failure of this clause means for the clauses that need it.
+    blocks: str = ""
+    #: Judges what every rank's scenario returned, together (multi-rank clauses).
+    world: WorldJudgement | None = field(default=None, compare=False, repr=False)
+    #: A second scenario and its judgement, run on every example once the search passed, in fresh
+    #: processes: a state may be good only inside the process that took it.
+    after_restart: tuple[Callable[..., Any], WorldJudgement] | None = field(default=None, compare=False,
+                                                                             repr=False)
+
+    @property
+    def heading(self) -> str:
+        return f"{self.id} {self.name}: {self.statement}"
+
+    @property
+    def has_plan(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def skip_reason(self) -> str:
+        return _SKIP_TEXT.get(self.tier, "not selected")
+
+    def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment) -> Any:
+        return None if self.plan is None else self.plan(data, lengths, config, alignment)
+
+    def restarted(self) -> Clause | None:
+        """The clause as its fresh-process half runs (None when it has none)."""
+        if self.after_restart is None:
+            return None
+        scenario, world = self.after_restart
+        return replace(self, scenario=scenario, world=world, after_restart=None)
+
+    def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None:
+        if self.world is not None:
+            self.world(values, config, plan)
+
+
+_REGISTRY: dict[str, Clause] = {}
+
+def load_blocks(detail: str = "") -> str:
+    """Why a clause cannot be judged when no form of ``load_state_dict`` takes a state."""
+    return f"load_state_dict cannot be called with a state at all{f' ({detail})' if detail else ''}; see SC02"
+
+
+def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), budget: Budget = "search",
+           plan: PlanDrawer | None = None, fixed_config: LoaderConfig | None = None, blocks: str = "",
+           world: WorldJudgement | None = None,
+           after_restart: tuple[Callable[..., Any], WorldJudgement] | None = None) -> Callable[[F], F]:
+    """Register the decorated scenario as a clause; its docstring's first paragraph is the statement."""
+
+    def register(fn: F) -> F:
+        doc = inspect.cleandoc(fn.__doc__ or "").split("\n\n", 1)[0]
+        if not doc:
+            raise ValueError(f"clause {clause_id} needs a docstring: its first paragraph is the statement")
+        if clause_id in _REGISTRY:
+            raise ValueError(f"clause {clause_id} is registered twice")
+        entry = Clause(clause_id, name, tier, " ".join(doc.split()), fn, budget, plan, tuple(needs), fixed_config,
+                       blocks, world, after_restart)
+        _REGISTRY[clause_id] = entry
+        fn.clause = entry  # type: ignore[attr-defined]
+        return fn
+
+    return register
+
+
+def all_clauses() -> tuple[Clause, ...]:
+    """Every registered clause, in ID order (the catalogue)."""
+    return tuple(_REGISTRY[cid] for cid in sorted(_REGISTRY))
+
+
+def lookup(clause_id: str) -> Clause:
+    """The clause with this ID; `KeyError` names the known IDs."""
+    try:
+        return _REGISTRY[clause_id.upper()]
+    except KeyError:
+        raise KeyError(f"unknown clause {clause_id!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def run_order(wanted: Iterable[str]) -> list[Clause]:
+    """``wanted`` and everything they need, each after its prerequisites, otherwise in ID order."""
+    order: list[Clause] = []
+    seen: set[str] = set()
+
+    def visit(cid: str) -> None:
+        if cid in seen or cid == LOAD:
+            return
+        seen.add(cid)
+        entry = lookup(cid)
+        for need in entry.needs:
+            visit(need)
+        order.append(entry)
+
+    for cid in sorted(wanted):
+        visit(cid)
+    return order
+
+
+def violated(clause_id: str, *, expected: str, got: str, context: str = "") -> ClauseViolation:
+    """A violation rendered the same way for every clause: the rule, the context, expected, got."""
+    entry = lookup(clause_id)
+    return ClauseViolation(entry.id, heading=entry.heading, expected=expected, got=got, context=context)
