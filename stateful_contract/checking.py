@@ -22,6 +22,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ._storage import no_hypothesis_files
 from .clauses import structure
 from .clauses.catalogue import CLAUSES, Clause, clause
 from .clauses.violation import ClauseViolation, violated
@@ -308,6 +309,7 @@ class _Run:
         return result
 
 
+@no_hypothesis_files()  # the whole call, the ranks of a multi-rank check included
 def check(
     factory: Callable[[LoaderConfig], Any] | str,
     *,
