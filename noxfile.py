@@ -7,8 +7,9 @@
     nox -s demo                              # the seed's wrapper and the reference one, side by side
     nox -s scenario                          # the seed report's trainer resume, end to end on 2 ranks
 
-Each session installs what it needs from the pyproject extras into its own virtualenv,
-reused between runs (``reuse_venv``), so a second run starts in seconds.
+Each session installs what it needs, the package and the pyproject's dependency groups
+(PEP 735, read here by nox, so the virtualenv's pip needs no ``--group``), into its own
+virtualenv, reused between runs (``reuse_venv``), so a second run starts in seconds.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 
 import nox
 
-nox.needs_version = ">=2024.4.15"
+# 2025.02.09: nox.project.dependency_groups.
+nox.needs_version = ">=2025.2.9"
 # uv when it is installed, the standard library's venv otherwise.
 nox.options.default_venv_backend = "uv|venv" if shutil.which("uv") else "venv"
 nox.options.reuse_venv = "yes"
@@ -32,8 +34,14 @@ nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
 #: PIP_INDEX_URL=https://download.pytorch.org/whl/cpu on a machine without a local wheel).
 TORCH = os.environ.get("STATEFUL_CONTRACT_TORCH", "torch==2.13.0")
 
-#: The pyproject extras: each session installs what it needs from them.
-EXTRAS: dict[str, list[str]] = nox.project.load_toml("pyproject.toml")["project"]["optional-dependencies"]
+#: The pyproject, for its dependency groups: each session installs what it needs from them.
+PYPROJECT = nox.project.load_toml("pyproject.toml")
+
+
+def group(*names: str) -> tuple[str, ...]:
+    """The requirements of the named ``[dependency-groups]``, includes resolved."""
+    return nox.project.dependency_groups(PYPROJECT, *names)
+
 
 #: Reports and badges go here (gitignored); CI publishes the badges from it.
 REPORTS = Path("reports")
@@ -61,10 +69,10 @@ IMPLEMENTATIONS: dict[str, list[str]] = {
 }
 
 
-def install(session: nox.Session, *extras: str) -> None:
-    """torch first (pinned), then this package editable with the given extras."""
+def install(session: nox.Session, *groups: str) -> None:
+    """torch first (pinned), then this package editable with the given dependency groups."""
     session.install(TORCH)
-    session.install("-e", f".[{','.join(extras)}]" if extras else ".")
+    session.install("-e", ".", *group(*groups))
 
 
 @nox.session
@@ -91,14 +99,14 @@ def scenario(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff on the package, the tests and this file."""
-    session.install(*EXTRAS["lint"])  # the tools only: linting needs neither torch nor the package
+    session.install(*group("lint"))  # the tools only: linting needs neither torch nor the package
     session.run("ruff", "check", "stateful_contract", "tests", "noxfile.py")
 
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package, then the typing test (tests/typing/)."""
-    install(session, "lint", "test")
+    install(session, "test")  # pytest and both type checkers
     session.run("mypy", "--strict", "stateful_contract")
     session.run("pytest", "-q", "tests/typing")
 
@@ -107,7 +115,7 @@ def typecheck(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """The documentation site, built strictly: a broken link or reference fails."""
     # mkdocstrings reads the package's source without importing it: no torch needed.
-    session.install(*EXTRAS["docs"])
+    session.install(*group("docs"))
     session.run("mkdocs", "build", "--strict", "--site-dir", "site")
 
 

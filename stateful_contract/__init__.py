@@ -55,7 +55,7 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__  # noqa: E402  (the one source: _version.py)
 
 
 def __getattr__(name: str) -> Any:

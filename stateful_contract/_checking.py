@@ -26,6 +26,7 @@ from ._engine.guard import quick_worker_shutdown
 from ._engine.outcome import ClauseViolation, Outcome
 from ._engine.plans import Alignment
 from ._engine.search import judge_runs, run_one, search
+from ._storage import no_hypothesis_files
 from ._target import describe_factory, factory_import_line, import_line, load_target
 from .clauses import CLAUSES, Clause, clause, run_order
 from .clauses.registry import LOAD, load_blocks
@@ -79,7 +80,8 @@ def _engine_quiet() -> Iterator[None]:
     # costs milliseconds instead of ~0.3 s.
     gc.freeze()
     try:
-        with quick_worker_shutdown(), warnings.catch_warnings():
+        # Hypothesis would write .hypothesis/constants/ into the user's directory.
+        with no_hypothesis_files(), quick_worker_shutdown(), warnings.catch_warnings():
             # torchdata 0.11 calls torch.set_vital on every loader, which torch 2.13
             # deprecates: noise about the base loader, not the loader under test.
             warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
@@ -276,11 +278,12 @@ def check(
                alignment=checkpoint_alignment, progress=progress, replay=replay, notes=notes)
     try:
         with _engine_quiet():
-            run.run()
+            try:
+                run.run()
+            finally:
+                executor.close()
     except FactoryProblem as e:
         raise FactoryError(str(e)) from None
-    finally:
-        executor.close()
     notes.extend(getattr(executor, "notes", []))
     return Report(target=target, results=[run.report(c) for c in CLAUSES], profile=prof.name,
                   strict=strict or "SC40" in selected, world_size=world_size,
