@@ -39,11 +39,6 @@ REPORTS = pytest.StashKey[dict[str, "Report"]]()
 # The lines the terminal summary shows: which files were written, with their verdicts.
 _WRITTEN = pytest.StashKey[list[str]]()
 
-# Registered at import, before any pytest_configure: Hypothesis' own plugin loads the
-# profile named by --hypothesis-profile in its pytest_configure, and the names must exist.
-register_hypothesis_profiles()
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("stateful-contract", "StatefulLoader contract")
     group.addoption(
@@ -56,7 +51,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # First among the plugins: Hypothesis' own plugin loads the profile named by
+    # --hypothesis-profile in its pytest_configure, and the names must exist by then.
+    register_hypothesis_profiles()
     config.addinivalue_line(
         "markers", f"{MARKER}: a clause of the StatefulLoader contract (stateful_contract.testing)"
     )

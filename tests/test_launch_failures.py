@@ -22,18 +22,17 @@ from typing import Any
 
 import pytest
 
-from stateful_contract._engine.ranks.launch import (
+from stateful_contract._engine.ranks.failures import (
     COMMUNICATION,
     KILLED,
     OWN,
     STOPPED,
     LaunchOutcome,
     RankFailure,
-    _ExitWatch,
-    _failure_record,
-    _read_outcome,
     order_failures,
 )
+from stateful_contract._engine.ranks.launch import _read_outcome
+from stateful_contract._engine.ranks.launcher import _ExitWatch, _failure_record
 
 RESET = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
          "[127.0.0.1]:63172: Connection reset by peer. This is typically caused by a remote worker hanging or "

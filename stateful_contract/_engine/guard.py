@@ -81,7 +81,7 @@ def quick_worker_shutdown(seconds: float = 0.25) -> Iterator[None]:
     """Let torch give up on a worker that does not exit after ``seconds``, not 5 s.
 
     A loader dropped mid-epoch inside a reference cycle (a wrapper whose generator
-    refers back to the wrapper, as the seed's does) is torn down by the garbage
+    refers back to the wrapper, as MindSpeed-MM's does) is torn down by the garbage
     collector, which runs the weakref finalizers of its multiprocessing queues
     (stopping their feeder threads) before the iterator's ``__del__``: the shutdown
     message never reaches the workers and torch waits out its join timeout,

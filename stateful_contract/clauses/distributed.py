@@ -39,7 +39,8 @@ from .._engine.compare import stream_difference
 from .._engine.example import Example, World
 from .._engine.plans import Checkpoint, checkpoint_plan, expected_bounds
 from .._engine.recording import asserts
-from .._engine.steps import LoaderError, Position, checkpoint, load_checkpoint, save_checkpoint
+from .._engine.state_steps import load_checkpoint, save_checkpoint
+from .._engine.steps import LoaderError, Position, checkpoint
 from ..config import LoaderConfig
 from .registry import LOAD, clause, violated
 

@@ -18,14 +18,12 @@ from .._engine.plans import (
     snapshot_plan,
     state_calls_plan,
 )
+from .._engine.state_steps import ROUND_TRIPS, round_trip, snapshot
 from .._engine.steps import (
     RESUME_EPOCHS,
-    ROUND_TRIPS,
     advance,
     checkpoint,
     iterate_on,
-    round_trip,
-    snapshot,
     state_of,
     stream,
     stream_calling_state_dict,

@@ -11,7 +11,7 @@ from typing import Any
 from .._engine.compare import describe_batch
 from .._engine.example import Example
 from .._engine.recording import asserts
-from .._engine.steps import BAD_STATES, bad_state, load_and_iterate
+from .._engine.state_steps import BAD_STATES, bad_state, load_and_iterate
 from .registry import LOAD, clause, violated
 
 __all__ = ["bad_state_is_refused"]

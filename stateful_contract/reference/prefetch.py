@@ -1,7 +1,7 @@
 """A gradient-accumulation prefetching wrapper that checkpoints exactly, mid-window included.
 
 `PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name
-(see `stateful_contract.reference.seed` and the seed report): for per-token loss the
+(see `stateful_contract.reference.mindspeed` and MindSpeed-MM's bug report): for per-token loss the
 trainer must know, before the first micro-step of an optimizer step, how many valid
 tokens the whole step will see. So the wrapper reads one gradient-accumulation *window*
 (``grad_acc_step`` micro-batches) from the base loader ahead of time, counts the window's
@@ -38,7 +38,7 @@ base loader's tensors, so it survives ``torch.save`` + ``torch.load(weights_only
 A window whose batches were all yielded is recorded as the start of the next window with
 0 batches yielded, so the usual checkpoint at an optimizer-step boundary does not re-read
 anything on resume (the one exception, the short last window of an epoch before
-``StopIteration``, is explained in `_WindowIterator.position`).
+``StopIteration``, is explained in `WindowIterator.position`).
 
 Epoch semantics follow `StatefulDataLoader`: each ``iter()`` is one pass (epoch) of the
 base loader and a window never spans two epochs (the last window of an epoch holds the
@@ -50,19 +50,19 @@ into the next epoch. With torchdata's ``StatefulDistributedSampler`` the base lo
 itself resumes epoch-start and epoch-end states into an extra empty epoch (its count
 resets only at an epoch's first index); the stream of batches is still exact, and the
 one case where that quirk would lose batches here (a state mid-way through the first
-window of a later epoch) is handled in `_WindowIterator.read_window`.
+window of a later epoch) is handled in `WindowIterator.read_window`.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sized
 from typing import Any
 
-import torch
 from typing_extensions import Protocol, runtime_checkable
+
+from .window import WindowIterator, copy_state, decorate_window, snapshot_of
 
 __all__ = [
     "AVG_TOKEN_COUNT_KEY",
@@ -74,7 +74,7 @@ __all__ = [
 
 #: Default key of a yielded batch holding the window's number of valid tokens (a 0-d
 #: ``int64`` tensor). Same name as MindSpeed-MM's ``GLOBAL_STEP_TOKEN_NUM``, so this
-#: wrapper is a drop-in replacement for the seed's.
+#: wrapper is a drop-in replacement for MindSpeed-MM's.
 WINDOW_TOKEN_COUNT_KEY = "global_step_token_num"
 
 #: Default key holding the window's tokens per micro-batch (window count divided by the
@@ -166,7 +166,7 @@ class PrefetchGradAccDataLoader:
         self._pending_state: dict[str, Any] | None = None
         # The pass whose position state_dict() reports; None before the first iter() and
         # right after a load (the loaded state is then the position).
-        self._active: _WindowIterator | None = None
+        self._active: WindowIterator | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """Start the next epoch, or resume from the state given to `load_state_dict`."""
@@ -184,7 +184,7 @@ class PrefetchGradAccDataLoader:
         # torchdata 0.11 with StatefulDistributedSampler reports the start of the epoch
         # at that point (docs/findings.md), which resumed with batches repeated.
         window_start = copy.deepcopy(pending[_BASE_STATE]) if pending is not None else self._snapshot_base()
-        active = _WindowIterator(self, base_iter, window_start, skip)
+        active = WindowIterator(self, base_iter, window_start, skip)
         self._active = active
         if skip:
             # Re-read the interrupted window now, so that a state that does not fit this
@@ -208,12 +208,12 @@ class PrefetchGradAccDataLoader:
         The returned dict is a deep copy: later iteration never changes it.
         """
         if self._pending_state is not None:
-            pending: dict[str, Any] = _copy_state(self._pending_state)
+            pending: dict[str, Any] = copy_state(self._pending_state)
             return pending
         if self._active is None:
             return self._pack(self._snapshot_base(), 0)
         base_state, yielded = self._active.position()
-        return self._pack(_copy_state(base_state), yielded)
+        return self._pack(copy_state(base_state), yielded)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from `state_dict` at the next ``iter()`` (lazy, like ``StatefulDataLoader``).
@@ -239,7 +239,7 @@ class PrefetchGradAccDataLoader:
     # -- internals ---------------------------------------------------------------------
 
     def _snapshot_base(self) -> dict[str, Any]:
-        return _snapshot(self.base_dataloader)
+        return snapshot_of(self.base_dataloader)
 
     def _pack(self, base_state: dict[str, Any], yielded: int) -> dict[str, Any]:
         return {
@@ -297,183 +297,9 @@ class PrefetchGradAccDataLoader:
 
     def _decorator(self) -> Callable[[list[Mapping[str, Any]]], list[dict[str, Any]]]:
         return functools.partial(
-            _decorate_window,
+            decorate_window,
             token_count_key=self.token_count_key,
             avg_token_count_key=self.avg_token_count_key,
             labels_key=self.labels_key,
             ignore_index=self.ignore_index,
         )
-
-
-def _snapshot(base: StatefulBaseLoader) -> dict[str, Any]:
-    """A deep copy of the base loader's state: torchdata's states share live objects."""
-    state = base.state_dict()
-    if not isinstance(state, dict):
-        raise TypeError(f"base loader's state_dict() returned {type(state).__name__}, expected a dict")
-    copied: dict[str, Any] = _copy_state(state)
-    return copied
-
-
-_ATOMIC = (int, float, bool, str, bytes, type(None))
-
-
-def _copy_state(value: Any) -> Any:
-    """`copy.deepcopy` for the usual state shapes, about 4x faster (taken once per window).
-
-    Plain dicts, lists and tuples are rebuilt, tensors cloned (detached), atoms shared;
-    anything else goes through `copy.deepcopy`.
-    """
-    kind = type(value)
-    if kind is dict:
-        return {k: _copy_state(v) for k, v in value.items()}
-    if kind in _ATOMIC:
-        return value
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if kind is list or kind is tuple:
-        return kind(_copy_state(v) for v in value)
-    return copy.deepcopy(value)
-
-
-def _decorate_window(
-    batches: list[Mapping[str, Any]],
-    *,
-    token_count_key: str,
-    avg_token_count_key: str | None,
-    labels_key: str,
-    ignore_index: int,
-) -> list[dict[str, Any]]:
-    """New dicts for one window, each with the window's token count (own tensors)."""
-    counts = []
-    for batch in batches:
-        labels = batch[labels_key]
-        if not isinstance(labels, torch.Tensor):
-            raise TypeError(
-                f"batch[{labels_key!r}] must be a tensor to count tokens, got {type(labels).__name__}"
-            )
-        counts.append((labels > ignore_index).sum())
-    total = torch.stack(counts).sum()
-    avg = total / len(batches)
-    out = []
-    for batch in batches:
-        decorated = dict(batch)
-        decorated[token_count_key] = total.clone()
-        if avg_token_count_key is not None:
-            decorated[avg_token_count_key] = avg.clone()
-        out.append(decorated)
-    return out
-
-
-class _WindowIterator(Iterator[dict[str, Any]]):
-    """One pass of the base loader, read window by window.
-
-    Position bookkeeping: ``window_start`` is the base state before the current window
-    was read and ``consumed`` how many of its batches were yielded (or skipped on
-    resume). Once a window is read, ``next_start`` is the base state right after it,
-    i.e. the start of the next window; a fully yielded window reports that instead.
-
-    The loader is referenced weakly: it holds its current pass strongly (its position
-    lives here), and a cycle would keep a dropped loader's worker processes alive until
-    the garbage collector runs, possibly inside a freshly forked worker.
-    """
-
-    def __init__(
-        self,
-        owner: PrefetchGradAccDataLoader,
-        base_iter: Iterator[Mapping[str, Any]],
-        window_start: dict[str, Any],
-        skip: int,
-    ) -> None:
-        self._owner = weakref.ref(owner)
-        self._base = owner.base_dataloader
-        self._grad_acc_step = owner.grad_acc_step
-        self._decorate = owner._decorator()
-        self._base_iter = base_iter
-        self._window_start = window_start
-        self._consumed = skip
-        self._window: list[dict[str, Any]] | None = None
-        self._next_start: dict[str, Any] | None = None
-        self._base_exhausted = False
-        self._done = False
-        self._first_read_after_resume = skip > 0
-
-    def __iter__(self) -> _WindowIterator:
-        return self
-
-    def __next__(self) -> dict[str, Any]:
-        if self._done:
-            raise StopIteration
-        while self._window is None or self._consumed == len(self._window):
-            if self._window is not None:
-                # The window is used up: the next one starts where it ended.
-                assert self._next_start is not None or not self._is_active()
-                self._window_start = self._next_start if self._next_start is not None else {}
-                self._window = None
-                self._consumed = 0
-            if not self.read_window():
-                self._done = True
-                raise StopIteration
-        assert self._window is not None
-        batch = self._window[self._consumed]
-        self._consumed += 1
-        return batch
-
-    def read_window(self) -> bool:
-        """Read the current window from the base loader; False if the epoch has no batch left."""
-        batches = self._read_batches()
-        if not batches and self._consumed and self._first_read_after_resume:
-            # torchdata 0.11's StatefulDistributedSampler resets its count only when an
-            # epoch's first index is drawn, so a base state taken after iter() and before
-            # the first batch of a later epoch (which is where a first window starts)
-            # still carries the previous epoch's count and resumes into an empty epoch.
-            # A state of this wrapper with batches already yielded never has an empty
-            # window, so the epoch it means is the one after: read it there.
-            self._base_iter = iter(self._base)
-            self._base_exhausted = False
-            batches = self._read_batches()
-        self._first_read_after_resume = False
-        # Only the loader's current pass records positions: a detached iterator (after a
-        # load or a newer iter()) must not ask the base loader for a state it does not own.
-        self._next_start = _snapshot(self._base) if self._is_active() else None
-        if self._consumed > len(batches):
-            raise ValueError(
-                f"cannot resume: the state says {self._consumed} batches of the window were "
-                f"yielded, but the window has only {len(batches)} (a state from another config?)"
-            )
-        if not batches:
-            # End of epoch: report the exhausted base state, which resumes into the next epoch.
-            self._window = []
-            self._consumed = 0
-            return False
-        self._window = self._decorate(batches)
-        return True
-
-    def _read_batches(self) -> list[Mapping[str, Any]]:
-        batches: list[Mapping[str, Any]] = []
-        while not self._base_exhausted and len(batches) < self._grad_acc_step:
-            try:
-                batches.append(next(self._base_iter))
-            except StopIteration:
-                self._base_exhausted = True
-        return batches
-
-    def position(self) -> tuple[dict[str, Any], int]:
-        """(base state to resume from, batches of that window already yielded); not copied.
-
-        A used-up window is reported as the start of the next one, except the epoch's
-        short last window before StopIteration: the base loader has already raised
-        StopIteration there, and its state would resume into the next epoch, where
-        ``StatefulDataLoader`` (and so this wrapper) resumes to an empty epoch first.
-        """
-        if (
-            self._window is not None
-            and self._consumed == len(self._window)
-            and self._next_start is not None
-            and (self._done or not self._base_exhausted)
-        ):
-            return self._next_start, 0
-        return self._window_start, self._consumed
-
-    def _is_active(self) -> bool:
-        owner = self._owner()
-        return owner is not None and owner._active is self

@@ -1,0 +1,177 @@
+"""The launcher process: torch's elastic launcher, once per phase, watching every rank's exit.
+
+``python -m stateful_contract._engine.ranks.launcher RUN_DIR`` runs ``elastic_launch``
+(what ``torchrun`` runs inside) with the spec in ``RUN_DIR/launch.json``, phase after
+phase, as long as rank 0 names a next phase; it writes ``launch-outcome.json`` with
+every failed rank's exit code, error and exit time (see
+`stateful_contract._engine.ranks.failures`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .failures import SHUTDOWN_GRACE
+from .launch import MONITOR_INTERVAL, OUTCOME_FILE, SPEC_FILE
+
+__all__ = ["main"]
+
+
+class _ExitWatch:
+    """Every rank's exit code, and when it exited, for one ``elastic_launch`` call.
+
+    torch reports only the rank its monitor noticed first (see the module docstring), so
+    while active this keeps the rank processes torch's launcher starts: it wraps
+    ``torch.multiprocessing.start_processes``, which the launcher calls for function
+    entrypoints, and a thread records the moment each process exits. The time comes from
+    a pidfd (Linux), which is ready when that process ends, even if DataLoader workers it
+    forked still hold its multiprocessing sentinel open; elsewhere from the sentinel.
+    """
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir  # the phase's logs: each rank's error file, if its Python wrote one
+        self.processes: list[Any] = []  # multiprocessing.Process, by local rank
+        self.exited_at: dict[int, float] = {}
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def active(self) -> Iterator[_ExitWatch]:
+        import torch.multiprocessing as torch_mp
+
+        original: Callable[..., Any] = torch_mp.start_processes  # type: ignore[attr-defined]
+
+        def start_processes(*args: Any, **kwargs: Any) -> Any:
+            context = original(*args, **kwargs)
+            if not self.processes:  # max_restarts=0: one set of ranks per launch
+                self._watch(list(getattr(context, "processes", None) or []))
+            return context
+
+        torch_mp.start_processes = start_processes  # type: ignore[attr-defined]
+        try:
+            yield self
+        finally:
+            torch_mp.start_processes = original  # type: ignore[attr-defined]
+            if self._thread is not None:
+                self._thread.join(timeout=SHUTDOWN_GRACE)  # the ranks are gone: returns at once
+
+    def _watch(self, processes: list[Any]) -> None:
+        import multiprocessing.connection
+
+        self.processes = processes
+        handles: dict[int, int] = {}
+        owned: list[int] = []
+        for local_rank, process in enumerate(processes):
+            try:
+                fd = os.pidfd_open(process.pid)
+                owned.append(fd)
+            except (AttributeError, OSError):  # no pidfds here: the sentinel
+                fd = process.sentinel
+            handles[fd] = local_rank
+
+        def run() -> None:
+            try:
+                while handles:
+                    ready = multiprocessing.connection.wait(list(handles))
+                    now = time.time()
+                    for fd in ready:
+                        if isinstance(fd, int):
+                            self.exited_at[handles.pop(fd)] = now
+            except OSError:  # a sentinel closed under us: the times it had are kept
+                pass
+            finally:
+                for fd in owned:
+                    os.close(fd)
+
+        self._thread = threading.Thread(target=run, name="stateful-contract-exit-watch", daemon=True)
+        self._thread.start()
+
+    def failures(self, reported: dict[int, Any]) -> dict[int, tuple[Any, float | None]]:
+        """Every failed rank: torch's ``ProcessFailure`` and when it exited.
+
+        ``reported`` is ``ChildFailedError.failures``; the ranks it leaves out that exited
+        with a non-zero code are added (with their error file, if their Python wrote one).
+        One node, so a global rank is its local rank.
+        """
+        from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+        found: dict[int, tuple[Any, float | None]] = {
+            rank: (f, self.exited_at.get(f.local_rank, float(f.timestamp))) for rank, f in reported.items()}
+        for local_rank, process in enumerate(self.processes):
+            if local_rank in found or process.exitcode in (None, 0):
+                continue
+            error_file = next(iter(sorted(self.log_dir.glob(f"*/attempt_*/{local_rank}/error.json"))), None)
+            failure = ProcessFailure(local_rank=local_rank, pid=process.pid, exitcode=process.exitcode,
+                                     error_file=str(error_file) if error_file else "")
+            found[local_rank] = (failure, self.exited_at.get(local_rank))
+        return found
+
+
+def _failure_record(rank: int, failure: Any, log_dir: Path, exited_at: float | None = None) -> dict[str, Any]:
+    message = failure.message
+    if isinstance(message, dict):  # error file written by the elastic @record wrapper
+        message = message.get("message", "")
+    if not isinstance(message, str) or message.startswith("To enable traceback"):
+        message = ""
+    stderr = next(iter(sorted(log_dir.glob(f"*/attempt_*/{failure.local_rank}/stderr.log"))), None)
+    return {"rank": rank, "exitcode": failure.exitcode, "error": message,
+            "stderr": str(stderr) if stderr else None, "exited_at": exited_at}
+
+
+def _launch_phases(run_dir: Path) -> dict[str, Any]:
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    from .world import rank_main
+
+    spec = json.loads((run_dir / SPEC_FILE).read_text(encoding="utf-8"))
+    outcome: dict[str, Any] = {"phases_done": [], "failed_phase": None, "failures": []}
+    phase = spec["first_phase"]
+    while phase:
+        log_dir = run_dir / "logs" / phase
+        config = LaunchConfig(
+            min_nodes=1, max_nodes=1, nproc_per_node=spec["world_size"],
+            # As `torchrun --standalone`: a c10d rendezvous on a free local port.
+            rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", local_addr="127.0.0.1",
+            run_id=f"stateful-contract-{phase}", max_restarts=0,
+            monitor_interval=MONITOR_INTERVAL, start_method=spec["start_method"],
+            logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL),
+            shutdown_timeout=SHUTDOWN_GRACE,
+        )
+        watch = _ExitWatch(log_dir)
+        try:
+            with watch.active():
+                returns = elastic_launch(config, rank_main)(str(run_dir), phase)
+        except ChildFailedError as e:
+            outcome["failed_phase"] = phase
+            outcome["failures"] = [_failure_record(rank, f, log_dir, at)
+                                   for rank, (f, at) in sorted(watch.failures(e.failures).items())]
+            break
+        outcome["phases_done"].append(phase)
+        phase = returns.get(0) or ""
+    return outcome
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m stateful_contract._engine.ranks.launcher RUN_DIR``: run the phases in RUN_DIR/launch.json."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m stateful_contract._engine.ranks.launcher RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = Path(args[0])
+    outcome = _launch_phases(run_dir)
+    (run_dir / OUTCOME_FILE).write_text(json.dumps(outcome), encoding="utf-8")
+    print("LAUNCHER-OK", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
