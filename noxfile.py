@@ -4,8 +4,8 @@
     nox -s tests lint typecheck docs         # the project's own checks
     nox -s "contract(reference)"           # report + badge for one implementation, under reports/
     nox -s contract -- --profile thorough    # every implementation; arguments go to `check`
-    nox -s demo                              # the seed's wrapper and the reference one, side by side
-    nox -s scenario                          # the seed report's trainer resume, end to end on 2 ranks
+    nox -s demo                              # MindSpeed-MM's wrapper and the reference one, side by side
+    nox -s scenario                          # MindSpeed-MM's bug report's trainer resume, end to end on 2 ranks
 
 Each session installs what it needs, the package and the pyproject's dependency groups
 (PEP 735, read here by nox, so the virtualenv's pip needs no ``--group``), into its own
@@ -54,18 +54,18 @@ IMPLEMENTATIONS: dict[str, list[str]] = {
     "stateful-dataloader": [f"{FACTORIES}:stateful_dataloader"],
     # The corrected gradient-accumulation wrapper: exact at every checkpoint point.
     "reference": [f"{FACTORIES}:reference_wrapper"],
-    # The seed report's wrapper, run as a declared expected failure: if it ever passes
+    # MindSpeed-MM's wrapper, run as a declared expected failure: if it ever passes
     # one of these clauses, the session fails (the declaration is stale).
-    "seed": [
-        f"{FACTORIES}:seed_wrapper",
+    "mindspeed": [
+        f"{FACTORIES}:mindspeed_wrapper",
         "--expect-fail", "SC02=keyword-only load_state_dict(**kwargs): TypeError on a positional resume",
         "--expect-fail", "SC10=state is the base loader's: a mid-window checkpoint loses the rest of the window",
         "--expect-fail", "SC11=same mid-window state bug, seen after a resume hop",
         "--expect-fail", "SC13=same mid-window state bug, seen through state_dict() after a load",
         "--expect-fail", "SC17=same mid-window state bug, seen after serializing the state",
     ],
-    # The seed report's proposed fix: exact only at window boundaries, and declares it.
-    "seed-fix": [f"{FACTORIES}:seed_fix_wrapper", "--checkpoint-alignment", "window"],
+    # The fix proposed in MindSpeed-MM's bug report: exact only at window boundaries, and declares it.
+    "proposed-fix": [f"{FACTORIES}:proposed_fix_wrapper", "--checkpoint-alignment", "window"],
 }
 
 
@@ -84,16 +84,16 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The contract on the seed's broken wrapper and the reference wrapper, side by side."""
+    """The contract on MindSpeed-MM's broken wrapper and the reference wrapper, side by side."""
     install(session)
     session.run("stateful-contract", "demo", *session.posargs)
 
 
 @nox.session
 def scenario(session: nox.Session) -> None:
-    """The seed report's scenario end to end: a per-token-loss trainer under torchrun, 2 ranks on gloo."""
+    """MindSpeed-MM's bug report as a scenario end to end: a per-token-loss trainer under torchrun, 2 ranks on gloo."""
     install(session)
-    session.run("python", "-m", "stateful_contract.scenarios.seed", *session.posargs)
+    session.run("python", "-m", "stateful_contract.scenarios.mindspeed", *session.posargs)
 
 
 @nox.session

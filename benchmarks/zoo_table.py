@@ -29,11 +29,11 @@ CORRECT = {
 }
 BROKEN = {
     **{f"{cls.__name__}": cls for cls in zoo.KILLS if cls is not zoo.EpochLoader},
-    "seed_wrapper (the seed report)": factories.seed_wrapper,
-    "seed_fix_wrapper (the report's fix)": factories.seed_fix_wrapper,
+    "mindspeed_wrapper (MindSpeed-MM's bug report)": factories.mindspeed_wrapper,
+    "proposed_fix_wrapper (the report's fix)": factories.proposed_fix_wrapper,
 }
 TARGETS = {cls.__name__: cid for cls, cid in zoo.KILLS.items()} | {
-    "seed_wrapper (the seed report)": "SC02", "seed_fix_wrapper (the report's fix)": "SC10"}
+    "mindspeed_wrapper (MindSpeed-MM's bug report)": "SC02", "proposed_fix_wrapper (the report's fix)": "SC10"}
 
 
 def cell(result) -> str:  # type: ignore[no-untyped-def]

@@ -47,7 +47,7 @@ COLORS: dict[str, str] = {
 }
 
 #: At most this many clause IDs are named on a badge, the rest counted ("+2"): five
-#: covers the seed's wrapper (SC02 and four clauses showing its mid-window bug).
+#: covers MindSpeed-MM's wrapper (SC02 and four clauses showing its mid-window bug).
 MAX_NAMED_CLAUSES = 5
 
 #: Tiers whose verdict decides the colour. The strict tier goes beyond StatefulDataLoader

@@ -1,7 +1,7 @@
 """The ``stateful-contract`` command line.
 
     stateful-contract check package.module:factory [--profile ci] [--clause SC10] [--json report.json]
-    stateful-contract demo                 # the seed's wrapper and the reference one, side by side
+    stateful-contract demo                 # MindSpeed-MM's wrapper and the reference one, side by side
     stateful-contract badge report.json --svg badge.svg --endpoint badge.json
     stateful-contract clauses              # the catalogue
 
@@ -25,9 +25,9 @@ from .profiles import PROFILES
 
 __all__ = ["main"]
 
-#: The bundled default of ``demo``: the seed's wrapper against the reference one.
+#: The bundled default of ``demo``: MindSpeed-MM's wrapper against the reference one.
 DEMO_TARGETS = (
-    ("seed's wrapper", "stateful_contract.reference.factories:seed_wrapper"),
+    ("MindSpeed-MM wrapper", "stateful_contract.reference.factories:mindspeed_wrapper"),
     ("reference wrapper", "stateful_contract.reference.factories:reference_wrapper"),
 )
 
@@ -103,7 +103,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    """The seed's wrapper and the reference wrapper, side by side."""
+    """MindSpeed-MM's wrapper and the reference wrapper, side by side."""
     from ._checking import check
 
     reports = []
@@ -124,7 +124,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     seed = reports[0]
     for r in seed.results:
         if r.is_failure:
-            print(f"\n--- the seed's wrapper, {r.id} {r.name} ---\n{render_result(r)}")
+            print(f"\n--- MindSpeed-MM's wrapper, {r.id} {r.name} ---\n{render_result(r)}")
     # The demo succeeds when the contract tells the two apart as it should.
     return 0 if (not reports[0].passed and reports[1].passed) else 1
 
@@ -160,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true", help="tracebacks for target errors")
     p.set_defaults(func=_cmd_check)
 
-    d = sub.add_parser("demo", help="the seed's broken wrapper and the reference one, side by side")
+    d = sub.add_parser("demo", help="MindSpeed-MM's broken wrapper and the reference one, side by side")
     d.add_argument("--profile", choices=list(PROFILES), default="ci")
     d.add_argument("--quiet", action="store_true")
     d.set_defaults(func=_cmd_demo)

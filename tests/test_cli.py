@@ -80,7 +80,7 @@ def test_an_unknown_clause_exits_2(capsys):
 
 def test_python_dash_m_and_live_progress_on_stderr():
     proc = subprocess.run(
-        [sys.executable, "-m", "stateful_contract", "check", "stateful_contract.reference.factories:seed_wrapper",
+        [sys.executable, "-m", "stateful_contract", "check", "stateful_contract.reference.factories:mindspeed_wrapper",
          "--clause", "SC02"], capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 1

@@ -178,8 +178,8 @@ def test_a_state_that_forgets_the_rank_fails_sc30_and_the_core_on_that_rank() ->
     assert "rank=1, world_size=2" in sc10.reproduction
 
 
-def test_the_seed_wrapper_is_judged_through_the_keyword_form_and_loses_batches() -> None:
-    report = check_world("stateful_contract.reference.factories:seed_wrapper", world_size=2, profile="dev",
+def test_the_mindspeed_wrapper_is_judged_through_the_keyword_form_and_loses_batches() -> None:
+    report = check_world("stateful_contract.reference.factories:mindspeed_wrapper", world_size=2, profile="dev",
                          clauses=["SC30"])
     sc30 = report["SC30"]
     assert sc30.status == "failed"

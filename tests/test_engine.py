@@ -125,7 +125,7 @@ def test_reproductions_of_correct_loaders_pass_when_run():
 
 
 def test_alignment_restricts_checkpoints_to_window_boundaries():
-    report = check(factories.seed_fix_wrapper, clauses=["SC10"], checkpoint_alignment="window", space=IN_PROCESS)
+    report = check(factories.proposed_fix_wrapper, clauses=["SC10"], checkpoint_alignment="window", space=IN_PROCESS)
     assert report["SC10"].status == "passed"
     assert report.checkpoint_alignment == "window"
 

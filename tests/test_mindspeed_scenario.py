@@ -1,10 +1,10 @@
-"""The seed report's scenario end to end: real torchrun runs of a tiny per-token-loss trainer.
+"""MindSpeed-MM's bug report as a scenario end to end: real torchrun runs of a tiny per-token-loss trainer.
 
 One module-scoped scenario (7 torchrun launches of 2 ranks, about 1.5 minutes on 2 CPU cores)
-feeds every test: the seed's wrapper crashes run 2 on every rank with the report's
+feeds every test: MindSpeed-MM's wrapper crashes run 2 on every rank with the report's
 TypeError, and the reference wrapper resumes run 2 where run 1 stopped, at a window
 boundary and mid-window, with the losses of an uninterrupted run. The fourth part of
-the scenario (the seed's proposed fix losing the window mid-window) runs in the nox
+the scenario (the fix proposed in MindSpeed-MM's bug report losing the window mid-window) runs in the nox
 session; SC30 in tests/test_distributed.py catches that bug in CI.
 """
 
@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from stateful_contract._engine.ranks.launch import processes_of
-from stateful_contract.scenarios.seed import (
+from stateful_contract.scenarios.mindspeed import (
     RUN1_ITERS,
     RUN2_ITERS,
     SEED_ERROR,
-    SeedScenario,
+    MindSpeedScenario,
     TrainingRun,
-    run_seed_scenario,
+    run_mindspeed_scenario,
 )
 
 #: Leftover processes are looked for in /proc.
@@ -31,33 +31,33 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mu
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("seed-scenario")
+    return tmp_path_factory.mktemp("mindspeed-scenario")
 
 
 @pytest.fixture(scope="module")
-def scenario(workdir: Path) -> SeedScenario:
-    return run_seed_scenario(workdir, world_size=2, parts=("seed", "boundary", "mid-window"))
+def scenario(workdir: Path) -> MindSpeedScenario:
+    return run_mindspeed_scenario(workdir, world_size=2, parts=("shipped", "boundary", "mid-window"))
 
 
-def test_every_expectation_of_the_scenario_holds(scenario: SeedScenario) -> None:
+def test_every_expectation_of_the_scenario_holds(scenario: MindSpeedScenario) -> None:
     assert scenario.ok, scenario.summary()
 
 
-def test_the_seed_wrapper_crashes_run_2_on_every_rank_after_loading(scenario: SeedScenario) -> None:
-    run1, run2 = scenario.run("seed run 1"), scenario.run("seed run 2")
+def test_the_mindspeed_wrapper_crashes_run_2_on_every_rank_after_loading(scenario: MindSpeedScenario) -> None:
+    run1, run2 = scenario.run("shipped run 1"), scenario.run("shipped run 2")
     assert run1.returncode == 0 and [i.number for i in run1.iterations] == [1, 2, 3]
     assert run2.returncode == 1
     assert run2.iterations == []
     for rank in (0, 1):
         assert "Loaded checkpoint from" in run2.rank_stdout[rank]
         error = run2.last_error(rank)
-        assert error.startswith("TypeError: SeedPrefetchGradAccDataLoader.load_state_dict()"), error
+        assert error.startswith("TypeError: MindSpeedPrefetchGradAccDataLoader.load_state_dict()"), error
         assert SEED_ERROR in error
     assert 'load_state_dict(state["extra_state"]["train_dataloader"])' in run2.rank_stderr[0]
 
 
 @pytest.mark.parametrize("part", ["boundary", "mid-window"])
-def test_the_reference_wrapper_continues_where_run_1_stopped(scenario: SeedScenario, part: str) -> None:
+def test_the_reference_wrapper_continues_where_run_1_stopped(scenario: MindSpeedScenario, part: str) -> None:
     run2 = scenario.run(f"{part} run 2")
     assert run2.returncode == 0, run2.output[-2000:]
     assert [(i.number, i.of, i.consumed) for i in run2.iterations] == [(4, 5, 64), (5, 5, 80)]
@@ -65,7 +65,7 @@ def test_the_reference_wrapper_continues_where_run_1_stopped(scenario: SeedScena
     assert [i.loss for i in run2.iterations] == [uninterrupted[4], uninterrupted[5]]
 
 
-def test_run_1_checkpoints_like_the_seed_report(workdir: Path, scenario: SeedScenario) -> None:
+def test_run_1_checkpoints_like_the_bug_report(workdir: Path, scenario: MindSpeedScenario) -> None:
     boundary = workdir / "checkpoints" / "boundary"
     assert (boundary / "latest_checkpointed_iteration.txt").read_text() == str(RUN1_ITERS)
     # save_interval 2 and the last iteration, as in the report (iter_0000003 is resumed).
@@ -76,7 +76,7 @@ def test_run_1_checkpoints_like_the_seed_report(workdir: Path, scenario: SeedSce
     assert [i.of for i in scenario.run("uninterrupted").iterations] == [RUN2_ITERS] * RUN2_ITERS
 
 
-def test_no_process_of_the_scenario_is_left(workdir: Path, scenario: SeedScenario) -> None:
+def test_no_process_of_the_scenario_is_left(workdir: Path, scenario: MindSpeedScenario) -> None:
     assert scenario.runs
     for run in scenario.runs:
         assert processes_of(workdir / "logs" / run.name) == [], run.name

@@ -1,4 +1,4 @@
-"""The seed report's wrapper fails exactly as the report describes, and its proposed fix too."""
+"""MindSpeed-MM's wrapper fails exactly as the report describes, and its proposed fix too."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from stateful_contract import ConfigSpace, check
 from stateful_contract.reference import factories
 
 
-def test_seed_wrapper_fails_sc02_and_through_the_keyword_form_sc10():
-    report = check(factories.seed_wrapper, clauses=["SC02", "SC10"])
+def test_mindspeed_wrapper_fails_sc02_and_through_the_keyword_form_sc10():
+    report = check(factories.mindspeed_wrapper, clauses=["SC02", "SC10"])
     assert report["SC02"].status == "failed"
     assert "takes 1 positional argument but 2 were given" in report["SC02"].message
     assert "load_state_dict(**kwargs" in report["SC02"].message
@@ -18,8 +18,8 @@ def test_seed_wrapper_fails_sc02_and_through_the_keyword_form_sc10():
     assert "load_form='keyword'" in sc10.reproduction
 
 
-def test_seed_wrapper_counterexample_is_minimal_and_mid_window():
-    sc10 = check(factories.seed_wrapper, clauses=["SC10"])["SC10"]
+def test_mindspeed_wrapper_counterexample_is_minimal_and_mid_window():
+    sc10 = check(factories.mindspeed_wrapper, clauses=["SC10"])["SC10"]
     # Smallest case that shows the bug: a window of 2 single-sample batches, checkpoint after 1.
     assert "grad_acc_step=2" in sc10.reproduction
     assert "Position(epoch=0, batches=1)" in sc10.reproduction
@@ -27,14 +27,14 @@ def test_seed_wrapper_counterexample_is_minimal_and_mid_window():
 
 
 def test_seed_fix_passes_sc02_but_still_loses_batches_mid_window():
-    report = check(factories.seed_fix_wrapper, clauses=["SC02", "SC10"])
+    report = check(factories.proposed_fix_wrapper, clauses=["SC02", "SC10"])
     assert report["SC02"].status == "passed"
     assert report["SC10"].status == "failed"
     assert "grad_acc_step=2" in report["SC10"].reproduction
 
 
 def test_seed_fix_passes_when_it_declares_window_alignment():
-    # In-process configs: the worker configs cost ~45 s here and are run by `nox -s "contract(seed-fix)"`.
-    report = check(factories.seed_fix_wrapper, checkpoint_alignment="window", space=ConfigSpace(num_workers=(0,)))
+    # In-process configs: the worker configs cost ~45 s here and are run by `nox -s "contract(proposed-fix)"`.
+    report = check(factories.proposed_fix_wrapper, checkpoint_alignment="window", space=ConfigSpace(num_workers=(0,)))
     assert report.passed, [(r.id, r.message) for r in report.results if r.is_failure]
     assert report.checkpoint_alignment == "window"

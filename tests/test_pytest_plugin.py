@@ -34,7 +34,7 @@ class TestSeed(StatefulLoaderContract):
     config_space = SMALL
 
     def make_loader(self, config):
-        return factories.seed_wrapper(config)
+        return factories.mindspeed_wrapper(config)
 
 
 def test_something_else():

@@ -1,4 +1,4 @@
-"""Hand-rolled checks of the reference wrapper and of the seed report's broken wrappers.
+"""Hand-rolled checks of the reference wrapper and of MindSpeed-MM's bug report's broken wrappers.
 
 Independent of the contract engine on purpose: if the engine had a bug that let a bad
 loader pass, these tests would still hold the reference (and the known-bad examples) to
@@ -27,12 +27,12 @@ from stateful_contract.config import LoaderConfig
 from stateful_contract.reference import (
     AVG_TOKEN_COUNT_KEY,
     WINDOW_TOKEN_COUNT_KEY,
+    MindSpeedPrefetchGradAccDataLoader,
     PrefetchGradAccDataLoader,
-    SeedFixPrefetchGradAccDataLoader,
-    SeedPrefetchGradAccDataLoader,
+    ProposedFixPrefetchGradAccDataLoader,
+    mindspeed_wrapper,
+    proposed_fix_wrapper,
     reference_wrapper,
-    seed_fix_wrapper,
-    seed_wrapper,
     stateful_dataloader,
 )
 
@@ -524,34 +524,34 @@ def test_refuses_bad_states() -> None:
         iter(other)
 
 
-# -- the seed's wrappers: known bad ----------------------------------------------------
+# -- MindSpeed-MM's wrappers: known bad ----------------------------------------------------
 
 
 def test_seed_positional_load_raises_type_error() -> None:
-    """Bug 1 of the seed report, the crash: the trainer's positional call."""
+    """Bug 1 of MindSpeed-MM's bug report, the crash: the trainer's positional call."""
     config = LoaderConfig(dataset_size=8, batch_size=2, grad_acc_step=2)
-    loader = make(seed_wrapper, config)
+    loader = make(mindspeed_wrapper, config)
     state = loader.state_dict()
     with pytest.raises(TypeError, match=r"takes 1 positional argument but 2 were given"):
         loader.load_state_dict(state)
-    fixed = make(seed_fix_wrapper, config)
+    fixed = make(proposed_fix_wrapper, config)
     fixed.load_state_dict(state)  # the proposed fix removes the crash
-    assert isinstance(loader, SeedPrefetchGradAccDataLoader)
-    assert isinstance(fixed, SeedFixPrefetchGradAccDataLoader)
+    assert isinstance(loader, MindSpeedPrefetchGradAccDataLoader)
+    assert isinstance(fixed, ProposedFixPrefetchGradAccDataLoader)
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_seed_keyword_load_loses_the_rest_of_the_window(num_workers: int) -> None:
     """Bug 2: checkpoint after 1 batch of a 2-batch window; resume skips the window's 2nd batch."""
     config = LoaderConfig(dataset_size=8, batch_size=2, grad_acc_step=2, num_workers=num_workers)
-    full = epochs_of(make(seed_wrapper, config), 1)
+    full = epochs_of(make(mindspeed_wrapper, config), 1)
     assert [b["index"].tolist() for b in full[0]] == [[0, 1], [2, 3], [4, 5], [6, 7]]
 
-    loader = make(seed_wrapper, config)
+    loader = make(mindspeed_wrapper, config)
     it = iter(loader)
     assert next(it)["index"].tolist() == [0, 1]
     state = loader.state_dict()
-    resumed = make(seed_wrapper, config)
+    resumed = make(mindspeed_wrapper, config)
     resumed.load_state_dict(state_dict=state)
     resumed_batches = list(resumed)
     got = [b["index"].tolist() for b in resumed_batches]
@@ -587,7 +587,7 @@ def test_seed_keyword_load_loses_the_rest_of_the_window(num_workers: int) -> Non
     ],
     ids=config_id,
 )
-@pytest.mark.parametrize("factory", [seed_fix_wrapper, seed_wrapper], ids=["seed_fix", "seed_kw"])
+@pytest.mark.parametrize("factory", [proposed_fix_wrapper, mindspeed_wrapper], ids=["seed_fix", "seed_kw"])
 def test_seed_exact_at_window_boundaries_only(config: LoaderConfig, factory: Factory) -> None:
     """At a window boundary the base state is exact; mid-window exactly the window's rest is lost."""
     full = epochs_of(make(factory, config), EPOCHS)
@@ -596,7 +596,7 @@ def test_seed_exact_at_window_boundaries_only(config: LoaderConfig, factory: Fac
     mid_window_points = 0
     for key, state in states.items():
         loader = make(factory, config)
-        if factory is seed_wrapper:
+        if factory is mindspeed_wrapper:
             loader.load_state_dict(state_dict=state)  # the positional call crashes (bug 1)
         else:
             loader.load_state_dict(state)
@@ -620,7 +620,7 @@ def test_seed_exact_at_window_boundaries_only(config: LoaderConfig, factory: Fac
 def test_seed_fix_ignores_none_silently() -> None:
     """The proposed fix accepts load_state_dict(None) and restarts from scratch (fails SC40)."""
     config = LoaderConfig(dataset_size=4, batch_size=1, grad_acc_step=2)
-    loader = make(seed_fix_wrapper, config)
+    loader = make(proposed_fix_wrapper, config)
     loader.load_state_dict(None)
     assert [b["index"].tolist() for b in loader] == [[0], [1], [2], [3]]
 

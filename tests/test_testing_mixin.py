@@ -75,7 +75,7 @@ def test_a_correct_loader_passes_every_clause(pytester: pytest.Pytester) -> None
 
 
 def test_a_broken_loader_fails_with_the_clause_named_and_a_reproduction(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_loader=downstream("seed_wrapper", profile="ci"))
+    pytester.makepyfile(test_loader=downstream("mindspeed_wrapper", profile="ci"))
     result = pytester.runpytest("-k", "SC01 or SC02 or SC10")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1, failed=2)
@@ -83,7 +83,7 @@ def test_a_broken_loader_fails_with_the_clause_named_and_a_reproduction(pytester
         [
             "*TestLoader.test_clause[[]SC02-load-accepts-positional-state[]]*",
             "SC02 load-accepts-positional-state: *",
-            "Got: TypeError: SeedPrefetchGradAccDataLoader.load_state_dict() takes 1 positional argument but 2 were given",
+            "Got: TypeError: MindSpeedPrefetchGradAccDataLoader.load_state_dict() takes 1 positional argument but 2 were given",
             "Reproduce:",
             "    from test_loader import TestLoader; factory = TestLoader().make_loader",
         ]
@@ -94,7 +94,7 @@ def test_a_broken_loader_fails_with_the_clause_named_and_a_reproduction(pytester
 
 
 def test_a_declared_expected_failure_is_an_xfail_with_its_reason(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_loader=downstream("seed_wrapper", "expected_failures = {'SC02': 'keyword-only load'}"))
+    pytester.makepyfile(test_loader=downstream("mindspeed_wrapper", "expected_failures = {'SC02': 'keyword-only load'}"))
     result = pytester.runpytest("-k", "SC02", "-rx")
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(xfailed=1)
@@ -112,8 +112,8 @@ def test_a_checkpoint_alignment_is_honoured_and_reported(pytester: pytest.Pytest
     # The seed's proposed fix is exact only at window boundaries: it fails SC10 as it
     # stands, and passes once the alignment is declared.
     pytester.makepyfile(
-        test_anywhere=downstream("seed_fix_wrapper", profile="ci").replace("TestLoader", "TestAnywhere"),
-        test_aligned=downstream("seed_fix_wrapper", "checkpoint_alignment = 'window'").replace("TestLoader", "TestAligned"),
+        test_anywhere=downstream("proposed_fix_wrapper", profile="ci").replace("TestLoader", "TestAnywhere"),
+        test_aligned=downstream("proposed_fix_wrapper", "checkpoint_alignment = 'window'").replace("TestLoader", "TestAligned"),
     )
     result = pytester.runpytest("-k", "SC10", "--contract-report", "r-{name}.json")
     result.assert_outcomes(passed=1, failed=1)

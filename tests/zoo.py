@@ -111,7 +111,7 @@ class NoLoadStateDict:
 
 
 class KeywordOnlyLoad(EpochLoader):
-    """SC02: ``load_state_dict(self, **kwargs)``, as in the seed report."""
+    """SC02: ``load_state_dict(self, **kwargs)``, as in MindSpeed-MM's bug report."""
 
     def load_state_dict(self, **kwargs: Any) -> None:  # type: ignore[override]
         super().load_state_dict(kwargs["state_dict"])

@@ -10,9 +10,9 @@ call, because a default-generator shuffling sampler seeds itself from it.
   measured against.
 - `reference_wrapper`: `PrefetchGradAccDataLoader`, the corrected wrapper; exact at
   every checkpoint point.
-- `seed_wrapper`: the seed report's wrapper, known bad (positional load crashes;
+- `mindspeed_wrapper`: MindSpeed-MM's wrapper, known bad (positional load crashes;
   keyword load loses the rest of the window mid-window).
-- `seed_fix_wrapper`: the seed report's proposed fix, known bad mid-window, exact only
+- `proposed_fix_wrapper`: the fix proposed in MindSpeed-MM's bug report, known bad mid-window, exact only
   at window boundaries.
 """
 
@@ -21,13 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from stateful_contract.config import LoaderConfig
-from stateful_contract.reference.prefetch import PrefetchGradAccDataLoader
-from stateful_contract.reference.seed import (
-    SeedFixPrefetchGradAccDataLoader,
-    SeedPrefetchGradAccDataLoader,
+from stateful_contract.reference.mindspeed import (
+    MindSpeedPrefetchGradAccDataLoader,
+    ProposedFixPrefetchGradAccDataLoader,
 )
+from stateful_contract.reference.prefetch import PrefetchGradAccDataLoader
 
-__all__ = ["reference_wrapper", "seed_fix_wrapper", "seed_wrapper", "stateful_dataloader"]
+__all__ = ["mindspeed_wrapper", "proposed_fix_wrapper", "reference_wrapper", "stateful_dataloader"]
 
 
 def stateful_dataloader(config: LoaderConfig) -> Any:
@@ -40,11 +40,16 @@ def reference_wrapper(config: LoaderConfig) -> PrefetchGradAccDataLoader:
     return PrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
 
 
-def seed_wrapper(config: LoaderConfig) -> SeedPrefetchGradAccDataLoader:
-    """MindSpeed-MM's wrapper as in the seed report (keyword-only load, base state)."""
-    return SeedPrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
+def mindspeed_wrapper(config: LoaderConfig) -> MindSpeedPrefetchGradAccDataLoader:
+    """MindSpeed-MM's wrapper as in MindSpeed-MM's bug report (keyword-only load, base state)."""
+    return MindSpeedPrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
 
 
-def seed_fix_wrapper(config: LoaderConfig) -> SeedFixPrefetchGradAccDataLoader:
-    """The seed report's proposed fix (positional load, still the base state)."""
-    return SeedFixPrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
+def proposed_fix_wrapper(config: LoaderConfig) -> ProposedFixPrefetchGradAccDataLoader:
+    """The fix proposed in MindSpeed-MM's bug report (positional load, still the base state)."""
+    return ProposedFixPrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
+
+
+#: Former names (before 0.2), kept so that targets written against them still resolve.
+seed_wrapper = mindspeed_wrapper
+seed_fix_wrapper = proposed_fix_wrapper

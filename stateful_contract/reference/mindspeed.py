@@ -1,6 +1,6 @@
-"""The seed report's wrapper, reproduced on purpose with its bugs: known-bad examples.
+"""MindSpeed-MM's wrapper, reproduced on purpose with its bugs: known-bad examples.
 
-The seed report (``seed/000_418544c3f3dcb82f.txt``, MindSpeed-MM master ``852ddffd``)
+MindSpeed-MM's bug report (``seed/000_418544c3f3dcb82f.txt``, MindSpeed-MM master ``852ddffd``)
 is about ``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader``,
 which MindSpeed-MM puts around its base ``StatefulDataLoader`` when
 ``loss_cfg.loss_type == "per_token_loss"``. It buffers ``grad_acc_step`` micro-batches,
@@ -19,7 +19,7 @@ Bug 1 (the crash the report is about): ``load_state_dict`` is keyword-only, and 
 trainer calls ``self.train_dataloader.load_state_dict(state["extra_state"]["train_dataloader"])``
 positionally, so every per-token-loss resume dies on all ranks with
 ``TypeError: ...load_state_dict() takes 1 positional argument but 2 were given``.
-`SeedPrefetchGradAccDataLoader` reproduces it.
+`MindSpeedPrefetchGradAccDataLoader` reproduces it.
 
 Bug 2 (behind the crash): the state is the *base* loader's, and the base loader is ahead
 of the wrapper by the un-yielded rest of the buffered window. A checkpoint taken after
@@ -28,7 +28,7 @@ window's remaining batches are lost (and, position by position, the resumed stre
 carries other batches with other window token counts). Only at window boundaries is the
 base state the wrapper's position. The report's proposed fix,
 ``def load_state_dict(self, state_dict=None)`` forwarding a non-``None`` state, removes
-the crash only; `SeedFixPrefetchGradAccDataLoader` reproduces it: exact at window
+the crash only; `ProposedFixPrefetchGradAccDataLoader` reproduces it: exact at window
 boundaries (where MindSpeed-MM's trainer happens to checkpoint), wrong mid-window, and
 ``load_state_dict(None)`` is silently ignored.
 
@@ -59,15 +59,15 @@ from stateful_contract.reference.prefetch import (
     StatefulBaseLoader,
 )
 
-__all__ = ["SeedFixPrefetchGradAccDataLoader", "SeedPrefetchGradAccDataLoader"]
+__all__ = ["MindSpeedPrefetchGradAccDataLoader", "ProposedFixPrefetchGradAccDataLoader"]
 
 # Upstream names (mindspeed_mm/fsdp/utils/constants.py).
 GLOBAL_STEP_TOKEN_NUM = WINDOW_TOKEN_COUNT_KEY
 AVG_PER_STEP_TOKEN_NUM = AVG_TOKEN_COUNT_KEY
 
 
-class SeedPrefetchGradAccDataLoader:
-    """MindSpeed-MM's ``PrefetchGradAccDataLoader`` as of the seed report. KNOWN BAD.
+class MindSpeedPrefetchGradAccDataLoader:
+    """MindSpeed-MM's ``PrefetchGradAccDataLoader`` as of MindSpeed-MM's bug report. KNOWN BAD.
 
     Crashes on a positional ``load_state_dict(state)`` (bug 1) and, through the keyword
     form ``load_state_dict(state_dict=state)``, loses the rest of the window when resumed
@@ -82,7 +82,7 @@ class SeedPrefetchGradAccDataLoader:
         self.base_iter: Iterator[Mapping[str, Any]] | None = None
         self._current_iterator: Generator[dict[str, Any], None, None] | None = None
 
-    def __iter__(self) -> SeedPrefetchGradAccDataLoader:
+    def __iter__(self) -> MindSpeedPrefetchGradAccDataLoader:
         # Start a new iteration (reset state); the wrapper is its own iterator, as upstream.
         # As with upstream's default cyclic iterator, the base iterator is only created at
         # the first next(), so `for b in iter(loader)` (a second __iter__) restarts nothing.
@@ -149,8 +149,8 @@ class SeedPrefetchGradAccDataLoader:
         self.base_dataloader.load_state_dict(**kwargs)  # type: ignore[call-arg]
 
 
-class SeedFixPrefetchGradAccDataLoader(SeedPrefetchGradAccDataLoader):
-    """The seed report's proposed fix: positional ``load_state_dict``. STILL BAD mid-window.
+class ProposedFixPrefetchGradAccDataLoader(MindSpeedPrefetchGradAccDataLoader):
+    """The fix proposed in MindSpeed-MM's bug report: positional ``load_state_dict``. STILL BAD mid-window.
 
     Resumes exactly only from checkpoints at window boundaries; a mid-window checkpoint
     loses the rest of the window (bug 2 is untouched), and ``load_state_dict(None)`` is

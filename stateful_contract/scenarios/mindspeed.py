@@ -1,13 +1,13 @@
-"""The seed report's scenario, end to end: run 1 saves, run 2 resumes, under torchrun on CPU.
+"""MindSpeed-MM's bug report as a scenario, end to end: run 1 saves, run 2 resumes, under torchrun on CPU.
 
-    python -m stateful_contract.scenarios.seed            # 2 ranks, all parts; exit 0 when all hold
+    python -m stateful_contract.scenarios.mindspeed            # 2 ranks, all parts; exit 0 when all hold
 
 Each part is a pair of real training runs of `stateful_contract.scenarios.trainer`, each
 started by ``python -m torch.distributed.run`` (torchrun) with ``--nproc-per-node 2`` on
 gloo: run 1 trains 3 iterations and saves a full checkpoint, run 2 is set to 5
 iterations and resumes from it. What the report expects, and what each part checks:
 
-- ``seed``: the seed's wrapper (``load_state_dict(self, **kwargs)``). Run 2 must exit 1
+- ``shipped``: MindSpeed-MM's wrapper (``load_state_dict(self, **kwargs)``). Run 2 must exit 1
   with ``TypeError: ...load_state_dict() takes 1 positional argument but 2 were given``
   on every rank, right after ``Loaded checkpoint``: the bug, reproduced.
 - ``boundary``: the reference wrapper, checkpoint after iteration 3 (a window boundary).
@@ -16,7 +16,7 @@ iterations and resumes from it. What the report expects, and what each part chec
   uninterrupted 5-iteration run (part ``uninterrupted``, run once and shared).
 - ``mid-window``: the same, with run 1 stopping 2 micro-batches into iteration 4 (as a
   preempted job would) so that the loader's state is taken mid-window.
-- ``seed-fix-mid-window``: the seed's proposed fix (positional ``load_state_dict``) in the
+- ``proposed-fix-mid-window``: the fix proposed in MindSpeed-MM's bug report (positional ``load_state_dict``) in the
   mid-window setting. Run 2 exits 0 and the counters continue, but the loss of
   iteration 4 differs from the uninterrupted run: the rest of the window was lost
   (the second bug, which no crash reports).
@@ -35,19 +35,19 @@ from pathlib import Path
 
 from .._engine.ranks.launch import run_isolated
 
-__all__ = ["PARTS", "Finding", "Iteration", "SeedScenario", "TrainingRun", "main", "run_seed_scenario", "torchrun"]
+__all__ = ["PARTS", "Finding", "Iteration", "MindSpeedScenario", "TrainingRun", "main", "run_mindspeed_scenario", "torchrun"]
 
 FACTORIES = "stateful_contract.reference.factories"
 REFERENCE = f"{FACTORIES}:reference_wrapper"
-SEED = f"{FACTORIES}:seed_wrapper"
-SEED_FIX = f"{FACTORIES}:seed_fix_wrapper"
+SEED = f"{FACTORIES}:mindspeed_wrapper"
+SEED_FIX = f"{FACTORIES}:proposed_fix_wrapper"
 #: Everything the scenario can run, in order.
-PARTS = ("seed", "boundary", "mid-window", "seed-fix-mid-window")
-#: The seed report's run 1 / run 2 lengths and save interval.
+PARTS = ("shipped", "boundary", "mid-window", "proposed-fix-mid-window")
+#: MindSpeed-MM's bug report's run 1 / run 2 lengths and save interval.
 RUN1_ITERS, RUN2_ITERS, SAVE_INTERVAL = 3, 5, 2
 #: Micro-batches of iteration 4 that run 1 does before its mid-window checkpoint (of 4).
 MID_WINDOW = 2
-#: The crash the seed report shows on every rank.
+#: The crash MindSpeed-MM's bug report shows on every rank.
 SEED_ERROR = "load_state_dict() takes 1 positional argument but 2 were given"
 #: Seconds one torchrun launch may take before it is killed.
 RUN_TIMEOUT = 300.0
@@ -87,7 +87,7 @@ class TrainingRun:
 
     def last_error(self, rank: int) -> str:
         """The last exception line in the rank's stderr (``Type: message``), or ""."""
-        # torchrun prefixes a rank's lines with "[rank1]: ", as in the seed report's log.
+        # torchrun prefixes a rank's lines with "[rank1]: ", as in MindSpeed-MM's bug report's log.
         lines = [re.sub(r"^\[rank\d+\]:\s*", "", line.strip()) for line in self.rank_stderr.get(rank, "").splitlines()]
         errors = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line)]
         return errors[-1] if errors else ""
@@ -111,7 +111,7 @@ class Finding:
 
 
 @dataclass
-class SeedScenario:
+class MindSpeedScenario:
     world_size: int
     runs: list[TrainingRun] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -124,7 +124,7 @@ class SeedScenario:
         return next(r for r in self.runs if r.name == name)
 
     def summary(self) -> str:
-        lines = [f"Seed scenario on {self.world_size} ranks (torchrun, gloo, CPU):", "runs:"]
+        lines = [f"MindSpeed-MM resume scenario on {self.world_size} ranks (torchrun, gloo, CPU):", "runs:"]
         lines += [f"  {r.describe()}" for r in self.runs]
         lines += ["findings:"] + [f"  {f}" for f in self.findings]
         lines.append("verdict: " + ("every expectation holds" if self.ok else "SOME EXPECTATIONS FAILED"))
@@ -156,7 +156,7 @@ def torchrun(name: str, trainer_args: Sequence[str], *, workdir: Path, world_siz
     return run
 
 
-def _pair(scenario: SeedScenario, part: str, loader: str, workdir: Path, *, mid_window: bool,
+def _pair(scenario: MindSpeedScenario, part: str, loader: str, workdir: Path, *, mid_window: bool,
           timeout: float) -> tuple[TrainingRun, TrainingRun]:
     """Run 1 (3 iterations, saves) and run 2 (5 iterations, resumes) of one part."""
     save = workdir / "checkpoints" / part
@@ -194,20 +194,20 @@ def _check_resume(part: str, run1: TrainingRun, run2: TrainingRun, uninterrupted
                    + ", ".join(str(i.number) for i in got) + " equal the uninterrupted run's exactly")
 
 
-def _check_seed_crash(run1: TrainingRun, run2: TrainingRun, world_size: int) -> Finding:
+def _check_keyword_only_crash(run1: TrainingRun, run2: TrainingRun, world_size: int) -> Finding:
     errors = {rank: run2.last_error(rank) for rank in range(world_size)}
     loaded = all("Loaded checkpoint" in run2.rank_stdout.get(rank, "") for rank in range(world_size))
     crashed = [rank for rank, e in errors.items() if e.startswith("TypeError") and SEED_ERROR in e]
     if run1.returncode == 0 and run2.returncode == 1 and loaded and len(crashed) == world_size:
-        return Finding("seed", True, f"run 2 exits 1 right after 'Loaded checkpoint' with \"{errors[0]}\" on "
-                                     f"every rank ({', '.join(map(str, crashed))}): the seed bug, reproduced")
-    return Finding("seed", False, f"expected run 1 to exit 0 and run 2 to exit 1 with the seed's TypeError on every "
+        return Finding("shipped", True, f"run 2 exits 1 right after 'Loaded checkpoint' with \"{errors[0]}\" on "
+                                     f"every rank ({', '.join(map(str, crashed))}): the keyword-only load_state_dict bug, reproduced")
+    return Finding("shipped", False, f"expected run 1 to exit 0 and run 2 to exit 1 with MindSpeed-MM's TypeError on every "
                                   f"rank; got run 1 exit {run1.returncode}, run 2 exit {run2.returncode}, "
                                   f"errors {errors}, 'Loaded checkpoint' on every rank: {loaded}")
 
 
 def _check_lost_window(run2: TrainingRun, uninterrupted: TrainingRun) -> Finding:
-    part = "seed-fix-mid-window"
+    part = "proposed-fix-mid-window"
     reference = {i.number: i.loss for i in uninterrupted.iterations}
     got = {i.number: i.loss for i in run2.iterations}
     four = RUN1_ITERS + 1
@@ -219,34 +219,34 @@ def _check_lost_window(run2: TrainingRun, uninterrupted: TrainingRun) -> Finding
                                 f"{run2.returncode}, losses {got}, uninterrupted {reference}")
 
 
-def run_seed_scenario(workdir: str | Path | None = None, *, world_size: int = 2, parts: Sequence[str] = PARTS,
-                      timeout: float = RUN_TIMEOUT) -> SeedScenario:
+def run_mindspeed_scenario(workdir: str | Path | None = None, *, world_size: int = 2, parts: Sequence[str] = PARTS,
+                      timeout: float = RUN_TIMEOUT) -> MindSpeedScenario:
     """Run the chosen parts (see the module docstring) and judge them.
 
     Checkpoints and rank logs go to ``workdir`` (a temporary directory, deleted at the
-    end, by default); the runs' output is kept in the returned `SeedScenario`.
+    end, by default); the runs' output is kept in the returned `MindSpeedScenario`.
     """
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise ValueError(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
     if workdir is None:
-        with tempfile.TemporaryDirectory(prefix="stateful-contract-seed-") as temporary:
-            return run_seed_scenario(temporary, world_size=world_size, parts=parts, timeout=timeout)
+        with tempfile.TemporaryDirectory(prefix="stateful-contract-mindspeed-") as temporary:
+            return run_mindspeed_scenario(temporary, world_size=world_size, parts=parts, timeout=timeout)
     root = Path(workdir)
     root.mkdir(parents=True, exist_ok=True)
-    scenario = SeedScenario(world_size)
+    scenario = MindSpeedScenario(world_size)
     global_batch = 2 * 4 * world_size  # micro-batch size * grad_acc_step * ranks (the trainer's defaults)
     uninterrupted: TrainingRun | None = None
-    if set(parts) - {"seed"}:
+    if set(parts) - {"shipped"}:
         uninterrupted = torchrun("uninterrupted", ["--loader", REFERENCE, "--train-iters", str(RUN2_ITERS)],
                                  workdir=root, world_size=world_size, timeout=timeout)
         scenario.runs.append(uninterrupted)
     for part in PARTS:
         if part not in parts:
             continue
-        if part == "seed":
+        if part == "shipped":
             run1, run2 = _pair(scenario, part, SEED, root, mid_window=False, timeout=timeout)
-            scenario.findings.append(_check_seed_crash(run1, run2, world_size))
+            scenario.findings.append(_check_keyword_only_crash(run1, run2, world_size))
         elif part in ("boundary", "mid-window"):
             assert uninterrupted is not None
             run1, run2 = _pair(scenario, part, REFERENCE, root, mid_window=part == "mid-window", timeout=timeout)
@@ -259,14 +259,14 @@ def run_seed_scenario(workdir: str | Path | None = None, *, world_size: int = 2,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stateful_contract.scenarios.seed", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m stateful_contract.scenarios.mindspeed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world-size", type=int, default=2, metavar="N")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--workdir", help="keep checkpoints and rank logs here (default: a temporary directory)")
     parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT, help="seconds per torchrun launch")
     args = parser.parse_args(argv)
-    scenario = run_seed_scenario(args.workdir, world_size=args.world_size, parts=args.parts, timeout=args.timeout)
+    scenario = run_mindspeed_scenario(args.workdir, world_size=args.world_size, parts=args.parts, timeout=args.timeout)
     print(scenario.summary())
     return 0 if scenario.ok else 1
 

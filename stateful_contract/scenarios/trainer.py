@@ -7,7 +7,7 @@
         --loader stateful_contract.reference.factories:reference_wrapper \\
         --train-iters 5 --load /tmp/ckpt                             # run 2 resumes
 
-What it keeps from the seed report's setup (MindSpeed-MM master 852ddffd, ``loss_type:
+What it keeps from MindSpeed-MM's bug report's setup (MindSpeed-MM master 852ddffd, ``loss_type:
 per_token_loss``), on CPU and gloo:
 
 - the train loader is ``factory(config)`` for a rank-aware `LoaderConfig` (each rank
@@ -25,7 +25,7 @@ per_token_loss``), on CPU and gloo:
   iterations and at the last one;
 - resuming loads all that, prints ``Loaded checkpoint from ...`` and then calls
   ``self.train_dataloader.load_state_dict(state["extra_state"]["train_dataloader"])``
-  positionally, as ``train_engine.py`` line 378 does. With the seed's wrapper that line
+  positionally, as ``train_engine.py`` line 378 does. With MindSpeed-MM's wrapper that line
   raises the report's ``TypeError`` on every rank and the run exits 1.
 
 ``--save-mid-window J`` makes run 1 stop like a preempted job: after its last iteration it
@@ -34,7 +34,7 @@ gradients and partial loss, so that run 2 finishes that iteration. The loader's 
 then taken mid-window, where only an exact wrapper resumes the rest of the window.
 
 Rank 0 prints one line per iteration, ``iteration 4/5 | consumed samples: 64 | loss:
-<repr> | tokens: <n>``; `stateful_contract.scenarios.seed` reads those lines.
+<repr> | tokens: <n>``; `stateful_contract.scenarios.mindspeed` reads those lines.
 """
 
 from __future__ import annotations

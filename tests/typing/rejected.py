@@ -1,4 +1,4 @@
-"""The seed report's signature: a type checker must reject it where a `StatefulLoader` is expected."""
+"""MindSpeed-MM's bug report's signature: a type checker must reject it where a `StatefulLoader` is expected."""
 
 from __future__ import annotations
 

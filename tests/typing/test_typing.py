@@ -1,7 +1,7 @@
 """The typing test: mypy and pyright reject the seed's keyword-only loader where a `StatefulLoader` is expected.
 
 `StatefulLoader.load_state_dict` is positional-only, so a wrapper declared as
-``def load_state_dict(self, **kwargs)`` (the seed report's bug) is caught before any
+``def load_state_dict(self, **kwargs)`` (MindSpeed-MM's bug report's bug) is caught before any
 training run, while a positional loader and torchdata's `StatefulDataLoader` pass.
 torchdata ships no ``py.typed``; ``--follow-untyped-imports`` makes mypy read its source
 (pyright reads library source by default), so the acceptance of `StatefulDataLoader` is
