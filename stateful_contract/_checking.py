@@ -202,8 +202,9 @@ class _Run:
         if c.id in self.selected and c.id in self.expected:
             result.declare_expected_failure(self.expected[c.id])
         self.results[c.id] = result
-        if c.id in self.selected:
-            self.emit(c, 1, 1, result.status, result.seconds)
+        # Also for a prerequisite run but not selected (SC18 before a resume clause): the
+        # work shows, though the report lists it as skipped.
+        self.emit(c, 1, 1, result.status, result.seconds)
 
     def report(self, c: Clause) -> ClauseResult:
         result = self.results.get(c.id)

@@ -66,6 +66,25 @@ class ClauseResult:
                    expected=outcome.expected, got=outcome.got, context=outcome.context, rank=outcome.rank,
                    config=outcome.config if failed else "", plan=outcome.plan if failed else "")
 
+    def to_exception(self) -> AssertionError:
+        """The failure as an exception to raise, its reproduction attached as a PEP 678 note.
+
+        ``raise report["SC10"].to_exception()`` fails a plain test (unittest, a script)
+        with the same story every face prints.
+        """
+        from ._engine.outcome import ClauseViolation
+
+        error = ClauseViolation(self.id, heading=f"{self.id} {self.name}", expected=self.expected, got=self.got,
+                                context=self.context, rank=self.rank)
+        error.args = (self.message or error.message,)
+        if self.reproduction:
+            note = "Reproduce with:\n" + self.reproduction
+            if hasattr(error, "add_note"):
+                error.add_note(note)
+            else:  # Python 3.10: the attribute PEP 678 reads
+                error.__notes__ = [note]
+        return error
+
     @property
     def is_failure(self) -> bool:
         return self.status in FAILING_STATUSES

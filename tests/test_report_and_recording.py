@@ -1,0 +1,80 @@
+"""Reports across format versions, structured failures, recorded reproductions, progress events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import zoo
+
+from stateful_contract import ConfigSpace, Report, check
+from stateful_contract.report import REPORT_FORMAT
+
+IN_PROCESS = ConfigSpace(num_workers=(0,))
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_report_written_by_format_1_still_loads() -> None:
+    """Written by the version before the redesign (tests/data/report-format-1.json)."""
+    report = Report.from_json(DATA / "report-format-1.json")
+    assert report.target == "zoo:OffByOneResume"
+    assert report["SC10"].status == "failed" and "SC10 resume-continues-the-stream" in report["SC10"].message
+    assert report["SC10"].got == ""  # format 1 had no structured fields: their defaults
+    assert not report.passed
+
+
+def test_a_report_round_trips_through_json_with_its_structured_fields(tmp_path: Path) -> None:
+    report = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS, profile="dev")
+    report.to_json(tmp_path / "r.json")
+    again = Report.from_json(tmp_path / "r.json")
+    sc10 = again["SC10"]
+    assert again.to_dict()["report_format"] == REPORT_FORMAT == 2
+    assert sc10.expected.startswith("the resumed loader to yield exactly")
+    assert sc10.got.startswith("batch 0 after the checkpoint differs")
+    assert sc10.context == "after 1 batch of epoch 0"
+    assert sc10.config.startswith("LoaderConfig(") and sc10.plan.startswith("Checkpoint(position=Position(")
+    assert sc10.rank is None
+
+
+def test_the_reproduction_is_the_program_that_ran() -> None:
+    """Recorded by the steps as they ran: the same calls, values and names, ending on the assertion."""
+    result = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS)["SC10"]
+    lines = result.reproduction.splitlines()
+    assert lines[0].startswith("from stateful_contract.repro import ")
+    assert "from zoo import OffByOneResume; factory = OffByOneResume" in lines
+    assert any(line.startswith("state = checkpoint(loader, Position(epoch=0, batches=1))") for line in lines)
+    assert lines[-1] == "assert_same_stream(expected, batches)"
+    # Every name a line uses is imported or assigned before it.
+    imported = set(lines[0].removeprefix("from stateful_contract.repro import ").split(", "))
+    assert {"fresh", "checkpoint", "take", "uninterrupted", "assert_same_stream"} <= imported
+
+
+def test_a_failure_raises_with_its_reproduction_as_a_note() -> None:
+    result = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS, profile="dev")["SC10"]
+    error = result.to_exception()
+    assert isinstance(error, AssertionError)
+    assert str(error).startswith("SC10 resume-continues-the-stream")
+    assert error.__notes__ == ["Reproduce with:\n" + result.reproduction]
+    with pytest.raises(AssertionError):
+        exec(compile(result.reproduction, "<reproduction>", "exec"), {})
+
+
+def test_progress_fires_when_each_clause_ends() -> None:
+    events = []
+    check(zoo.epoch_loader, clauses=["SC10", "SC12"], space=IN_PROCESS, profile="dev", progress=events.append)
+    ends = [(i, e.clause_id) for i, e in enumerate(events) if e.status is not None]
+    # SC01 and SC18 run first, as what the two need (and are reported skipped, not selected).
+    assert [cid for _, cid in ends] == ["SC01", "SC18", "SC10", "SC12"]
+    first_end = ends[2][0]
+    # SC10 is reported finished before SC12's first example runs, not all at the end.
+    assert all(e.clause_id in ("SC01", "SC18", "SC10") for e in events[:first_end])
+    assert any(e.clause_id == "SC12" and e.status is None for e in events[first_end:])
+    assert events[first_end].status == "passed" and events[first_end].seconds > 0
+
+
+def test_a_prerequisite_that_fails_says_why_the_others_are_not_judged() -> None:
+    report = check(zoo.UnseededShuffle, clauses=["SC10", "SC18"], space=IN_PROCESS, profile="dev")
+    assert report["SC18"].status == "failed"
+    assert report["SC10"].status == "not-judged"
+    assert report["SC10"].message.startswith("two fresh loaders from one config differ") and "see SC18" in report[
+        "SC10"].message
