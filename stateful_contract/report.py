@@ -82,7 +82,7 @@ class ClauseResult:
             if hasattr(error, "add_note"):
                 error.add_note(note)
             else:  # Python 3.10: the attribute PEP 678 reads
-                error.__notes__ = [note]
+                error.__notes__ = [note]  # type: ignore[attr-defined]
         return error
 
     @property
