@@ -66,7 +66,7 @@ def _alignment_text(alignment: Alignment) -> str | None:
 def selected_clauses(clauses: Iterable[str] | None, strict: bool, world_size: int) -> list[str]:
     """The clause IDs a run judges: the named ones, or every clause of the tiers that apply."""
     if clauses is None:
-        tiers = {"structure", "core"} | ({"strict"} if strict else set()) | (
+        tiers = {"structure", "core", "trainer"} | ({"strict"} if strict else set()) | (
             {"distributed"} if world_size > 1 else set())
         return [c.id for c in CLAUSES if c.tier in tiers]
     return [clause(c).id for c in clauses]

@@ -52,7 +52,7 @@ MAX_NAMED_CLAUSES = 5
 
 #: Tiers whose verdict decides the colour. The strict tier goes beyond StatefulDataLoader
 #: and is only mentioned in the text.
-CORE_TIERS = frozenset({"structure", "core", "distributed"})
+CORE_TIERS = frozenset({"structure", "core", "trainer", "distributed"})
 
 # Advance widths in pixels of Verdana at 11px for printable ASCII (32..126), the font and
 # size shields.io measures badge text with; one row per 16 characters starting at " ".

@@ -151,7 +151,7 @@ class StatefulLoaderContract:
 
 def clauses_for(cls: type[StatefulLoaderContract]) -> list[Clause]:
     """Structure and core always, the strict tier on request."""
-    wanted = {"structure", "core"} | ({"strict"} if cls.strict else set()) | (
+    wanted = {"structure", "core", "trainer"} | ({"strict"} if cls.strict else set()) | (
         {"distributed"} if cls.world_size > 1 else set())
     return [c for c in CLAUSES if c.tier in wanted]
 

@@ -38,9 +38,10 @@ __all__ = [
 ]
 
 #: Version of the contract text (CONTRACT.md) the clauses implement; shown on reports and badges.
-CONTRACT_VERSION = "1"
+CONTRACT_VERSION = "2"
 
-Tier = Literal["structure", "core", "distributed", "strict"]
+#: ``trainer``: the ways real trainers drive loaders (contract version 2), run by default.
+Tier = Literal["structure", "core", "trainer", "distributed", "strict"]
 #: A prerequisite that is no clause: ``load_state_dict`` accepts a state in some form.
 LOAD = "load"
 #: What every resume clause needs: the protocol, a usable load, and one stream to compare with.
