@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import random
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -95,7 +96,7 @@ class _Run:
 
     def __init__(self, executor: Executor, *, selected: list[str], expected: dict[str, str], profile: str,
                  space: ConfigSpace, alignment: Alignment, progress: Callable[[Progress], None] | None,
-                 replay: tuple[LoaderConfig, Any] | None, notes: list[str]) -> None:
+                 replay: tuple[LoaderConfig, Any] | None, notes: list[str], seed: int | None = None) -> None:
         self.executor = executor
         self.selected = selected
         self.expected = expected
@@ -105,6 +106,7 @@ class _Run:
         self.progress = progress
         self.replay = replay
         self.notes = notes
+        self.seed = seed
         self.results: dict[str, ClauseResult] = {}
         self.load_probe: LoadProbe = "positional"
         self.load_detail = ""
@@ -130,6 +132,7 @@ class _Run:
     def judge(self, c: Clause) -> Outcome:
         if self.replay is not None and c.budget != "once":
             config, plan = self.replay
+            plan = plan if c.has_plan else None  # a prerequisite (SC18) runs on the config alone
             failed = run_one(c, self.executor, config, plan)
             outcome = Outcome("passed", examples=1) if failed is None or failed.outcome is None else Outcome(
                 **{**failed.outcome.__dict__, "reproduction": failed.reproduction, "examples": 1})
@@ -137,7 +140,8 @@ class _Run:
         else:
             passed = []
             outcome = search(c, self.executor, space=self.space, profile=self.profile, alignment=self.alignment,
-                             on_example=lambda done, total: self.emit(c, done, total), passed=passed)
+                             on_example=lambda done, total: self.emit(c, done, total), passed=passed,
+                             search_seed=self.seed)
         restarted = c.restarted()
         if outcome.status == "passed" and restarted is not None and passed:
             outcome = self.in_fresh_processes(restarted, passed, outcome)
@@ -230,6 +234,7 @@ def check(
     replay: tuple[LoaderConfig, Any] | None = None,
     run_dir: str | Path | None = None,
     run_timeout: float | None = None,
+    seed: int | None = None,
 ) -> Report:
     """Run the StatefulLoader contract against ``factory`` and return one record per clause.
 
@@ -243,8 +248,10 @@ def check(
     ``world_size=N`` runs every example on N ranks of torch.distributed (gloo) at once and
     adds the multi-rank clauses. ``factory_import`` is the line a reproduction uses to
     get the factory (the faces pass theirs); ``replay=(config, plan)`` runs that one
-    example instead of searching. Raises `FactoryError` when the factory cannot build a
-    loader at all.
+    example instead of searching. ``seed`` seeds the search (the report records it, so
+    ``check(..., seed=report.seed)`` runs the same examples again); without it a random
+    profile (``dev``, ``thorough``) draws one, and ``ci`` stays derandomized (seed None).
+    Raises `FactoryError` when the factory cannot build a loader at all.
     """
     prof = get_profile(profile)
     spec = factory if isinstance(factory, str) else None
@@ -275,8 +282,10 @@ def check(
                          run_timeout=run_timeout)
     else:
         executor = InProcess(factory, factory_import, checkpoint_alignment, example_timeout)
+    if seed is None and not prof.derandomize and replay is None:
+        seed = random.SystemRandom().randrange(2**32)
     run = _Run(executor, selected=selected, expected=expected, profile=prof.name, space=space or ConfigSpace(),
-               alignment=checkpoint_alignment, progress=progress, replay=replay, notes=notes)
+               alignment=checkpoint_alignment, progress=progress, replay=replay, notes=notes, seed=seed)
     try:
         with _engine_quiet():
             try:
@@ -288,4 +297,4 @@ def check(
     notes.extend(getattr(executor, "notes", []))
     return Report(target=target, results=[run.report(c) for c in CLAUSES], profile=prof.name,
                   strict=strict or "SC40" in selected, world_size=world_size,
-                  checkpoint_alignment=_alignment_text(checkpoint_alignment), notes=notes)
+                  checkpoint_alignment=_alignment_text(checkpoint_alignment), notes=notes, seed=seed)

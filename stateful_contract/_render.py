@@ -10,9 +10,10 @@ from __future__ import annotations
 import textwrap
 from typing import TextIO
 
+from ._engine.coverage import describe_coverage
 from .report import ClauseResult, Report
 
-__all__ = ["SHOWN", "render_report", "render_result", "summary_line"]
+__all__ = ["SHOWN", "coverage_line", "render_report", "render_result", "summary_line"]
 
 #: How the statuses read in a terminal.
 SHOWN = {
@@ -52,6 +53,15 @@ def render_result(result: ClauseResult) -> str:
     return "\n".join(lines)
 
 
+def coverage_line(report: Report) -> str:
+    """What the search covered, over every clause, in one line ("" when nothing was searched)."""
+    counts = report.coverage
+    if not counts:
+        return ""
+    seed = "derandomized" if report.seed is None else f"seed {report.seed}"
+    return f"coverage: {describe_coverage(counts)} ({seed})"
+
+
 def render_report(report: Report, out: TextIO) -> None:
     """One line per clause, the verdict, then what failed with its reproduction."""
     out.write(f"StatefulLoader contract v{report.contract_version}: {report.target} (profile {report.profile}"
@@ -64,6 +74,8 @@ def render_report(report: Report, out: TextIO) -> None:
         if r.status == "skipped":
             continue
         out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  {summary_line(r)}\n")
+    if coverage_line(report):
+        out.write(f"  {coverage_line(report)}\n")
     for note in report.notes:
         out.write(f"  note: {note}\n")
     failing = [r for r in report.results if r.is_failure]

@@ -27,8 +27,10 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 
 #: Report format version, bumped when a field changes meaning. Version 2 adds the
 #: structured parts of a failure (``expected``, ``got``, ``context``, ``rank``) and the
-#: failing example (``config``, ``plan``); version 1 reports still load.
-REPORT_FORMAT = 2
+#: failing example (``config``, ``plan``). Version 3 adds what the search covered per clause
+#: (``coverage``) and the search seed (``seed``, null for a derandomized run). Reports of
+#: versions 1 and 2 still load.
+REPORT_FORMAT = 3
 
 
 @dataclass
@@ -56,6 +58,10 @@ class ClauseResult:
     #: The minimal failing example: its config (``LoaderConfig(...)``) and plan.
     config: str = ""
     plan: str = ""
+    #: What the search's examples covered: checkpoints ``mid-window``, at ``window-boundary``,
+    #: at ``epoch-end``, ``after-stop-iteration``, ``before-first-iter``; examples
+    #: ``with-workers``; ``hops`` (`stateful_contract._engine.coverage`).
+    coverage: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_outcome(cls, c: Clause, outcome: Outcome, *, seconds: float = 0.0) -> ClauseResult:
@@ -64,7 +70,8 @@ class ClauseResult:
         return cls(c.id, c.name, c.tier, outcome.status, outcome.message, outcome.reproduction if failed else "",
                    seconds, outcome.examples, notes=list(outcome.notes), found_after=outcome.found_after,
                    expected=outcome.expected, got=outcome.got, context=outcome.context, rank=outcome.rank,
-                   config=outcome.config if failed else "", plan=outcome.plan if failed else "")
+                   config=outcome.config if failed else "", plan=outcome.plan if failed else "",
+                   coverage=dict(outcome.coverage))
 
     def to_exception(self) -> AssertionError:
         """The failure as an exception to raise, its reproduction attached as a PEP 678 note.
@@ -112,6 +119,8 @@ class Report:
     checkpoint_alignment: str | None = None
     contract_version: str = CONTRACT_VERSION
     notes: list[str] = field(default_factory=list)
+    #: The Hypothesis seed of the search (``check(seed=...)``, ``--seed``); None when derandomized.
+    seed: int | None = None
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:
@@ -129,6 +138,15 @@ class Report:
         return "pass" if self.passed else "fail"
 
     @property
+    def coverage(self) -> dict[str, int]:
+        """What the search covered, summed over the clauses."""
+        total: dict[str, int] = {}
+        for r in self.results:
+            for k, v in r.coverage.items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    @property
     def deviations(self) -> dict[str, str]:
         """Declared expected failures that did fail, with their reasons."""
         return {r.id: r.expected_failure_reason or "" for r in self.results if r.status == "expected-failure"}
@@ -144,6 +162,7 @@ class Report:
             "strict": self.strict,
             "world_size": self.world_size,
             "checkpoint_alignment": self.checkpoint_alignment,
+            "seed": self.seed,
             "notes": list(self.notes),
             "clauses": [asdict(r) for r in self.results],
         }
@@ -168,6 +187,7 @@ class Report:
             checkpoint_alignment=data.get("checkpoint_alignment"),
             contract_version=data.get("contract_version", CONTRACT_VERSION),
             notes=list(data.get("notes", [])),
+            seed=data.get("seed"),
         )
 
     @classmethod

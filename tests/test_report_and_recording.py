@@ -23,12 +23,43 @@ def test_a_report_written_by_format_1_still_loads() -> None:
     assert not report.passed
 
 
+def test_a_report_written_by_format_2_still_loads() -> None:
+    """Written before coverage and the seed were recorded (tests/data/report-format-2.json)."""
+    report = Report.from_json(DATA / "report-format-2.json")
+    assert report["SC10"].status == "failed" and report["SC10"].plan.startswith("Checkpoint(")
+    assert report["SC10"].coverage == {} and report.seed is None  # format 3's fields: their defaults
+    assert report.to_dict()["report_format"] == REPORT_FORMAT
+
+
+def test_a_report_records_coverage_per_clause_and_the_seed(tmp_path: Path) -> None:
+    report = check(zoo.epoch_loader, clauses=["SC10", "SC11"], space=ConfigSpace(num_workers=(0, 1)), profile="dev",
+                   seed=7)
+    assert report.seed == 7
+    sc10, sc11 = report["SC10"].coverage, report["SC11"].coverage
+    points = ("mid-window", "window-boundary", "epoch-end", "after-stop-iteration", "before-first-iter")
+    # One checkpoint point per SC10 example that drew its plan (Hypothesis may abandon a draw);
+    # SC11 adds its hops (one or two per example); worker examples are counted.
+    assert 0.8 * report["SC10"].examples <= sum(sc10.get(k, 0) for k in points) <= report["SC10"].examples
+    assert sc11["hops"] >= 0.8 * report["SC11"].examples and sc10["with-workers"] >= 1
+    report.to_json(tmp_path / "r.json")
+    again = Report.from_json(tmp_path / "r.json")
+    assert again["SC11"].coverage == sc11 and again.seed == 7
+
+
+def test_the_same_seed_runs_the_same_search() -> None:
+    def run(seed: int) -> list[tuple[str, int, dict[str, int], str]]:
+        report = check(zoo.OffByOneResume, clauses=["SC10", "SC11"], space=IN_PROCESS, profile="dev", seed=seed)
+        return [(r.id, r.examples, r.coverage, r.plan) for r in report.results if r.status != "skipped"]
+
+    assert run(3) == run(3)
+
+
 def test_a_report_round_trips_through_json_with_its_structured_fields(tmp_path: Path) -> None:
     report = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS, profile="dev")
     report.to_json(tmp_path / "r.json")
     again = Report.from_json(tmp_path / "r.json")
     sc10 = again["SC10"]
-    assert again.to_dict()["report_format"] == REPORT_FORMAT == 2
+    assert again.to_dict()["report_format"] == REPORT_FORMAT == 3
     assert sc10.expected.startswith("the resumed loader to yield exactly")
     assert sc10.got.startswith("batch 0 after the checkpoint differs")
     assert sc10.context == "after 1 batch of epoch 0"

@@ -80,6 +80,8 @@ class Outcome:
     #: The plan of the failing example (for a replay), as ``repr``.
     plan: str = ""
     config: str = ""
+    #: What the search's examples covered (`stateful_contract._engine.coverage`): category -> count.
+    coverage: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def of_violation(v: ClauseViolation, **extra: object) -> Outcome:

@@ -10,14 +10,16 @@ clause at once (shrinking would wait it out again and again).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
-from hypothesis import given, settings
+from hypothesis import event, given, seed, settings
 from hypothesis import strategies as st
 
 from ..config import ConfigSpace, LoaderConfig
 from ..profiles import Profile, hypothesis_settings
+from .coverage import coverage_of
 from .example import ClauseLike, ExampleRun
 from .executors import Executor
 from .outcome import ClauseViolation, Outcome, outcome_of
@@ -89,15 +91,20 @@ def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfi
 
 def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, alignment: Alignment,
            on_example: Callable[[int, int], None] = lambda done, total: None,
-           passed: list[tuple[LoaderConfig, Any]] | None = None) -> Outcome:
+           passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None) -> Outcome:
     """Look for a counterexample to ``clause``; the minimal one comes back as a failed `Outcome`.
 
     ``passed`` collects the examples that held (a clause with a fresh-process half reruns them).
+    ``search_seed`` seeds Hypothesis (``@seed``), for a search that can be run again; without
+    it the profile decides (``ci`` is derandomized). The outcome counts what the examples
+    covered (`coverage_of`), and Hypothesis gets the same categories as events.
     """
+    covered: Counter[str] = Counter()
     if clause.budget == "once":
         assert clause.fixed_config is not None
         on_example(1, 1)
-        return _verdict(run_one(clause, executor, clause.fixed_config, None), 1, 1)
+        covered.update(coverage_of(clause.fixed_config, None, None))
+        return _covered(_verdict(run_one(clause, executor, clause.fixed_config, None), 1, 1), covered)
     in_process = {"strict": STRICT_EXAMPLES, "workers": 2 * profile.worker_examples}.get(clause.budget,
                                                                                           profile.examples)
     phases = [(False, in_process)]
@@ -111,20 +118,29 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         if strategy.is_empty or budget == 0:
             continue
         base = hypothesis_settings(profile, workers=workers)
+        seeded: Callable[[Callable[..., None]], Callable[..., None]] = (
+            (lambda test: test) if search_seed is None else seed(search_seed))
 
-        @settings(base, max_examples=budget)
+        @seeded
+        @settings(base, max_examples=budget, derandomize=base.derandomize and search_seed is None)
         @given(config=strategy, data=st.data())
         def example(config: LoaderConfig, data: st.DataObject) -> None:
             nonlocal examples, found_after
             examples += 1
             on_example(min(examples, total), total)
             plan = None
+            lengths: list[int] | None = None
             if clause.has_plan:
-                lengths = executor.lengths(clause, config)
-                if isinstance(lengths, ExampleRun):
+                drawn = executor.lengths(clause, config)
+                if isinstance(drawn, ExampleRun):
                     found_after = found_after or examples
-                    raise (_Final if lengths.final else _Failed)(lengths)
+                    raise (_Final if drawn.final else _Failed)(drawn)
+                lengths = drawn
                 plan = clause.draw_plan(data, lengths, config, alignment, space)
+            reached = coverage_of(config, plan, lengths)
+            covered.update(reached)
+            for category in sorted(reached):
+                event(category)
             failed = run_one(clause, executor, config, plan)
             if failed is None and passed is not None:
                 passed.append((config, plan))
@@ -135,11 +151,15 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         try:
             example()
         except (_Failed, _Final) as e:
-            return _verdict(e.run, examples, found_after)
+            return _covered(_verdict(e.run, examples, found_after), covered)
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
             outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading)
-            return dataclasses.replace(outcome, examples=examples, found_after=found_after)
-    return Outcome("passed", examples=examples)
+            return _covered(dataclasses.replace(outcome, examples=examples, found_after=found_after), covered)
+    return _covered(Outcome("passed", examples=examples), covered)
+
+
+def _covered(outcome: Outcome, covered: Counter[str]) -> Outcome:
+    return dataclasses.replace(outcome, coverage={k: v for k, v in sorted(covered.items()) if v})
 
 
 def run_one(clause: SearchClause, executor: Executor, config: LoaderConfig, plan: Any) -> ExampleRun | None:

@@ -1,0 +1,90 @@
+"""What the search covered: the kinds of checkpoint points its examples reached.
+
+A pure function of one example (its config, its plan, the uninterrupted run's epoch
+lengths), so the search loop counts every example it runs and tells Hypothesis the same
+categories as events (``--hypothesis-show-statistics``). Plans are read by their
+fields: every `Position` field counts as a checkpoint point, whatever the plan type
+(the clauses' own plan dataclasses included), and `Hops` adds its later stops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+from ..config import LoaderConfig
+from .plans import Hops
+from .steps import Position
+
+__all__ = ["CATEGORIES", "coverage_of", "describe_coverage"]
+
+#: Every category, in the order they are shown, with how a summary names it.
+CATEGORIES: dict[str, str] = {
+    "mid-window": "mid-window",
+    "window-boundary": "at window boundaries",
+    "epoch-end": "at epoch ends",
+    "after-stop-iteration": "after StopIteration",
+    "before-first-iter": "before the first iter()",
+    "with-workers": "examples with workers",
+    "hops": "hops",
+}
+#: The categories that count checkpoint points (the rest count examples and hops).
+POINTS = ("mid-window", "window-boundary", "epoch-end", "after-stop-iteration", "before-first-iter")
+
+
+def _point(position: Position, lengths: list[int], window: int) -> str:
+    """The category of one checkpoint point."""
+    if position.before_iter:
+        return "before-first-iter"
+    if position.after_stop:
+        return "after-stop-iteration"
+    n = lengths[position.epoch] if position.epoch < len(lengths) else None
+    if n is not None and position.batches >= n:
+        return "epoch-end"
+    return "window-boundary" if position.batches % window == 0 else "mid-window"
+
+
+def _stream_position(index: int, lengths: list[int]) -> Position:
+    """The point after ``index`` batches of the stream (at an epoch's end rather than the next one's start)."""
+    start = 0
+    for epoch, n in enumerate(lengths):
+        if index <= start + n:
+            return Position(epoch, index - start)
+        start += n
+    return Position(len(lengths), index - start)
+
+
+def coverage_of(config: LoaderConfig, plan: Any, lengths: list[int] | None) -> Counter[str]:
+    """The categories one example reaches, counted (a plan with two checkpoints counts two points)."""
+    counts: Counter[str] = Counter()
+    if config.num_workers > 0:
+        counts["with-workers"] += 1
+    if plan is None or not dataclasses.is_dataclass(plan) or isinstance(plan, type):
+        return counts
+    window = max(1, config.grad_acc_step)
+    for f in dataclasses.fields(plan):
+        value = getattr(plan, f.name)
+        if isinstance(value, Position):
+            counts[_point(value, lengths or [], window)] += 1
+    if getattr(plan, "before_iter", False) is True and not isinstance(plan, Position):
+        counts["before-first-iter"] += 1  # StateCalls: a state_dict() before the first iter()
+    if isinstance(plan, Hops):
+        counts["hops"] += len(plan.stops)
+        for stop, opened in zip(plan.stops, plan.after_iter or (False,) * len(plan.stops)):
+            if not opened:
+                counts[_point(_stream_position(stop, lengths or []), lengths or [], window)] += 1
+    return counts
+
+
+def describe_coverage(counts: dict[str, int]) -> str:
+    """``12 checkpoints mid-window, 30 at window boundaries, ...; 8 examples with workers; 20 hops``."""
+    points = [f"{counts[k]} {CATEGORIES[k]}" for k in POINTS if counts.get(k)]
+    text = ("checkpoints " + ", ".join(points)) if points else "no checkpoints"
+    for k in ("with-workers", "hops"):
+        if counts.get(k):
+            text += f"; {counts[k]} {CATEGORIES[k]}"
+    extra = sorted(set(counts) - set(CATEGORIES))
+    if extra:
+        text += "; " + ", ".join(f"{counts[k]} {k}" for k in extra)
+    return text
