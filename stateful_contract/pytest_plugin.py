@@ -5,8 +5,14 @@ It adds what a downstream suite needs without touching its conftest:
 - the marker ``stateful_contract`` on every clause test of `StatefulLoaderContract`
   (``pytest -m stateful_contract`` runs only the contract, ``-m "not stateful_contract"``
   everything else);
+- ``--stateful-contract-profile {dev,ci,thorough}`` (also the ini key
+  ``stateful_contract_profile`` and the environment variable ``STATEFUL_CONTRACT_PROFILE``,
+  in that order of precedence after the command line, as pytest-timeout reads
+  ``--timeout``): the engine profile of every contract class, leaving the Hypothesis
+  profile of the user's other tests alone;
 - the Hypothesis profiles ``stateful-contract-dev``, ``-ci`` and ``-thorough``, so
-  ``--hypothesis-profile stateful-contract-dev`` picks the engine's profile of that name;
+  ``--hypothesis-profile stateful-contract-dev`` still picks the engine's profile of that
+  name (deprecated: it also switches every other Hypothesis test of the run to it);
 - ``--contract-report PATH``, which writes the JSON report of each contract class that
   ran, in the format the CLI writes (``{name}`` in PATH is replaced by the class name).
 
@@ -17,17 +23,19 @@ are the mixin's imports. (Importing any submodule also runs the package's ``__in
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
-from .profiles import register_hypothesis_profiles
+from .profiles import PROFILES, register_hypothesis_profiles
 
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["MARKER", "REPORTS", "report_paths"]
+__all__ = ["LEGACY_PREFIX", "MARKER", "PROFILE_ENV", "PROFILE_INI", "REPORTS", "report_paths", "run_profile"]
 
 #: The marker put on every clause test.
 MARKER = "stateful_contract"
@@ -39,6 +47,12 @@ REPORTS = pytest.StashKey[dict[str, "Report"]]()
 # The lines the terminal summary shows: which files were written, with their verdicts.
 _WRITTEN = pytest.StashKey[list[str]]()
 
+#: The engine profile for the whole run: option, then this environment variable, then this ini key.
+PROFILE_ENV = "STATEFUL_CONTRACT_PROFILE"
+PROFILE_INI = "stateful_contract_profile"
+#: The deprecated way: ``--hypothesis-profile stateful-contract-<profile>``.
+LEGACY_PREFIX = "stateful-contract-"
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("stateful-contract", "StatefulLoader contract")
     group.addoption(
@@ -49,6 +63,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "({name} is replaced by the class name; with several classes and no {name}, the "
         "class name is appended to the file name)",
     )
+    group.addoption(
+        "--stateful-contract-profile",
+        dest="stateful_contract_profile",
+        choices=list(PROFILES),
+        default=None,
+        help=f"engine profile of every StatefulLoaderContract class (default: the class's `profile`); "
+        f"also the ini key {PROFILE_INI} and the environment variable {PROFILE_ENV}. Other Hypothesis "
+        "tests keep their own profile",
+    )
+    parser.addini(PROFILE_INI, f"engine profile of the StatefulLoaderContract classes ({', '.join(PROFILES)})",
+                  default=None)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -59,6 +84,68 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}: a clause of the StatefulLoader contract (stateful_contract.testing)"
     )
+    run_profile(config)  # a bad value in the environment or the ini file is a usage error, now
+    if config.pluginmanager.hasplugin("xdist"):
+        from ._xdist import XdistHooks
+
+        config.pluginmanager.register(XdistHooks(config, REPORTS, MARKER), "stateful_contract_xdist")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Hypothesis' plugin has loaded --hypothesis-profile by now (its pytest_configure runs after ours).
+    if settings.get_current_profile_name().startswith(LEGACY_PREFIX):
+        session.config.issue_config_time_warning(DeprecationWarning(
+            f"--hypothesis-profile {settings.get_current_profile_name()} switches every Hypothesis test of the "
+            "run to the contract's profile; use --stateful-contract-profile "
+            f"{_legacy_profile() or 'ci'} (or {PROFILE_ENV}, or the ini key {PROFILE_INI}) instead"), stacklevel=2)
+
+
+def _legacy_profile() -> str | None:
+    """The engine profile named by a loaded ``stateful-contract-<name>`` Hypothesis profile.
+
+    Hypothesis may derive a profile from the chosen one (``-with-verbose-verbosity``).
+    """
+    current = settings.get_current_profile_name()
+    if current.startswith(LEGACY_PREFIX):
+        name = current[len(LEGACY_PREFIX):].split("-", 1)[0]
+        if name in PROFILES:
+            return name
+    return None
+
+
+def run_profile(config: pytest.Config | None) -> str | None:
+    """The engine profile the run chooses, or None to leave it to each class's ``profile``.
+
+    In order: ``--stateful-contract-profile``, a loaded ``--hypothesis-profile
+    stateful-contract-<name>`` (deprecated), ``STATEFUL_CONTRACT_PROFILE``, the ini key
+    ``stateful_contract_profile``. Works without this plugin (``-p no:stateful_contract``):
+    the environment variable and the deprecated profile still apply.
+    """
+    chosen = config.getoption("stateful_contract_profile", default=None) if config is not None else None
+    if chosen:
+        return str(chosen)
+    legacy = _legacy_profile()
+    if legacy:
+        return legacy
+    for value, where in ((os.environ.get(PROFILE_ENV), f"the environment variable {PROFILE_ENV}"),
+                         (_ini(config), f"the ini key {PROFILE_INI}")):
+        if value is None or not value.strip():
+            continue
+        if value.strip() not in PROFILES:
+            raise pytest.UsageError(f"stateful-contract: unknown profile {value!r} from {where}; "
+                                    f"choose from {', '.join(PROFILES)}")
+        return value.strip()
+    return None
+
+
+def _ini(config: pytest.Config | None) -> str | None:
+    if config is None:
+        return None
+    try:
+        value = config.getini(PROFILE_INI)
+    except ValueError:  # the plugin is not active: the key is not registered
+        return None
+    return str(value) if value else None
 
 
 def report_paths(template: str, names: list[str]) -> list[Path]:
@@ -72,6 +159,8 @@ def report_paths(template: str, names: list[str]) -> list[Path]:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: it sends its reports to the controller, which writes them (_xdist)
     template = session.config.getoption("contract_report")
     reports = session.config.stash.get(REPORTS, {})
     if not template or not reports:
@@ -86,6 +175,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    reports = config.stash.get(REPORTS, {})
+    if reports:
+        from ._render import coverage_line  # the engine is loaded by now: a contract class ran
+
+        terminalreporter.write_sep("-", "StatefulLoader contract")
+        for nodeid, report in reports.items():
+            judged = sum(r.status != "skipped" for r in report.results)
+            terminalreporter.write_line(f"{nodeid}: {report.verdict}, {judged} clauses, profile {report.profile}")
+            if coverage_line(report):
+                terminalreporter.write_line(f"  {coverage_line(report)}")
     written = config.stash.get(_WRITTEN, [])
     if written:
         terminalreporter.write_sep("-", "StatefulLoader contract reports")

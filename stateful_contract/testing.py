@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, final
 
 import pytest
-from hypothesis import settings
 
 from ._checking import FactoryError, check
 from ._engine.plans import Alignment
@@ -36,15 +35,14 @@ from ._render import render_result
 from ._target import factory_import_line
 from .clauses import CLAUSES, Clause
 from .config import ConfigSpace, LoaderConfig
-from .profiles import PROFILES
 from .protocol import StatefulLoader
-from .pytest_plugin import MARKER, REPORTS
+from .pytest_plugin import LEGACY_PREFIX, MARKER, REPORTS, run_profile
 from .report import ClauseResult, Report
 
 __all__ = ["StatefulLoaderContract", "judge"]
 
 #: Hypothesis profiles registered by the plugin are named ``stateful-contract-<profile>``.
-PROFILE_PREFIX = "stateful-contract-"
+PROFILE_PREFIX = LEGACY_PREFIX
 
 
 class StatefulLoaderContract:
@@ -62,7 +60,7 @@ class StatefulLoaderContract:
       ``ConfigSpace(num_workers=(0,), grad_acc_step=(1, 4), dataset_size=(1, 12))``.
     - ``strict``: also run the strict tier (SC40), which `StatefulDataLoader` fails.
     - ``profile``: the engine profile (``"dev"``, ``"ci"``, ``"thorough"``) when the run
-      does not choose one with ``--hypothesis-profile stateful-contract-<profile>``.
+      does not choose one with ``--stateful-contract-profile <profile>``.
     - ``timeout``: seconds one example may take, ``None`` for the profile's.
 
     - ``world_size``: more than 1 runs the contract on that many ranks
@@ -126,7 +124,7 @@ class StatefulLoaderContract:
         try:
             report = check(
                 factory,
-                profile=engine_profile(cls.profile),
+                profile=engine_profile(cls.profile, request.config),
                 clauses=selected_clauses(request.session, cls),
                 expected_failures=dict(cls.expected_failures),
                 checkpoint_alignment=cls.checkpoint_alignment,
@@ -166,19 +164,15 @@ def selected_clauses(session: pytest.Session, cls: type) -> list[str]:
     return ids
 
 
-def engine_profile(default: str) -> str:
-    """The engine profile: the one named by the loaded Hypothesis profile, else ``default``.
+def engine_profile(default: str, config: pytest.Config | None = None) -> str:
+    """The engine profile the run chooses (`stateful_contract.pytest_plugin.run_profile`), else ``default``.
 
-    ``--hypothesis-profile stateful-contract-dev`` loads the Hypothesis profile of that
-    name (Hypothesis may append ``-with-verbose-verbosity`` and the like), which maps to
-    the engine's ``dev`` profile.
+    ``--stateful-contract-profile dev`` (or ``STATEFUL_CONTRACT_PROFILE``, or the ini key
+    ``stateful_contract_profile``) chooses ``dev`` for every class and leaves the user's
+    other Hypothesis tests alone; the deprecated ``--hypothesis-profile
+    stateful-contract-dev`` still works.
     """
-    current = settings.get_current_profile_name()
-    if current.startswith(PROFILE_PREFIX):
-        name = current[len(PROFILE_PREFIX) :].split("-", 1)[0]
-        if name in PROFILES:
-            return name
-    return default
+    return run_profile(config) or default
 
 
 def failure_text(result: ClauseResult) -> str:
