@@ -3,6 +3,7 @@
     stateful-contract check package.module:factory [--profile ci] [--clause SC10] [--json report.json]
     stateful-contract demo                 # MindSpeed-MM's wrapper and the reference one, side by side
     stateful-contract badge report.json --svg badge.svg --endpoint badge.json
+    stateful-contract replay report.json SC10   # only the recorded failing example of SC10, again
     stateful-contract clauses              # the catalogue
 
 Exit status of ``check``: 0 when every clause that ran passed or failed as declared,
@@ -88,7 +89,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     try:
         report = check(args.target, profile=args.profile, clauses=clauses, expected_failures=expected,
                        checkpoint_alignment=_alignment(args.checkpoint_alignment), strict=args.strict,
-                       timeout=args.timeout, world_size=args.world_size,
+                       timeout=args.timeout, world_size=args.world_size, seed=args.seed,
                        progress=None if args.quiet else _Live(sys.stderr))
     except (TargetError, FactoryError) as e:
         if args.verbose:
@@ -99,7 +100,20 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         report.to_json(args.json)
         print(f"report written to {args.json}")
+    _export(report, args)
     return 0 if report.passed else 1
+
+
+def _export(report: Any, args: argparse.Namespace) -> None:
+    """``--junit`` and ``--markdown``: the report for other CI systems (`stateful_contract.export`)."""
+    from . import export
+
+    if args.junit:
+        export.write_junit(report, args.junit)
+        print(f"JUnit XML written to {args.junit}")
+    if args.markdown:
+        export.write_markdown(report, args.markdown)
+        print(f"Markdown summary written to {args.markdown}")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -156,6 +170,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example")
     p.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause)")
+    p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause)")
+    p.add_argument("--seed", type=int, default=None, metavar="N",
+                   help="seed the search (the report records it; dev and thorough draw one otherwise)")
     p.add_argument("--quiet", action="store_true", help="no live progress")
     p.add_argument("--verbose", action="store_true", help="tracebacks for target errors")
     p.set_defaults(func=_cmd_check)
@@ -173,6 +191,12 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("badge", help="turn a JSON report into an SVG badge and a shields.io endpoint")
     badge.add_arguments(b)
     b.set_defaults(func=badge.run)
+
+    from . import replay
+
+    r = sub.add_parser("replay", help="rerun only the recorded failing example of a clause from a JSON report")
+    replay.add_arguments(r)
+    r.set_defaults(func=replay.run)
     return parser
 
 

@@ -1,0 +1,131 @@
+"""A report for other CI systems: JUnit XML, and Markdown for a job summary or a pull-request comment.
+
+    stateful-contract check mypkg:factory --junit reports/contract.xml --markdown reports/contract.md
+
+Both have one entry per clause that ran (clauses not selected are left out, as pytest's
+JUnit XML leaves out deselected tests) and say what failed with its reproduction:
+
+- **JUnit XML**: one ``<testcase>`` per clause; a failed clause (or a stale expected
+  failure) is a ``<failure>`` whose text is what every face prints; a declared expected
+  failure and a clause not judged are ``<skipped>``, as pytest writes an xfail and a skip;
+- **Markdown** (GitHub-flavoured): the verdict, one table row per clause, what the search
+  covered, then each failure with its reproduction in a code block.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from ._render import SHOWN, coverage_line, render_result, summary_line
+from .report import ClauseResult, Report
+
+__all__ = ["junit_xml", "markdown_summary", "write_junit", "write_markdown"]
+
+
+def _ran(report: Report) -> list[ClauseResult]:
+    return [r for r in report.results if r.status != "skipped"]
+
+
+def _title(report: Report) -> str:
+    return f"StatefulLoader contract v{report.contract_version}"
+
+
+def junit_xml(report: Report) -> str:
+    """The report as JUnit XML: one testsuite, one testcase per clause that ran."""
+    ran = _ran(report)
+    failures = sum(r.is_failure for r in ran)
+    skipped = sum(r.status in ("expected-failure", "not-judged") for r in ran)
+    seconds = f"{sum(r.seconds for r in ran):.3f}"
+    counts = {"tests": str(len(ran)), "failures": str(failures), "errors": "0", "skipped": str(skipped),
+              "time": seconds}
+    suites = ET.Element("testsuites", {"name": _title(report), **counts})
+    suite = ET.SubElement(suites, "testsuite", {"name": f"{_title(report)}: {report.target}", **counts})
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("target", report.target), ("profile", report.profile),
+                        ("seed", "derandomized" if report.seed is None else str(report.seed)),
+                        ("world_size", str(report.world_size)),
+                        ("checkpoint_alignment", report.checkpoint_alignment or "none"),
+                        ("coverage", coverage_line(report).removeprefix("coverage: ") or "none")):
+        ET.SubElement(properties, "property", {"name": name, "value": value})
+    for r in ran:
+        case = ET.SubElement(suite, "testcase", {"classname": report.target, "name": f"{r.id} {r.name}",
+                                                 "time": f"{r.seconds:.3f}"})
+        if r.is_failure:
+            failure = ET.SubElement(case, "failure", {"message": summary_line(r) or r.status, "type": r.status})
+            failure.text = render_result(r)
+        elif r.status == "expected-failure":
+            ET.SubElement(case, "skipped", {"type": "xfail",
+                                            "message": f"expected failure: {r.expected_failure_reason or ''}"})
+        elif r.status == "not-judged":
+            ET.SubElement(case, "skipped", {"message": f"not judged: {r.message}"})
+        if r.coverage:
+            out = ET.SubElement(case, "system-out")
+            out.text = ", ".join(f"{k}: {v}" for k, v in r.coverage.items())
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def write_junit(report: Report, path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(junit_xml(report), encoding="utf-8")
+
+
+#: How a status reads in the Markdown table.
+_MARK = {
+    "passed": "✅ passed",
+    "failed": "❌ FAILED",
+    "unexpected-pass": "❌ XPASS (stale expected failure)",
+    "expected-failure": "⚠️ xfail",
+    "not-judged": "⏭️ not judged",
+}
+
+
+def _cell(text: str) -> str:
+    """Text for one table cell: one line, pipes escaped."""
+    return " ".join(text.split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _code(text: str, language: str = "") -> str:
+    """A fenced code block that the text cannot close early."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text.rstrip()}\n{fence}"
+
+
+def markdown_summary(report: Report) -> str:
+    """The report in GitHub-flavoured Markdown: verdict, one row per clause that ran, the failures."""
+    ran = _ran(report)
+    failing = [r for r in ran if r.is_failure]
+    verdict = "✅ pass" if report.passed else f"❌ fail ({len(failing)} clause{'s' if len(failing) != 1 else ''})"
+    target = report.target.replace("`", "'")
+    lines = [f"### {_title(report)}: `{target}`: {verdict}", ""]
+    facts = [f"profile `{report.profile}`", "derandomized" if report.seed is None else f"seed `{report.seed}`"]
+    if report.world_size > 1:
+        facts.append(f"{report.world_size} ranks")
+    if report.checkpoint_alignment:
+        facts.append("declared exact at window boundaries only" if report.checkpoint_alignment == "window"
+                     else f"declared exact every {report.checkpoint_alignment} batches only")
+    lines += [", ".join(facts), "", "| clause | status | time | detail |", "| --- | --- | ---: | --- |"]
+    for r in ran:
+        lines.append(f"| {r.id} {_cell(r.name)} | {_MARK.get(r.status, SHOWN[r.status])} | {r.seconds:.2f} s | "
+                     f"{_cell(summary_line(r))} |")
+    lines.append("")
+    if coverage_line(report):
+        lines += [f"Search {coverage_line(report)}.", ""]
+    for note in report.notes:
+        lines += [f"> note: {_cell(note)}", ""]
+    for r in failing:
+        lines += [f"#### ❌ {r.id} {r.name}", "", _code(r.message or r.status, "text"), ""]
+        lines += [f"- note: {_cell(n)}" for n in r.notes] + ([""] if r.notes else [])
+        if r.reproduction:
+            lines += ["Reproduce:", "", _code(r.reproduction, "python"), ""]
+        if r.config:
+            lines += [f"Replay: `stateful-contract replay REPORT.json {r.id}` (config `{r.config}`)", ""]
+    return "\n".join(lines)
+
+
+def write_markdown(report: Report, path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(markdown_summary(report), encoding="utf-8")

@@ -1,0 +1,157 @@
+"""Rerun a recorded failure: ``stateful-contract replay report.json SC10``.
+
+A report keeps the minimal failing example of every failed clause: its config as
+``LoaderConfig(...)`` and its plan as the ``repr`` of a frozen dataclass
+(``Checkpoint(position=Position(...), more=0)``). `parse_example` reads them back without
+``eval``: the text is parsed with `ast`, and only literals and calls of the known
+dataclasses (`LoaderConfig`, `Position`, the plans of `stateful_contract._engine.plans`
+and of the clause modules) are built. `replay` then runs that one example through
+``check(..., replay=(config, plan))``, after the clauses it needs, so a fix can be
+tried in seconds rather than by a whole search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import importlib
+import pkgutil
+import sys
+from typing import Any
+
+from .config import LoaderConfig
+from .report import ClauseResult, Report
+
+__all__ = ["ReplayError", "add_arguments", "known_classes", "parse_example", "parse_value", "replay", "run",
+           "target_of"]
+
+
+class ReplayError(Exception):
+    """The report cannot be replayed (no such clause, nothing recorded, an unknown plan)."""
+
+
+def known_classes() -> dict[str, type]:
+    """The dataclasses a recorded config or plan may name, by class name."""
+    from . import clauses
+    from ._engine import plans, steps
+
+    modules = [plans, steps] + [importlib.import_module(f"{clauses.__name__}.{m.name}")
+                                for m in pkgutil.iter_modules(clauses.__path__) if m.name != "registry"]
+    found: dict[str, type] = {"LoaderConfig": LoaderConfig}
+    for module in modules:
+        for name, obj in vars(module).items():
+            if (isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
+                    and obj.__dataclass_params__.frozen):  # type: ignore[attr-defined]
+                found[name] = obj
+    return found
+
+
+def parse_value(text: str, classes: dict[str, type] | None = None) -> Any:
+    """The value ``text`` writes: literals, tuples, lists, dicts and calls of `known_classes` only."""
+    known = known_classes() if classes is None else classes
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as e:
+        raise ReplayError(f"cannot read {text!r}: {e.msg}") from None
+    return _build(tree.body, known, text)
+
+
+def _build(node: ast.expr, known: dict[str, type], text: str) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _build(node.operand, known, text)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [_build(e, known, text) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return {_build(k, known, text): _build(v, known, text)  # type: ignore[arg-type]
+                for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        cls = known.get(node.func.id)
+        if cls is None:
+            raise ReplayError(f"cannot read {text!r}: {node.func.id} is no config or plan class of this version "
+                              f"(known: {', '.join(sorted(known))})")
+        args = [_build(a, known, text) for a in node.args]
+        kwargs = {k.arg: _build(k.value, known, text) for k in node.keywords if k.arg is not None}
+        if len(kwargs) != len(node.keywords):
+            raise ReplayError(f"cannot read {text!r}: ** arguments")
+        try:
+            return cls(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            raise ReplayError(f"cannot read {text!r}: {e}") from None
+    raise ReplayError(f"cannot read {text!r}: {ast.unparse(node)} is neither a literal nor a known dataclass")
+
+
+def parse_example(result: ClauseResult) -> tuple[LoaderConfig, Any]:
+    """The recorded failing example of ``result``: its config and its plan (None for a clause without one)."""
+    if not result.config:
+        raise ReplayError(f"{result.id} is {result.status} in this report: it recorded no failing example "
+                          "(only failed clauses do)")
+    classes = known_classes()
+    config = parse_value(result.config, classes)
+    if not isinstance(config, LoaderConfig):
+        raise ReplayError(f"{result.id}'s config {result.config!r} is not a LoaderConfig")
+    plan = parse_value(result.plan, classes) if result.plan else None
+    return config, plan
+
+
+def target_of(report: Report) -> str:
+    """The ``check`` target of a report: as given to the CLI, or a pytest class's node id as ``file.py:Class``."""
+    if "::" in report.target:
+        path, *names = report.target.split("::")
+        return f"{path}:{'.'.join(names)}"
+    return report.target
+
+
+def _alignment(text: str | None) -> Any:
+    return None if text is None else (text if text == "window" else int(text))
+
+
+def replay(report: Report, clause_id: str, *, target: str | None = None, timeout: float | None = None) -> Report:
+    """Run only the recorded failing example of ``clause_id`` again (after the clauses it needs)."""
+    try:
+        result = report[clause_id]
+    except KeyError:
+        raise ReplayError(f"the report has no clause {clause_id!r}") from None
+    config, plan = parse_example(result)
+    from ._checking import check
+
+    return check(target or target_of(report), profile=report.profile, clauses=[result.id],
+                 checkpoint_alignment=_alignment(report.checkpoint_alignment), strict=report.strict,
+                 world_size=report.world_size, timeout=timeout, replay=(config, plan))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("report", help="a JSON report (check --json, pytest --contract-report)")
+    parser.add_argument("clause", help="the failed clause to replay, e.g. SC10")
+    parser.add_argument("--target", help="the factory, if not the report's (e.g. run from another directory)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example")
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: the recorded example passes now; 1: it fails again (shown with its reproduction); 2: cannot replay."""
+    from ._checking import FactoryError
+    from ._render import render_result
+    from ._target import TargetError
+
+    try:
+        recorded = Report.from_json(args.report)
+        again = replay(recorded, args.clause, target=args.target, timeout=args.timeout)
+    except (OSError, ValueError, KeyError, ReplayError, TargetError, FactoryError) as e:
+        print(f"stateful-contract replay: {e}", file=sys.stderr)
+        return 2
+    before, result = recorded[args.clause], again[args.clause]
+    print(f"replaying {result.id} {result.name} on {again.target}\n  config: {before.config}\n"
+          f"  plan:   {before.plan or '(none)'}")
+    if result.status == "failed":
+        print(f"{result.id} fails again:\n{render_result(result)}")
+        return 1
+    if result.status == "not-judged":
+        print(f"{result.id} not judged: {result.message}")
+        return 1
+    print(f"{result.id} {result.status} on the recorded example: the failure does not reproduce")
+    return 0
