@@ -5,16 +5,19 @@ It adds what a downstream suite needs without touching its conftest:
 - the marker ``stateful_contract`` on every clause test of `StatefulLoaderContract`
   (``pytest -m stateful_contract`` runs only the contract, ``-m "not stateful_contract"``
   everything else);
-- ``--stateful-contract-profile {dev,ci,thorough}`` (also the ini key
-  ``stateful_contract_profile`` and the environment variable ``STATEFUL_CONTRACT_PROFILE``,
-  in that order of precedence after the command line, as pytest-timeout reads
-  ``--timeout``): the engine profile of every contract class, leaving the Hypothesis
-  profile of the user's other tests alone;
+- ``--stateful-contract-profile {dev,ci,thorough}`` (else the environment variable
+  ``STATEFUL_CONTRACT_PROFILE``, else the ini key ``stateful_contract_profile``, as
+  pytest-timeout reads ``--timeout``): the engine profile of every contract class,
+  leaving the Hypothesis profile of the user's other tests alone;
 - the Hypothesis profiles ``stateful-contract-dev``, ``-ci`` and ``-thorough``, so
   ``--hypothesis-profile stateful-contract-dev`` still picks the engine's profile of that
   name (deprecated: it also switches every other Hypothesis test of the run to it);
+- ``--stateful-contract-seed N``: seed every class's search (the summary shows the seeds);
 - ``--contract-report PATH``, which writes the JSON report of each contract class that
-  ran, in the format the CLI writes (``{name}`` in PATH is replaced by the class name).
+  ran, in the format the CLI writes (``{name}`` in PATH is replaced by the class name);
+- a terminal summary: each class's verdict and what its search covered;
+- under pytest-xdist, one check per class and the reports written by the controller alone
+  (`stateful_contract._xdist`, registered only when xdist is active).
 
 This module is imported by every pytest run in an environment that has the package, so
 it imports only `stateful_contract.profiles` (Hypothesis) itself; the engine and torch
@@ -35,7 +38,7 @@ from .profiles import PROFILES, register_hypothesis_profiles
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["LEGACY_PREFIX", "MARKER", "PROFILE_ENV", "PROFILE_INI", "REPORTS", "report_paths", "run_profile"]
+__all__ = ["LEGACY_PREFIX", "MARKER", "PROFILE_ENV", "PROFILE_INI", "REPORTS", "report_paths", "run_profile", "run_seed"]
 
 #: The marker put on every clause test.
 MARKER = "stateful_contract"
@@ -71,6 +74,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"engine profile of every StatefulLoaderContract class (default: the class's `profile`); "
         f"also the ini key {PROFILE_INI} and the environment variable {PROFILE_ENV}. Other Hypothesis "
         "tests keep their own profile",
+    )
+    group.addoption(
+        "--stateful-contract-seed",
+        dest="stateful_contract_seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed every contract class's search (the terminal summary and the reports show each class's seed)",
     )
     parser.addini(PROFILE_INI, f"engine profile of the StatefulLoaderContract classes ({', '.join(PROFILES)})",
                   default=None)
@@ -136,6 +147,12 @@ def run_profile(config: pytest.Config | None) -> str | None:
                                     f"choose from {', '.join(PROFILES)}")
         return value.strip()
     return None
+
+
+def run_seed(config: pytest.Config | None) -> int | None:
+    """The search seed ``--stateful-contract-seed`` chooses (None: the profile decides)."""
+    seed = config.getoption("stateful_contract_seed", default=None) if config is not None else None
+    return None if seed is None else int(seed)
 
 
 def _ini(config: pytest.Config | None) -> str | None:

@@ -36,7 +36,7 @@ from ._target import factory_import_line
 from .clauses import CLAUSES, Clause
 from .config import ConfigSpace, LoaderConfig
 from .protocol import StatefulLoader
-from .pytest_plugin import LEGACY_PREFIX, MARKER, REPORTS, run_profile
+from .pytest_plugin import LEGACY_PREFIX, MARKER, REPORTS, run_profile, run_seed
 from .report import ClauseResult, Report
 
 __all__ = ["StatefulLoaderContract", "judge"]
@@ -134,6 +134,7 @@ class StatefulLoaderContract:
                 target=request.node.nodeid,
                 world_size=cls.world_size,
                 factory_import=factory_import,
+                seed=run_seed(request.config),
             )
         except FactoryError as e:
             # No loader at all: one clear line on every test, not a traceback into the engine.

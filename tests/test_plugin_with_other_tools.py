@@ -139,13 +139,29 @@ def test_the_hypothesis_profile_still_works_and_says_it_is_deprecated(pytester: 
     assert Report.from_json(pytester.path / "r.json").profile == "dev"
 
 
-def test_the_terminal_summary_shows_each_class_and_its_coverage(pytester: pytest.Pytester) -> None:
+def test_the_terminal_summary_shows_each_class_its_coverage_and_its_seed(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_loaders=HEADER)
-    result = pytester.runpytest("--stateful-contract-profile", "dev", "-k", "SC10")
+    result = pytester.runpytest("--stateful-contract-profile", "dev", "--stateful-contract-seed", "11", "-k", "SC10")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*- StatefulLoader contract -*",
                                  "test_loaders.py::TestReference: pass, 1 clauses, profile dev",
-                                 "  coverage: checkpoints *at window boundaries*(seed *)"])
+                                 "  coverage: checkpoints *at window boundaries*(seed 11)"])
+
+
+def test_a_failure_from_a_pytest_report_replays_from_the_command_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stateful_contract.cli import main
+
+    pytester.makepyfile(test_loaders=HEADER + SEED_CLASS)
+    result = pytester.runpytest("-k", "TestSeed and SC10", "--contract-report", "r.json")
+    result.assert_outcomes(failed=1)
+    monkeypatch.chdir(pytester.path)
+    capsys.readouterr()
+    assert main(["replay", "r.json", "SC10"]) == 1
+    out = capsys.readouterr().out
+    assert "replaying SC10 resume-continues-the-stream on test_loaders.py:TestSeed" in out
+    assert "SC10 fails again:" in out
 
 
 # --- pytest-xdist ---------------------------------------------------------------------------
