@@ -27,8 +27,9 @@ are the mixin's imports. (Importing any submodule also runs the package's ``__in
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
@@ -163,6 +164,45 @@ def _ini(config: pytest.Config | None) -> str | None:
     except ValueError:  # the plugin is not active: the key is not registered
         return None
     return str(value) if value else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    """With ``--hypothesis-show-statistics``, the contract's searches show up in Hypothesis' statistics.
+
+    The engine's Hypothesis tests run inside the class fixture, where Hypothesis' plugin does
+    not listen: their statistics are collected here and shown under each clause's test.
+    """
+    callspec = getattr(item, "callspec", None)
+    if (callspec is None or "clause_id" not in callspec.params
+            or not item.config.getoption("hypothesis_show_statistics", default=False)):
+        return (yield)
+    try:
+        from hypothesis.statistics import collector, describe_statistics
+    except ImportError:  # Hypothesis moved its internals: no statistics, the run goes on
+        return (yield)
+    from ._engine.search import SEARCHING
+
+    collected: list[tuple[str, Any]] = []
+
+    def note(stats: Any) -> None:
+        collected.append((SEARCHING.get() or "", stats))
+
+    with collector.with_value(note):  # type: ignore[arg-type]  # typed as holding None
+        try:
+            return (yield)
+        finally:
+            tests: dict[str, pytest.Item] = {}
+            for other in item.session.items:
+                params = getattr(getattr(other, "callspec", None), "params", {})
+                if getattr(other, "cls", None) is getattr(item, "cls", None) and "clause_id" in params:
+                    tests[params["clause_id"]] = other
+            for label, stats in collected:
+                owner = tests.get(label.split(" ", 1)[0], item)
+                stats["nodeid"] = f"{owner.nodeid}: the contract's search of {label}"
+                text = describe_statistics(stats)
+                before = getattr(owner, "hypothesis_statistics", "")
+                owner.hypothesis_statistics = f"{before}\n\n{text}" if before else text  # type: ignore[attr-defined]
 
 
 def report_paths(template: str, names: list[str]) -> list[Path]:

@@ -237,3 +237,20 @@ def test_checks_then_hangs():
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Failed: Timeout (>8.0s) from pytest-timeout.*"])
     assert result.duration < 40
+
+
+# --- Hypothesis' statistics ---------------------------------------------------------------
+
+
+def test_hypothesis_statistics_show_the_contracts_searches_and_what_they_covered(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loaders=HEADER)
+    result = pytester.runpytest("--stateful-contract-profile", "dev", "-k", "SC11", "--hypothesis-show-statistics")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*Hypothesis Statistics*",
+        "test_loaders.py::TestReference::test_clause[SC11-resume-survives-several-hops]: the contract's search of "
+        "SC11 resume-survives-several-hops:",
+        "*Events:",
+        "*%, resume hops",
+    ])
+    result.stdout.fnmatch_lines(["*%, checkpoint at a window boundary"])

@@ -17,7 +17,7 @@ from ..config import LoaderConfig
 from .plans import Hops
 from .steps import Position
 
-__all__ = ["CATEGORIES", "coverage_of", "describe_coverage"]
+__all__ = ["CATEGORIES", "EVENTS", "coverage_of", "describe_coverage"]
 
 #: Every category, in the order they are shown, with how a summary names it.
 CATEGORIES: dict[str, str] = {
@@ -31,6 +31,16 @@ CATEGORIES: dict[str, str] = {
 }
 #: The categories that count checkpoint points (the rest count examples and hops).
 POINTS = ("mid-window", "window-boundary", "epoch-end", "after-stop-iteration", "before-first-iter")
+#: The Hypothesis event of each category (``--hypothesis-show-statistics`` shows their shares).
+EVENTS: dict[str, str] = {
+    "mid-window": "checkpoint mid-window",
+    "window-boundary": "checkpoint at a window boundary",
+    "epoch-end": "checkpoint at an epoch end",
+    "after-stop-iteration": "checkpoint after StopIteration",
+    "before-first-iter": "checkpoint before the first iter()",
+    "with-workers": "with worker processes",
+    "hops": "resume hops",
+}
 
 
 def _point(position: Position, lengths: list[int], window: int) -> str:

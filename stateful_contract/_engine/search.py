@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, Literal, Protocol
 
 from hypothesis import event, given, seed, settings
@@ -19,13 +20,17 @@ from hypothesis import strategies as st
 
 from ..config import ConfigSpace, LoaderConfig
 from ..profiles import Profile, hypothesis_settings
-from .coverage import coverage_of
+from .coverage import EVENTS, coverage_of
 from .example import ClauseLike, ExampleRun
 from .executors import Executor
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
 
-__all__ = ["Budget", "SearchClause", "judge_runs", "run_one", "search"]
+__all__ = ["SEARCHING", "Budget", "SearchClause", "judge_runs", "run_one", "search"]
+
+#: What the Hypothesis test running now searches: ``"SC10"``, ``"SC10 with workers"`` (None
+#: outside a search). The pytest plugin labels Hypothesis' statistics with it.
+SEARCHING: ContextVar[str | None] = ContextVar("stateful_contract_searching", default=None)
 
 #: How many examples a clause gets: ``once`` (one fixed example), ``search`` (the
 #: profile's in-process and worker examples), ``strict`` (a few in-process examples),
@@ -140,7 +145,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
             reached = coverage_of(config, plan, lengths)
             covered.update(reached)
             for category in sorted(reached):
-                event(category)
+                event(EVENTS.get(category, category))
             failed = run_one(clause, executor, config, plan)
             if failed is None and passed is not None:
                 passed.append((config, plan))
@@ -148,6 +153,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
                 found_after = found_after or examples
                 raise (_Final if failed.final else _Failed)(failed)
 
+        searching = SEARCHING.set(clause.heading.split(":", 1)[0] + (", worker examples" if workers else ""))
         try:
             example()
         except (_Failed, _Final) as e:
@@ -155,6 +161,8 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
             outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading)
             return _covered(dataclasses.replace(outcome, examples=examples, found_after=found_after), covered)
+        finally:
+            SEARCHING.reset(searching)
     return _covered(Outcome("passed", examples=examples), covered)
 
 
