@@ -21,15 +21,17 @@ from hypothesis import strategies as st
 from ..config import ConfigSpace, LoaderConfig
 from ..profiles import Profile, hypothesis_settings
 from .coverage import EVENTS, coverage_of
-from .example import ClauseLike, ExampleRun
+from .example import ClauseLike, ExampleRun, LoadProbe
 from .executors import Executor
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
+from .steps import LoadForm
 
 __all__ = ["SEARCHING", "Budget", "SearchClause", "judge_runs", "run_one", "search"]
 
-#: What the Hypothesis test running now searches: ``"SC10"``, ``"SC10 with workers"`` (None
-#: outside a search). The pytest plugin labels Hypothesis' statistics with it.
+#: What the Hypothesis test running now searches: ``"SC10 resume-continues-the-stream"``, with
+#: ``", worker examples"`` in the phase with workers (None outside a search). The pytest plugin
+#: labels Hypothesis' statistics with it.
 SEARCHING: ContextVar[str | None] = ContextVar("stateful_contract_searching", default=None)
 
 #: How many examples a clause gets: ``once`` (one fixed example), ``search`` (the
@@ -110,6 +112,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         on_example(1, 1)
         covered.update(coverage_of(clause.fixed_config, None, None))
         return _covered(_verdict(run_one(clause, executor, clause.fixed_config, None), 1, 1), covered)
+    executor = _Counting(executor, covered)
     in_process = {"strict": STRICT_EXAMPLES, "workers": 2 * profile.worker_examples}.get(clause.budget,
                                                                                           profile.examples)
     phases = [(False, in_process)]
@@ -123,29 +126,23 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         if strategy.is_empty or budget == 0:
             continue
         base = hypothesis_settings(profile, workers=workers)
-        seeded: Callable[[Callable[..., None]], Callable[..., None]] = (
-            (lambda test: test) if search_seed is None else seed(search_seed))
 
-        @seeded
-        @settings(base, max_examples=budget, derandomize=base.derandomize and search_seed is None)
+        # The body below is kept as it is: a derandomized run (ci) draws from a digest of
+        # this function's source, so every edit to it changes every ci verdict's examples.
+        # Coverage is counted by the executor wrapper; the seed is set on the test after.
+        @settings(base, max_examples=budget)
         @given(config=strategy, data=st.data())
         def example(config: LoaderConfig, data: st.DataObject) -> None:
             nonlocal examples, found_after
             examples += 1
             on_example(min(examples, total), total)
             plan = None
-            lengths: list[int] | None = None
             if clause.has_plan:
-                drawn = executor.lengths(clause, config)
-                if isinstance(drawn, ExampleRun):
+                lengths = executor.lengths(clause, config)
+                if isinstance(lengths, ExampleRun):
                     found_after = found_after or examples
-                    raise (_Final if drawn.final else _Failed)(drawn)
-                lengths = drawn
+                    raise (_Final if lengths.final else _Failed)(lengths)
                 plan = clause.draw_plan(data, lengths, config, alignment, space)
-            reached = coverage_of(config, plan, lengths)
-            covered.update(reached)
-            for category in sorted(reached):
-                event(EVENTS.get(category, category))
             failed = run_one(clause, executor, config, plan)
             if failed is None and passed is not None:
                 passed.append((config, plan))
@@ -153,6 +150,8 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
                 found_after = found_after or examples
                 raise (_Final if failed.final else _Failed)(failed)
 
+        if search_seed is not None:  # overrides derandomize (hypothesis.seed)
+            example = seed(search_seed)(example)
         searching = SEARCHING.set(clause.heading.split(":", 1)[0] + (", worker examples" if workers else ""))
         try:
             example()
@@ -164,6 +163,55 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         finally:
             SEARCHING.reset(searching)
     return _covered(Outcome("passed", examples=examples), covered)
+
+
+class _Counting:
+    """The executor, counting what each example it runs covers (and telling Hypothesis, as events)."""
+
+    def __init__(self, executor: Executor, covered: Counter[str]) -> None:
+        self.executor = executor
+        self.covered = covered
+        self.last: list[int] | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.executor.world_size
+
+    @world_size.setter
+    def world_size(self, value: int) -> None:
+        self.executor.world_size = value
+
+    @property
+    def load_form(self) -> LoadForm:
+        return self.executor.load_form
+
+    @load_form.setter
+    def load_form(self, value: LoadForm) -> None:
+        self.executor.load_form = value
+
+    def start(self) -> None:
+        self.executor.start()
+
+    def probe(self) -> tuple[LoadProbe, str]:
+        return self.executor.probe()
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        lengths = self.executor.lengths(clause, config)
+        self.last = lengths if isinstance(lengths, list) else None
+        return lengths
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
+        reached = coverage_of(config, plan, self.last if plan is not None else None)
+        self.covered.update(reached)
+        for category in sorted(reached):
+            event(EVENTS.get(category, category))
+        return self.executor.run(clause, config, plan)
+
+    def restart(self, phase: str) -> None:
+        self.executor.restart(phase)
+
+    def close(self) -> None:
+        self.executor.close()
 
 
 def _covered(outcome: Outcome, covered: Counter[str]) -> Outcome:
