@@ -242,17 +242,23 @@ def take(loader: Any, count: int, *, max_epochs: int) -> list[Any]:
     return stream(loader, max_epochs, limit=count)
 
 
-@recorded("batches")
-def iterate_on(loader: Any, it: Iterator[Any] | None, count: int, *, max_epochs: int) -> list[Any]:
-    """``count`` more batches: from the open iterator ``it`` while it lasts, then new epochs."""
+def up_to(it: Iterator[Any], count: int) -> list[Any]:
+    """At most ``count`` batches from the open iterator ``it``, fewer if its epoch ends first."""
     out: list[Any] = []
-    while it is not None and len(out) < count:
+    for _ in range(count):
         try:
             out.append(_next(it))
         except LoaderError as e:
             if not isinstance(e.error, StopIteration):
                 raise
             break
+    return out
+
+
+@recorded("batches")
+def iterate_on(loader: Any, it: Iterator[Any] | None, count: int, *, max_epochs: int) -> list[Any]:
+    """``count`` more batches: from the open iterator ``it`` while it lasts, then new epochs."""
+    out = up_to(it, count) if it is not None else []
     return out + take(loader, count - len(out), max_epochs=max_epochs)
 
 
