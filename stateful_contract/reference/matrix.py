@@ -35,6 +35,8 @@ __all__ = [
     "ShardedTokens",
     "StatefulShardedTokens",
     "default_generator",
+    "distributed_batch_sampler",
+    "distributed_sampler",
     "drop_last",
     "iterable_stateful",
     "iterable_stateless",
@@ -47,6 +49,7 @@ __all__ = [
     "sampler_generator",
     "snapshot_every_3",
     "stateful_batch_sampler",
+    "stateful_distributed_sampler",
     "two_workers",
 ]
 
@@ -180,6 +183,38 @@ def plain_batch_sampler_random(config: LoaderConfig) -> Any:
     return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
 
 
+# --- distributed samplers (set_epoch) ----------------------------------------------------
+
+
+def _rank_of(config: LoaderConfig) -> dict[str, Any]:
+    return {"num_replicas": config.world_size, "rank": config.rank, "shuffle": config.shuffle, "seed": config.seed,
+            "drop_last": config.drop_last}
+
+
+def distributed_sampler(config: LoaderConfig) -> Any:
+    """``sampler=`` torch's ``DistributedSampler`` for the config's rank (no state: torchdata
+    skips the batches already yielded), as verl and most trainers build it; it has ``set_epoch``."""
+    sampler = torch.utils.data.DistributedSampler(config.dataset, **_rank_of(config))
+    return _loader(config.dataset, **_common(config, sampler=sampler))
+
+
+def stateful_distributed_sampler(config: LoaderConfig) -> Any:
+    """``sampler=`` torchdata's ``StatefulDistributedSampler`` for the config's rank; it has ``set_epoch``."""
+    from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+    sampler = StatefulDistributedSampler(config.dataset, **_rank_of(config))
+    return _loader(config.dataset, **_common(config, sampler=sampler))
+
+
+def distributed_batch_sampler(config: LoaderConfig) -> Any:
+    """``batch_sampler=`` this package's `stateful_contract.samplers.DistributedBatchSampler`
+    (what ``config.stateful_dataloader()`` uses with ``world_size > 1``), here at any world size."""
+    from stateful_contract.samplers import DistributedBatchSampler
+
+    sampler = DistributedBatchSampler(config.dataset, config.batch_size, **_rank_of(config))
+    return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
+
+
 # --- iterable datasets ----------------------------------------------------------------
 
 
@@ -285,6 +320,19 @@ _STATELESS_ITERABLE = (
     "and each call counts again: the state of a fast-forwarded loader reports twice the batches, so "
     "a state taken after such a resume (before or after iterating) skips batches (docs/findings.md, F3)"
 )
+_END_OF_EPOCH_IN_THE_LOOP = (
+    "in the set_epoch loop, a state taken after an epoch's last batch (before StopIteration) and resumed "
+    "at the next epoch, as trainers do, resumes into the finished epoch's empty rest: StatefulDataLoader "
+    "restores its own count of indices taken and skips that many of the new epoch's, so the next epoch is "
+    "lost (verl#7401; docs/findings.md, F12)"
+)
+_STATEFUL_DISTRIBUTED = (
+    "torchdata's StatefulDistributedSampler resets its count only at an epoch's first index (its "
+    "__iter__ is a generator): a state taken after StopIteration, or after iter() of a later epoch "
+    "before its first batch, resumes into an empty epoch, an epoch lost (SC10, SC21; docs/findings.md, "
+    "F4 and F12), and a state taken right after a load, before the resumed loader's first batch, reports "
+    "the epoch's start, so a second resume repeats batches (SC11, SC13; F11)"
+)
 MATRIX: dict[str, MatrixEntry] = {
     "default_generator": MatrixEntry(default_generator, "shuffle=config.shuffle, no generator (global RNG)"),
     "sampler_generator": MatrixEntry(sampler_generator, "explicit generator given to torchdata's RandomSampler"),
@@ -311,6 +359,17 @@ MATRIX: dict[str, MatrixEntry] = {
         iterable_stateless, "IterableDataset without state (fast-forwarded)",
         expected_failures=dict.fromkeys(("SC11", "SC13"), _STATELESS_ITERABLE),
     ),
+    "distributed_sampler": MatrixEntry(
+        distributed_sampler, "sampler= torch DistributedSampler (set_epoch), no state",
+        expected_failures={"SC21": _END_OF_EPOCH_IN_THE_LOOP},
+    ),
+    "stateful_distributed_sampler": MatrixEntry(
+        stateful_distributed_sampler, "sampler= torchdata StatefulDistributedSampler (set_epoch)",
+        expected_failures={"SC10": _STATEFUL_DISTRIBUTED, "SC11": _STATEFUL_DISTRIBUTED,
+                           "SC13": _STATEFUL_DISTRIBUTED, "SC21": _STATEFUL_DISTRIBUTED},
+    ),
+    "distributed_batch_sampler": MatrixEntry(
+        distributed_batch_sampler, "batch_sampler= stateful_contract's DistributedBatchSampler (set_epoch)"),
     "persistent_workers": MatrixEntry(persistent_workers, "persistent_workers=True", space=WORKER_SPACE),
     "snapshot_every_3": MatrixEntry(snapshot_every_3, "snapshot_every_n_steps=3", space=WORKER_SPACE),
 }
