@@ -194,7 +194,7 @@ def _rank_of(config: LoaderConfig) -> dict[str, Any]:
 def distributed_sampler(config: LoaderConfig) -> Any:
     """``sampler=`` torch's ``DistributedSampler`` for the config's rank (no state: torchdata
     skips the batches already yielded), as verl and most trainers build it; it has ``set_epoch``."""
-    sampler = torch.utils.data.DistributedSampler(config.dataset, **_rank_of(config))
+    sampler: Any = torch.utils.data.DistributedSampler(config.dataset, **_rank_of(config))
     return _loader(config.dataset, **_common(config, sampler=sampler))
 
 
