@@ -4,7 +4,7 @@ The trainer's loop is ``for epoch in range(start, n): set_epoch(epoch); for batc
 loader: step()``. After a restart it builds a new loader, calls
 ``load_state_dict(saved)`` and runs the loop from ``start``, the epoch its own counter
 says it was in. What that counter says depends on where the checkpoint was taken, and
-the plan records it (`EpochLoop.resume_at`, from `trainer_resume_epoch`):
+the plan says it (`EpochLoop.resume_at`):
 
 - after ``set_epoch(e)``, before ``iter()`` (a save at the top of the epoch loop):
   epoch ``e``;
@@ -27,6 +27,7 @@ exist; the first two resume at ``e``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from hypothesis import strategies as st
 
@@ -34,53 +35,61 @@ from ..config import LoaderConfig
 from .epoch_steps import LoopPoint
 from .plans import CHECKPOINT_EPOCHS, Alignment, window_of
 
-__all__ = ["LOOP_EPOCHS_AFTER", "EpochLoop", "epoch_loop_plan", "trainer_resume_epoch"]
+__all__ = ["KINDS", "LOOP_EPOCHS_AFTER", "EpochLoop", "Kind", "epoch_loop_plan"]
 
 #: The loops run to the end of the second epoch after the checkpoint's.
 LOOP_EPOCHS_AFTER = 2
 
+Kind = Literal["mid-epoch", "before iter()", "after the last batch", "after StopIteration"]
 #: The kinds of checkpoint points, in the order Hypothesis shrinks towards.
-KINDS = ("mid-epoch", "before iter()", "after the last batch", "after StopIteration")
-
-
-def trainer_resume_epoch(point: LoopPoint, length: int) -> int:
-    """The epoch a trainer's loop resumes at after a checkpoint at ``point`` (see the module docstring)."""
-    done = point.after_stop or (not point.before_iter and length > 0 and point.batches >= length)
-    return point.epoch + 1 if done else point.epoch
+KINDS: tuple[Kind, ...] = ("mid-epoch", "before iter()", "after the last batch", "after StopIteration")
+#: The kinds after which a trainer's counter says the epoch is done.
+_DONE = ("after the last batch", "after StopIteration")
 
 
 @dataclass(frozen=True)
 class EpochLoop:
-    """Run 1 checkpoints at ``point`` of its epoch loop; run 2 loads the state and loops from ``resume_at``.
+    """Run 1 checkpoints in epoch ``epoch`` of its loop at a point of kind ``kind`` (after
+    ``batches`` batches for ``"mid-epoch"``); run 2 loads the state and loops from
+    `resume_at`. Both loops end before epoch ``stop``.
 
-    ``length`` is the checkpoint epoch's number of batches in the uninterrupted run, and
-    both loops end before epoch ``stop``.
+    The end-of-epoch kinds mean each rank's own last batch: on several ranks the plan is
+    drawn from the shortest rank's epoch lengths, and ranks may differ by a batch.
     """
 
-    point: LoopPoint
-    length: int
-    resume_at: int
-    stop: int
+    epoch: int
+    kind: Kind
+    batches: int = 0
+    stop: int = 0
 
-    def describe(self) -> str:
-        why = ("the trainer's epoch counter says epoch {e} is done" if self.resume_at > self.point.epoch
-               else "the trainer's epoch counter is still at epoch {e}").format(e=self.point.epoch)
-        return f"{self.point.describe(self.length)}; resumed at epoch {self.resume_at} ({why})"
+    @property
+    def resume_at(self) -> int:
+        """The epoch the trainer's loop resumes at (the module docstring says why)."""
+        return self.epoch + 1 if self.kind in _DONE else self.epoch
+
+    def point(self, length: int) -> LoopPoint:
+        """The checkpoint point in an epoch of ``length`` batches."""
+        if self.kind == "before iter()":
+            return LoopPoint(self.epoch, 0, before_iter=True)
+        if self.kind == "mid-epoch":
+            return LoopPoint(self.epoch, min(self.batches, length))
+        return LoopPoint(self.epoch, length, after_stop=self.kind == "after StopIteration")
+
+    def describe(self, length: int) -> str:
+        why = ("the trainer's epoch counter says epoch {e} is done" if self.resume_at > self.epoch
+               else "the trainer's epoch counter is still at epoch {e}").format(e=self.epoch)
+        return f"{self.point(length).describe(length)}; resumed at epoch {self.resume_at} ({why})"
 
 
 def epoch_loop_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
                     ) -> EpochLoop:
     epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
     n = lengths[epoch]
-    kinds = [k for k in KINDS if n > 0 or k != "after the last batch"]
-    kind = data.draw(st.sampled_from(kinds), label="checkpoint point")
+    kind = data.draw(st.sampled_from([k for k in KINDS if n > 0 or k != "after the last batch"]),
+                     label="checkpoint point")
+    batches = 0
     if kind == "mid-epoch":
         window = window_of(alignment, config)
         batches = data.draw(st.sampled_from([k for k in range(max(n, 1)) if k % window == 0]),
                             label="batches yielded in that epoch")
-        point = LoopPoint(epoch, batches)
-    elif kind == "before iter()":
-        point = LoopPoint(epoch, 0, before_iter=True)
-    else:
-        point = LoopPoint(epoch, n, after_stop=kind == "after StopIteration")
-    return EpochLoop(point, n, trainer_resume_epoch(point, n), epoch + 1 + LOOP_EPOCHS_AFTER)
+    return EpochLoop(epoch, kind, batches, epoch + 1 + LOOP_EPOCHS_AFTER)

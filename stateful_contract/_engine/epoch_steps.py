@@ -117,6 +117,8 @@ class LoopPoint:
             return f"after epoch {self.epoch}'s StopIteration"
         if length is not None and self.batches == length and length > 0:
             return f"after the last batch (batch {length}) of epoch {self.epoch}, before its StopIteration"
+        if self.batches == 0:
+            return f"after epoch {self.epoch}'s iter(), before its first batch"
         return f"after {self.batches} batch{'es' if self.batches != 1 else ''} of epoch {self.epoch}"
 
     def as_code(self) -> str:

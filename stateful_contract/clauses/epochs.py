@@ -59,16 +59,17 @@ def set_epoch_loop_resumes_epoch_by_epoch(example: Example, plan: EpochLoop) -> 
     ``batch_sampler``); a loader without one is reported as not judged. See
     `stateful_contract._engine.epoch_plans` for the epoch a trainer resumes at.
     """
-    e, k = plan.point.epoch, plan.point.batches
     reference = uninterrupted_loop(example.factory, example.config, plan.stop)  # not judged without set_epoch
-    start = plan.resume_at
+    e, start = plan.epoch, plan.resume_at
+    point = plan.point(len(reference[e]))  # this rank's own last batch, for the end-of-epoch points
+    k = point.batches if start == e else 0
     name = example.program.render(reference)
     parts = {n: f"{name}[{n}]" for n in range(start, plan.stop)}
-    if start == e and k:
+    if k:
         parts[e] = f"{name}[{e}][{k}:]"
     expected: dict[int, list[Any]] = example.program.expression(
         "expected", "{" + ", ".join(f"{n}: {text}" for n, text in parts.items()) + "}",
         {n: (reference[n][k:] if n == e else reference[n]) for n in range(start, plan.stop)})
-    state = loop_checkpoint(example.fresh(), plan.point)  # run 1
+    state = loop_checkpoint(example.fresh(), point)  # run 1
     resumed = epoch_loop(example.fresh(state), start, plan.stop)  # run 2: a new loader, load, the loop
-    same_epochs(expected, resumed, clause_id="SC21", context=plan.describe(), reference=reference)
+    same_epochs(expected, resumed, clause_id="SC21", context=plan.describe(len(reference[e])), reference=reference)
