@@ -152,7 +152,7 @@ def test_its_count_starts_at_iter_and_a_finished_state_gives_way_to_a_later_epoc
 
 def test_it_refuses_a_state_of_another_world_size_naming_both():
     s = _sampler(num_replicas=4)
-    with pytest.raises(ValueError, match="world size 2.*world size 4"):
+    with pytest.raises(ValueError, match=r"world size 2.*world size 4"):
         s.load_state_dict(_sampler().state_dict())
     with pytest.raises(ValueError, match="expects the keys"):
         s.load_state_dict({"yielded": 3})
