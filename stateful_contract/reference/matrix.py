@@ -186,14 +186,12 @@ def plain_batch_sampler_random(config: LoaderConfig) -> Any:
 # --- distributed samplers (set_epoch) ----------------------------------------------------
 
 
-def _rank_of(config: LoaderConfig) -> dict[str, Any]:
-    return {"num_replicas": config.world_size, "rank": config.rank, "shuffle": config.shuffle, "seed": config.seed,
-            "drop_last": config.drop_last}
+def _rank_of(c: LoaderConfig) -> dict[str, Any]:
+    return {"num_replicas": c.world_size, "rank": c.rank, "shuffle": c.shuffle, "seed": c.seed, "drop_last": c.drop_last}
 
 
 def distributed_sampler(config: LoaderConfig) -> Any:
-    """``sampler=`` torch's ``DistributedSampler`` for the config's rank (no state: torchdata
-    skips the batches already yielded), as verl and most trainers build it; it has ``set_epoch``."""
+    """``sampler=`` torch's ``DistributedSampler`` for the config's rank (no state), as verl builds it."""
     sampler: Any = torch.utils.data.DistributedSampler(config.dataset, **_rank_of(config))
     return _loader(config.dataset, **_common(config, sampler=sampler))
 
@@ -207,8 +205,7 @@ def stateful_distributed_sampler(config: LoaderConfig) -> Any:
 
 
 def distributed_batch_sampler(config: LoaderConfig) -> Any:
-    """``batch_sampler=`` this package's `stateful_contract.samplers.DistributedBatchSampler`
-    (what ``config.stateful_dataloader()`` uses with ``world_size > 1``), here at any world size."""
+    """``batch_sampler=`` `stateful_contract.samplers.DistributedBatchSampler`, at any world size."""
     from stateful_contract.samplers import DistributedBatchSampler
 
     sampler = DistributedBatchSampler(config.dataset, config.batch_size, **_rank_of(config))
@@ -321,17 +318,14 @@ _STATELESS_ITERABLE = (
     "a state taken after such a resume (before or after iterating) skips batches (docs/findings.md, F3)"
 )
 _END_OF_EPOCH_IN_THE_LOOP = (
-    "in the set_epoch loop, a state taken after an epoch's last batch (before StopIteration) and resumed "
-    "at the next epoch, as trainers do, resumes into the finished epoch's empty rest: StatefulDataLoader "
-    "restores its own count of indices taken and skips that many of the new epoch's, so the next epoch is "
-    "lost (verl#7401; docs/findings.md, F12)"
+    "in the set_epoch loop, a state taken after an epoch's last batch, resumed at the next epoch as trainers "
+    "do, skips the new epoch's indices by the finished epoch's count: the next epoch is lost (verl#7401; "
+    "docs/findings.md, F12)"
 )
 _STATEFUL_DISTRIBUTED = (
-    "torchdata's StatefulDistributedSampler resets its count only at an epoch's first index (its "
-    "__iter__ is a generator): a state taken after StopIteration, or after iter() of a later epoch "
-    "before its first batch, resumes into an empty epoch, an epoch lost (SC10, SC21; docs/findings.md, "
-    "F4 and F12), and a state taken right after a load, before the resumed loader's first batch, reports "
-    "the epoch's start, so a second resume repeats batches (SC11, SC13; F11)"
+    "StatefulDistributedSampler resets its count only at an epoch's first index: states after StopIteration "
+    "or after a later epoch's iter() resume into an empty epoch, an epoch lost (SC10, SC21; docs/findings.md, "
+    "F4, F12); a state right after a load reports the epoch's start, and resumes repeat batches (SC11, SC13; F11)"
 )
 MATRIX: dict[str, MatrixEntry] = {
     "default_generator": MatrixEntry(default_generator, "shuffle=config.shuffle, no generator (global RNG)"),
@@ -365,8 +359,7 @@ MATRIX: dict[str, MatrixEntry] = {
     ),
     "stateful_distributed_sampler": MatrixEntry(
         stateful_distributed_sampler, "sampler= torchdata StatefulDistributedSampler (set_epoch)",
-        expected_failures={"SC10": _STATEFUL_DISTRIBUTED, "SC11": _STATEFUL_DISTRIBUTED,
-                           "SC13": _STATEFUL_DISTRIBUTED, "SC21": _STATEFUL_DISTRIBUTED},
+        expected_failures=dict.fromkeys(("SC10", "SC11", "SC13", "SC21"), _STATEFUL_DISTRIBUTED),
     ),
     "distributed_batch_sampler": MatrixEntry(
         distributed_batch_sampler, "batch_sampler= stateful_contract's DistributedBatchSampler (set_epoch)"),
