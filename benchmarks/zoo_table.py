@@ -23,6 +23,7 @@ from stateful_contract.reference import factories
 COLUMNS = [c.id for c in CLAUSES if c.tier != "distributed"]
 CORRECT = {
     "EpochLoader (hand-written, correct core)": zoo.epoch_loader,
+    "SetEpochLoader (hand-written, with set_epoch)": zoo.set_epoch_loader,
     "StrictEpochLoader (correct, strict)": zoo.StrictEpochLoader,
     "StatefulDataLoader (config.stateful_dataloader)": factories.stateful_dataloader,
     "PrefetchGradAccDataLoader (reference)": factories.reference_wrapper,
@@ -53,7 +54,8 @@ def main() -> None:
         "SC23, a change of worker count, with 0, 1 and 2 workers).",
         "Each broken loader in `tests/zoo.py` changes one thing in a small correct loader;",
         "**killed (n)**: the clause failed, its first counterexample found at example *n*;",
-        "n/j: not judgeable because a clause it depends on failed (SC01, SC02 or SC18).",
+        "n/j: not judgeable because a clause it depends on failed (SC01, SC02 or SC18), or, in SC21,",
+        "because the loader has no `set_epoch` (on itself, its sampler or its batch sampler).",
         "The test suite asserts the target column (`tests/test_clauses.py`). SC40 is the strict tier,",
         "beyond StatefulDataLoader (which accepts bad states silently): correct loaders that do not",
         "validate their input fail it by design, which is why it is reported and badged apart.",

@@ -43,10 +43,10 @@ def test_the_reproduction_is_the_program_that_ran() -> None:
     assert lines[0].startswith("from stateful_contract.repro import ")
     assert "from zoo import OffByOneResume; factory = OffByOneResume" in lines
     assert any(line.startswith("state = checkpoint(loader, Position(epoch=0, batches=1))") for line in lines)
-    assert lines[-1] == "assert_same_stream(expected, batches)"
+    assert lines[-1] == "assert_same_stream(expected, batches)"  # the failing line: the epoch check never ran
     # Every name a line uses is imported or assigned before it.
     imported = set(lines[0].removeprefix("from stateful_contract.repro import ").split(", "))
-    assert {"fresh", "checkpoint", "take", "uninterrupted", "assert_same_stream"} <= imported
+    assert {"fresh", "checkpoint", "take_epochs", "uninterrupted", "assert_same_stream"} <= imported
 
 
 def test_a_failure_raises_with_its_reproduction_as_a_note() -> None:

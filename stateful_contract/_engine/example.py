@@ -138,7 +138,9 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
         on = world.rank if world is not None and world.world_size > 1 else None
         run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=on,
                                  world_size=world.world_size if world is not None else 1)
-        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable))  # neither is worth shrinking
+        # A hang would be waited out again by every shrink step; a loader that cannot be judged
+        # stays so in any smaller example.
+        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable))
     run.reproduction = program.source(config.as_code())
     run.seconds = time.perf_counter() - started
     return run
