@@ -28,7 +28,7 @@ from ._base import Piece
 
 __all__ = ["BY_ID", "CI_MISSES", "CONTRACT_V2", "MUSEUM", "Piece", "implemented_clauses"]
 
-#: Clause IDs that CONTRACT.md version 2 specifies (SC19-SC23 and SC31 are not implemented yet).
+#: Clause IDs that CONTRACT.md version 2 specifies (SC19-SC23 are not implemented yet).
 CONTRACT_V2 = frozenset({"SC01", "SC02", "SC03", *(f"SC{n}" for n in range(10, 24)), "SC30", "SC31", "SC40"})
 
 #: Every exhibit, grouped by project.
@@ -55,8 +55,6 @@ CI_MISSES: dict[str, str] = {
                             "workers, and none of them checkpoints at an odd batch",
     "torchdata-1251": "SC11 exists, but only the ci profile's 4 worker examples (of 44) can draw two workers, "
                       "and none of them takes its second state one batch after the resume",
-    "torchtitan-291": "needs SC30's save through DCP with one shared key (CONTRACT v2); SC30 today saves "
-                      "with torch.save per rank and with per-rank DCP keys only",
 }
 
 for _id in CI_MISSES:
