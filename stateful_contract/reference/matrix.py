@@ -31,10 +31,12 @@ from stateful_contract.config import ConfigSpace, LoaderConfig
 
 __all__ = [
     "MATRIX",
+    "MULTI_RANK",
     "MatrixEntry",
     "ShardedTokens",
     "StatefulShardedTokens",
     "default_generator",
+    "distributed_sampler",
     "drop_last",
     "iterable_stateful",
     "iterable_stateless",
@@ -180,6 +182,19 @@ def plain_batch_sampler_random(config: LoaderConfig) -> Any:
     return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
 
 
+# --- several ranks -------------------------------------------------------------------
+
+
+def distributed_sampler(config: LoaderConfig) -> Any:
+    """torchdata's ``StatefulDistributedSampler`` for the config's ``rank`` of ``world_size``, on
+    one rank too (trainers build it whatever the world size)."""
+    from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+    sampler = StatefulDistributedSampler(config.dataset, num_replicas=config.world_size, rank=config.rank,
+                                         shuffle=config.shuffle, seed=config.seed, drop_last=config.drop_last)
+    return _loader(config.dataset, sampler=sampler, **_common(config))
+
+
 # --- iterable datasets ----------------------------------------------------------------
 
 
@@ -256,6 +271,8 @@ class MatrixEntry:
     expected_failures: Mapping[str, str] = field(default_factory=dict)
     #: The configuration space it is checked on (None: the whole default space).
     space: ConfigSpace | None = None
+    #: Ranks it is checked on (`MULTI_RANK` entries: with ``world_size > 1``).
+    world_size: int = 1
 
     @property
     def target(self) -> str:
@@ -315,6 +332,20 @@ MATRIX: dict[str, MatrixEntry] = {
     "snapshot_every_3": MatrixEntry(snapshot_every_3, "snapshot_every_n_steps=3", space=WORKER_SPACE),
 }
 
+_WORLD_CHANGE = (
+    "torchdata 0.11's StatefulDistributedSampler saves only how many indices this rank has yielded "
+    "('yielded'), not num_replicas: resumed on another world size, each rank skips that many indices of "
+    "its new shard, so a smaller world repeats samples and a larger one loses some, silently "
+    "(docs/findings.md, F13)"
+)
+#: Entries checked on several ranks (``check(entry.target, world_size=entry.world_size)``).
+MULTI_RANK: dict[str, MatrixEntry] = {
+    "distributed_sampler": MatrixEntry(
+        distributed_sampler, "torchdata's StatefulDistributedSampler, on 2 ranks (SC30, SC31)",
+        expected_failures={"SC31": _WORLD_CHANGE}, world_size=2,
+    ),
+}
+
 
 def main(argv: list[str] | None = None) -> int:
     """Print each entry's verdict: ``python -m stateful_contract.reference.matrix [--profile P] [NAME ...]``."""
@@ -332,10 +363,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="ci")
     args = parser.parse_args(argv)
     failed = False
-    for name in args.names or list(MATRIX):
-        entry = MATRIX[name]
+    entries = {**MATRIX, **MULTI_RANK}
+    for name in args.names or list(entries):
+        entry = entries[name]
         started = time.perf_counter()
-        report = check(entry.factory, profile=args.profile, space=entry.space,
+        factory = entry.target if entry.world_size > 1 else entry.factory  # ranks import it by name
+        report = check(factory, profile=args.profile, space=entry.space, world_size=entry.world_size,
                        expected_failures=entry.expected_failures, target=entry.target)
         verdict = {r.id: r.status for r in report.results if r.status not in ("passed", "skipped")}
         failed |= not report.passed
