@@ -49,6 +49,8 @@ REPORTS = Path("reports")
 #: Every implementation this repository knows: the `check` target, then its declarations.
 #: A downstream repository keeps the same table with its own loaders (see docs/nox.md).
 FACTORIES = "stateful_contract.reference.factories"
+#: torchdata's refusal of a 1 <-> 2 worker change names nothing (docs/findings.md, F12).
+WORKER_COUNT_ASSERT = "the base StatefulDataLoader refuses 1 <-> 2 workers with a bare assert (F12)"
 IMPLEMENTATIONS: dict[str, list[str]] = {
     # torchdata's own loader: the baseline every clause is measured against.
     "stateful-dataloader": [f"{FACTORIES}:stateful_dataloader"],
@@ -63,9 +65,18 @@ IMPLEMENTATIONS: dict[str, list[str]] = {
         "--expect-fail", "SC11=same mid-window state bug, seen after a resume hop",
         "--expect-fail", "SC13=same mid-window state bug, seen through state_dict() after a load",
         "--expect-fail", "SC17=same mid-window state bug, seen after serializing the state",
+        "--expect-fail", "SC19=same mid-window state bug, seen through a template load and DCP",
+        "--expect-fail", "SC20=same mid-window state bug, seen when reloading a used loader",
+        "--expect-fail", "SC22=its own iterator creates the base iterator only at the first next()",
+        "--expect-fail", f"SC23={WORKER_COUNT_ASSERT}",
     ],
     # The fix proposed in MindSpeed-MM's bug report: exact only at window boundaries, and declares it.
-    "proposed-fix": [f"{FACTORIES}:proposed_fix_wrapper", "--checkpoint-alignment", "window"],
+    "proposed-fix": [
+        f"{FACTORIES}:proposed_fix_wrapper", "--checkpoint-alignment", "window",
+        "--expect-fail", "SC22=its own iterator creates the base iterator only at the first next(): a state "
+                         "taken right after iter() of a pass cut short belongs to the abandoned pass",
+        "--expect-fail", f"SC23={WORKER_COUNT_ASSERT}",
+    ],
 }
 
 

@@ -53,12 +53,14 @@ from ._engine.steps import (
     take,
     uninterrupted,
 )
+from ._engine.trainer_steps import AsStateful, cut_short, dcp_load, dcp_save, into_cut_short_pass
 from .config import LoaderConfig
 
 __all__ = [
     "BAD_STATES",
     "RESUME_EPOCHS",
     "ROUND_TRIPS",
+    "AsStateful",
     "LoaderConfig",
     "LoaderError",
     "Position",
@@ -70,8 +72,12 @@ __all__ = [
     "assert_unchanged",
     "bad_state",
     "checkpoint",
+    "cut_short",
+    "dcp_load",
+    "dcp_save",
     "epoch_lengths",
     "fresh",
+    "into_cut_short_pass",
     "iterate_on",
     "load",
     "load_and_iterate",

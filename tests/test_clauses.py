@@ -9,12 +9,15 @@ from stateful_contract import ConfigSpace, check
 from stateful_contract.reference import factories
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
+#: The space a clause is searched in here: in-process, except SC23, which changes the worker
+#: count (the zoo's hand-written loaders run no worker processes, so it stays cheap).
+SPACES = {"SC23": ConfigSpace(num_workers=(0, 1, 2))}
 WORKERS = ConfigSpace(num_workers=(1, 2), dataset_size=(1, 12))
 
 
 @pytest.mark.parametrize(("loader", "clause_id"), list(zoo.KILLS.items()), ids=lambda v: getattr(v, "__name__", v))
 def test_each_broken_loader_is_killed_by_its_clause(loader, clause_id):
-    report = check(loader, clauses=[clause_id], space=IN_PROCESS, strict=clause_id == "SC40")
+    report = check(loader, clauses=[clause_id], space=SPACES.get(clause_id, IN_PROCESS), strict=clause_id == "SC40")
     result = report[clause_id]
     assert result.status == "failed", (result.status, result.message)
     assert result.message.startswith(clause_id), result.message
@@ -35,6 +38,8 @@ def test_every_clause_has_a_broken_loader():
 def test_correct_loaders_pass_every_core_clause_in_process(factory):
     report = check(factory, space=IN_PROCESS)
     failures = {r.id: r.message for r in report.results if r.status != "passed" and r.status != "skipped"}
+    # One worker count in the space: no other to resume with, and the report says so.
+    assert failures.pop("SC23").startswith("the configuration space allows one number of worker processes")
     assert not failures
     assert report.passed
     assert all(report[c].examples >= 20 for c in ("SC10", "SC11", "SC17")), "the search must really run"
@@ -43,8 +48,10 @@ def test_correct_loaders_pass_every_core_clause_in_process(factory):
 @pytest.mark.parametrize("factory", [factories.stateful_dataloader, factories.reference_wrapper],
                          ids=["StatefulDataLoader", "PrefetchGradAccDataLoader"])
 def test_correct_loaders_pass_with_worker_processes(factory):
-    report = check(factory, space=WORKERS, profile="dev")
-    failures = {r.id: r.message for r in report.results if r.status not in ("passed", "skipped")}
+    # torchdata refuses 1 <-> 2 workers with a bare assert (F12); the reference wrapper names it.
+    declared = {"SC23": "F12"} if factory is factories.stateful_dataloader else {}
+    report = check(factory, space=WORKERS, profile="dev", expected_failures=declared)
+    failures = {r.id: r.message for r in report.results if r.status not in ("passed", "skipped", "expected-failure")}
     assert not failures
     assert report["SC10"].examples >= 2
 

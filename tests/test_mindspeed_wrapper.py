@@ -33,8 +33,18 @@ def test_seed_fix_passes_sc02_but_still_loses_batches_mid_window():
     assert "grad_acc_step=2" in report["SC10"].reproduction
 
 
-def test_seed_fix_passes_when_it_declares_window_alignment():
+#: Why the proposed fix fails SC22 even at window boundaries (found by contract version 2).
+LAZY_ITERATOR = ("the wrapper is its own iterator and creates the base iterator only at the first next(): a state "
+                 "taken right after iter() of a pass cut short is the base loader's abandoned pass, and the resume "
+                 "loses a batch")
+
+
+def test_the_proposed_fix_passes_when_it_declares_window_alignment_except_for_cut_short_passes():
     # In-process configs: the worker configs cost ~45 s here and are run by `nox -s "contract(proposed-fix)"`.
-    report = check(factories.proposed_fix_wrapper, checkpoint_alignment="window", space=ConfigSpace(num_workers=(0,)))
+    report = check(factories.proposed_fix_wrapper, checkpoint_alignment="window", space=ConfigSpace(num_workers=(0,)),
+                   expected_failures={"SC22": LAZY_ITERATOR})
     assert report.passed, [(r.id, r.message) for r in report.results if r.is_failure]
     assert report.checkpoint_alignment == "window"
+    sc22 = report["SC22"]
+    assert sc22.status == "expected-failure"
+    assert sc22.context.startswith("passes of") and "right after iter()" in sc22.context

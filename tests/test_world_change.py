@@ -58,7 +58,7 @@ def test_a_loader_that_refuses_or_reshards_exactly_passes_sc30_and_sc31(name: st
 
 #: Why the loaders built on `LoaderConfig.stateful_dataloader()` fail SC31 at world size 2.
 TORCHDATA_SAMPLER = ("torchdata's StatefulDistributedSampler, which config.stateful_dataloader() uses on several "
-                     "ranks, saves no world size (docs/findings.md, F13); on one rank the base loader has another "
+                     "ranks, saves no world size (docs/findings.md, F15); on one rank the base loader has another "
                      "sampler, whose state torchdata refuses with a bare AssertionError")
 
 

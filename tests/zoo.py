@@ -283,6 +283,66 @@ def factory_raises(config: LoaderConfig) -> EpochLoader:
 
 
 #: Broken loader -> the clause it is built to violate.
+class StartsOnTemplate(EpochLoader):
+    """SC19: ``state_dict()`` on a fresh loader starts its epoch, and a later load is then ignored.
+
+    As torchdata.nodes' ``Loader`` before PR #1548: the template state DCP asks for
+    creates the iterator, and ``load_state_dict`` only takes effect before one exists.
+    """
+
+    started = False
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.pending is None and not self.in_progress:
+            self.started = True
+        return super().state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if not self.started:
+            super().load_state_dict(state_dict)
+
+
+class ReloadKeepsItsEpoch(EpochLoader):
+    """SC20: loaded into a loader that already ran, only the offset is taken; the epoch stays its own."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if self.in_progress or self.epoch > 0:
+            state_dict = {**state_dict, "epoch": self.epoch}
+        super().load_state_dict(state_dict)
+
+
+class LazyNewPass(EpochLoader):
+    """SC22: a new ``iter()`` moves to the next epoch only at its first batch.
+
+    So a state taken right after ``iter()`` on a pass that abandoned an unfinished epoch
+    (a cut-short pass) still holds the old epoch and offset: the resumed run replays the
+    rest of the abandoned epoch.
+    """
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.pending is not None or not self.in_progress:
+            return super().__iter__()
+        self.in_progress = False  # like super(), but the move to the next epoch waits
+
+        def later() -> Iterator[Any]:
+            self.epoch, self.offset, self.in_progress = self.epoch + 1, 0, True
+            yield from self.run()
+
+        return later()
+
+
+class RescalesOffsetByWorkers(EpochLoader):
+    """SC23: the offset is kept per worker round and rescaled, silently, to another worker count."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "workers": max(1, self.config.num_workers)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        now = max(1, self.config.num_workers)
+        offset = state_dict["offset"] * now // state_dict.get("workers", now)
+        super().load_state_dict({"epoch": state_dict["epoch"], "offset": offset})
+
+
 KILLS: dict[type, str] = {
     NoLoadStateDict: "SC01",
     KeywordOnlyLoad: "SC02",
@@ -297,5 +357,9 @@ KILLS: dict[type, str] = {
     LoadConsumesArgument: "SC16",
     CustomObjectInState: "SC17",
     UnseededShuffle: "SC18",
+    StartsOnTemplate: "SC19",
+    ReloadKeepsItsEpoch: "SC20",
+    LazyNewPass: "SC22",
+    RescalesOffsetByWorkers: "SC23",
     EpochLoader: "SC40",  # correct for the core, but accepts bad states silently
 }

@@ -57,7 +57,10 @@ class Example:
     load_form: LoadForm = "positional"
     alignment: Alignment = None
     world: World | None = None
+    #: A directory the example may write into (checkpoint files), the executor's own.
+    workdir: Path | None = None
     _reference: tuple[list[Any], list[int]] | None = None
+    _scratch: int = 0
 
     def __post_init__(self) -> None:
         self.program.bind(self.factory, "factory")
@@ -87,6 +90,15 @@ class Example:
         reference, _ = self.reference()
         return self.program.expression(base, f"reference[{start}:{stop}]", reference[start:stop])  # type: ignore[no-any-return]
 
+    def scratch(self, name: str) -> str:
+        """A fresh path under the executor's directory; the reproduction shows it as ``name``."""
+        if self.workdir is None:
+            raise RuntimeError("this executor gives examples no directory to write into")
+        self._scratch += 1
+        path = str(self.workdir / f"{name}-{self._scratch}")
+        self.program.bind(path, repr(name))
+        return path
+
     def expected_after(self, position: Position) -> list[Any]:
         """The uninterrupted stream from ``position`` to the end of two further epochs."""
         _, lengths = self.reference()
@@ -109,12 +121,12 @@ class ExampleRun:
 
 def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,
                 factory_import: str, load_form: LoadForm, alignment: Alignment, timeout: float | None,
-                world: World | None = None) -> ExampleRun:
+                world: World | None = None, workdir: Path | None = None) -> ExampleRun:
     """Run ``clause``'s scenario on one example; never raises for what the loader does."""
     import time
 
     program = Program(factory_import)
-    example = Example(factory, config, program, load_form, alignment, world)
+    example = Example(factory, config, program, load_form, alignment, world, workdir)
     rank = world.rank if world is not None else 0
     run = ExampleRun(rank)
     started = time.perf_counter()
@@ -126,7 +138,7 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
         on = world.rank if world is not None and world.world_size > 1 else None
         run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=on,
                                  world_size=world.world_size if world is not None else 1)
-        run.final = isinstance(e, LoaderHung)
+        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable))  # neither is worth shrinking
     run.reproduction = program.source(config.as_code())
     run.seconds = time.perf_counter() - started
     return run

@@ -133,7 +133,8 @@ class InProcess:
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         try:
             return [run_example(clause, self.factory, config, plan, factory_import=self.factory_import,
-                                load_form=self.load_form, alignment=self.alignment, timeout=self.timeout)]
+                                load_form=self.load_form, alignment=self.alignment, timeout=self.timeout,
+                                workdir=self._workdir)]
         finally:
             if config.num_workers > 0:
                 reap_children(self._children)  # workers of a loader abandoned mid-epoch

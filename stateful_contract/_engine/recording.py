@@ -148,7 +148,8 @@ def recorded(result: str | tuple[str, ...] | None = None) -> Callable[[F], F]:
             if isinstance(result, tuple):
                 targets = [program.name(v, base) for v, base in zip(value, result)]
                 program.lines[index] = f"{', '.join(targets)} = {call}"
-            elif result is not None:
+            elif result is not None and id(value) not in program._names:
+                # (A value that already has a name keeps it: a loader that is its own iterator.)
                 program.lines[index] = f"{program.name(value, result)} = {call}"
             return value
 

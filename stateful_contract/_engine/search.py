@@ -26,8 +26,10 @@ from .plans import Alignment
 __all__ = ["Budget", "SearchClause", "judge_runs", "run_one", "search"]
 
 #: How many examples a clause gets: ``once`` (one fixed example), ``search`` (the
-#: profile's in-process and worker examples), ``strict`` (a few in-process examples).
-Budget = Literal["once", "search", "strict"]
+#: profile's in-process and worker examples), ``strict`` (a few in-process examples),
+#: ``workers`` (twice the profile's worker-example count in-process, and that count with
+#: workers: for a clause whose every example starts worker processes, SC23).
+Budget = Literal["once", "search", "strict", "workers"]
 #: Examples of the strict tier: each feeds seven bad states, and a refusal does not
 #: depend much on the config.
 STRICT_EXAMPLES = 8
@@ -41,7 +43,7 @@ class SearchClause(ClauseLike, Protocol):
     def fixed_config(self) -> LoaderConfig | None: ...
 
     def draw_plan(self, data: st.DataObject, lengths: list[int], config: LoaderConfig,
-                  alignment: Alignment) -> Any: ...
+                  alignment: Alignment, space: ConfigSpace | None = None) -> Any: ...
 
     @property
     def has_plan(self) -> bool: ...
@@ -96,8 +98,10 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         assert clause.fixed_config is not None
         on_example(1, 1)
         return _verdict(run_one(clause, executor, clause.fixed_config, None), 1, 1)
-    phases = [(False, STRICT_EXAMPLES if clause.budget == "strict" else profile.examples)]
-    if clause.budget == "search":
+    in_process = {"strict": STRICT_EXAMPLES, "workers": 2 * profile.worker_examples}.get(clause.budget,
+                                                                                          profile.examples)
+    phases = [(False, in_process)]
+    if clause.budget in ("search", "workers"):
         phases.append((True, profile.worker_examples))
     total = sum(n for _, n in phases)
     examples = 0
@@ -120,7 +124,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
                 if isinstance(lengths, ExampleRun):
                     found_after = found_after or examples
                     raise (_Final if lengths.final else _Failed)(lengths)
-                plan = clause.draw_plan(data, lengths, config, alignment)
+                plan = clause.draw_plan(data, lengths, config, alignment, space)
             failed = run_one(clause, executor, config, plan)
             if failed is None and passed is not None:
                 passed.append((config, plan))

@@ -98,8 +98,13 @@ class Clause:
     def skip_reason(self) -> str:
         return _SKIP_TEXT.get(self.tier, "not selected")
 
-    def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment) -> Any:
-        return None if self.plan is None else self.plan(data, lengths, config, alignment)
+    def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+                  space: Any = None) -> Any:
+        if self.plan is None:
+            return None
+        if "space" in inspect.signature(self.plan).parameters:  # a plan that reaches beyond the config
+            return self.plan(data, lengths, config, alignment, space=space)  # type: ignore[call-arg]
+        return self.plan(data, lengths, config, alignment)
 
     def restarted(self) -> Clause | None:
         """The clause as its fresh-process half runs (None when it has none)."""

@@ -21,6 +21,7 @@ from .._engine.plans import (
 from .._engine.state_steps import ROUND_TRIPS, round_trip, snapshot
 from .._engine.steps import (
     RESUME_EPOCHS,
+    Position,
     advance,
     checkpoint,
     iterate_on,
@@ -66,12 +67,17 @@ def resume_survives_several_hops(example: Example, plan: Hops) -> None:
     expected = example.segment("expected", last, max(sum(lengths[:3]), last))
     state = checkpoint(example.fresh(), plan.position)  # run 1
     previous = start
-    for stop in plan.stops:  # runs 2, 3: resume, iterate on, checkpoint again
+    opened = plan.after_iter or (False,) * len(plan.stops)
+    for stop, after_iter in zip(plan.stops, opened):  # runs 2, 3: resume, iterate on, checkpoint again
         loader = example.fresh(state)
-        take(loader, stop - previous, max_epochs=RESUME_EPOCHS)
+        if after_iter:
+            advance(loader, Position())  # iter(), no batch yet: the state must still be the loaded one
+        else:
+            take(loader, stop - previous, max_epochs=RESUME_EPOCHS)
         state = state_of(loader)
         previous = stop
-    hops = " -> ".join(f"{b - a} more batches" for a, b in zip((start, *plan.stops), plan.stops))
+    hops = " -> ".join("iter() and no batch" if opened_ else f"{b - a} more batches"
+                       for a, b, opened_ in zip((start, *plan.stops), plan.stops, opened))
     same_stream(expected, example.resumed(state, len(expected)), clause_id="SC11",
                 context=f"run 1 checkpointed {plan.position.describe()}; then resumed and checkpointed after {hops}")
 

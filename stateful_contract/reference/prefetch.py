@@ -82,14 +82,16 @@ WINDOW_TOKEN_COUNT_KEY = "global_step_token_num"
 #: ``AVG_PER_STEP_TOKEN_NUM``, which its per-token loss reads.
 AVG_TOKEN_COUNT_KEY = "avg_per_step_token_num"
 
-#: Version of the state layout; bumped on any incompatible change.
-STATE_FORMAT_VERSION = 1
+#: Version of the state layout; bumped on any incompatible change. Version 2 records the
+#: base loader's worker count, so that a resume with another one is refused by name.
+STATE_FORMAT_VERSION = 2
 
 _VERSION = "format_version"
 _GRAD_ACC_STEP = "grad_acc_step"
 _BASE_STATE = "base_state_at_window_start"
 _YIELDED = "batches_yielded_in_window"
-_STATE_KEYS = frozenset({_VERSION, _GRAD_ACC_STEP, _BASE_STATE, _YIELDED})
+_NUM_WORKERS = "num_workers"
+_STATE_KEYS = frozenset({_VERSION, _GRAD_ACC_STEP, _BASE_STATE, _YIELDED, _NUM_WORKERS})
 
 # Top-level keys of torchdata StatefulDataLoader states (single- and multi-process), used
 # only to give a better error message when such a bare state is loaded into the wrapper.
@@ -247,7 +249,14 @@ class PrefetchGradAccDataLoader:
             _GRAD_ACC_STEP: self.grad_acc_step,
             _BASE_STATE: base_state,
             _YIELDED: yielded,
+            _NUM_WORKERS: self._num_workers(),
         }
+
+    def _num_workers(self) -> int | None:
+        # torchdata's own check is a bare `assert` with no message (docs/findings.md), so
+        # the wrapper records the count and refuses another one by name.
+        workers = getattr(self.base_dataloader, "num_workers", None)
+        return workers if isinstance(workers, int) else None
 
     def _validate(self, state: object) -> None:
         what = f"{type(self).__name__}.load_state_dict"
@@ -281,6 +290,12 @@ class PrefetchGradAccDataLoader:
             raise ValueError(
                 f"{what}(): state was saved with grad_acc_step={state[_GRAD_ACC_STEP]!r}, "
                 f"this loader has grad_acc_step={self.grad_acc_step}"
+            )
+        if state[_NUM_WORKERS] != self._num_workers():
+            raise ValueError(
+                f"{what}(): state was saved with num_workers={state[_NUM_WORKERS]!r} worker processes, "
+                f"this loader has num_workers={self._num_workers()!r}; the base loader cannot resume "
+                "another number of workers"
             )
         yielded = state[_YIELDED]
         if isinstance(yielded, bool) or not isinstance(yielded, int) or not 0 <= yielded < self.grad_acc_step:

@@ -28,7 +28,7 @@ from ._base import Piece
 
 __all__ = ["BY_ID", "CI_MISSES", "CONTRACT_V2", "MUSEUM", "Piece", "implemented_clauses"]
 
-#: Clause IDs that CONTRACT.md version 2 specifies (SC19-SC23 are not implemented yet).
+#: Clause IDs that CONTRACT.md version 2 specifies (`implemented_clauses` says which the package has).
 CONTRACT_V2 = frozenset({"SC01", "SC02", "SC03", *(f"SC{n}" for n in range(10, 24)), "SC30", "SC31", "SC40"})
 
 #: Every exhibit, grouped by project.
@@ -51,10 +51,6 @@ assert len(BY_ID) == len(MUSEUM), "piece ids must be unique"
 #: (measured; `test_museum.py` holds them as strict expected failures, so a search that
 #: starts catching one turns into an error asking to move it).
 CI_MISSES: dict[str, str] = {
-    "energon-126-rotation": "SC10 exists, but only the ci profile's 4 worker examples (of 44) can draw two "
-                            "workers, and none of them checkpoints at an odd batch",
-    "torchdata-1251": "SC11 exists, but only the ci profile's 4 worker examples (of 44) can draw two workers, "
-                      "and none of them takes its second state one batch after the resume",
 }
 
 for _id in CI_MISSES:

@@ -66,6 +66,9 @@ class _Handler:
         self.spec = spec
         self.factory = load_target(spec.target)
         self.scenario_world = _RankWorld(world.rank, world.world_size, world.run_dir, world)
+        # Each rank's own files (a clause's checkpoints), apart from the other ranks'.
+        self.workdir = world.run_dir / "scratch" / f"rank{world.rank}"
+        self.workdir.mkdir(parents=True, exist_ok=True)
 
     def config(self, config: LoaderConfig) -> LoaderConfig:
         return replace(config, rank=self.world.rank, world_size=self.world.world_size)
@@ -91,7 +94,7 @@ class _Handler:
             self.world.status(f"{clause.id}: example {config.as_code()}, plan {plan!r}")
             return run_example(clause, self.factory, config, plan, factory_import=self.spec.factory_import,
                                load_form=load_form, alignment=self.spec.alignment, timeout=self.spec.timeout,
-                               world=self.scenario_world)
+                               world=self.scenario_world, workdir=self.workdir)
         raise ValueError(f"unknown command {kind!r}")
 
 

@@ -1,0 +1,200 @@
+"""Trainer usage (SC19, SC20, SC22, SC23): the ways real trainers drive loaders.
+
+Each of these has shipped as a real resume bug (the museum, ``docs/museum.md``): DCP's
+template load, reloading a loader that already ran, passes cut short by a step limit,
+and a resume with another number of worker processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hypothesis import strategies as st
+
+from .._engine.example import Example
+from .._engine.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
+from .._engine.steps import (
+    RESUME_EPOCHS,
+    LoaderError,
+    NotJudgeable,
+    Position,
+    advance,
+    checkpoint,
+    state_of,
+    take,
+)
+from .._engine.trainer_steps import cut_short, dcp_load, dcp_save, into_cut_short_pass
+from ..config import ConfigSpace, LoaderConfig
+from .judgements import same_stream
+from .registry import RESUMES, clause, violated
+
+__all__ = [
+    "cut_short_passes_resume",
+    "reload_into_a_used_loader",
+    "template_then_load_resumes",
+    "worker_count_change_is_exact_or_refused",
+]
+
+
+@clause("SC19", "template-then-load-resumes", tier="trainer", plan=checkpoint_plan, needs=RESUMES)
+def template_then_load_resumes(example: Example, plan: Checkpoint) -> None:
+    """`state_dict()` on a fresh loader first (as torch.distributed.checkpoint does to get a
+    template), then `load_state_dict(saved)`, resumes exactly; so does a real DCP save and load
+    of the loader wrapped as a `Stateful`."""
+    expected = example.expected_after(plan.position)
+    saved = checkpoint(example.fresh(), plan.position)
+    loader = example.fresh()
+    state_of(loader)  # the template DCP asks for before it loads
+    example.load(loader, saved)
+    where = f"state taken {plan.position.describe()}"
+    same_stream(expected, take(loader, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC19",
+                context=where + "; a fresh loader's state_dict() was taken before load_state_dict(state)")
+    # The real thing: DCP fills the fresh loader's template in place, then loads it.
+    source = example.fresh()
+    advance(source, plan.position)
+    path = example.scratch("dcp-checkpoint")
+    dcp_save(source, path)
+    target = example.fresh()
+    dcp_load(target, path, example.load_form)
+    same_stream(expected, take(target, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC19",
+                context=where + "; saved and loaded through torch.distributed.checkpoint (the loader as a Stateful)")
+
+
+@dataclass(frozen=True)
+class Reload:
+    """The state taken at ``position`` is loaded into a loader that already ran to ``used``."""
+
+    position: Position
+    used: Position
+
+
+def _reload_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment) -> Reload:
+    position = draw_position(data, lengths, config, alignment)
+    used = draw_position(data, lengths, config, None, allow_before_iter=False)
+    return Reload(position, used)
+
+
+@clause("SC20", "reload-into-a-used-loader", tier="trainer", plan=_reload_plan, needs=RESUMES)
+def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
+    """`load_state_dict(saved)` on a loader that already iterated (some batches, whole epochs, an
+    open iterator, persistent workers) resumes exactly from `saved`.
+
+    An iterator created before the load is not judged: torchdata's detaches and keeps its
+    old sequence (docs/clauses.md).
+    """
+    expected = example.expected_after(plan.position)
+    saved = checkpoint(example.fresh(), plan.position)
+    loader = example.fresh()
+    advance(loader, plan.used)  # rollback, retry, eval then resume: the loader has run
+    example.load(loader, saved)
+    same_stream(expected, take(loader, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC20",
+                context=f"state taken {plan.position.describe()}, loaded into a loader that had run "
+                        f"{plan.used.describe().removeprefix('after ')}")
+
+
+@dataclass(frozen=True)
+class CutShort:
+    """Passes that break after ``limit`` batches; the state is taken ``into`` batches into pass ``passes``."""
+
+    limit: int
+    passes: int
+    into: int
+
+
+#: Cut-short passes the uninterrupted run makes: enough to cross an epoch boundary.
+CUT_SHORT_PASSES = 6
+
+
+def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+                    ) -> CutShort:
+    # A loader declared exact only at window boundaries is cut short, and checkpointed, only
+    # there: a trainer's step limit counts optimizer steps, each one window of batches.
+    window = window_of(alignment, config)
+    steps = data.draw(st.integers(1, max(1, lengths[0] // window)), label="windows per cut-short pass")
+    passes = data.draw(st.integers(0, 2), label="cut-short passes before the checkpoint")
+    into = data.draw(st.integers(0, steps - 1), label="windows into the pass (0: right after iter())")
+    return CutShort(steps * window, passes, into * window)
+
+
+@clause("SC22", "cut-short-passes-resume", tier="trainer", plan=_cut_short_plan, needs=RESUMES)
+def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
+    """Passes that `break` after some batches (step limits, eval every N steps), checkpointed
+    inside a pass, resume exactly.
+
+    The comparison is with the same loader's own uninterrupted cut-short run: whether a
+    new ``iter()`` continues a pass cut short or starts the next epoch is the loader's
+    choice, and a resume must keep it.
+    """
+    reference = cut_short(example.fresh(), CUT_SHORT_PASSES, plan.limit)
+    loader = example.fresh()
+    into_cut_short_pass(loader, plan.passes, plan.limit, plan.into)
+    state = state_of(loader)
+    # The run had yielded the first `into` batches of pass `passes` (fewer if it ended sooner).
+    k = min(plan.into, len(reference[plan.passes]))
+    expected = example.program.expression(
+        "expected", f"[b for p in {example.program.render(reference)}[{plan.passes}:] for b in p][{k}:]",
+        [b for p in reference[plan.passes:] for b in p][k:])
+    # The resumed run finishes the pass it was in (limit - k more batches), then cuts short as before.
+    resumed = cut_short(example.fresh(state), CUT_SHORT_PASSES - plan.passes, plan.limit, first=plan.limit - k)
+    got = example.program.expression("resumed", f"[b for p in {example.program.render(resumed)} for b in p]",
+                                     [b for p in resumed for b in p])
+    same_stream(expected, got, clause_id="SC22",
+                context=f"passes of {plan.limit} batch{'es' if plan.limit != 1 else ''} each; state taken "
+                        + (f"{plan.into} batches into pass {plan.passes}" if plan.into else
+                           f"right after iter() of pass {plan.passes}, before its first batch"),
+                what="the resumed run to finish the pass it was in and go on as the uninterrupted cut-short run")
+
+
+@dataclass(frozen=True)
+class WorkerChange:
+    """The state taken at ``position`` is resumed by a loader with ``workers`` worker processes."""
+
+    position: Position
+    workers: int
+
+
+def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment, *,
+                        space: ConfigSpace | None = None) -> WorkerChange | None:
+    """Another worker count the configuration space allows (None: it allows only one)."""
+    others = [n for n in (space or ConfigSpace()).num_workers if n != config.num_workers]
+    if not others:
+        return None
+    workers = data.draw(st.sampled_from(others), label="worker processes on resume")
+    # Every example starts worker processes, so there are few: a checkpoint after the first
+    # batch at least, where a worker-dependent offset (batches handed out per worker) shows.
+    position = draw_position(data, lengths, config, alignment)
+    if position.epoch == 0 and position.batches == 0 and lengths[0] > 0:
+        position = Position(0, data.draw(st.integers(1, lengths[0]), label="batches before the checkpoint"))
+    return WorkerChange(position, workers)
+
+
+def _names_the_workers(error: BaseException) -> bool:
+    text = f"{type(error).__name__}: {error}".lower()
+    return "worker" in text or "process" in text
+
+
+@clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", plan=_worker_change_plan,
+        needs=RESUMES, budget="workers")
+def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange | None) -> None:
+    """A state resumed with another `num_workers` either continues the stream exactly or raises an
+    exception naming the mismatch; never a silent loss or repeat."""
+    if plan is None:
+        raise NotJudgeable("the configuration space allows one number of worker processes only "
+                           "(ConfigSpace.num_workers), so there is no other count to resume with")
+    expected = example.expected_after(plan.position)
+    saved = checkpoint(example.fresh(), plan.position)
+    other = replace(example.config, num_workers=plan.workers)
+    where = (f"state taken {plan.position.describe()} with num_workers={example.config.num_workers}, "
+             f"resumed with num_workers={plan.workers}")
+    try:
+        resumed = take(example.fresh(saved, config=other), len(expected), max_epochs=RESUME_EPOCHS)
+    except LoaderError as e:
+        if _names_the_workers(e.error):
+            return  # refused, and the message says why: what the clause allows
+        raise violated("SC23", context=where,
+                       expected="the resume to continue the stream exactly, or an exception that names the "
+                                "worker-count mismatch",
+                       got=f"{e} (the message does not say that the number of workers changed)") from None
+    same_stream(expected, resumed, clause_id="SC23", context=where,
+                what="the loader resumed with another num_workers to continue the stream exactly (or to refuse)")
+
