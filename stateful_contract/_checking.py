@@ -72,6 +72,14 @@ def selected_clauses(clauses: Iterable[str] | None, strict: bool, world_size: in
     return [clause(c).id for c in clauses]
 
 
+def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
+    """Orders examples simplest first: no workers, few samples, small batches, an early checkpoint."""
+    position = getattr(plan, "position", None)
+    where = (position.epoch, position.batches) if position is not None else (0, 0)
+    return (config.num_workers, config.dataset_size, config.batch_size, config.grad_acc_step, config.shuffle,
+            config.drop_last, *where)
+
+
 @contextlib.contextmanager
 def _engine_quiet() -> Iterator[None]:
     """The process-wide settings a run needs, restored afterwards."""
@@ -140,24 +148,41 @@ class _Run:
                              on_example=lambda done, total: self.emit(c, done, total), passed=passed)
         restarted = c.restarted()
         if outcome.status == "passed" and restarted is not None and passed:
-            outcome = self.in_fresh_processes(restarted, passed, outcome)
+            outcome = self.in_fresh_processes(restarted, passed, outcome, c.fresh_worlds(self.executor.world_size))
         return outcome
 
-    def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome) -> Outcome:
-        """Rerun every example that held in a fresh set of processes (the state must mean the same there)."""
-        self.executor.restart("resume")
-        for config, plan in examples:
-            failed = judge_runs(c, self.executor.run(c, config, plan), config, plan)
-            if failed is not None and failed.outcome is not None:
-                o = failed.outcome
-                o.message += ("\n(The same example resumed exactly inside the processes that saved it: the state is "
-                              "only good in the process that took it.)")
-                o.reproduction = ("# Fails only when the resume runs in a fresh set of processes: the lines below "
-                                  "pass in one process\n# (the state depends on the process that took it).\n"
-                                  + failed.reproduction)
-                o.examples, o.config, o.plan = passed.examples, config.as_code(), repr(plan)
-                return o
-        passed.notes.append(f"{len(examples)} examples resumed again in a fresh set of processes")
+    def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome,
+                           worlds: tuple[int | None, ...] = (None,)) -> Outcome:
+        """Rerun every example that held in a fresh set of processes (the state must mean the same there).
+
+        ``worlds``: the numbers of ranks to resume on, one fresh set of processes each (None: the
+        check's own; another number is an elastic restart, after which the check goes on with its own).
+        Examples are judged simplest first, so a failure is reported on the smallest example that shows it.
+        """
+        examples = sorted(examples, key=lambda e: _simplicity(*e))
+        try:
+            for size in worlds:
+                self.executor.restart("resume" if size is None else f"world{size}-", world_size=size)
+                for config, plan in examples:
+                    failed = judge_runs(c, self.executor.run(c, config, plan), config, plan)
+                    if failed is not None and failed.outcome is not None:
+                        o = failed.outcome
+                        if size is None:
+                            o.message += ("\n(The same example resumed exactly inside the processes that saved it: "
+                                          "the state is only good in the process that took it.)")
+                            o.reproduction = ("# Fails only when the resume runs in a fresh set of processes: the "
+                                              "lines below pass in one process\n# (the state depends on the process "
+                                              "that took it).\n" + failed.reproduction)
+                        else:
+                            o.reproduction = failed.reproduction
+                        o.examples, o.config, o.plan = passed.examples, config.as_code(), repr(plan)
+                        return o
+        finally:
+            if worlds != (None,):
+                self.executor.restart("search", world_size=None)  # the check goes on with its own world
+        where = ("a fresh set of processes" if worlds == (None,) else
+                 " and ".join(f"{s} rank{'s' if s != 1 else ''}" for s in worlds if s is not None))
+        passed.notes.append(f"{len(examples)} examples resumed again in {where}")
         return passed
 
     def run(self) -> None:

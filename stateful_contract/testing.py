@@ -66,7 +66,7 @@ class StatefulLoaderContract:
     - ``timeout``: seconds one example may take, ``None`` for the profile's.
 
     - ``world_size``: more than 1 runs the contract on that many ranks
-      (torch.distributed, gloo) and adds the multi-rank clause SC30. Every rank imports
+      (torch.distributed, gloo) and adds the multi-rank clauses SC30 and SC31. Every rank imports
       this test module by its file path and calls ``make_loader`` on a fresh instance of
       this class, so the class must be importable at module level.
     """

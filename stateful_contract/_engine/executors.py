@@ -55,8 +55,9 @@ class Executor(Protocol):
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         """One example of ``clause`` on every rank: one `ExampleRun` per rank, by rank."""
 
-    def restart(self, phase: str) -> None:
-        """Go on in fresh processes (a no-op where there are none)."""
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        """Go on in fresh processes, ``world_size`` of them (None: as many as before; a no-op where
+        there are none)."""
 
     def close(self) -> None: ...
 
@@ -138,8 +139,9 @@ class InProcess:
             if config.num_workers > 0:
                 reap_children(self._children)  # workers of a loader abandoned mid-epoch
 
-    def restart(self, phase: str) -> None:
-        return None
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        if world_size not in (None, 1):
+            raise ValueError(f"a check in this process cannot resume on {world_size} ranks; use world_size > 1")
 
     def close(self) -> None:
         reap_children(self._children)

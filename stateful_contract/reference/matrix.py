@@ -32,6 +32,7 @@ from .iterable_loaders import ShardedTokens, StatefulShardedTokens
 
 __all__ = [
     "MATRIX",
+    "MULTI_RANK",
     "MatrixEntry",
     "ShardedTokens",
     "StatefulShardedTokens",
@@ -239,6 +240,8 @@ class MatrixEntry:
     expected_failures: Mapping[str, str] = field(default_factory=dict)
     #: The configuration space it is checked on (None: the whole default space).
     space: ConfigSpace | None = None
+    #: Ranks it is checked on (`MULTI_RANK` entries: with ``world_size > 1``).
+    world_size: int = 1
 
     @property
     def target(self) -> str:
@@ -333,6 +336,17 @@ MATRIX: dict[str, MatrixEntry] = {
     "snapshot_every_3": MatrixEntry(snapshot_every_3, "snapshot_every_n_steps=3", space=WORKER_SPACE),
 }
 
+_WORLD_CHANGE = (
+    "torchdata 0.11's StatefulDistributedSampler saves only how many indices this rank has yielded "
+    "('yielded'), not num_replicas: resumed on another world size, each rank skips that many indices of "
+    "its new shard, so a smaller world repeats samples and a larger one loses some, silently "
+    "(docs/findings.md, F16)"
+)
+#: Entries checked on several ranks (``check(entry.target, world_size=entry.world_size)``).
+MULTI_RANK: dict[str, MatrixEntry] = {"stateful_distributed_sampler": MatrixEntry(
+    stateful_distributed_sampler, "torchdata's StatefulDistributedSampler, on 2 ranks", {"SC31": _WORLD_CHANGE},
+    world_size=2)}
+
 
 def main(argv: list[str] | None = None) -> int:
     """Print each entry's verdict: ``python -m stateful_contract.reference.matrix [--profile P] [NAME ...]``."""
@@ -350,10 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="ci")
     args = parser.parse_args(argv)
     failed = False
-    for name in args.names or list(MATRIX):
-        entry = MATRIX[name]
+    entries = {**MATRIX, **MULTI_RANK}
+    for name in args.names or list(entries):
+        entry = entries[name]
         started = time.perf_counter()
-        report = check(entry.factory, profile=args.profile, space=entry.space,
+        factory = entry.target if entry.world_size > 1 else entry.factory  # ranks import it by name
+        report = check(factory, profile=args.profile, space=entry.space, world_size=entry.world_size,
                        expected_failures=entry.declared, target=entry.target)
         verdict = {r.id: r.status for r in report.results if r.status not in ("passed", "skipped")}
         failed |= not report.passed

@@ -3,7 +3,7 @@
 - A piece whose should-catch clause exists and that the ci profile catches must fail
   `check()` with that clause ID.
 - A piece that needs a clause CONTRACT.md v2 specifies but the package does not
-  implement yet (SC19-SC23, SC31), or that the ci profile misses (`CI_MISSES`), is a
+  implement yet (SC19-SC23), or that the ci profile misses (`CI_MISSES`), is a
   strict expected failure: the day the clause lands and catches it, the xfail turns
   into an error, and the piece moves to the first group. That is intended.
 - Every piece the contract misses really has its bug: a hand-written version of its

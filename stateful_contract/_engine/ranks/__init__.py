@@ -9,6 +9,10 @@ process, exactly as with the in-process executor.
 A rank that dies or hangs cannot take the run down: the caller waits for each answer
 only so long, then kills every process of the run and says which rank failed first
 and what each rank was doing. The next command starts a fresh set of processes.
+
+`Ranks.restart` goes on in a fresh set of processes, on the same number of ranks or,
+as an elastic restart does, on another (``restart("world-1", world_size=1)``): the
+clauses that resume a state saved by another world (SC31) run there.
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ class Ranks:
         self.target = _absolute_target(target)
         load_target(self.target)  # fail fast, with the user's error, before starting any process
         self.world_size = world_size
+        #: The ranks of the running phase: `world_size`, or another number after an elastic restart.
+        self.live_world_size = world_size
         self.load_form: LoadForm = "positional"
         self.timeout = timeout
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)
@@ -110,19 +116,30 @@ class Ranks:
         self._conn: Connection | None = None
         self._phase = ""
         self._phases = 0
+        self._phase_names: set[str] = set()
         self._deadline = 0.0
         self._started = 0.0
 
     # -- the world's life -------------------------------------------------------------
 
+    def _name(self, phase: str) -> str:
+        """A phase name not used before in this run (each phase has its own address file and logs)."""
+        name, n = phase, 1
+        while name in self._phase_names:
+            n += 1
+            name = f"{phase}{n}"
+        self._phase_names.add(name)
+        return name
+
     def _launch(self, phase: str) -> None:
+        phase = self._name(phase)
         self._phase = phase
         self._phases += 1
         self._started = time.monotonic()
         if self._deadline == 0.0:
             self._deadline = self._started + self.run_timeout
         if self._proc is None:
-            self._proc = start_world(self.run_dir, world_size=self.world_size, first_phase=phase, entry=ENTRY,
+            self._proc = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase, entry=ENTRY,
                                      timeout=self.run_timeout)
         self._connect(phase)
 
@@ -143,7 +160,7 @@ class Ranks:
             self._conn.close()
             self._conn = None
         assert self._proc is not None
-        outcome = finish_world(self._proc, self.run_dir, self.world_size, wait=0 if timed_out else 15,
+        outcome = finish_world(self._proc, self.run_dir, self.live_world_size, wait=0 if timed_out else 15,
                                timed_out=timed_out, timeout=self.run_timeout)
         outcome.seconds = time.monotonic() - self._started
         self._proc = None
@@ -233,18 +250,32 @@ class Ranks:
                                        rank=rank)
         return ExampleRun(rank, outcome, reproduction=rerun, final=True)
 
-    def restart(self, phase: str) -> None:
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        """Go on in a fresh set of processes: ``world_size`` of them (None: the check's world size).
+
+        The running phase's ranks stop, and rank 0 tells the launcher which phase comes next
+        and on how many ranks. With no phase running, the next command starts it there.
+        """
+        size = self.world_size if world_size is None else world_size
+        if size < 1:
+            raise ValueError(f"a world has at least one rank, not {size}")
         if self._conn is None:
+            self.live_world_size = size
             return
+        phase = self._name(phase)
         try:
-            self._conn.send_bytes(pickle.dumps(("stop", phase)))
+            self._conn.send_bytes(pickle.dumps(("stop", phase, size if size != self.live_world_size else None)))
             self._conn.recv_bytes()
         except (EOFError, OSError):
             self._down(timed_out=False)
+            self.live_world_size = size
             return
         self._conn.close()
         self._conn = None
         self._phases += 1
+        self._phase = phase
+        self.live_world_size = size
+        self._started = time.monotonic()
         self._connect(phase)
 
     def close(self) -> None:

@@ -5,8 +5,9 @@ time: build a loader, probe the load form, take the uninterrupted run, run one
 example. Rank 0 broadcasts it (`World.call`), every rank runs it on its own loader
 with its own ``rank`` in the config, and rank 0 sends the gathered answers back, one
 per rank. Collectives inside an example (``torch.distributed.checkpoint``) therefore
-find every rank at the same step. ``stop`` ends the phase; its argument names the next
-one (a fresh set of processes), if any.
+find every rank at the same step. ``stop`` ends the phase; its arguments name the next
+one (a fresh set of processes), if any, and its world size when it differs from this
+phase's (an elastic restart on more or fewer ranks).
 """
 
 from __future__ import annotations
@@ -97,8 +98,11 @@ class _Handler:
         raise ValueError(f"unknown command {kind!r}")
 
 
-def serve(world: World, phase: str) -> str | None:
-    """Every rank's entry (see `stateful_contract._engine.ranks.launch`); returns the next phase."""
+def serve(world: World, phase: str) -> str | tuple[str, int] | None:
+    """Every rank's entry (see `stateful_contract._engine.ranks.launch`); returns the next phase.
+
+    The next phase is a name, or ``(name, world_size)`` to start it on another number of ranks.
+    """
     spec: RankSpec = pickle.loads((world.run_dir / SPEC_FILE).read_bytes())
     handler = _Handler(world, spec)
     with steps.references_kept():
@@ -108,7 +112,7 @@ def serve(world: World, phase: str) -> str | None:
         return _lead(world, handler, spec, phase)
 
 
-def _lead(world: World, handler: _Handler, spec: RankSpec, phase: str) -> str | None:
+def _lead(world: World, handler: _Handler, spec: RankSpec, phase: str) -> str | tuple[str, int] | None:
     with Listener(("127.0.0.1", 0), authkey=bytes.fromhex(spec.authkey)) as listener:
         path = world.run_dir / ADDRESS_FILE.format(phase=phase)
         partial = path.with_suffix(f".{secrets.token_hex(4)}.tmp")
@@ -122,7 +126,8 @@ def _lead(world: World, handler: _Handler, spec: RankSpec, phase: str) -> str | 
                     command = pickle.loads(conn.recv_bytes())
                     if command[0] == "stop":
                         conn.send_bytes(pickle.dumps("stopping"))
-                        return command[1]  # type: ignore[no-any-return]
+                        _, following, *size = command
+                        return (following, size[0]) if following and size and size[0] else following
                     # Plain pickle, not multiprocessing's: tensors travel as data, not as
                     # shared-memory handles the other process may not open.
                     conn.send_bytes(pickle.dumps(world.call(command, handler)))
