@@ -14,8 +14,11 @@ import contextlib
 import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
+
+from . import status
 
 __all__ = ["LoaderHung", "can_interrupt", "deadline", "quick_worker_shutdown", "reap_children"]
 
@@ -47,11 +50,13 @@ def deadline(seconds: float | None) -> Iterator[None]:
     # Re-fire every second after the deadline: an alarm that lands in a __del__ or a
     # weakref callback is swallowed as "unraisable", and the hang would go on.
     signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    status.deadline_started(time.monotonic(), seconds)  # a supervisor ends what this alarm cannot
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        status.deadline_ended()
 
 
 def reap_children(keep: set[int], grace: float = 2.0) -> list[int]:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import torch
 
 from ..config import LoaderConfig
+from . import status
 from .recording import recorded
 
 __all__ = [
@@ -73,10 +74,11 @@ class LoaderError(Exception):
 
 
 def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    try:
-        return fn(*args, **kwargs)
-    except Exception as e:  # any exception from user code is that clause's failure
-        raise LoaderError(step, e) from e
+    with status.calling(step):  # a supervisor names this call if the process dies in it
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # any exception from user code is that clause's failure
+            raise LoaderError(step, e) from e
 
 
 @recorded("loader")

@@ -38,6 +38,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..processes import MARKER_ENV, kill_stragglers, processes_of
 from .failures import LaunchOutcome, RankFailure, order_failures
 
 __all__ = [
@@ -52,9 +53,6 @@ __all__ = [
     "status_path",
 ]
 
-#: Environment variable every process of a run carries (value: the run directory), so
-#: that stragglers can be found and killed even if they left the process group.
-MARKER_ENV = "STATEFUL_CONTRACT_RUN"
 #: How often the elastic agent polls its ranks: a failure is noticed within this.
 MONITOR_INTERVAL = 0.05
 #: Lines of a dead rank's stderr quoted in the failure message.
@@ -143,38 +141,6 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def processes_of(run_dir: Path) -> list[int]:
-    """Live processes carrying ``run_dir``'s marker in their environment (Linux only)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return []
-    needle = f"{MARKER_ENV}={run_dir}".encode() + b"\0"
-    found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Zombies (state Z) are already dead; they only wait for their parent to reap them.
-        if needle in environ + b"\0" and stat.rpartition(")")[2].split()[0] != "Z":
-            found.append(int(entry.name))
-    return found
-
-
-def kill_stragglers(run_dir: Path) -> list[int]:
-    """Kill the run's processes that escaped its process group; returns their pids."""
-    stragglers = processes_of(run_dir)
-    for pid in stragglers:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return stragglers
 
 
 def _tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
