@@ -27,7 +27,7 @@ from typing import Any
 
 from ...config import LoaderConfig
 from ...profiles import Profile
-from ..example import ClauseLike, ExampleRun, LoadProbe
+from ..example import ClauseLike, ExampleRun, LoadFormProbe
 from ..executors import FactoryProblem, StartFailed
 from ..outcome import ClauseViolation, Outcome
 from ..plans import Alignment, Checkpoint
@@ -180,18 +180,18 @@ class Ranks:
             if problem is not None:
                 raise FactoryProblem(f"on rank {rank} of {self.world_size}: {problem}")
 
-    def probe(self) -> tuple[LoadProbe, str]:
+    def probe(self) -> LoadFormProbe:
         try:
-            found = self._call(("probe",))
+            found: list[LoadFormProbe] = self._call(("probe",))
         except _WorldDown as e:
-            return "unusable", str(e)
-        forms = [form for form, _ in found]
+            return LoadFormProbe("unusable", str(e), self._crashed(_BUILDING, e.outcome))
+        forms = [p.form for p in found]
         if all(f == "positional" for f in forms):
-            return "positional", ""
+            return LoadFormProbe("positional")
         if all(f in ("positional", "keyword") for f in forms):
-            return "keyword", ""
+            return LoadFormProbe("keyword")
         rank = next(r for r, f in enumerate(forms) if f == "unusable")
-        return "unusable", f"on rank {rank}: {found[rank][1]}"
+        return LoadFormProbe("unusable", f"on rank {rank}: {found[rank].detail}", found[rank].failed)
 
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         try:

@@ -77,13 +77,15 @@ class _Handler:
                                    self.world.world_size)
         if kind == "probe":
             self.world.status("probing how load_state_dict takes a state")
-            return probe_load_form(self.factory, self.config(PROBE_CONFIG), self.spec.timeout)
+            return probe_load_form(self.factory, self.config(PROBE_CONFIG), self.spec.timeout,
+                                   factory_import=self.spec.factory_import, rank=self.world.rank,
+                                   world_size=self.world.world_size)
         if kind == "lengths":
             _, clause, config = command
             config = self.config(config)
             self.world.status(f"{clause.id}: running the uninterrupted {config.as_code()}")
             return reference_lengths(clause.id, clause.heading, self.factory, config, self.spec.timeout,
-                                     self.world.rank, self.world.world_size)
+                                     self.world.rank, self.world.world_size, self.spec.factory_import)
         if kind == "run":
             _, clause, config, plan, load_form = command
             config = self.config(config)
