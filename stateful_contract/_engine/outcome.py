@@ -80,6 +80,9 @@ class Outcome:
     #: The plan of the failing example (for a replay), as ``repr``.
     plan: str = ""
     config: str = ""
+    #: What ended the process the loader ran in, when the example took it down: a signal
+    #: (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (killed, hung) or ``"memory limit"``.
+    killed_by: str = ""
 
     @staticmethod
     def of_violation(v: ClauseViolation, **extra: object) -> Outcome:
