@@ -104,6 +104,8 @@ def _alignment(report: Report) -> str | None:
 def badge_message(report: Report) -> str:
     """The verdict in a few words; see the module docstring for the forms it takes."""
     core = _ran(report, CORE_TIERS)
+    if report.interrupted:
+        return "interrupted"
     if not core:
         return "not run"
     failing = [r.id for r in core if r.is_failure]
@@ -126,7 +128,7 @@ def badge_message(report: Report) -> str:
 def badge_color(report: Report) -> str:
     """A shields.io colour name: red on a core failure, yellow-green with deviations."""
     core = _ran(report, CORE_TIERS)
-    if not core:
+    if not core or report.interrupted:
         return "lightgrey"
     if any(r.is_failure for r in core):
         return "red"
