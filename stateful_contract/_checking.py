@@ -339,7 +339,7 @@ def check(
                             "'path/file.py:factory' string: every rank process imports it by name")
         executor = Ranks(spec, world_size=world_size, factory_import=factory_import, alignment=checkpoint_alignment,
                          timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=run_dir,
-                         run_timeout=run_timeout)
+                         run_timeout=run_timeout, memory_limit=memory_limit)
     elif _isolation(isolation) == "supervised":
         executor = Supervised(factory, factory_import, checkpoint_alignment, example_timeout, memory_limit)
     else:

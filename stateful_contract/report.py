@@ -58,8 +58,9 @@ class ClauseResult:
     #: The minimal failing example: its config (``LoaderConfig(...)``) and plan.
     config: str = ""
     plan: str = ""
-    #: What ended the loader's process, if the clause's example took it down: a signal
-    #: (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (hung, killed) or ``"memory limit"``.
+    #: What ended the failing example when it did not end by itself: a signal that killed the
+    #: loader's process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed
+    #: when it could not be) or ``"memory limit"``.
     killed_by: str = ""
 
     @classmethod

@@ -29,11 +29,12 @@ __all__ = ["Board", "BoardView", "calling", "command", "deadline_ended", "deadli
 
 _MAGIC = b"SCBOARD1"
 _SIZE = 64 * 1024
-#: Layout: magic, then the running deadline (monotonic start, seconds; 0 s: none), then the
-#: loader call (active flag, length, text), the command (length, text), the program.
+#: Layout: magic, then the running deadline (monotonic start, seconds; 0 s: none), the
+#: writer's pid, the loader call (active flag, length, text), the command (length, text), the program.
 _DEADLINE = 8
-_CALL, _CALL_TEXT = 24, 256
-_COMMAND, _COMMAND_TEXT = 288, 4096 - 288 - 4
+_PID = 24
+_CALL, _CALL_TEXT = 32, 256
+_COMMAND, _COMMAND_TEXT = 296, 4096 - 296 - 4
 _PROGRAM = 4096
 _PROGRAM_TEXT = _SIZE - _PROGRAM - 4
 
@@ -58,6 +59,7 @@ class Board:
         finally:
             os.close(fd)
         self._mm[0:8] = _MAGIC
+        struct.pack_into("<q", self._mm, _PID, os.getpid())
         self._call_label = b""
 
     def command(self, text: str) -> None:
@@ -106,6 +108,8 @@ class BoardView:
     program: str = ""
     #: The example timeout running (``time.monotonic()`` start, seconds), if any.
     deadline: tuple[float, float] | None = None
+    #: The process that wrote the board (0: none yet).
+    pid: int = 0
 
     @property
     def during(self) -> str:
@@ -124,6 +128,7 @@ def read(path: Path) -> BoardView:
     if len(data) < _SIZE or data[:8] != _MAGIC:
         return BoardView()
     started, seconds = struct.unpack_from("<dd", data, _DEADLINE)
+    (pid,) = struct.unpack_from("<q", data, _PID)
     active, call_len = struct.unpack_from("<BH", data, _CALL)
     (command_len,) = struct.unpack_from("<I", data, _COMMAND)
     (program_len,) = struct.unpack_from("<I", data, _PROGRAM)
@@ -134,7 +139,7 @@ def read(path: Path) -> BoardView:
     return BoardView(command=text(_COMMAND + 4, command_len, _COMMAND_TEXT),
                      call=text(_CALL + 3, call_len, _CALL_TEXT), in_call=bool(active),
                      program=text(_PROGRAM + 4, program_len, _PROGRAM_TEXT),
-                     deadline=(started, seconds) if seconds > 0 else None)
+                     deadline=(started, seconds) if seconds > 0 else None, pid=pid)
 
 
 _BOARD: Board | None = None

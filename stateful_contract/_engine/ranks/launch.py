@@ -38,13 +38,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..processes import MARKER_ENV, kill_stragglers, processes_of
+from .. import status
+from ..processes import MARKER_ENV, fault_excerpt, kill_stragglers, processes_of
 from .failures import LaunchOutcome, RankFailure, order_failures
 
 __all__ = [
     "MARKER_ENV",
     "LaunchOutcome",
     "RankFailure",
+    "board_path",
     "finish_world",
     "kill_stragglers",
     "processes_of",
@@ -65,6 +67,11 @@ OUTCOME_FILE = "launch-outcome.json"
 def status_path(run_dir: Path, rank: int) -> Path:
     """The file where ``rank`` writes what it is doing (read when it dies or hangs)."""
     return run_dir / "status" / f"rank{rank}.txt"
+
+
+def board_path(run_dir: Path, rank: int) -> Path:
+    """``rank``'s status board (`stateful_contract._engine.status`): the call into the loader, the program."""
+    return run_dir / "status" / f"rank{rank}.board"
 
 
 def start_world(run_dir: Path, *, world_size: int, first_phase: str, entry: str, timeout: float,
@@ -147,6 +154,9 @@ def _tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
     if path is None or not path.is_file():
         return ""
     text = path.read_text(encoding="utf-8", errors="replace")
+    fault = fault_excerpt(text)  # a fatal signal: the loader's frames, not the launcher's below them
+    if fault:
+        return fault
     kept = [line for line in text.splitlines() if line.strip() and "Warning" not in line
             and "torch.set_vital" not in line]
     return "\n".join(kept[-lines:])
@@ -154,9 +164,12 @@ def _tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
 
 def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
     doing = {}
+    boards = {rank: status.read(board_path(run_dir, rank)) for rank in range(world_size)}
     for rank in range(world_size):
         path = status_path(run_dir, rank)
         doing[rank] = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+        if boards[rank].call:
+            doing[rank] += f", {boards[rank].during}"
     path = run_dir / OUTCOME_FILE
     if not path.is_file():
         return LaunchOutcome(phases_done=[], doing=doing)
@@ -165,11 +178,18 @@ def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
         RankFailure(rank=int(f["rank"]), phase=data["failed_phase"], exitcode=f["exitcode"], error=f["error"],
                     doing=doing.get(int(f["rank"]), ""),
                     stderr_tail=_tail(Path(f["stderr"]) if f.get("stderr") else None),
-                    exited_at=f.get("exited_at"))
+                    exited_at=f.get("exited_at"), program=_died_at(boards.get(int(f["rank"]))))
         for f in data.get("failures", [])
     ])
     return LaunchOutcome(phases_done=data["phases_done"], failed_phase=data.get("failed_phase"),
                          failures=failures, doing=doing)
+
+
+def _died_at(board: status.BoardView | None) -> str:
+    """The rank's reproduction so far, the call it died in marked."""
+    if board is None or not board.program:
+        return ""
+    return board.program + ("  # <- this rank died here" if board.in_call else "")
 
 
 # --- the launcher process ---------------------------------------------------------------
