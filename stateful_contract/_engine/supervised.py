@@ -105,7 +105,8 @@ class Death:
     def reproduction(self) -> str:
         program = self.board.program
         if program and self.board.in_call:
-            program += f"  # <- the process died here ({self.killed_by})"
+            how = "was killed" if self.final else "died"
+            program += f"  # <- the process {how} here ({self.killed_by})"
         return program
 
 

@@ -150,6 +150,8 @@ class Ranks:
         outcome = finish_world(self._proc, self.run_dir, self.world_size, wait=0 if timed_out else 15,
                                timed_out=timed_out, timeout=self.run_timeout)
         outcome.seconds = time.monotonic() - self._started
+        for rank in range(self.world_size):  # read into the outcome; a stale board would look hung later
+            board_path(self.run_dir, rank).unlink(missing_ok=True)
         self._proc = None
         # The next command starts a fresh set of processes, with a deadline of its own.
         self._deadline = 0.0
@@ -291,7 +293,7 @@ class Ranks:
                  f"--clause {clause.id} --run-dir DIR  # keeps each rank's logs in DIR/logs")
         if config is not None and isinstance(plan, Checkpoint):
             rerun = self.replay_hint(clause, config, plan).split("# ", 2)[-1]
-        program = next((f.program for f in down.failures if f.rank == rank), "") or self._program_of(rank)
+        program = down.programs.get(rank, "")
         reproduction = rerun if not program else (
             f"# What rank {rank} ran before its process went down (on rank {rank} of {self.world_size}):\n"
             f"{program}\n\n# The run again, on real ranks:\n# {rerun}")
@@ -299,10 +301,6 @@ class Ranks:
                                        rank=rank, killed_by=down.killed_by)
         outcome.notes.append("not shrunk: every re-run starts a fresh set of ranks (seconds each)")
         return ExampleRun(rank, outcome, reproduction=reproduction, final=True)
-
-    def _program_of(self, rank: int) -> str:
-        board = status.read(board_path(self.run_dir, rank))
-        return board.program + ("  # <- this rank stopped answering here" if board.program and board.in_call else "")
 
     def restart(self, phase: str) -> None:
         if self._conn is None:

@@ -53,8 +53,6 @@ class RankFailure:
     exited_at: float | None = None
     #: `OWN`, `KILLED`, `COMMUNICATION` or `STOPPED`: set by `order_failures`, judged against the others.
     kind: str = OWN
-    #: The example's reproduction up to where this rank died, from its status board.
-    program: str = ""
 
     @property
     def killed_by(self) -> str:
@@ -153,6 +151,8 @@ class LaunchOutcome:
     hung: tuple[int, float, float] | None = None
     #: ... or because the ranks' processes grew past the memory limit: (rank, grown, limit).
     memory: tuple[int, int, int] | None = None
+    #: Each rank's reproduction of the example it was in, up to where it stopped (status boards).
+    programs: dict[int, str] = field(default_factory=dict)
 
     @property
     def killed_by(self) -> str:

@@ -170,26 +170,25 @@ def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
         doing[rank] = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
         if boards[rank].call:
             doing[rank] += f", {boards[rank].during}"
+    programs = {rank: _stopped_at(board) for rank, board in boards.items() if board.program}
     path = run_dir / OUTCOME_FILE
     if not path.is_file():
-        return LaunchOutcome(phases_done=[], doing=doing)
+        return LaunchOutcome(phases_done=[], doing=doing, programs=programs)
     data = json.loads(path.read_text(encoding="utf-8"))
     failures = order_failures([
         RankFailure(rank=int(f["rank"]), phase=data["failed_phase"], exitcode=f["exitcode"], error=f["error"],
                     doing=doing.get(int(f["rank"]), ""),
                     stderr_tail=_tail(Path(f["stderr"]) if f.get("stderr") else None),
-                    exited_at=f.get("exited_at"), program=_died_at(boards.get(int(f["rank"]))))
+                    exited_at=f.get("exited_at"))
         for f in data.get("failures", [])
     ])
     return LaunchOutcome(phases_done=data["phases_done"], failed_phase=data.get("failed_phase"),
-                         failures=failures, doing=doing)
+                         failures=failures, doing=doing, programs=programs)
 
 
-def _died_at(board: status.BoardView | None) -> str:
-    """The rank's reproduction so far, the call it died in marked."""
-    if board is None or not board.program:
-        return ""
-    return board.program + ("  # <- this rank died here" if board.in_call else "")
+def _stopped_at(board: status.BoardView) -> str:
+    """The rank's reproduction so far, the call it was in when it died or was killed marked."""
+    return board.program + ("  # <- this rank stopped here" if board.in_call else "")
 
 
 # --- the launcher process ---------------------------------------------------------------
