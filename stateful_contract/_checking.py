@@ -13,23 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import signal
-import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import Executor, FactoryProblem, InProcess, StartFailed
-from ._engine.guard import quick_worker_shutdown
+from ._engine.guard import quick_worker_shutdown, sigint_ignored
 from ._engine.outcome import ClauseViolation, Outcome
 from ._engine.plans import Alignment
 from ._engine.search import judge_runs, run_one, search
-from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Supervised, supported
+from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation, Supervised, choose_isolation
 from ._storage import no_hypothesis_files
 from ._target import describe_factory, factory_import_line, import_line, load_target
 from .clauses import CLAUSES, Clause, clause, run_order
@@ -39,13 +36,6 @@ from .profiles import get_profile
 from .report import ClauseResult, Report, Status
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "CheckInterrupted", "FactoryError", "Isolation", "Progress", "check"]
-
-#: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches:
-#: nothing the loader does takes the check down) or ``"in-process"`` (this process: fastest,
-#: and a debugger can follow the loader, but a crash or an uninterruptible hang is the
-#: check's own). Several ranks always run in processes of their own.
-Isolation = Literal["supervised", "in-process"]
-
 
 class FactoryError(Exception):
     """The factory cannot build a loader at all (raises, returns a non-iterable, or returns one object twice)."""
@@ -341,7 +331,7 @@ def check(
         executor = Ranks(spec, world_size=world_size, factory_import=factory_import, alignment=checkpoint_alignment,
                          timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=run_dir,
                          run_timeout=run_timeout, memory_limit=memory_limit)
-    elif _isolation(isolation) == "supervised":
+    elif choose_isolation(isolation) == "supervised":
         executor = Supervised(factory, factory_import, checkpoint_alignment, example_timeout, memory_limit)
     else:
         executor = InProcess(factory, factory_import, checkpoint_alignment, example_timeout)
@@ -355,7 +345,7 @@ def check(
             try:
                 run.run()
             except BaseException:
-                with _sigint_ignored():  # a second Ctrl-C must not leave the loader's processes behind
+                with sigint_ignored():  # a second Ctrl-C must not leave the loader's processes behind
                     executor.close()
                 raise
             executor.close()
@@ -373,23 +363,3 @@ def check(
     if interrupted:
         raise CheckInterrupted(report)
     return report
-
-
-def _isolation(isolation: Isolation | None) -> Isolation:
-    if isolation is None:  # fork is the only start a child costs milliseconds with; safe on Linux
-        return "supervised" if sys.platform.startswith("linux") and supported() else "in-process"
-    if isolation not in ("supervised", "in-process"):
-        raise ValueError(f"isolation must be 'supervised' or 'in-process', got {isolation!r}")
-    return isolation
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -6,7 +6,8 @@
 The label names the contract and its version; the message is the verdict a reader of a
 README needs: ``passing``, ``passing except SC17, window-aligned`` (declared deviations,
 named), ``failing 2 clauses (SC02, SC10)``, and the strict tier when it ran
-(``passing + strict`` or ``passing, fails strict``). The colour follows the core verdict
+(``passing + strict`` or ``passing, fails strict``); a partial report (Ctrl-C) is
+``interrupted``, grey. The colour follows the core verdict
 only: torchdata's own `StatefulDataLoader` fails the strict tier, so a loader that behaves
 exactly like it deserves a green badge.
 

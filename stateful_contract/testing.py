@@ -30,8 +30,9 @@ from typing import Any, ClassVar, final
 import pytest
 from hypothesis import settings
 
-from ._checking import DEFAULT_MEMORY_LIMIT, FactoryError, Isolation, check
+from ._checking import DEFAULT_MEMORY_LIMIT, FactoryError, check
 from ._engine.plans import Alignment
+from ._engine.supervised import Isolation
 from ._render import render_result
 from ._target import factory_import_line
 from .clauses import CLAUSES, Clause

@@ -20,7 +20,7 @@ from types import FrameType
 
 from . import status
 
-__all__ = ["LoaderHung", "can_interrupt", "deadline", "quick_worker_shutdown", "reap_children"]
+__all__ = ["LoaderHung", "can_interrupt", "deadline", "quick_worker_shutdown", "reap_children", "sigint_ignored"]
 
 
 class LoaderHung(BaseException):
@@ -102,3 +102,16 @@ def quick_worker_shutdown(seconds: float = 0.25) -> Iterator[None]:
         yield
     finally:
         _utils.MP_STATUS_CHECK_INTERVAL = previous
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Ctrl-C ignored in this block (cleaning up after the first one must not be cut short)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..config import LoaderConfig
 from . import status
@@ -50,7 +50,14 @@ from .plans import Alignment
 from .processes import CRASH_SIGNALS, anon_rss, descendants, describe_exit, fault_excerpt, kill_session
 from .steps import Factory, LoadForm
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Supervised", "grace", "supported"]
+__all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "Supervised", "choose_isolation", "grace",
+           "supported"]
+
+#: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches:
+#: nothing the loader does takes the check down) or ``"in-process"`` (this process: a little
+#: faster, and a debugger can follow the loader, but a crash or an uninterruptible hang is
+#: the check's own). Several ranks always run in processes of their own.
+Isolation = Literal["supervised", "in-process"]
 
 #: What the loader's processes may gain during one example, by default: far more than any
 #: loader of the contract's small datasets needs, far less than it takes to bring a machine down.
@@ -76,6 +83,16 @@ def grace(timeout: float) -> float:
 def supported() -> bool:
     """Supervision forks the child from the checker's process: POSIX with ``fork``."""
     return hasattr(os, "fork") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def choose_isolation(isolation: Isolation | None) -> Isolation:
+    """``isolation``, or the default: supervised on Linux (elsewhere ``fork`` is not safe with
+    the system's frameworks, and the clean-up reads ``/proc``)."""
+    if isolation is None:
+        return "supervised" if sys.platform.startswith("linux") and supported() else "in-process"
+    if isolation not in ("supervised", "in-process"):
+        raise ValueError(f"isolation must be 'supervised' or 'in-process', got {isolation!r}")
+    return isolation
 
 
 @dataclass(frozen=True)
