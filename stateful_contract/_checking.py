@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._engine.example import ExampleRun, LoadProbe
+from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import Executor, FactoryProblem, InProcess, StartFailed
-from ._engine.guard import quick_worker_shutdown
+from ._engine.guard import quick_worker_shutdown, sigint_ignored
 from ._engine.outcome import ClauseViolation, Outcome
 from ._engine.plans import Alignment
 from ._engine.search import judge_runs, run_one, search
+from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation, Supervised, choose_isolation
 from ._storage import no_hypothesis_files
 from ._target import describe_factory, factory_import_line, import_line, load_target
 from .clauses import CLAUSES, Clause, clause, run_order
@@ -34,11 +35,18 @@ from .config import ConfigSpace, LoaderConfig
 from .profiles import get_profile
 from .report import ClauseResult, Report, Status
 
-__all__ = ["FactoryError", "Progress", "check"]
-
+__all__ = ["DEFAULT_MEMORY_LIMIT", "CheckInterrupted", "FactoryError", "Isolation", "Progress", "check"]
 
 class FactoryError(Exception):
-    """The factory cannot build a loader at all (raises, or returns a non-iterable)."""
+    """The factory cannot build a loader at all (raises, returns a non-iterable, or returns one object twice)."""
+
+
+class CheckInterrupted(KeyboardInterrupt):
+    """The check was stopped (Ctrl-C); ``report`` is what it had judged by then, marked interrupted."""
+
+    def __init__(self, report: Report) -> None:
+        super().__init__("the check was interrupted")
+        self.report = report
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,10 @@ class _Run:
         self.results: dict[str, ClauseResult] = {}
         self.load_probe: LoadProbe = "positional"
         self.load_detail = ""
+        #: The load probe's run when ``load_state_dict`` itself hung or took its process down.
+        self.load_failed: ExampleRun | None = None
+        #: The clause being judged (named as interrupted if the run is stopped there).
+        self.current: Clause | None = None
 
     def emit(self, c: Clause, done: int, total: int, status: Status | None = None, seconds: float = 0.0) -> None:
         if self.progress is not None:
@@ -136,6 +148,9 @@ class _Run:
         return None
 
     def judge(self, c: Clause) -> Outcome:
+        if c.id == "SC02" and self.load_failed is not None:
+            # The probe was SC02's example: running it again would hang or crash the same way.
+            return self.outcome_of_run(c, self.load_failed)
         if self.replay is not None and c.budget != "once":
             config, plan = self.replay
             failed = run_one(c, self.executor, config, plan)
@@ -185,15 +200,30 @@ class _Run:
         passed.notes.append(f"{len(examples)} examples resumed again in {where}")
         return passed
 
+    def probe(self) -> None:
+        """Find the load form, if a clause to judge needs a state loaded."""
+        if not any(LOAD in c.needs for c in run_order(self.selected)):
+            return
+        started = time.perf_counter()
+        found: LoadFormProbe = self.executor.probe()
+        if found.failed is not None:
+            found.failed.seconds = time.perf_counter() - started
+        self.load_probe, self.load_detail, self.load_failed = found.form, found.detail, found.failed
+        if self.load_probe in ("positional", "keyword"):
+            self.executor.load_form = self.load_probe
+        if self.load_probe == "unusable" and "SC02" not in self.selected:
+            # Otherwise every clause selected would be "not judged" and the run would pass.
+            self.selected.append("SC02")
+            self.notes.append("SC02 was judged too: load_state_dict cannot take a state, which every clause "
+                              "selected needs")
+
     def run(self) -> None:
         try:
             self.executor.start()
         except StartFailed as e:
             self.fail_all(e.run)
             return
-        self.load_probe, self.load_detail = self.executor.probe()
-        if self.load_probe in ("positional", "keyword"):
-            self.executor.load_form = self.load_probe
+        self.probe()
         keyword_note = ""
         if self.load_probe == "keyword" and any(LOAD in clause(s).needs for s in self.selected):
             keyword_note = ("load_state_dict(state) rejects a positional state (SC02); the other clauses ran "
@@ -205,22 +235,34 @@ class _Run:
             if why is not None:
                 outcome = Outcome("not-judged", message=why)
             else:
+                self.current = c
                 self.emit(c, 0, 1)
                 outcome = self.judge(c)
+                self.current = None
             if c.id == "SC02" and keyword_note:
                 outcome.notes.append(keyword_note)
-            self.record(c, outcome, time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            if c.id == "SC02" and self.load_failed is not None:
+                seconds += self.load_failed.seconds  # its example was the probe's
+            self.record(c, outcome, seconds)
+
+    def outcome_of_run(self, c: Clause, failed: ExampleRun) -> Outcome:
+        """``c``'s outcome from a run of the engine's own (building the first loader, the load probe)."""
+        o = failed.outcome
+        assert o is not None
+        v = ClauseViolation(c.id, heading=c.heading, expected=o.expected, got=o.got, rank=o.rank,
+                            world_size=self.executor.world_size)
+        # The run's own message, headed by this clause: it may add what the loader's process was
+        # doing and the Python stack of a crash.
+        _, _, detail = o.message.partition("\n")
+        message = v.message if not detail or o.got not in detail else f"{c.heading}\n{detail}"
+        return Outcome.of_violation(v, message=message, reproduction=failed.reproduction, notes=list(o.notes),
+                                    killed_by=o.killed_by, examples=1)
 
     def fail_all(self, failed: ExampleRun) -> None:
         """The first loader could not even be built (a hang, a dead rank): every clause fails with that."""
-        assert failed.outcome is not None
         for c in run_order(self.selected):
-            o = failed.outcome
-            v = ClauseViolation(c.id, heading=c.heading, expected=o.expected, got=o.got, rank=o.rank,
-                                world_size=self.executor.world_size)
-            message = v.message
-            outcome = Outcome.of_violation(v, message=message, reproduction=failed.reproduction)
-            self.record(c, outcome, failed.seconds)
+            self.record(c, self.outcome_of_run(c, failed), failed.seconds)
 
     def record(self, c: Clause, outcome: Outcome, seconds: float) -> None:
         result = ClauseResult.from_outcome(c, outcome, seconds=round(seconds, 3))
@@ -231,11 +273,15 @@ class _Run:
         # work shows, though the report lists it as skipped.
         self.emit(c, 1, 1, result.status, result.seconds)
 
-    def report(self, c: Clause) -> ClauseResult:
+    def report(self, c: Clause, interrupted: bool = False) -> ClauseResult:
         result = self.results.get(c.id)
-        if c.id not in self.selected or result is None:
-            return ClauseResult(c.id, c.name, c.tier, "skipped", c.skip_reason)
-        return result
+        if result is not None and c.id in self.selected:
+            return result
+        if interrupted and c in run_order(self.selected):
+            why = ("the check was interrupted while this clause ran" if c == self.current
+                   else "the check was interrupted before this clause")
+            return ClauseResult(c.id, c.name, c.tier, "not-judged", why)
+        return ClauseResult(c.id, c.name, c.tier, "skipped", c.skip_reason)
 
 
 def check(
@@ -255,6 +301,8 @@ def check(
     replay: tuple[LoaderConfig, Any] | None = None,
     run_dir: str | Path | None = None,
     run_timeout: float | None = None,
+    isolation: Isolation | None = None,
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
 ) -> Report:
     """Run the StatefulLoader contract against ``factory`` and return one record per clause.
 
@@ -268,8 +316,19 @@ def check(
     ``world_size=N`` runs every example on N ranks of torch.distributed (gloo) at once and
     adds the multi-rank clauses. ``factory_import`` is the line a reproduction uses to
     get the factory (the faces pass theirs); ``replay=(config, plan)`` runs that one
-    example instead of searching. Raises `FactoryError` when the factory cannot build a
-    loader at all.
+    example instead of searching.
+
+    ``isolation="supervised"`` (the default where ``os.fork`` exists) runs the loader in a
+    child process: a loader that kills its process (a segfault, ``os._exit``, the OOM
+    killer), hangs where the ``timeout`` cannot interrupt it, or allocates more than
+    ``memory_limit`` bytes during an example (default `DEFAULT_MEMORY_LIMIT`, 4 GiB; None:
+    no limit) fails the clause it was running, and the check goes on in a fresh child.
+    ``isolation="in-process"`` runs it in this process: a little faster, and what a
+    debugger needs, but such a loader then takes the check down with it (and no memory
+    limit applies). See docs/supervision.md.
+
+    Raises `FactoryError` when the factory cannot build a loader at all, and
+    `CheckInterrupted` (a `KeyboardInterrupt`, with the partial report) on Ctrl-C.
     """
     prof = get_profile(profile)
     spec = factory if isinstance(factory, str) else None
@@ -297,20 +356,36 @@ def check(
                             "'path/file.py:factory' string: every rank process imports it by name")
         executor = Ranks(spec, world_size=world_size, factory_import=factory_import, alignment=checkpoint_alignment,
                          timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=run_dir,
-                         run_timeout=run_timeout)
+                         run_timeout=run_timeout, memory_limit=memory_limit)
+    elif choose_isolation(isolation) == "supervised":
+        executor = Supervised(factory, factory_import, checkpoint_alignment, example_timeout, memory_limit)
     else:
         executor = InProcess(factory, factory_import, checkpoint_alignment, example_timeout)
+        notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "
+                     "and a crash or an uninterruptible hang would have ended the check")
     run = _Run(executor, selected=selected, expected=expected, profile=prof.name, space=space or ConfigSpace(),
                alignment=checkpoint_alignment, progress=progress, replay=replay, notes=notes)
+    interrupted = False
     try:
         with _engine_quiet():
             try:
                 run.run()
-            finally:
-                executor.close()
+            except BaseException:
+                with sigint_ignored():  # a second Ctrl-C must not leave the loader's processes behind
+                    executor.close()
+                raise
+            executor.close()
     except FactoryProblem as e:
         raise FactoryError(str(e)) from None
+    except KeyboardInterrupt:
+        interrupted = True
     notes.extend(getattr(executor, "notes", []))
-    return Report(target=target, results=[run.report(c) for c in CLAUSES], profile=prof.name,
-                  strict=strict or "SC40" in selected, world_size=world_size,
-                  checkpoint_alignment=_alignment_text(checkpoint_alignment), notes=notes)
+    if interrupted:
+        current = f" during {run.current.id}" if run.current is not None else ""
+        notes.append(f"interrupted{current}: the clauses not judged by then are reported as not judged")
+    report = Report(target=target, results=[run.report(c, interrupted) for c in CLAUSES], profile=prof.name,
+                    strict=strict or "SC40" in selected, world_size=world_size,
+                    checkpoint_alignment=_alignment_text(checkpoint_alignment), notes=notes, interrupted=interrupted)
+    if interrupted:
+        raise CheckInterrupted(report)
+    return report

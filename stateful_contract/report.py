@@ -27,8 +27,10 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 
 #: Report format version, bumped when a field changes meaning. Version 2 adds the
 #: structured parts of a failure (``expected``, ``got``, ``context``, ``rank``) and the
-#: failing example (``config``, ``plan``); version 1 reports still load.
-REPORT_FORMAT = 2
+#: failing example (``config``, ``plan``); version 3 adds what took a loader's process down
+#: (``killed_by``), whether the run was ``interrupted``, and the verdict ``"interrupted"``.
+#: Older reports still load.
+REPORT_FORMAT = 3
 
 
 @dataclass
@@ -56,6 +58,10 @@ class ClauseResult:
     #: The minimal failing example: its config (``LoaderConfig(...)``) and plan.
     config: str = ""
     plan: str = ""
+    #: What ended the failing example when it did not end by itself: a signal that killed the
+    #: loader's process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed
+    #: when it could not be) or ``"memory limit"``.
+    killed_by: str = ""
 
     @classmethod
     def from_outcome(cls, c: Clause, outcome: Outcome, *, seconds: float = 0.0) -> ClauseResult:
@@ -64,7 +70,8 @@ class ClauseResult:
         return cls(c.id, c.name, c.tier, outcome.status, outcome.message, outcome.reproduction if failed else "",
                    seconds, outcome.examples, notes=list(outcome.notes), found_after=outcome.found_after,
                    expected=outcome.expected, got=outcome.got, context=outcome.context, rank=outcome.rank,
-                   config=outcome.config if failed else "", plan=outcome.plan if failed else "")
+                   config=outcome.config if failed else "", plan=outcome.plan if failed else "",
+                   killed_by=outcome.killed_by)
 
     def to_exception(self) -> AssertionError:
         """The failure as an exception to raise, its reproduction attached as a PEP 678 note.
@@ -112,6 +119,8 @@ class Report:
     checkpoint_alignment: str | None = None
     contract_version: str = CONTRACT_VERSION
     notes: list[str] = field(default_factory=list)
+    #: The run was stopped (Ctrl-C) before every clause was judged: the report is partial.
+    interrupted: bool = False
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:
@@ -121,12 +130,13 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when every clause that ran passed or failed as declared."""
-        return not any(r.is_failure for r in self.results)
+        """True when every clause that ran passed or failed as declared (never for an interrupted run)."""
+        return not self.interrupted and not any(r.is_failure for r in self.results)
 
     @property
     def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
+        """``"pass"``, ``"fail"``, or ``"interrupted"`` for a partial report."""
+        return "interrupted" if self.interrupted else "pass" if self.passed else "fail"
 
     @property
     def deviations(self) -> dict[str, str]:
@@ -145,6 +155,7 @@ class Report:
             "world_size": self.world_size,
             "checkpoint_alignment": self.checkpoint_alignment,
             "notes": list(self.notes),
+            "interrupted": self.interrupted,
             "clauses": [asdict(r) for r in self.results],
         }
 
@@ -168,6 +179,7 @@ class Report:
             checkpoint_alignment=data.get("checkpoint_alignment"),
             contract_version=data.get("contract_version", CONTRACT_VERSION),
             notes=list(data.get("notes", [])),
+            interrupted=bool(data.get("interrupted", False)),
         )
 
     @classmethod

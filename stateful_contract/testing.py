@@ -30,8 +30,9 @@ from typing import Any, ClassVar, final
 import pytest
 from hypothesis import settings
 
-from ._checking import FactoryError, check
+from ._checking import DEFAULT_MEMORY_LIMIT, FactoryError, check
 from ._engine.plans import Alignment
+from ._engine.supervised import Isolation
 from ._render import render_result
 from ._target import factory_import_line
 from .clauses import CLAUSES, Clause
@@ -64,6 +65,12 @@ class StatefulLoaderContract:
     - ``profile``: the engine profile (``"dev"``, ``"ci"``, ``"thorough"``) when the run
       does not choose one with ``--hypothesis-profile stateful-contract-<profile>``.
     - ``timeout``: seconds one example may take, ``None`` for the profile's.
+    - ``isolation``: ``"supervised"`` (the default wherever ``os.fork`` exists: the loader
+      runs in a child process, so a loader that segfaults, exits, hangs for good or eats
+      memory fails the clause it was in, not the pytest run) or ``"in-process"`` (to step
+      through the loader in a debugger).
+    - ``memory_limit``: bytes the loader's processes may gain during one example
+      (default 4 GiB; ``None``: no limit). Supervised runs only.
 
     - ``world_size``: more than 1 runs the contract on that many ranks
       (torch.distributed, gloo) and adds the multi-rank clauses SC30 and SC31. Every rank imports
@@ -78,6 +85,8 @@ class StatefulLoaderContract:
     profile: ClassVar[str] = "ci"
     timeout: ClassVar[float | None] = None
     world_size: ClassVar[int] = 1
+    isolation: ClassVar[Isolation | None] = None
+    memory_limit: ClassVar[int | None] = DEFAULT_MEMORY_LIMIT
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
         """The hook: return a fresh loader for ``config`` on every call.
@@ -136,6 +145,8 @@ class StatefulLoaderContract:
                 target=request.node.nodeid,
                 world_size=cls.world_size,
                 factory_import=factory_import,
+                isolation=cls.isolation,
+                memory_limit=cls.memory_limit,
             )
         except FactoryError as e:
             # No loader at all: one clear line on every test, not a traceback into the engine.

@@ -166,6 +166,21 @@ def test_a_hook_that_cannot_build_a_loader_errors_in_one_line(pytester: pytest.P
     result.stdout.fnmatch_lines(["*TestBroken.make_loader cannot build a loader: *RuntimeError: no such dataset*"])
 
 
+def test_a_loader_that_kills_its_process_fails_that_clause_not_the_pytest_run(pytester: pytest.Pytester) -> None:
+    """Supervised by default: a segfault in load_state_dict is SC02's failure; this very pytest run goes on."""
+    pytester.makepyfile(test_loader=(
+        "import misbehaving\n"  # tests/misbehaving.py, importable here (conftest.py puts tests/ on sys.path)
+        "from stateful_contract.testing import StatefulLoaderContract\n\n"
+        "class TestSegfaults(StatefulLoaderContract):\n"
+        "    profile = 'dev'\n"
+        "    def make_loader(self, config):\n"
+        "        return misbehaving.SegfaultsInLoad(config)\n"))
+    result = pytester.runpytest("-k", "SC01 or SC02 or SC03")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*Got: the loader killed the process with SIGSEGV during loader.load_state_dict(state)*",
+                                 "*load(loader_2, state)  # <- the process died here (SIGSEGV)*"])
+
+
 def test_an_expected_failure_naming_no_clause_warns(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_loader=downstream("stateful_dataloader", "expected_failures = {'SC99': 'typo'}"))
     result = pytester.runpytest("--collect-only", "-q")

@@ -14,10 +14,13 @@ import contextlib
 import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 
-__all__ = ["LoaderHung", "can_interrupt", "deadline", "quick_worker_shutdown", "reap_children"]
+from . import status
+
+__all__ = ["LoaderHung", "can_interrupt", "deadline", "quick_worker_shutdown", "reap_children", "sigint_ignored"]
 
 
 class LoaderHung(BaseException):
@@ -47,11 +50,13 @@ def deadline(seconds: float | None) -> Iterator[None]:
     # Re-fire every second after the deadline: an alarm that lands in a __del__ or a
     # weakref callback is swallowed as "unraisable", and the hang would go on.
     signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    status.deadline_started(time.monotonic(), seconds)  # a supervisor ends what this alarm cannot
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        status.deadline_ended()
 
 
 def reap_children(keep: set[int], grace: float = 2.0) -> list[int]:
@@ -97,3 +102,16 @@ def quick_worker_shutdown(seconds: float = 0.25) -> Iterator[None]:
         yield
     finally:
         _utils.MP_STATUS_CHECK_INTERVAL = previous
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Ctrl-C ignored in this block (cleaning up after the first one must not be cut short)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
 
 from ..config import ConfigSpace, LoaderConfig
 from ..profiles import Profile, hypothesis_settings
@@ -133,7 +134,10 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
                 raise (_Final if failed.final else _Failed)(failed)
 
         try:
-            example()
+            # Hypothesis would print "You can reproduce this failure by adding @seed(...)" after a
+            # hang or a crash; the outcome says how to reproduce it, in the loader's own terms.
+            with with_reporter(lambda text: None):
+                example()
         except (_Failed, _Final) as e:
             return _verdict(e.run, examples, found_after)
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import torch
 
 from ..config import LoaderConfig
+from . import status
 from .guard import LoaderHung
 from .recording import recorded
 
@@ -74,13 +75,14 @@ class LoaderError(Exception):
 
 
 def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    try:
-        return fn(*args, **kwargs)
-    except (KeyboardInterrupt, SystemExit, GeneratorExit, LoaderHung):
-        raise  # the user stopping the run, or the example's own timeout
-    except BaseException as e:  # anything else from user code is that clause's failure, even
-        # a BaseException: torch.distributed.checkpoint raises CheckpointException(BaseException)
-        raise LoaderError(step, e) from e
+    with status.calling(step):  # a supervisor names this call if the process dies in it
+        try:
+            return fn(*args, **kwargs)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit, LoaderHung):
+            raise  # the user stopping the run, or the example's own timeout
+        except BaseException as e:  # anything else from user code is that clause's failure, even
+            # a BaseException: torch.distributed.checkpoint raises CheckpointException(BaseException)
+            raise LoaderError(step, e) from e
 
 
 @recorded("loader")

@@ -31,12 +31,15 @@ from typing import Any
 
 from ...config import LoaderConfig
 from ...profiles import Profile
-from ..example import ClauseLike, ExampleRun, LoadProbe
+from .. import status
+from ..example import ClauseLike, ExampleRun, LoadFormProbe
 from ..executors import FactoryProblem, StartFailed
 from ..outcome import ClauseViolation, Outcome
 from ..plans import Alignment, Checkpoint
+from ..processes import anon_rss, descendants
 from ..steps import LoadForm
-from .launch import LaunchOutcome, finish_world, start_world
+from ..supervised import DEFAULT_MEMORY_LIMIT, MEMORY_EVERY, POLL, grace
+from .launch import LaunchOutcome, board_path, finish_world, start_world
 from .server import ADDRESS_FILE, SPEC_FILE, RankSpec
 
 __all__ = ["Ranks", "default_run_timeout"]
@@ -92,7 +95,7 @@ class Ranks:
 
     def __init__(self, target: str, *, world_size: int, factory_import: str, alignment: Alignment,
                  timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
-                 run_timeout: float | None = None) -> None:
+                 run_timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> None:
         from ..._target import TargetError, load_target
 
         if "<locals>" in target or "<lambda>" in target:
@@ -105,6 +108,7 @@ class Ranks:
         self.live_world_size = world_size
         self.load_form: LoadForm = "positional"
         self.timeout = timeout
+        self.memory_limit = memory_limit or None
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)
         self.keep = run_dir is not None
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
@@ -163,25 +167,83 @@ class Ranks:
         outcome = finish_world(self._proc, self.run_dir, self.live_world_size, wait=0 if timed_out else 15,
                                timed_out=timed_out, timeout=self.run_timeout)
         outcome.seconds = time.monotonic() - self._started
+        for rank in range(self.world_size):  # read into the outcome; a stale board would look hung later
+            board_path(self.run_dir, rank).unlink(missing_ok=True)
         self._proc = None
         # The next command starts a fresh set of processes, with a deadline of its own.
         self._deadline = 0.0
         return outcome
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
-        if self._conn is None:
-            self._launch(f"phase{self._phases + 1}" if self._phases else "search")
+        try:
+            if self._conn is None:
+                self._launch(f"phase{self._phases + 1}" if self._phases else "search")
+            return self._await(command)
+        except _WorldDown:
+            raise
+        except BaseException:  # Ctrl-C: nothing of the run outlives the check
+            if self._proc is not None:
+                self._down(timed_out=True)
+            raise
+
+    def _await(self, command: tuple[Any, ...]) -> list[Any]:
+        """Rank 0's answer; the run is killed when a rank dies, hangs past its timeout or eats memory."""
         assert self._conn is not None
-        per_command = (self.timeout or 0) * 2 + COMMAND_GRACE
-        wait = max(0.0, min(self._deadline, time.monotonic() + per_command) - time.monotonic())
+        sent = time.monotonic()
+        limit = min(self._deadline, sent + (self.timeout or 0) * 2 + COMMAND_GRACE)
+        baseline: dict[int, int] = {}
+        next_memory = sent + MEMORY_EVERY
         try:
             self._conn.send_bytes(pickle.dumps(command))
-            if self._conn.poll(wait):
-                return pickle.loads(self._conn.recv_bytes())  # type: ignore[no-any-return]
-            timed_out = True
+            while not self._conn.poll(POLL):
+                now = time.monotonic()
+                if now > limit:
+                    raise _WorldDown(self._down(timed_out=True))
+                hung = self._hung_rank(now)
+                if hung is not None:
+                    down = self._down(timed_out=True)
+                    down.hung = hung
+                    raise _WorldDown(down)
+                if self.memory_limit and now >= next_memory:
+                    next_memory = now + MEMORY_EVERY
+                    grown = self._grown(baseline)
+                    if grown is not None:
+                        down = self._down(timed_out=True)
+                        down.memory = (*grown, self.memory_limit)
+                        raise _WorldDown(down)
+            return pickle.loads(self._conn.recv_bytes())  # type: ignore[no-any-return]
         except (EOFError, OSError):
-            timed_out = False
-        raise _WorldDown(self._down(timed_out=timed_out))
+            raise _WorldDown(self._down(timed_out=False)) from None
+
+    def _hung_rank(self, now: float) -> tuple[int, float, float] | None:
+        """A rank whose example timeout passed by the grace and which still has not come back from it."""
+        if not self.timeout:
+            return None
+        for rank in range(self.world_size):
+            deadline = status.read(board_path(self.run_dir, rank)).deadline
+            if deadline is not None and now > deadline[0] + deadline[1] + grace(deadline[1]):
+                return rank, deadline[1], now - deadline[0]
+        return None
+
+    def _grown(self, baseline: dict[int, int]) -> tuple[int, int] | None:
+        """(rank, bytes) when a rank's processes grew past the memory limit since the command was sent."""
+        assert self.memory_limit is not None
+        total, by_rank = 0, {}
+        for rank in range(self.world_size):
+            pid = status.read(board_path(self.run_dir, rank)).pid
+            if not pid:
+                continue
+            grown = 0
+            for p in [pid, *descendants(pid)]:
+                rss = anon_rss(p)
+                if rss is not None:
+                    grown += max(0, rss - baseline.setdefault(p, rss))
+            by_rank[rank] = grown
+            total += grown
+        if total <= self.memory_limit:
+            return None
+        rank = max(by_rank, key=lambda r: by_rank[r])
+        return rank, total
 
     # -- the executor -----------------------------------------------------------------
 
@@ -197,18 +259,18 @@ class Ranks:
             if problem is not None:
                 raise FactoryProblem(f"on rank {rank} of {self.world_size}: {problem}")
 
-    def probe(self) -> tuple[LoadProbe, str]:
+    def probe(self) -> LoadFormProbe:
         try:
-            found = self._call(("probe",))
+            found: list[LoadFormProbe] = self._call(("probe",))
         except _WorldDown as e:
-            return "unusable", str(e)
-        forms = [form for form, _ in found]
+            return LoadFormProbe("unusable", str(e), self._crashed(_BUILDING, e.outcome))
+        forms = [p.form for p in found]
         if all(f == "positional" for f in forms):
-            return "positional", ""
+            return LoadFormProbe("positional")
         if all(f in ("positional", "keyword") for f in forms):
-            return "keyword", ""
+            return LoadFormProbe("keyword")
         rank = next(r for r, f in enumerate(forms) if f == "unusable")
-        return "unusable", f"on rank {rank}: {found[rank][1]}"
+        return LoadFormProbe("unusable", f"on rank {rank}: {found[rank].detail}", found[rank].failed)
 
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         try:
@@ -242,13 +304,20 @@ class Ranks:
         v = ClauseViolation(clause.id, heading=clause.heading, expected="every rank to finish the example",
                             got=f"the multi-rank run failed: {what}")
         rank = down.failures[0].rank if down.failures else 0
+        if down.hung is not None or down.memory is not None:
+            rank = (down.hung or down.memory or (0,))[0]
         rerun = (f"python -m stateful_contract.distributed {self.target} --world-size {self.world_size} "
                  f"--clause {clause.id} --run-dir DIR  # keeps each rank's logs in DIR/logs")
         if config is not None and isinstance(plan, Checkpoint):
             rerun = self.replay_hint(clause, config, plan).split("# ", 2)[-1]
+        program = down.programs.get(rank, "")
+        reproduction = rerun if not program else (
+            f"# What rank {rank} ran before its process went down (on rank {rank} of {self.world_size}):\n"
+            f"{program}\n\n# The run again, on real ranks:\n# {rerun}")
         outcome = Outcome.of_violation(v, message=f"{clause.heading}\nthe multi-rank run failed: {what}",
-                                       rank=rank)
-        return ExampleRun(rank, outcome, reproduction=rerun, final=True)
+                                       rank=rank, killed_by=down.killed_by)
+        outcome.notes.append("not shrunk: every re-run starts a fresh set of ranks (seconds each)")
+        return ExampleRun(rank, outcome, reproduction=reproduction, final=True)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """Go on in a fresh set of processes: ``world_size`` of them (None: the check's world size).
