@@ -83,8 +83,12 @@ class DistributedBatchSampler(Sampler[list[int]]):
     Args:
         dataset: a sized dataset (only its length is read).
         batch_size: indices per batch.
-        num_replicas, rank, shuffle, seed, drop_last: as torch's ``DistributedSampler``
-            (``drop_last`` there drops the tail that does not divide evenly over the ranks).
+        num_replicas: ranks, as torch's ``DistributedSampler``.
+        rank: this rank, as torch's ``DistributedSampler``.
+        shuffle: as torch's ``DistributedSampler``.
+        seed: as torch's ``DistributedSampler``.
+        drop_last: as torch's ``DistributedSampler``: drop the tail that does not divide
+            evenly over the ranks.
         drop_last_batch: drop each epoch's last batch when it is short, as
             ``BatchSampler(drop_last=True)`` does (default: ``drop_last``).
 
