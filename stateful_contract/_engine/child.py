@@ -146,8 +146,10 @@ def _answer(command: tuple[Any, ...], spec: ChildSpec, keep: set[int]) -> Any:
 def _run(clause: ClauseLike, config: Any, plan: Any, load_form: Any, spec: ChildSpec, keep: set[int]) -> ExampleRun:
     status.command(f"{clause.id}: example {config.as_code()}" + (f", plan {plan!r}" if plan is not None else ""))
     try:
+        scratch = spec.run_dir / "scratch"  # a clause's checkpoint files (SC19's DCP directory)
+        scratch.mkdir(exist_ok=True)
         return run_example(clause, spec.factory, config, plan, factory_import=spec.factory_import,
-                           load_form=load_form, alignment=spec.alignment, timeout=spec.timeout)
+                           load_form=load_form, alignment=spec.alignment, timeout=spec.timeout, workdir=scratch)
     finally:
         if config.num_workers > 0:
             reap_children(keep)  # workers of a loader abandoned mid-epoch
