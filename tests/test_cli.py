@@ -138,3 +138,11 @@ def test_memory_limit_sizes(value, limit):
     from stateful_contract.cli import _memory
 
     assert _memory(value) == limit
+
+
+def test_a_prerequisite_that_fails_is_reported_even_when_not_selected(capsys):
+    """`--clause SC10` on a loader whose streams differ: SC10 cannot be judged, and SC18 says why (exit 1)."""
+    assert run(f"{ZOO}:UnseededShuffle", "--clause", "SC10") == 1
+    out = capsys.readouterr().out
+    assert "Verdict: FAIL (1 clause: SC18)" in out
+    assert "note: judged because a selected clause needs it" in out
