@@ -50,6 +50,7 @@ class Executor(Protocol):
 
     def probe(self) -> LoadFormProbe:
         """How ``load_state_dict`` takes a state (`stateful_contract._engine.example.probe_load_form`)."""
+        ...
 
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         """The uninterrupted run's epoch lengths (shortest over ranks), or the run that failed."""

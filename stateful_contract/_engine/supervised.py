@@ -138,7 +138,7 @@ class Supervised:
             raise RuntimeError("supervised checks need os.fork (Linux, macOS); use isolation='in-process'")
         self.factory = factory
         self.factory_import = factory_import
-        self.alignment = alignment
+        self.alignment: Alignment = alignment
         self.timeout = timeout or None
         self.memory_limit = memory_limit or None
         self.load_form: LoadForm = "positional"
