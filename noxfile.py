@@ -49,8 +49,8 @@ REPORTS = Path("reports")
 #: Every implementation this repository knows: the `check` target, then its declarations.
 #: A downstream repository keeps the same table with its own loaders (see docs/nox.md).
 FACTORIES = "stateful_contract.reference.factories"
-#: torchdata's refusal of a 1 <-> 2 worker change names nothing (docs/findings.md, F12).
-WORKER_COUNT_ASSERT = "the base StatefulDataLoader refuses 1 <-> 2 workers with a bare assert (F12)"
+#: torchdata's refusal of a 1 <-> 2 worker change names nothing (docs/findings.md, F13).
+WORKER_COUNT_ASSERT = "the base StatefulDataLoader refuses 1 <-> 2 workers with a bare assert (F13)"
 IMPLEMENTATIONS: dict[str, list[str]] = {
     # torchdata's own loader: the baseline every clause is measured against.
     "stateful-dataloader": [f"{FACTORIES}:stateful_dataloader"],

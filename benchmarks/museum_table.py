@@ -119,6 +119,11 @@ def md(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _escape(text: str) -> str:
+    """A report title as Markdown text: its brackets are not links (mkdocs would resolve them)."""
+    return text.replace("[", "\\[").replace("]", "\\]")
+
+
 def link(report: str) -> str:
     repo, _, number = report.partition("#")
     return f"[{report}](https://github.com/{repo}/issues/{number})"
@@ -203,7 +208,7 @@ def render(measured: list[Measured], total: float) -> str:
         p = m.piece
         where = f"`{p.factory.__module__.replace('museum.', 'tests/museum/')}.py`: `{p.factory.__qualname__}`"
         lines += [f"### {p.id}", "",
-                  f"{link(p.report)}, \"{p.title}\"", "",
+                  f"{link(p.report)}, \"{_escape(p.title)}\"", "",
                   f"- **Mechanism.** {md(p.mechanism)}",
                   f"- **Trigger.** {md(p.trigger)}",
                   f"- **Loader.** {where}"

@@ -18,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
+    from ._checking import CheckInterrupted as CheckInterrupted
     from ._checking import FactoryError as FactoryError
     from ._checking import Progress as Progress
     from ._checking import check as check
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
 
 #: Public name -> module that defines it.
 _EXPORTS = {
+    "CheckInterrupted": "_checking",
     "FactoryError": "_checking",
     "Progress": "_checking",
     "check": "_checking",

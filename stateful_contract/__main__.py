@@ -1,7 +1,5 @@
 """``python -m stateful_contract`` is the ``stateful-contract`` command."""
 
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import random
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -21,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._engine.example import ExampleRun, LoadProbe
+from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import Executor, FactoryProblem, InProcess, StartFailed
-from ._engine.guard import quick_worker_shutdown
+from ._engine.guard import quick_worker_shutdown, sigint_ignored
 from ._engine.outcome import ClauseViolation, Outcome
 from ._engine.plans import Alignment
 from ._engine.search import judge_runs, run_one, search
+from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation, Supervised, choose_isolation
 from ._storage import no_hypothesis_files
 from ._target import describe_factory, factory_import_line, import_line, load_target
 from .clauses import CLAUSES, Clause, clause, run_order
@@ -35,11 +35,18 @@ from .config import ConfigSpace, LoaderConfig
 from .profiles import get_profile
 from .report import ClauseResult, Report, Status
 
-__all__ = ["FactoryError", "Progress", "check"]
-
+__all__ = ["DEFAULT_MEMORY_LIMIT", "CheckInterrupted", "FactoryError", "Isolation", "Progress", "check"]
 
 class FactoryError(Exception):
-    """The factory cannot build a loader at all (raises, or returns a non-iterable)."""
+    """The factory cannot build a loader at all (raises, returns a non-iterable, or returns one object twice)."""
+
+
+class CheckInterrupted(KeyboardInterrupt):
+    """The check was stopped (Ctrl-C); ``report`` is what it had judged by then, marked interrupted."""
+
+    def __init__(self, report: Report) -> None:
+        super().__init__("the check was interrupted")
+        self.report = report
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,14 @@ def selected_clauses(clauses: Iterable[str] | None, strict: bool, world_size: in
             {"distributed"} if world_size > 1 else set())
         return [c.id for c in CLAUSES if c.tier in tiers]
     return [clause(c).id for c in clauses]
+
+
+def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
+    """Orders examples simplest first: no workers, few samples, small batches, an early checkpoint."""
+    position = getattr(plan, "position", None)
+    where = (position.epoch, position.batches) if position is not None else (0, 0)
+    return (config.num_workers, config.dataset_size, config.batch_size, config.grad_acc_step, config.shuffle,
+            config.drop_last, *where)
 
 
 @contextlib.contextmanager
@@ -110,6 +125,10 @@ class _Run:
         self.results: dict[str, ClauseResult] = {}
         self.load_probe: LoadProbe = "positional"
         self.load_detail = ""
+        #: The load probe's run when ``load_state_dict`` itself hung or took its process down.
+        self.load_failed: ExampleRun | None = None
+        #: The clause being judged (named as interrupted if the run is stopped there).
+        self.current: Clause | None = None
 
     def emit(self, c: Clause, done: int, total: int, status: Status | None = None, seconds: float = 0.0) -> None:
         if self.progress is not None:
@@ -130,9 +149,11 @@ class _Run:
         return None
 
     def judge(self, c: Clause) -> Outcome:
+        if c.id == "SC02" and self.load_failed is not None:
+            # The probe was SC02's example: running it again would hang or crash the same way.
+            return self.outcome_of_run(c, self.load_failed)
         if self.replay is not None and c.budget != "once":
-            config, plan = self.replay
-            plan = plan if c.has_plan else None  # a prerequisite (SC18) runs on the config alone
+            config, plan = self.replay[0], self.replay[1] if c.has_plan else None  # SC18: the config alone
             failed = run_one(c, self.executor, config, plan)
             outcome = Outcome("passed", examples=1) if failed is None or failed.outcome is None else Outcome(
                 **{**failed.outcome.__dict__, "reproduction": failed.reproduction, "examples": 1})
@@ -144,25 +165,59 @@ class _Run:
                              search_seed=self.seed)
         restarted = c.restarted()
         if outcome.status == "passed" and restarted is not None and passed:
-            outcome = self.in_fresh_processes(restarted, passed, outcome)
+            outcome = self.in_fresh_processes(restarted, passed, outcome, c.fresh_worlds(self.executor.world_size))
         return outcome
 
-    def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome) -> Outcome:
-        """Rerun every example that held in a fresh set of processes (the state must mean the same there)."""
-        self.executor.restart("resume")
-        for config, plan in examples:
-            failed = judge_runs(c, self.executor.run(c, config, plan), config, plan)
-            if failed is not None and failed.outcome is not None:
-                o = failed.outcome
-                o.message += ("\n(The same example resumed exactly inside the processes that saved it: the state is "
-                              "only good in the process that took it.)")
-                o.reproduction = ("# Fails only when the resume runs in a fresh set of processes: the lines below "
-                                  "pass in one process\n# (the state depends on the process that took it).\n"
-                                  + failed.reproduction)
-                o.examples, o.config, o.plan = passed.examples, config.as_code(), repr(plan)
-                return o
-        passed.notes.append(f"{len(examples)} examples resumed again in a fresh set of processes")
+    def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome,
+                           worlds: tuple[int | None, ...] = (None,)) -> Outcome:
+        """Rerun every example that held in a fresh set of processes (the state must mean the same there).
+
+        ``worlds``: the numbers of ranks to resume on, one fresh set of processes each (None: the
+        check's own; another number is an elastic restart, after which the check goes on with its own).
+        Examples are judged simplest first, so a failure is reported on the smallest example that shows it.
+        """
+        examples = sorted(examples, key=lambda e: _simplicity(*e))
+        try:
+            for size in worlds:
+                self.executor.restart("resume" if size is None else f"world{size}-", world_size=size)
+                for config, plan in examples:
+                    failed = judge_runs(c, self.executor.run(c, config, plan), config, plan)
+                    if failed is not None and failed.outcome is not None:
+                        o = failed.outcome
+                        if size is None:
+                            o.message += ("\n(The same example resumed exactly inside the processes that saved it: "
+                                          "the state is only good in the process that took it.)")
+                            o.reproduction = ("# Fails only when the resume runs in a fresh set of processes: the "
+                                              "lines below pass in one process\n# (the state depends on the process "
+                                              "that took it).\n" + failed.reproduction)
+                        else:
+                            o.reproduction = failed.reproduction
+                        o.examples, o.config, o.plan = passed.examples, config.as_code(), repr(plan)
+                        return o
+        finally:
+            if worlds != (None,):
+                self.executor.restart("search", world_size=None)  # the check goes on with its own world
+        where = ("a fresh set of processes" if worlds == (None,) else
+                 " and ".join(f"{s} rank{'s' if s != 1 else ''}" for s in worlds if s is not None))
+        passed.notes.append(f"{len(examples)} examples resumed again in {where}")
         return passed
+
+    def probe(self) -> None:
+        """Find the load form, if a clause to judge needs a state loaded."""
+        if not any(LOAD in c.needs for c in run_order(self.selected)):
+            return
+        started = time.perf_counter()
+        found: LoadFormProbe = self.executor.probe()
+        if found.failed is not None:
+            found.failed.seconds = time.perf_counter() - started
+        self.load_probe, self.load_detail, self.load_failed = found.form, found.detail, found.failed
+        if self.load_probe in ("positional", "keyword"):
+            self.executor.load_form = self.load_probe
+        if self.load_probe == "unusable" and "SC02" not in self.selected:
+            # Otherwise every clause selected would be "not judged" and the run would pass.
+            self.selected.append("SC02")
+            self.notes.append("SC02 was judged too: load_state_dict cannot take a state, which every clause "
+                              "selected needs")
 
     def run(self) -> None:
         try:
@@ -170,9 +225,7 @@ class _Run:
         except StartFailed as e:
             self.fail_all(e.run)
             return
-        self.load_probe, self.load_detail = self.executor.probe()
-        if self.load_probe in ("positional", "keyword"):
-            self.executor.load_form = self.load_probe
+        self.probe()
         keyword_note = ""
         if self.load_probe == "keyword" and any(LOAD in clause(s).needs for s in self.selected):
             keyword_note = ("load_state_dict(state) rejects a positional state (SC02); the other clauses ran "
@@ -184,37 +237,58 @@ class _Run:
             if why is not None:
                 outcome = Outcome("not-judged", message=why)
             else:
+                self.current = c
                 self.emit(c, 0, 1)
                 outcome = self.judge(c)
+                self.current = None
             if c.id == "SC02" and keyword_note:
                 outcome.notes.append(keyword_note)
-            self.record(c, outcome, time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            if c.id == "SC02" and self.load_failed is not None:
+                seconds += self.load_failed.seconds  # its example was the probe's
+            self.record(c, outcome, seconds)
+
+    def outcome_of_run(self, c: Clause, failed: ExampleRun) -> Outcome:
+        """``c``'s outcome from a run of the engine's own (building the first loader, the load probe)."""
+        o = failed.outcome
+        assert o is not None
+        v = ClauseViolation(c.id, heading=c.heading, expected=o.expected, got=o.got, rank=o.rank,
+                            world_size=self.executor.world_size)
+        # The run's own message, headed by this clause: it may add what the loader's process was
+        # doing and the Python stack of a crash.
+        _, _, detail = o.message.partition("\n")
+        message = v.message if not detail or o.got not in detail else f"{c.heading}\n{detail}"
+        return Outcome.of_violation(v, message=message, reproduction=failed.reproduction, notes=list(o.notes),
+                                    killed_by=o.killed_by, examples=1)
 
     def fail_all(self, failed: ExampleRun) -> None:
         """The first loader could not even be built (a hang, a dead rank): every clause fails with that."""
-        assert failed.outcome is not None
         for c in run_order(self.selected):
-            o = failed.outcome
-            v = ClauseViolation(c.id, heading=c.heading, expected=o.expected, got=o.got, rank=o.rank,
-                                world_size=self.executor.world_size)
-            message = v.message
-            outcome = Outcome.of_violation(v, message=message, reproduction=failed.reproduction)
-            self.record(c, outcome, failed.seconds)
+            self.record(c, self.outcome_of_run(c, failed), failed.seconds)
 
     def record(self, c: Clause, outcome: Outcome, seconds: float) -> None:
         result = ClauseResult.from_outcome(c, outcome, seconds=round(seconds, 3))
-        if c.id in self.selected and c.id in self.expected:
+        if c.id in self.expected:  # a declaration holds for a clause run as a prerequisite too
             result.declare_expected_failure(self.expected[c.id])
         self.results[c.id] = result
         # Also for a prerequisite run but not selected (SC18 before a resume clause): the
         # work shows, though the report lists it as skipped.
         self.emit(c, 1, 1, result.status, result.seconds)
 
-    def report(self, c: Clause) -> ClauseResult:
+    def report(self, c: Clause, interrupted: bool = False) -> ClauseResult:
         result = self.results.get(c.id)
-        if c.id not in self.selected or result is None:
-            return ClauseResult(c.id, c.name, c.tier, "skipped", c.skip_reason)
-        return result
+        if result is not None and c.id in self.selected:
+            return result
+        if result is not None and result.status in ("failed", "expected-failure"):
+            # A prerequisite that failed is why the clauses selected were not judged: hiding it
+            # would let the run pass (`--clause SC10` on a loader whose every stream differs).
+            result.notes.append("judged because a selected clause needs it")
+            return result
+        if interrupted and c in run_order(self.selected):
+            why = ("the check was interrupted while this clause ran" if c == self.current
+                   else "the check was interrupted before this clause")
+            return ClauseResult(c.id, c.name, c.tier, "not-judged", why)
+        return ClauseResult(c.id, c.name, c.tier, "skipped", c.skip_reason)
 
 
 def check(
@@ -235,6 +309,8 @@ def check(
     run_dir: str | Path | None = None,
     run_timeout: float | None = None,
     seed: int | None = None,
+    isolation: Isolation | None = None,
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
 ) -> Report:
     """Run the StatefulLoader contract against ``factory`` and return one record per clause.
 
@@ -248,10 +324,19 @@ def check(
     ``world_size=N`` runs every example on N ranks of torch.distributed (gloo) at once and
     adds the multi-rank clauses. ``factory_import`` is the line a reproduction uses to
     get the factory (the faces pass theirs); ``replay=(config, plan)`` runs that one
-    example instead of searching. ``seed`` seeds the search (the report records it, so
-    ``check(..., seed=report.seed)`` runs the same examples again); without it a random
-    profile (``dev``, ``thorough``) draws one, and ``ci`` stays derandomized (seed None).
-    Raises `FactoryError` when the factory cannot build a loader at all.
+    example instead of searching. ``seed`` seeds the search (recorded; `Profile.draw_seed`).
+
+    ``isolation="supervised"`` (the default where ``os.fork`` exists) runs the loader in a
+    child process: a loader that kills its process (a segfault, ``os._exit``, the OOM
+    killer), hangs where the ``timeout`` cannot interrupt it, or allocates more than
+    ``memory_limit`` bytes during an example (default `DEFAULT_MEMORY_LIMIT`, 4 GiB; None:
+    no limit) fails the clause it was running, and the check goes on in a fresh child.
+    ``isolation="in-process"`` runs it in this process: a little faster, and what a
+    debugger needs, but such a loader then takes the check down with it (and no memory
+    limit applies). See docs/supervision.md.
+
+    Raises `FactoryError` when the factory cannot build a loader at all, and
+    `CheckInterrupted` (a `KeyboardInterrupt`, with the partial report) on Ctrl-C.
     """
     prof = get_profile(profile)
     spec = factory if isinstance(factory, str) else None
@@ -279,22 +364,37 @@ def check(
                             "'path/file.py:factory' string: every rank process imports it by name")
         executor = Ranks(spec, world_size=world_size, factory_import=factory_import, alignment=checkpoint_alignment,
                          timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=run_dir,
-                         run_timeout=run_timeout)
+                         run_timeout=run_timeout, memory_limit=memory_limit)
+    elif choose_isolation(isolation) == "supervised":
+        executor = Supervised(factory, factory_import, checkpoint_alignment, example_timeout, memory_limit)
     else:
         executor = InProcess(factory, factory_import, checkpoint_alignment, example_timeout)
-    if seed is None and not prof.derandomize and replay is None:
-        seed = random.SystemRandom().randrange(2**32)
+        notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "
+                     "and a crash or an uninterruptible hang would have ended the check")
+    seed = seed if replay is not None else prof.draw_seed(seed)
     run = _Run(executor, selected=selected, expected=expected, profile=prof.name, space=space or ConfigSpace(),
                alignment=checkpoint_alignment, progress=progress, replay=replay, notes=notes, seed=seed)
+    interrupted = False
     try:
         with _engine_quiet():
             try:
                 run.run()
-            finally:
-                executor.close()
+            except BaseException:
+                with sigint_ignored():  # a second Ctrl-C must not leave the loader's processes behind
+                    executor.close()
+                raise
+            executor.close()
     except FactoryProblem as e:
         raise FactoryError(str(e)) from None
+    except KeyboardInterrupt:
+        interrupted = True
     notes.extend(getattr(executor, "notes", []))
-    return Report(target=target, results=[run.report(c) for c in CLAUSES], profile=prof.name,
-                  strict=strict or "SC40" in selected, world_size=world_size,
-                  checkpoint_alignment=_alignment_text(checkpoint_alignment), notes=notes, seed=seed)
+    if interrupted:
+        current = f" during {run.current.id}" if run.current is not None else ""
+        notes.append(f"interrupted{current}: the clauses not judged by then are reported as not judged")
+    report = Report(target=target, results=[run.report(c, interrupted) for c in CLAUSES], profile=prof.name,
+                    strict=strict or "SC40" in selected, world_size=world_size, seed=seed,
+                    checkpoint_alignment=_alignment_text(checkpoint_alignment), notes=notes, interrupted=interrupted)
+    if interrupted:
+        raise CheckInterrupted(report)
+    return report

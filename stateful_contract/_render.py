@@ -79,12 +79,17 @@ def render_report(report: Report, out: TextIO) -> None:
     for note in report.notes:
         out.write(f"  note: {note}\n")
     failing = [r for r in report.results if r.is_failure]
-    if not failing:
+    if report.interrupted:
+        judged = sum(r.status not in ("skipped", "not-judged") for r in report.results)
+        out.write(f"Verdict: INTERRUPTED ({judged} clause{'s' if judged != 1 else ''} judged before the stop"
+                  + (f"; failed: {', '.join(r.id for r in failing)}" if failing else "") + ")\n")
+    elif not failing:
         deviations = report.deviations
         extra = f" with declared deviations: {', '.join(deviations)}" if deviations else ""
         out.write(f"Verdict: PASS{extra}\n")
         return
-    out.write(f"Verdict: FAIL ({len(failing)} clause{'s' if len(failing) != 1 else ''}: "
-              f"{', '.join(r.id for r in failing)})\n")
+    else:
+        out.write(f"Verdict: FAIL ({len(failing)} clause{'s' if len(failing) != 1 else ''}: "
+                  f"{', '.join(r.id for r in failing)})\n")
     for r in failing:
         out.write(f"\n--- {r.id} {r.name} ---\n{render_result(r)}\n")

@@ -6,7 +6,8 @@
 The label names the contract and its version; the message is the verdict a reader of a
 README needs: ``passing``, ``passing except SC17, window-aligned`` (declared deviations,
 named), ``failing 2 clauses (SC02, SC10)``, and the strict tier when it ran
-(``passing + strict`` or ``passing, fails strict``). The colour follows the core verdict
+(``passing + strict`` or ``passing, fails strict``); a partial report (Ctrl-C) is
+``interrupted``, grey. The colour follows the core verdict
 only: torchdata's own `StatefulDataLoader` fails the strict tier, so a loader that behaves
 exactly like it deserves a green badge.
 
@@ -104,6 +105,8 @@ def _alignment(report: Report) -> str | None:
 def badge_message(report: Report) -> str:
     """The verdict in a few words; see the module docstring for the forms it takes."""
     core = _ran(report, CORE_TIERS)
+    if report.interrupted:
+        return "interrupted"
     if not core:
         return "not run"
     failing = [r.id for r in core if r.is_failure]
@@ -126,7 +129,7 @@ def badge_message(report: Report) -> str:
 def badge_color(report: Report) -> str:
     """A shields.io colour name: red on a core failure, yellow-green with deviations."""
     core = _ran(report, CORE_TIERS)
-    if not core:
+    if not core or report.interrupted:
         return "lightgrey"
     if any(r.is_failure for r in core):
         return "red"

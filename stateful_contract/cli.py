@@ -7,20 +7,28 @@
     stateful-contract clauses              # the catalogue
 
 Exit status of ``check``: 0 when every clause that ran passed or failed as declared,
-1 when a clause failed or an expected failure passed, 2 when the target cannot be
-used at all (import error, missing attribute, factory raising or returning a non-loader).
+1 when a clause failed (a loader that crashed, hung or ran out of memory included) or an
+expected failure passed, 2 when the command line is wrong or the target cannot be used at
+all (import error, missing attribute, factory raising, returning a non-loader or the same
+loader twice), 130 when interrupted by Ctrl-C (143 by SIGTERM), after writing the partial
+report.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import signal
 import sys
 import time
 import traceback
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn, TextIO
 
 from ._render import SHOWN, render_report, render_result
+from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION, clause
 from .profiles import PROFILES
 
@@ -57,12 +65,16 @@ class _Live:
         self.last = event.clause_id
 
 
+class _Usage(Exception):
+    """A wrong command line: one line on stderr, exit 2."""
+
+
 def _expected(items: Sequence[str]) -> dict[str, str]:
     out = {}
     for item in items:
         cid, sep, reason = item.partition("=")
-        if not sep or not reason.strip():
-            raise SystemExit(f"stateful-contract: --expect-fail takes ID=REASON, got {item!r}")
+        if not sep or not cid.strip() or not reason.strip():
+            raise _Usage(f"--expect-fail takes ID=REASON (e.g. SC17='state holds a dataclass'), got {item!r}")
         out[clause(cid.strip()).id] = reason.strip()
     return out
 
@@ -71,37 +83,108 @@ def _alignment(value: str | None) -> Any:
     if value is None or value == "window":
         return value
     try:
-        return int(value)
+        n = int(value)
     except ValueError:
-        raise SystemExit(f"stateful-contract: --checkpoint-alignment takes 'window' or a number, got {value!r}") from None
+        n = 0
+    if n < 1:
+        raise _Usage(f"--checkpoint-alignment takes 'window' or a whole number of batches >= 1, got {value!r}")
+    return n
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+
+
+def _memory(value: str | None) -> int | None:
+    """``--memory-limit``: ``4G``, ``512MiB``, ``2.5GB``, a number of bytes, or ``none``."""
+    from ._checking import DEFAULT_MEMORY_LIMIT
+
+    if value is None:
+        return DEFAULT_MEMORY_LIMIT
+    if value.strip().lower() in ("none", "off", "0"):
+        return None
+    found = _SIZE.match(value)
+    if found is None:
+        raise _Usage(f"--memory-limit takes a size such as 4G or 512M, or 'none', got {value!r}")
+    number, unit = float(found.group(1)), found.group(2).lower()
+    return int(number * (1 << (10 * " kmgt".index(unit or " ")))) or None
+
+
+@contextmanager
+def _stopped_by_sigterm() -> Iterator[list[int]]:
+    """SIGTERM (a CI job cancelled) ends the check as Ctrl-C does: the partial report is still written."""
+    got: list[int] = []
+
+    def on_term(signum: int, frame: Any) -> None:
+        got.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (main() called from a thread): leave it alone
+        yield got
+        return
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ._checking import FactoryError, check
+    from ._checking import CheckInterrupted, FactoryError, check
     from ._target import TargetError
 
     try:
         expected = _expected(args.expect_fail)
         clauses = [clause(c).id for c in args.clause] or None
+        options = {"checkpoint_alignment": _alignment(args.checkpoint_alignment),
+                   "memory_limit": _memory(args.memory_limit)}
+        if args.world_size < 1:
+            raise _Usage(f"--world-size takes a number >= 1, got {args.world_size}")
+        if args.timeout is not None and args.timeout < 0:
+            raise _Usage(f"--timeout takes seconds >= 0 (0: none), got {args.timeout:g}")
     except KeyError as e:
-        print(f"stateful-contract: {e.args[0]}", file=sys.stderr)
-        return 2
+        return _usage(e.args[0])
+    except _Usage as e:
+        return _usage(str(e))
+    status = 0
+    with _stopped_by_sigterm() as terminated:
+        try:
+            report = check(args.target, profile=args.profile, clauses=clauses, expected_failures=expected,
+                           strict=args.strict, timeout=args.timeout, world_size=args.world_size,
+                           isolation="in-process" if args.in_process else None, seed=args.seed,
+                           progress=None if args.quiet else _Live(sys.stderr), **options)
+        except (TargetError, FactoryError) as e:
+            if args.verbose:
+                traceback.print_exc()
+            print(f"stateful-contract: {e}", file=sys.stderr)
+            return 2
+        except CheckInterrupted as e:
+            report = e.report
+            status = 128 + (terminated[0] if terminated else signal.SIGINT)
+    if not status:
+        _write(report, args.json)
+        _export(report, args)
+        return 0 if report.passed else 1
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the report short
     try:
-        report = check(args.target, profile=args.profile, clauses=clauses, expected_failures=expected,
-                       checkpoint_alignment=_alignment(args.checkpoint_alignment), strict=args.strict,
-                       timeout=args.timeout, world_size=args.world_size, seed=args.seed,
-                       progress=None if args.quiet else _Live(sys.stderr))
-    except (TargetError, FactoryError) as e:
-        if args.verbose:
-            traceback.print_exc()
-        print(f"stateful-contract: {e}", file=sys.stderr)
-        return 2
+        _write(report, args.json)
+        _export(report, args)
+        print(f"stateful-contract: interrupted; the report above is partial (exit {status})", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return status
+
+
+def _write(report: Any, json_path: str | None) -> None:
     render_report(report, sys.stdout)
-    if args.json:
-        report.to_json(args.json)
-        print(f"report written to {args.json}")
-    _export(report, args)
-    return 0 if report.passed else 1
+    if json_path:
+        report.to_json(json_path)
+        print(f"report written to {json_path}")
+
+
+def _usage(message: str) -> int:
+    print(f"stateful-contract: {message}", file=sys.stderr)
+    return 2
 
 
 def _export(report: Any, args: argparse.Namespace) -> None:
@@ -149,12 +232,20 @@ def _cmd_clauses(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit 2), like every other usage error here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="stateful-contract",
         description="Check that a dataloader checkpoints and resumes like torchdata's StatefulDataLoader.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("check", help="run the contract against a loader factory")
     p.add_argument("target", help="package.module:factory or path/to/file.py:factory; "
@@ -168,7 +259,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="declare the loader exact only at window boundaries (or every N batches)")
     p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40)")
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
+    p.add_argument("--memory-limit", metavar="SIZE",
+                   help="memory the loader's processes may gain during one example, e.g. 2G (default 4G; 'none')")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the loader in this process, not a supervised child (for a debugger; a crash then "
+                        "ends the check)")
     p.add_argument("--json", metavar="PATH", help="write the report as JSON")
     p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause)")
     p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause)")
@@ -205,5 +301,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(args.func(args))
 
 
+def entry() -> NoReturn:
+    """The ``stateful-contract`` command (and ``python -m stateful_contract``).
+
+    Interrupted, it leaves at once once the partial report is written: tearing down an
+    interpreter that imported torch takes most of a second, and Ctrl-C promises less.
+    """
+    code = main()
+    if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

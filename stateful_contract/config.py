@@ -125,27 +125,35 @@ class LoaderConfig:
 
         Keyword ``overrides`` replace constructor arguments (``persistent_workers=True``,
         ``snapshot_every_n_steps=3``, ``batch_sampler=...``). With ``world_size > 1`` the
-        sampler is torchdata's stateful ``DistributedSampler`` for ``rank``.
+        batches are those of torch's ``DistributedSampler`` for ``rank``, from this
+        package's `stateful_contract.samplers.DistributedBatchSampler`: torchdata's
+        ``StatefulDistributedSampler`` loses epochs on resume (docs/findings.md, F4, F12).
         Worker processes use ``fork`` on Linux: ``spawn`` costs a second per loader.
         """
         from torchdata.stateful_dataloader import StatefulDataLoader
-        from torchdata.stateful_dataloader.sampler import RandomSampler, StatefulDistributedSampler
+        from torchdata.stateful_dataloader.sampler import RandomSampler
 
         kwargs: dict[str, Any] = {
             "batch_size": self.batch_size,
             "drop_last": self.drop_last,
             "num_workers": self.num_workers,
         }
-        if self.world_size > 1:
-            kwargs["sampler"] = StatefulDistributedSampler(
+        if self.world_size > 1 and not {"sampler", "batch_sampler"} & overrides.keys():
+            from .samplers import DistributedBatchSampler
+
+            # batch_size, drop_last and shuffle go to the batch sampler (the loader refuses them beside it).
+            shuffle = overrides.pop("shuffle", self.shuffle)
+            drop_last = overrides.pop("drop_last", kwargs.pop("drop_last"))
+            kwargs["batch_sampler"] = DistributedBatchSampler(
                 self.dataset,
+                overrides.pop("batch_size", kwargs.pop("batch_size")),
                 num_replicas=self.world_size,
                 rank=self.rank,
-                shuffle=self.shuffle,
+                shuffle=shuffle,
                 seed=self.seed,
-                drop_last=self.drop_last,
+                drop_last=drop_last,
             )
-        else:
+        elif self.world_size == 1:
             # An explicit generator goes to the sampler, not to the loader: torchdata 0.11
             # draws the workers' base seed from the loader's `generator=`, and when that is
             # also the sampler's generator a resumed loader shuffles later epochs

@@ -7,6 +7,7 @@ against about 1 ms for an in-process example.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, Phase, settings
@@ -26,6 +27,14 @@ class Profile:
     #: Seconds one example may take before the loader counts as hung.
     timeout: float
     description: str
+
+    def draw_seed(self, seed: int | None = None) -> int | None:
+        """The search seed: ``seed`` if given; else a fresh one for a random profile (``dev``,
+        ``thorough``), recorded in the report so ``check(..., seed=report.seed)`` runs the same
+        examples again; None for a derandomized one (``ci``: the same examples every run)."""
+        if seed is not None or self.derandomize:
+            return seed
+        return random.SystemRandom().randrange(2**32)
 
 
 PROFILES: dict[str, Profile] = {

@@ -32,14 +32,19 @@ class ReplayError(Exception):
 
 
 def known_classes() -> dict[str, type]:
-    """The dataclasses a recorded config or plan may name, by class name."""
-    from . import clauses
-    from ._engine import plans, steps
+    """The dataclasses a recorded config or plan may name, by class name.
 
-    modules = [plans, steps] + [importlib.import_module(f"{clauses.__name__}.{m.name}")
-                                for m in pkgutil.iter_modules(clauses.__path__) if m.name != "registry"]
+    `LoaderConfig`, and the frozen dataclasses defined in the engine's plan and step modules
+    (``_engine/*plans.py``, ``_engine/*steps.py``: `Position`, `Checkpoint`, `Hops`, ...) and
+    in the clause modules (a clause's own plan, such as SC20's ``Reload``).
+    """
+    from . import _engine, clauses
+
+    names = [f"{_engine.__name__}.{m.name}" for m in pkgutil.iter_modules(_engine.__path__)
+             if m.name.endswith(("plans", "steps"))]
+    names += [f"{clauses.__name__}.{m.name}" for m in pkgutil.iter_modules(clauses.__path__) if m.name != "registry"]
     found: dict[str, type] = {"LoaderConfig": LoaderConfig}
-    for module in modules:
+    for module in map(importlib.import_module, names):
         for name, obj in vars(module).items():
             if (isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
                     and obj.__dataclass_params__.frozen):  # type: ignore[attr-defined]

@@ -27,10 +27,11 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 
 #: Report format version, bumped when a field changes meaning. Version 2 adds the
 #: structured parts of a failure (``expected``, ``got``, ``context``, ``rank``) and the
-#: failing example (``config``, ``plan``). Version 3 adds what the search covered per clause
-#: (``coverage``) and the search seed (``seed``, null for a derandomized run). Reports of
-#: versions 1 and 2 still load.
-REPORT_FORMAT = 3
+#: failing example (``config``, ``plan``); version 3 adds what took a loader's process down
+#: (``killed_by``), whether the run was ``interrupted``, and the verdict ``"interrupted"``;
+#: version 4 adds what the search covered per clause (``coverage``) and the search seed
+#: (``seed``, null for a derandomized run). Older reports still load.
+REPORT_FORMAT = 4
 
 
 @dataclass
@@ -62,6 +63,10 @@ class ClauseResult:
     #: at ``epoch-end``, ``after-stop-iteration``, ``before-first-iter``; examples
     #: ``with-workers``; ``hops`` (`stateful_contract._engine.coverage`).
     coverage: dict[str, int] = field(default_factory=dict)
+    #: What ended the failing example when it did not end by itself: a signal that killed the
+    #: loader's process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed
+    #: when it could not be) or ``"memory limit"``.
+    killed_by: str = ""
 
     @classmethod
     def from_outcome(cls, c: Clause, outcome: Outcome, *, seconds: float = 0.0) -> ClauseResult:
@@ -71,7 +76,7 @@ class ClauseResult:
                    seconds, outcome.examples, notes=list(outcome.notes), found_after=outcome.found_after,
                    expected=outcome.expected, got=outcome.got, context=outcome.context, rank=outcome.rank,
                    config=outcome.config if failed else "", plan=outcome.plan if failed else "",
-                   coverage=dict(outcome.coverage))
+                   killed_by=outcome.killed_by, coverage=dict(outcome.coverage))
 
     def to_exception(self) -> AssertionError:
         """The failure as an exception to raise, its reproduction attached as a PEP 678 note.
@@ -119,6 +124,8 @@ class Report:
     checkpoint_alignment: str | None = None
     contract_version: str = CONTRACT_VERSION
     notes: list[str] = field(default_factory=list)
+    #: The run was stopped (Ctrl-C) before every clause was judged: the report is partial.
+    interrupted: bool = False
     #: The Hypothesis seed of the search (``check(seed=...)``, ``--seed``); None when derandomized.
     seed: int | None = None
 
@@ -130,12 +137,13 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when every clause that ran passed or failed as declared."""
-        return not any(r.is_failure for r in self.results)
+        """True when every clause that ran passed or failed as declared (never for an interrupted run)."""
+        return not self.interrupted and not any(r.is_failure for r in self.results)
 
     @property
     def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
+        """``"pass"``, ``"fail"``, or ``"interrupted"`` for a partial report."""
+        return "interrupted" if self.interrupted else "pass" if self.passed else "fail"
 
     @property
     def coverage(self) -> dict[str, int]:
@@ -164,6 +172,7 @@ class Report:
             "checkpoint_alignment": self.checkpoint_alignment,
             "seed": self.seed,
             "notes": list(self.notes),
+            "interrupted": self.interrupted,
             "clauses": [asdict(r) for r in self.results],
         }
 
@@ -187,6 +196,7 @@ class Report:
             checkpoint_alignment=data.get("checkpoint_alignment"),
             contract_version=data.get("contract_version", CONTRACT_VERSION),
             notes=list(data.get("notes", [])),
+            interrupted=bool(data.get("interrupted", False)),
             seed=data.get("seed"),
         )
 

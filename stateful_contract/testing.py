@@ -29,8 +29,9 @@ from typing import Any, ClassVar, final
 
 import pytest
 
-from ._checking import FactoryError, check
+from ._checking import DEFAULT_MEMORY_LIMIT, FactoryError, check
 from ._engine.plans import Alignment
+from ._engine.supervised import Isolation
 from ._render import render_result
 from ._target import factory_import_line
 from .clauses import CLAUSES, Clause
@@ -62,9 +63,15 @@ class StatefulLoaderContract:
     - ``profile``: the engine profile (``"dev"``, ``"ci"``, ``"thorough"``) when the run
       does not choose one with ``--stateful-contract-profile <profile>``.
     - ``timeout``: seconds one example may take, ``None`` for the profile's.
+    - ``isolation``: ``"supervised"`` (the default wherever ``os.fork`` exists: the loader
+      runs in a child process, so a loader that segfaults, exits, hangs for good or eats
+      memory fails the clause it was in, not the pytest run) or ``"in-process"`` (to step
+      through the loader in a debugger).
+    - ``memory_limit``: bytes the loader's processes may gain during one example
+      (default 4 GiB; ``None``: no limit). Supervised runs only.
 
     - ``world_size``: more than 1 runs the contract on that many ranks
-      (torch.distributed, gloo) and adds the multi-rank clause SC30. Every rank imports
+      (torch.distributed, gloo) and adds the multi-rank clauses SC30 and SC31. Every rank imports
       this test module by its file path and calls ``make_loader`` on a fresh instance of
       this class, so the class must be importable at module level.
     """
@@ -76,6 +83,8 @@ class StatefulLoaderContract:
     profile: ClassVar[str] = "ci"
     timeout: ClassVar[float | None] = None
     world_size: ClassVar[int] = 1
+    isolation: ClassVar[Isolation | None] = None
+    memory_limit: ClassVar[int | None] = DEFAULT_MEMORY_LIMIT
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
         """The hook: return a fresh loader for ``config`` on every call.
@@ -135,6 +144,8 @@ class StatefulLoaderContract:
                 world_size=cls.world_size,
                 factory_import=factory_import,
                 seed=run_seed(request.config),
+                isolation=cls.isolation,
+                memory_limit=cls.memory_limit,
             )
         except FactoryError as e:
             # No loader at all: one clear line on every test, not a traceback into the engine.

@@ -167,3 +167,20 @@ def test_write_badge_round_trips_a_report_from_json(tmp_path: Path) -> None:
     original.to_json(tmp_path / "r.json")
     write_badge(Report.from_json(tmp_path / "r.json"), endpoint=tmp_path / "e.json")
     assert json.loads((tmp_path / "e.json").read_text()) == endpoint_json(original)
+
+
+def test_an_interrupted_report_is_no_pass_and_round_trips(tmp_path: Path) -> None:
+    """Format 3: a partial report (Ctrl-C) says so, and a crash says what ended the example."""
+    report = make_report({"SC11": "not-judged"})
+    report.interrupted = True
+    report.results[0].killed_by = "SIGSEGV"
+    assert not report.passed and report.verdict == "interrupted"
+    assert (badge_message(report), badge_color(report)) == ("interrupted", "lightgrey")
+    path = tmp_path / "r.json"
+    report.to_json(path)
+    data = json.loads(path.read_text())
+    assert data["report_format"] >= 3 and data["interrupted"] is True
+    again = Report.from_json(path)
+    assert again.interrupted and again.results[0].killed_by == "SIGSEGV"
+    del data["interrupted"]  # an older report
+    assert not Report.from_dict(data).interrupted

@@ -95,3 +95,54 @@ def test_the_badge_subcommand_turns_a_report_into_svg_and_endpoint(tmp_path):
     assert main(["badge", str(report_path), "--svg", str(svg), "--endpoint", str(endpoint)]) == 0
     assert svg.read_text().startswith("<svg")
     assert json.loads(endpoint.read_text())["schemaVersion"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--expect-fail", "SC17"], "--expect-fail takes ID=REASON"),
+        (["--expect-fail", "=no id"], "--expect-fail takes ID=REASON"),
+        (["--expect-fail", "SC99=typo"], "unknown clause 'SC99'"),
+        (["--checkpoint-alignment", "windows"], "--checkpoint-alignment takes 'window' or a whole number"),
+        (["--checkpoint-alignment", "0"], "--checkpoint-alignment takes 'window' or a whole number"),
+        (["--clause", "SC99"], "unknown clause 'SC99'"),
+        (["--memory-limit", "lots"], "--memory-limit takes a size"),
+        (["--world-size", "0"], "--world-size takes a number >= 1"),
+        (["--timeout", "-1"], "--timeout takes seconds >= 0"),
+        (["--profile", "fastest"], "invalid choice: 'fastest'"),
+        (["--timeout", "soon"], "invalid float value: 'soon'"),
+    ],
+)
+def test_a_usage_error_exits_2_with_one_line(args, says, capsys):
+    try:
+        code = main(["check", f"{ZOO}:epoch_loader", "--quiet", *args])
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_version(capsys):
+    from stateful_contract import __version__
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"stateful-contract {__version__}"
+
+
+@pytest.mark.parametrize(("value", "limit"), [("4G", 4 << 30), ("512M", 512 << 20), ("1.5GiB", 3 << 29),
+                                              ("1000", 1000), ("none", None), ("0", None)])
+def test_memory_limit_sizes(value, limit):
+    from stateful_contract.cli import _memory
+
+    assert _memory(value) == limit
+
+
+def test_a_prerequisite_that_fails_is_reported_even_when_not_selected(capsys):
+    """`--clause SC10` on a loader whose streams differ: SC10 cannot be judged, and SC18 says why (exit 1)."""
+    assert run(f"{ZOO}:UnseededShuffle", "--clause", "SC10") == 1
+    out = capsys.readouterr().out
+    assert "Verdict: FAIL (1 clause: SC18)" in out
+    assert "note: judged because a selected clause needs it" in out

@@ -96,10 +96,11 @@ def test_a_recorded_config_and_plan_read_back_as_the_dataclasses(failing: Report
 
 
 def test_the_clauses_own_plans_read_back_too() -> None:
+    from stateful_contract._engine.epoch_plans import EpochLoop
     from stateful_contract.clauses.trainer import CutShort, Reload, WorkerChange
 
     for plan in (Reload(Position(0, 1), Position(1, 0, after_stop=True)), CutShort(2, 1, 0),
-                 WorkerChange(Position(0, 2), 1)):
+                 WorkerChange(Position(0, 2), 1), EpochLoop(1, "after StopIteration", 0, 3)):
         assert parse_value(repr(plan)) == plan
     assert parse_value("LoaderConfig(dataset_size=3, extra=(('k', -1.5),))") == LoaderConfig(
         dataset_size=3, extra=(("k", -1.5),))

@@ -94,6 +94,24 @@ class StrictEpochLoader(EpochLoader):
         super().load_state_dict(state_dict)
 
 
+class SetEpochLoader(EpochLoader):
+    """Correct, with ``set_epoch``, as a trainer's loop calls it (judged by SC21).
+
+    ``set_epoch(e)`` chooses the epoch of the next fresh pass; a loaded state whose epoch
+    was used up (a checkpoint after its last batch) gives way to a later epoch, so a
+    trainer that resumes at the next epoch gets that epoch, not an empty one.
+    """
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.pending is not None:
+            used_up = self.pending["offset"] >= len(self.batches(self.pending["epoch"]))
+            if epoch > self.pending["epoch"] and used_up:
+                self.pending = None
+                self.epoch, self.offset = epoch, 0
+        elif not self.in_progress:
+            self.epoch, self.offset = epoch, 0
+
+
 # --- broken on purpose: one bug each -------------------------------------------------
 
 
@@ -142,6 +160,40 @@ class OffByOneResume(EpochLoader):
         super().restore(state)
         if 0 < self.offset:
             self.offset += 1
+
+
+class StopIterationStateStillFinishing(EpochLoader):
+    """SC10: a state taken after ``StopIteration`` still points at the end of the finished epoch.
+
+    It resumes into an empty epoch, then the next: the stream is intact, but a trainer
+    that counts passes loses an epoch (torchdata#1437 before its fix).
+    """
+
+    finished: dict[str, Any] | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        self.finished = None
+        return super().__iter__()
+
+    def run(self) -> Iterator[Any]:
+        epoch, n = self.epoch, len(self.batches(self.epoch))
+        yield from super().run()
+        self.finished = {"epoch": epoch, "offset": n}
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.pending is None and self.finished is not None:
+            return dict(self.finished)
+        return super().state_dict()
+
+
+class EndOfEpochStateIgnoresSetEpoch(SetEpochLoader):
+    """SC21: ``set_epoch`` leaves a loaded state alone, so a state taken after an epoch's last batch
+    resumes into that epoch's empty rest, and the trainer's next epoch is lost (verl#7401, as
+    ``StatefulDataLoader`` does over torch's ``DistributedSampler``)."""
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.pending is None and not self.in_progress:
+            self.epoch, self.offset = epoch, 0
 
 
 class CountsSinceResume(EpochLoader):
@@ -274,6 +326,10 @@ def epoch_loader(config: LoaderConfig) -> EpochLoader:
     return EpochLoader(config)
 
 
+def set_epoch_loader(config: LoaderConfig) -> SetEpochLoader:
+    return SetEpochLoader(config)
+
+
 def not_a_loader(config: LoaderConfig) -> int:
     return 42
 
@@ -349,6 +405,7 @@ KILLS: dict[type, str] = {
     IntKeyedState: "SC03",
     IgnoresLoadedState: "SC10",
     OffByOneResume: "SC10",
+    StopIterationStateStillFinishing: "SC10",
     CountsSinceResume: "SC11",
     NoStateBeforeIter: "SC12",
     StaleStateAfterLoad: "SC13",
@@ -361,5 +418,6 @@ KILLS: dict[type, str] = {
     ReloadKeepsItsEpoch: "SC20",
     LazyNewPass: "SC22",
     RescalesOffsetByWorkers: "SC23",
+    EndOfEpochStateIgnoresSetEpoch: "SC21",
     EpochLoader: "SC40",  # correct for the core, but accepts bad states silently
 }

@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 from ..config import LoaderConfig
+from .epoch_plans import EpochLoop
 from .plans import Hops
 from .steps import Position
 
@@ -79,6 +80,10 @@ def coverage_of(config: LoaderConfig, plan: Any, lengths: list[int] | None) -> C
             counts[_point(value, lengths or [], window)] += 1
     if getattr(plan, "before_iter", False) is True and not isinstance(plan, Position):
         counts["before-first-iter"] += 1  # StateCalls: a state_dict() before the first iter()
+    if isinstance(plan, EpochLoop):  # SC21: a kind of point in an epoch of the set_epoch loop
+        kind = {"before iter()": "before-first-iter" if plan.epoch == 0 else "window-boundary",
+                "after the last batch": "epoch-end", "after StopIteration": "after-stop-iteration"}.get(plan.kind)
+        counts[kind or ("window-boundary" if plan.batches % window == 0 else "mid-window")] += 1
     if isinstance(plan, Hops):
         counts["hops"] += len(plan.stops)
         for stop, opened in zip(plan.stops, plan.after_iter or (False,) * len(plan.stops)):

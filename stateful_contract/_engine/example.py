@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..config import LoaderConfig
-from . import steps
+from . import status, steps
 from .guard import LoaderHung, deadline
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment, expected_bounds
 from .recording import Program, recording
 from .steps import RESUME_EPOCHS, Factory, LoaderError, LoadForm, Position
 
-__all__ = ["ClauseLike", "Example", "ExampleRun", "World", "probe_load_form", "run_example"]
+__all__ = ["ClauseLike", "Example", "ExampleRun", "LoadFormProbe", "World", "probe_load_form", "recorded_program",
+           "run_example"]
 
 
 class World(Protocol):
@@ -126,6 +127,7 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
     import time
 
     program = Program(factory_import)
+    status.watch(program, config.as_code())
     example = Example(factory, config, program, load_form, alignment, world, workdir)
     rank = world.rank if world is not None else 0
     run = ExampleRun(rank)
@@ -138,10 +140,21 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
         on = world.rank if world is not None and world.world_size > 1 else None
         run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=on,
                                  world_size=world.world_size if world is not None else 1)
-        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable))  # neither is worth shrinking
+        # A hang would be waited out again by every shrink step; a loader that cannot be judged
+        # stays so in any smaller example.
+        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable))
     run.reproduction = program.source(config.as_code())
     run.seconds = time.perf_counter() - started
     return run
+
+
+def recorded_program(factory_import: str, factory: Factory, config: LoaderConfig) -> Program:
+    """A program for steps the engine runs outside a clause, shown on the status board as it grows."""
+    program = Program(factory_import)
+    program.bind(factory, "factory")
+    program.bind(config, "config")
+    status.watch(program, config.as_code())
+    return program
 
 
 def _attach_note(error: BaseException, program: str) -> None:
@@ -156,7 +169,20 @@ def _attach_note(error: BaseException, program: str) -> None:
 LoadProbe = Literal["positional", "keyword", "unusable"]
 
 
-def probe_load_form(factory: Factory, config: LoaderConfig, timeout: float | None) -> tuple[LoadProbe, str]:
+@dataclass
+class LoadFormProbe:
+    """How ``load_state_dict`` takes a state, as `probe_load_form` found it."""
+
+    form: LoadProbe
+    detail: str = ""
+    #: ``load_state_dict`` itself hung (or, under supervision, took its process down): the run
+    #: that shows it, SC02's verdict as it stands (running it again would only wait it out again).
+    failed: ExampleRun | None = None
+
+
+def probe_load_form(factory: Factory, config: LoaderConfig, timeout: float | None, *,
+                    factory_import: str = "factory = ...  # your factory(config) -> loader", rank: int = 0,
+                    world_size: int = 1) -> LoadFormProbe:
     """How ``load_state_dict`` takes a state: positionally, only by keyword, or not at all.
 
     Every clause that loads a state goes through the form found here, so that a loader
@@ -164,23 +190,29 @@ def probe_load_form(factory: Factory, config: LoaderConfig, timeout: float | Non
     bug shown in the same run.
     """
     errors: list[str] = []
-    try:
-        with deadline(timeout):
-            state = steps.state_of(steps.fresh(factory, config))
-    except LoaderHung:
-        # A hang is no verdict on the load form: the clauses meet it and fail on it.
-        return "positional", "hung"
-    except LoaderError as e:
-        return "unusable", str(e)
     forms: tuple[LoadForm, ...] = ("positional", "keyword")
     for form in forms:
+        program = recorded_program(factory_import, factory, config)
         try:
-            with deadline(timeout):
+            with recording(program), deadline(timeout):
+                state = steps.state_of(steps.fresh(factory, config))
+        except LoaderHung:
+            # A hang is no verdict on the load form: the clauses meet it and fail on it.
+            return LoadFormProbe("positional", "hung")
+        except LoaderError as e:
+            return LoadFormProbe("unusable", str(e))
+        try:
+            with recording(program), deadline(timeout):
                 steps.load(steps.fresh(factory, config), state, form)
-            return form, ""
-        except (LoaderError, LoaderHung) as e:
+            return LoadFormProbe(form)
+        except LoaderError as e:
             errors.append(str(e))
-    return "unusable", "; ".join(errors)
+        except LoaderHung as e:
+            on = rank if world_size > 1 else None
+            outcome = outcome_of(e, clause_id="", heading="", rank=on, world_size=world_size)
+            run = ExampleRun(rank, outcome, reproduction=program.source(config.as_code()), final=True)
+            return LoadFormProbe("unusable", f"load_state_dict did not return: {e}", run)
+    return LoadFormProbe("unusable", "; ".join(errors))
 
 
 #: Signature of what builds a clause's plan from the uninterrupted run's epoch lengths.

@@ -17,10 +17,11 @@ from typing import Any, Protocol
 
 from ..config import LoaderConfig
 from . import steps
-from .example import ClauseLike, ExampleRun, LoadProbe, probe_load_form, run_example
+from .example import ClauseLike, ExampleRun, LoadFormProbe, probe_load_form, recorded_program, run_example
 from .guard import LoaderHung, current_children, deadline, reap_children
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
+from .recording import recording
 from .steps import Factory, LoaderError, LoadForm
 
 __all__ = ["Executor", "FactoryProblem", "InProcess", "StartFailed"]
@@ -47,7 +48,9 @@ class Executor(Protocol):
     def start(self) -> None:
         """Build one loader (raising `FactoryProblem` if none can be built) and probe its load form."""
 
-    def probe(self) -> tuple[LoadProbe, str]: ...
+    def probe(self) -> LoadFormProbe:
+        """How ``load_state_dict`` takes a state (`stateful_contract._engine.example.probe_load_form`)."""
+        ...
 
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         """The uninterrupted run's epoch lengths (shortest over ranks), or the run that failed."""
@@ -55,8 +58,9 @@ class Executor(Protocol):
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         """One example of ``clause`` on every rank: one `ExampleRun` per rank, by rank."""
 
-    def restart(self, phase: str) -> None:
-        """Go on in fresh processes (a no-op where there are none)."""
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        """Go on in fresh processes, ``world_size`` of them (None: as many as before; a no-op where
+        there are none)."""
 
     def close(self) -> None: ...
 
@@ -69,10 +73,17 @@ PROBE_CONFIG = LoaderConfig(dataset_size=7, batch_size=2, shuffle=True, generato
 
 def factory_problem(factory: Factory, config: LoaderConfig, timeout: float | None, rank: int = 0,
                     world_size: int = 1) -> str | ExampleRun | None:
-    """Why ``factory`` cannot build a loader for ``config`` at all (a hang: the run that hung), or None."""
+    """Why ``factory`` cannot build a loader for ``config`` at all (a hang: the run that hung), or None.
+
+    A factory that returns the same object twice is refused too: every clause resumes a *new*
+    loader from a state, and handed the old one back it would fail each of them, misleadingly.
+    """
+    again: Any = None
     try:
         with deadline(timeout):
             loader = steps.fresh(factory, config)
+            if hasattr(loader, "__iter__"):
+                again = steps.fresh(factory, config)
     except LoaderError as e:
         return f"the factory raised {type(e.error).__name__}: {e.error}"
     except LoaderHung as e:
@@ -82,19 +93,24 @@ def factory_problem(factory: Factory, config: LoaderConfig, timeout: float | Non
         return ExampleRun(rank, Outcome.of_violation(v), final=True)
     if not hasattr(loader, "__iter__"):
         return f"the factory returned {type(loader).__name__} {loader!r:.80}, not a loader (it is not iterable)"
+    if again is loader:
+        return (f"the factory returned the same {type(loader).__name__} object on two calls; it must build a new "
+                "loader on every call (the contract resumes a fresh loader from a saved state)")
     return None
 
 
 def reference_lengths(clause_id: str, heading: str, factory: Factory, config: LoaderConfig, timeout: float | None,
-                      rank: int = 0, world_size: int = 1) -> list[int] | ExampleRun:
+                      rank: int = 0, world_size: int = 1, factory_import: str = "") -> list[int] | ExampleRun:
     """The epoch lengths of the uninterrupted run, or the failed run when the loader cannot give it."""
+    program = recorded_program(factory_import or "factory = ...  # your factory(config) -> loader", factory, config)
     try:
-        with deadline(timeout):
+        with recording(program), deadline(timeout):
             return steps.uninterrupted(factory, config)[1]
     except (LoaderError, LoaderHung) as e:
         on = rank if world_size > 1 else None
         outcome: Outcome = outcome_of(e, clause_id=clause_id, heading=heading, rank=on, world_size=world_size)
-        return ExampleRun(rank, outcome, final=isinstance(e, LoaderHung))
+        return ExampleRun(rank, outcome, reproduction=program.source(config.as_code()) if factory_import else "",
+                          final=isinstance(e, LoaderHung))
 
 
 @dataclass
@@ -120,14 +136,15 @@ class InProcess:
         if problem is not None:
             raise FactoryProblem(problem)
 
-    def probe(self) -> tuple[LoadProbe, str]:
+    def probe(self) -> LoadFormProbe:
         try:
-            return probe_load_form(self.factory, PROBE_CONFIG, self.timeout)
+            return probe_load_form(self.factory, PROBE_CONFIG, self.timeout, factory_import=self.factory_import)
         finally:
             reap_children(self._children)
 
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        return reference_lengths(clause.id, clause.heading, self.factory, config, self.timeout)
+        return reference_lengths(clause.id, clause.heading, self.factory, config, self.timeout,
+                                 factory_import=self.factory_import)
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         try:
@@ -138,8 +155,9 @@ class InProcess:
             if config.num_workers > 0:
                 reap_children(self._children)  # workers of a loader abandoned mid-epoch
 
-    def restart(self, phase: str) -> None:
-        return None
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        if world_size not in (None, 1):
+            raise ValueError(f"a check in this process cannot resume on {world_size} ranks; use world_size > 1")
 
     def close(self) -> None:
         reap_children(self._children)

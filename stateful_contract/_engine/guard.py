@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["LoaderHung", "can_interrupt", "deadline", "quick_worker_shutdown", "reap_children"]
+from . import status
+
+__all__ = ["LoaderHung", "can_interrupt", "deadline", "quick_worker_shutdown", "reap_children", "sigint_ignored"]
 
 
 class LoaderHung(BaseException):
@@ -73,11 +75,13 @@ def deadline(seconds: float | None) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     arm()
+    status.deadline_started(time.monotonic(), seconds)  # a supervisor ends what this alarm cannot
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        status.deadline_ended()
         if outer_due is not None:
             signal.setitimer(signal.ITIMER_REAL, max(outer_due - time.monotonic(), 1e-4), outer_interval)
 
@@ -134,3 +138,16 @@ def quick_worker_shutdown(seconds: float = 0.25) -> Iterator[None]:
         yield
     finally:
         _utils.MP_STATUS_CHECK_INTERVAL = previous
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Ctrl-C ignored in this block (cleaning up after the first one must not be cut short)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

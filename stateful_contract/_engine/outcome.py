@@ -13,6 +13,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from . import steps
 from .guard import LoaderHung
 from .steps import LoaderError, NotJudgeable
 
@@ -82,12 +83,27 @@ class Outcome:
     config: str = ""
     #: What the search's examples covered (`stateful_contract._engine.coverage`): category -> count.
     coverage: dict[str, int] = field(default_factory=dict)
+    #: What ended the example when it did not end by itself: a signal that killed the loader's
+    #: process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed when it
+    #: could not be) or ``"memory limit"``.
+    killed_by: str = ""
 
     @staticmethod
     def of_violation(v: ClauseViolation, **extra: object) -> Outcome:
         outcome = Outcome("failed", expected=v.expected, got=v.got, context=v.context, rank=v.rank,
                           message=v.message)
         return replace(outcome, **extra)  # type: ignore[arg-type]
+
+
+def _call_in_progress(error: BaseException) -> str:
+    """The innermost call into the loader ``error`` was raised in (``loader.load_state_dict(state)``)."""
+    found = ""
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is steps._user.__code__:
+            found = str(tb.tb_frame.f_locals.get("step", ""))
+        tb = tb.tb_next
+    return found
 
 
 def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int | None = None,
@@ -99,8 +115,10 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
     if isinstance(error, NotJudgeable):
         return Outcome("not-judged", got=str(error), message=str(error), rank=rank)
     if isinstance(error, LoaderHung):
+        during = _call_in_progress(error)
         expected, got = "each example to finish", (
-            f"the loader hung: {error}; the run went on with the next clause (--timeout sets the limit)")
+            f"the loader hung{f' during {during}' if during else ''}: {error}; the run went on with the next clause "
+            "(--timeout sets the limit)")
         trace = ""
     elif isinstance(error, LoaderError):
         expected, got = "every call the contract makes on the loader to succeed", str(error)
@@ -109,4 +127,5 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
     else:  # Hypothesis' own verdicts (a flaky loader), or a bug of the loader outside any step
         expected, got, trace = "a verdict that replays", f"{type(error).__name__}: {error}", ""
     v = ClauseViolation(clause_id, heading=heading, expected=expected, got=got, rank=rank, world_size=world_size)
-    return Outcome.of_violation(v, message=v.message + trace)
+    return Outcome.of_violation(v, message=v.message + trace,
+                                killed_by="timeout" if isinstance(error, LoaderHung) else "")

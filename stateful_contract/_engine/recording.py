@@ -50,6 +50,8 @@ class Program:
     _names: dict[int, str] = field(default_factory=dict)
     _keep: list[Any] = field(default_factory=list)  # values named here stay alive, so ids stay unique
     _counts: dict[str, int] = field(default_factory=dict)
+    #: Told of every line added (a supervised child shows the program on its status board).
+    listener: Callable[[Program], None] | None = field(default=None, repr=False, compare=False)
 
     def name(self, value: Any, base: str) -> str:
         """Give ``value`` a fresh variable name starting with ``base`` and return it."""
@@ -82,6 +84,8 @@ class Program:
 
     def add(self, line: str) -> None:
         self.lines.append(line)
+        if self.listener is not None:
+            self.listener(self)
 
     def expression(self, base: str, text: str, value: Any) -> Any:
         """Record ``base = text`` for a value computed by the engine itself (a slice, say)."""

@@ -13,19 +13,19 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from hypothesis import event, given, seed, settings
 from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
 
 from ..config import ConfigSpace, LoaderConfig
 from ..profiles import Profile, hypothesis_settings
 from .coverage import EVENTS, coverage_of
-from .example import ClauseLike, ExampleRun, LoadProbe
+from .example import ClauseLike, ExampleRun
 from .executors import Executor
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
-from .steps import LoadForm
 
 __all__ = ["SEARCHING", "Budget", "SearchClause", "judge_runs", "run_one", "search"]
 
@@ -112,7 +112,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         on_example(1, 1)
         covered.update(coverage_of(clause.fixed_config, None, None))
         return _covered(_verdict(run_one(clause, executor, clause.fixed_config, None), 1, 1), covered)
-    executor = _Counting(executor, covered)
+    executor = cast(Executor, _Counting(executor, covered))
     in_process = {"strict": STRICT_EXAMPLES, "workers": 2 * profile.worker_examples}.get(clause.budget,
                                                                                           profile.examples)
     phases = [(False, in_process)]
@@ -154,7 +154,10 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
             example = seed(search_seed)(example)
         searching = SEARCHING.set(clause.heading.split(":", 1)[0] + (", worker examples" if workers else ""))
         try:
-            example()
+            # Hypothesis would print "You can reproduce this failure by adding @seed(...)" after a
+            # hang or a crash; the outcome says how to reproduce it, in the loader's own terms.
+            with with_reporter(lambda text: None):
+                example()
         except (_Failed, _Final) as e:
             return _covered(_verdict(e.run, examples, found_after), covered)
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
@@ -166,34 +169,18 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
 
 
 class _Counting:
-    """The executor, counting what each example it runs covers (and telling Hypothesis, as events)."""
+    """The executor, counting what each example it runs covers (and telling Hypothesis, as events).
+
+    Only what the search calls is wrapped; everything else is the executor's own.
+    """
 
     def __init__(self, executor: Executor, covered: Counter[str]) -> None:
         self.executor = executor
         self.covered = covered
         self.last: list[int] | None = None
 
-    @property
-    def world_size(self) -> int:
-        return self.executor.world_size
-
-    @world_size.setter
-    def world_size(self, value: int) -> None:
-        self.executor.world_size = value
-
-    @property
-    def load_form(self) -> LoadForm:
-        return self.executor.load_form
-
-    @load_form.setter
-    def load_form(self, value: LoadForm) -> None:
-        self.executor.load_form = value
-
-    def start(self) -> None:
-        self.executor.start()
-
-    def probe(self) -> tuple[LoadProbe, str]:
-        return self.executor.probe()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.executor, name)
 
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         lengths = self.executor.lengths(clause, config)
@@ -206,12 +193,6 @@ class _Counting:
         for category in sorted(reached):
             event(EVENTS.get(category, category))
         return self.executor.run(clause, config, plan)
-
-    def restart(self, phase: str) -> None:
-        self.executor.restart(phase)
-
-    def close(self) -> None:
-        self.executor.close()
 
 
 def _covered(outcome: Outcome, covered: Counter[str]) -> Outcome:

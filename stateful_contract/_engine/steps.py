@@ -23,6 +23,8 @@ from typing import Any, Literal
 import torch
 
 from ..config import LoaderConfig
+from . import status
+from .guard import LoaderHung
 from .recording import recorded
 
 __all__ = [
@@ -73,10 +75,14 @@ class LoaderError(Exception):
 
 
 def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    try:
-        return fn(*args, **kwargs)
-    except Exception as e:  # any exception from user code is that clause's failure
-        raise LoaderError(step, e) from e
+    with status.calling(step):  # a supervisor names this call if the process dies in it
+        try:
+            return fn(*args, **kwargs)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit, LoaderHung):
+            raise  # the user stopping the run, or the example's own timeout
+        except BaseException as e:  # anything else from user code is that clause's failure, even
+            # a BaseException: torch.distributed.checkpoint raises CheckpointException(BaseException)
+            raise LoaderError(step, e) from e
 
 
 @recorded("loader")
@@ -242,17 +248,23 @@ def take(loader: Any, count: int, *, max_epochs: int) -> list[Any]:
     return stream(loader, max_epochs, limit=count)
 
 
-@recorded("batches")
-def iterate_on(loader: Any, it: Iterator[Any] | None, count: int, *, max_epochs: int) -> list[Any]:
-    """``count`` more batches: from the open iterator ``it`` while it lasts, then new epochs."""
+def up_to(it: Iterator[Any], count: int) -> list[Any]:
+    """At most ``count`` batches from the open iterator ``it``, fewer if its epoch ends first."""
     out: list[Any] = []
-    while it is not None and len(out) < count:
+    for _ in range(count):
         try:
             out.append(_next(it))
         except LoaderError as e:
             if not isinstance(e.error, StopIteration):
                 raise
             break
+    return out
+
+
+@recorded("batches")
+def iterate_on(loader: Any, it: Iterator[Any] | None, count: int, *, max_epochs: int) -> list[Any]:
+    """``count`` more batches: from the open iterator ``it`` while it lasts, then new epochs."""
+    out = up_to(it, count) if it is not None else []
     return out + take(loader, count - len(out), max_epochs=max_epochs)
 
 

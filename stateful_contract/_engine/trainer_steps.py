@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .recording import recorded
-from .steps import LoaderError, LoadForm, _iter, _next, _user, load
+from .steps import LoadForm, _iter, _user, load, up_to
 
 __all__ = ["AsStateful", "cut_short", "dcp_load", "dcp_save", "into_cut_short_pass"]
 
@@ -68,18 +68,6 @@ def dcp_load(loader: Any, path: str, load_form: LoadForm = "positional") -> None
         context.__exit__(None, None, None)
 
 
-def _pass(it: Iterator[Any], count: int) -> list[Any]:
-    out: list[Any] = []
-    for _ in range(count):
-        try:
-            out.append(_next(it))
-        except LoaderError as e:
-            if not isinstance(e.error, StopIteration):
-                raise
-            break
-    return out
-
-
 @recorded("passes")
 def cut_short(loader: Any, passes: int, limit: int, *, first: int | None = None) -> list[list[Any]]:
     """The batches of ``passes`` passes that each ``break`` after ``limit`` batches (``first`` for the first).
@@ -87,7 +75,7 @@ def cut_short(loader: Any, passes: int, limit: int, *, first: int | None = None)
     As a trainer with a step limit or an eval every ``limit`` steps: ``for batch in
     loader: ...; if step % limit == 0: break``. A pass ends early where the epoch does.
     """
-    return [_pass(_iter(loader), first if p == 0 and first is not None else limit) for p in range(passes)]
+    return [up_to(_iter(loader), first if p == 0 and first is not None else limit) for p in range(passes)]
 
 
 @recorded("it")
@@ -95,5 +83,5 @@ def into_cut_short_pass(loader: Any, passes: int, limit: int, batches: int) -> I
     """`cut_short` for ``passes`` passes, then ``iter()`` and ``batches`` batches of the next one."""
     cut_short(loader, passes, limit)
     it = _iter(loader)
-    _pass(it, batches)
+    up_to(it, batches)
     return it

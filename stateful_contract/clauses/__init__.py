@@ -7,7 +7,7 @@ See `stateful_contract.clauses.registry` for how a clause is defined, and
 
 from __future__ import annotations
 
-from . import distributed, resume, strict, structure, trainer
+from . import distributed, epochs, resume, strict, structure, trainer, world_change
 from .registry import CONTRACT_VERSION, Clause, all_clauses, lookup, run_order
 
 __all__ = ["CLAUSES", "CONTRACT_VERSION", "Clause", "clause", "run_order"]
@@ -18,4 +18,4 @@ CLAUSES: tuple[Clause, ...] = all_clauses()
 #: The clause with an ID (``clause("sc10")`` works too); `KeyError` names the known IDs.
 clause = lookup
 
-del distributed, resume, strict, structure, trainer
+del distributed, epochs, resume, strict, structure, trainer, world_change

@@ -1,157 +1,59 @@
 """SC30 every-rank-resumes: each rank resumes its own stream, and together they lose nothing.
 
 Every rank checkpoints its own loader at the same step (trainers checkpoint all ranks
-at the same global step) and saves the state the two ways trainers do:
+at the same global step) and saves the state the three ways trainers do:
 
 - ``torch.save({"extra_state": {"train_dataloader": state}}, "rank{r}.pt")``, one file
   per rank (MindSpeed-MM's ``extra_state``);
 - ``torch.distributed.checkpoint.save`` of ``{"train_dataloader": {"rank_{r}": pickled
-  state}}``: rank-unique keys, as torchtitan saves its loaders. Measured on torch 2.13:
-  with one shared key, DCP keeps one rank's value (it deduplicates "replicated" items)
-  and every rank loads that one, silently.
+  state}}``: rank-unique keys, as torchtitan saves its loaders;
+- ``torch.distributed.checkpoint.save({"dataloader": state})``: one key shared by every
+  rank, what ``dcp.save({"dataloader": loader})`` saves. Measured on torch 2.13: DCP
+  treats every item of a key that all ranks save as replicated and keeps one copy of
+  each, taken from whichever rank its load balancing picks (so even a mixture of
+  ranks), and every rank loads that copy, silently. A loader whose per-rank states are
+  the same at the same step (a position) resumes exactly; one whose state differs per
+  rank must say so: key it by rank inside (``{"rank_1": ...}``, distinct keys for DCP)
+  or refuse a state that is not its rank's with an exception naming the rank. One that
+  silently resumes another rank's position fails (docs/distributed.md).
 
-It resumes in the same processes from the file (a failure there is shrunk), and once
-the search is over, in a fresh set of processes from both, where a state that only
-means something inside the process that took it fails.
-
-Each rank reports a `RankResume`: whether its resumed stream was exactly its own
-uninterrupted stream from the checkpoint on, and which samples (the ``index`` field of
-the contract's dataset) each stream held. The clause holds when every rank resumed
-exactly; when it does not, the message says which ranks failed and, over all ranks,
-which samples were lost and which were repeated, and whose they were: a rank that
-resumed another rank's position shows up as repeating that rank's samples.
+It resumes in the same processes from the file and from the shared key (a failure
+there is shrunk), and once the search is over, in a fresh set of processes from all
+three, where a state that only means something inside the process that took it fails.
 """
 
 from __future__ import annotations
 
-import hashlib
+import copy
 import io
 import pickle
-from collections import Counter
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from .._engine.compare import stream_difference
-from .._engine.example import Example, World
+from .._engine.example import Example
 from .._engine.plans import Checkpoint, checkpoint_plan, expected_bounds
-from .._engine.recording import asserts
-from .._engine.state_steps import load_checkpoint, save_checkpoint
+from .._engine.recording import Program, asserts, recording
+from .._engine.state_steps import TRAINER_KEYS, load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, Position, checkpoint
 from ..config import LoaderConfig
-from .registry import LOAD, clause, violated
+from .rank_streams import RankResume, every_rank_resumed, example_folder, rank_position, sample_ids
+from .registry import LOAD, clause
 
 __all__ = ["RankResume", "every_rank_resumes", "sample_ids"]
 
-#: Sample ids a message lists before eliding.
-_SHOWN_IDS = 12
-
-
-@dataclass
-class RankResume:
-    """What one rank observed for one checkpoint: its own verdict and its samples."""
-
-    rank: int
-    #: How the state travelled, e.g. ``"torch.save per rank"``.
-    via: str = ""
-    #: The loader raised, or hung, or the state could not be saved or read back.
-    error: str | None = None
-    hung: bool = False
-    #: Where the resumed stream departs from the uninterrupted one (None: exact).
-    difference: str | None = None
-    #: Sample ids of the uninterrupted stream from the checkpoint on, and of the resumed
-    #: stream (None when batches carry no ``index`` field).
-    expected_ids: list[int] | None = None
-    resumed_ids: list[int] | None = None
-    expected_batches: int = 0
-
-    @property
-    def exact(self) -> bool:
-        return self.error is None and self.difference is None
-
-
-def sample_ids(batches: Sequence[Any]) -> list[int] | None:
-    """The sample indices of a stream, batch after batch, or None without an ``index`` field."""
-    ids: list[int] = []
-    for batch in batches:
-        if not isinstance(batch, Mapping) or "index" not in batch:
-            return None
-        index = batch["index"]
-        values = index.flatten().tolist() if isinstance(index, torch.Tensor) else index
-        if isinstance(values, int):
-            values = [values]
-        if not isinstance(values, list) or not all(isinstance(v, int) for v in values):
-            return None
-        ids.extend(values)
-    return ids
-
-
-def _ids(counter: Counter[int]) -> str:
-    ids = sorted(counter.elements())
-    shown = ", ".join(map(str, ids[:_SHOWN_IDS]))
-    return f"[{shown}{', ...' if len(ids) > _SHOWN_IDS else ''}] ({len(ids)} sample{'s' if len(ids) != 1 else ''})"
-
-
-def coverage(results: Sequence[RankResume]) -> list[str]:
-    """Over all ranks: samples lost and repeated, attributed to ranks (empty when exact)."""
-    if any(r.expected_ids is None or r.resumed_ids is None for r in results):
-        return []
-    expected = {r.rank: Counter(r.expected_ids) for r in results}
-    resumed = {r.rank: Counter(r.resumed_ids) for r in results}
-    lines = []
-    lost_all = sum(expected.values(), Counter()) - sum(resumed.values(), Counter())
-    repeated_all = sum(resumed.values(), Counter()) - sum(expected.values(), Counter())
-    for r in results:
-        lost = expected[r.rank] - resumed[r.rank]
-        extra = resumed[r.rank] - expected[r.rank]
-        if lost:
-            lines.append(f"rank {r.rank} lost {_ids(lost)} that its uninterrupted run yields")
-        if extra:
-            # Samples this rank never yields but another does: it resumed that rank's position.
-            foreign = [i for i in extra if not expected[r.rank][i]]
-            owners = sorted({q for q in expected if q != r.rank and any(expected[q][i] for i in foreign)})
-            whose = (f", which the uninterrupted run gives to rank{'s' if len(owners) > 1 else ''} "
-                     f"{', '.join(map(str, owners))}" if owners else "")
-            lines.append(f"rank {r.rank} yielded {_ids(extra)} more often than its uninterrupted run{whose}")
-    if lost_all or repeated_all:
-        total = sum(sum(c.values()) for c in expected.values())
-        lines.append(f"over all {len(results)} ranks: of the {total} samples the uninterrupted run yields "
-                     f"after the checkpoint, lost {_ids(lost_all) if lost_all else 'none'}, "
-                     f"repeated {_ids(repeated_all) if repeated_all else 'none'}")
-    elif any(not r.exact for r in results):
-        lines.append(f"over all {len(results)} ranks the same samples were covered, but not in the "
-                     "uninterrupted run's batches and order (or with other field values)")
-    return lines
-
-
-def _every_rank_resumed(results: Sequence[RankResume], *, context: str) -> None:
-    """Every rank resumed its own stream exactly; together they lose and repeat nothing."""
-    failed = [r for r in results if not r.exact]
-    if not failed:
-        return
-    lines = []
-    for r in failed:
-        what = r.error if r.error is not None else r.difference
-        lines.append(f"rank {r.rank}{f' ({r.via})' if r.via else ''}: " + str(what).replace("\n", "\n  "))
-    lines += coverage(results)
-    n = len(results)
-    violation = violated(
-        "SC30", context=context,
-        expected=(f"each of the {n} ranks to resume its own stream exactly from its own saved state, and the "
-                  f"{n} resumed streams together to cover exactly the samples of the uninterrupted run: "
-                  "none lost, none repeated"),
-        got=(f"{len(failed)} of {n} ranks {'failed' if any(r.error for r in failed) else 'did not resume exactly'}:"
-             "\n  " + "\n  ".join(lines)),
-    )
-    violation.reproduce_on = failed[0].rank  # type: ignore[attr-defined]
-    raise violation
-
-
 VIA_FILE = "torch.save per rank"
 VIA_DCP = "torch.distributed.checkpoint"
+VIA_SHARED = "torch.distributed.checkpoint, one key shared by every rank"
+#: What the shared-key mode accepts besides an exact resume.
+SHARED_REFUSAL = (" (under one DCP key shared by every rank, where DCP gives every rank one copy: or "
+                  "refuse a state that is not its rank's, with an exception naming the rank)")
+_NAMES_A_RANK = re.compile(r"rank", re.IGNORECASE)
 
 
 @asserts("assert_same_stream")
@@ -178,51 +80,144 @@ def _dcp_load(path: Path, rank: int) -> bytes:
     return payload
 
 
-def _rank_position(position: Position, lengths: list[int]) -> Position:
-    """The common checkpoint point as this rank takes it.
+def _shared_save(path: Path, state: Any) -> None:
+    """``dcp.save({"dataloader": state})``: the same key on every rank (a collective)."""
+    from torch.distributed.checkpoint.state_dict_saver import save
 
-    Ranks end an epoch at different lengths only if the loader is uneven across ranks;
-    an "after StopIteration" point exists only where this rank's epoch did end.
-    """
-    return replace(position, after_stop=position.after_stop and lengths[position.epoch] == position.batches)
+    save({"dataloader": state}, checkpoint_id=str(path))
 
 
-def _folder(world: World, config: LoaderConfig, plan: Checkpoint) -> Path:
-    """The example's files: the same folder on every rank, and again after a restart."""
-    key = hashlib.sha1(repr((replace(config, rank=0), plan)).encode()).hexdigest()[:12]
-    path = world.workdir / "examples" / key
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def _shared_load(path: Path, template: Any) -> Any:
+    """``dcp.load({"dataloader": template})``, the template being this rank's own state's shape (a collective)."""
+    from torch.distributed.checkpoint.state_dict_loader import load
+
+    wanted: dict[str, Any] = {"dataloader": copy.deepcopy(template)}
+    load(wanted, checkpoint_id=str(path))
+    return wanted["dataloader"]
 
 
-def _resume_and_compare(example: Example, result: RankResume, state: Any, expected: list[Any]) -> None:
+def _leaves(state: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(state, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in state.items():
+            out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: state}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
+                and a.shape == b.shape and bool(torch.equal(a, b)))
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def whose_state(loaded: Any, saved: Mapping[int, Any], rank: int) -> list[int]:
+    """The other ranks whose saved values a state loaded from the shared key holds (empty: its own)."""
+    mine = _leaves(saved.get(rank))
+    theirs = {q: _leaves(s) for q, s in saved.items() if q != rank}
+    owners: set[int] = set()
+    for path, value in _leaves(loaded).items():
+        if path in mine and _same(value, mine[path]):
+            continue
+        owners.update(q for q, leaves in theirs.items() if path in leaves and _same(value, leaves[path]))
+    return sorted(owners)
+
+
+def _saved_state(path: Path) -> Any:
+    """A rank's saved state, read back for a message (not a step of the reproduction)."""
+    return torch.load(path, weights_only=True)[TRAINER_KEYS[0]][TRAINER_KEYS[1]]
+
+
+def _resume_and_compare(example: Example, result: RankResume, state: Any, expected: list[Any],
+                        *, refusable: bool = False) -> None:
     try:
         resumed = example.resumed(state, len(expected))
     except LoaderError as e:
         result.error = f"while resuming from the state ({result.via}): {e}"
+        result.refused = refusable and bool(_NAMES_A_RANK.search(str(e.error)))
         return
     result.difference = _own_stream(expected, resumed)
     result.expected_ids, result.resumed_ids = sample_ids(expected), sample_ids(resumed)
     result.expected_batches = len(expected)
 
 
-def _judge_ranks(results: Sequence[RankResume], config: LoaderConfig, plan: Checkpoint) -> None:
-    n = config.world_size if config.world_size > 1 else len(results)
-    _every_rank_resumed(results, context=(
-        f"every rank checkpointed {plan.position.describe()} (the same step on all {n} ranks), saved with "
-        f"{VIA_FILE}, and resumed in the same processes"))
+def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[Any], via: str,
+                     ) -> tuple[RankResume, int | None]:
+    """Every rank loads the shared key (a collective, so also a rank whose own save failed) and resumes.
+
+    Also returns the rank whose whole state this rank was given instead of its own, if any.
+    """
+    world = example.world
+    assert world is not None
+    result = RankResume(world.rank, via=via)
+    world.status("loading the state with torch.distributed.checkpoint (one shared key)")
+    try:
+        loaded = _shared_load(folder / "dcp-shared", state if state is not None else {})
+    except Exception as e:
+        result.error = f"torch.distributed.checkpoint.load failed: {type(e).__name__}: {e}"
+        return result, None
+    if state is None:
+        result.error = "its own state could not be saved"
+        return result, None
+    with recording(Program("")):  # DCP cannot be replayed in one process: see `_replay_shared_key`
+        _resume_and_compare(example, result, loaded, expected, refusable=True)
+    if not result.exact:
+        saved = {}
+        for q in range(world.world_size):
+            try:
+                saved[q] = _saved_state(folder / f"rank{q}.pt")
+            except Exception:
+                continue
+        owners = whose_state(loaded, saved, world.rank)
+        if owners:
+            names = " and ".join(f"rank {q}" for q in owners)
+            result.loaded_from = (f"DCP gave it values saved by {names}: under a key every rank saves, it keeps "
+                                  "one copy of each item")
+            if not result.refused and len(owners) == 1 and whose_state(loaded, saved, owners[0]) == []:
+                return result, owners[0]
+    return result, None
+
+
+def _replay_shared_key(example: Example, other: int, position: Position, expected: list[Any]) -> None:
+    """The shared-key failure in one process: this rank resumes from the state ``other`` saved.
+
+    Recorded, so the reproduction ends with it; what DCP did across processes (give this
+    rank ``other``'s state) becomes one plain line.
+    """
+    example.program.add(f"# Under one DCP key shared by every rank, DCP gave this rank rank {other}'s state. "
+                        "In one process:")
+    try:
+        state = checkpoint(example.fresh(config=replace(example.config, rank=other)), position)
+        _own_stream(expected, example.resumed(state, len(expected)))
+    except LoaderError:
+        pass
+
+
+def _judge_ranks(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint) -> None:
+    n = config.world_size if config.world_size > 1 else len(values)
+    for via in range(2):
+        results = [per_rank[via] for per_rank in values]
+        shared = results[0].via.startswith(VIA_SHARED)
+        every_rank_resumed(results, clause_id="SC30", refusal=SHARED_REFUSAL if shared else "", context=(
+            f"every rank checkpointed {plan.position.describe()} (the same step on all {n} ranks), saved with "
+            f"{VIA_SHARED if shared else VIA_FILE}, and resumed in the same processes"))
 
 
 def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankResume]:
-    """SC30's second half: each saved example resumed by a fresh set of processes, from both saves."""
+    """SC30's second half: each saved example resumed by a fresh set of processes, from all three saves."""
     world = example.world
     assert world is not None
-    folder = _folder(world, example.config, plan)
+    folder = example_folder(world, "SC30", example.config, plan)
     rank = world.rank
     expected = torch.load(folder / f"expected-rank{rank}.pt", weights_only=False)
     from_file = RankResume(rank, via=f"{VIA_FILE}, resumed in a fresh process")
+    own: Any = None
     try:
-        state = load_checkpoint(str(folder / f"rank{rank}.pt"))
+        own = state = load_checkpoint(str(folder / f"rank{rank}.pt"))
     except Exception as e:
         from_file.error = f"torch.load(weights_only=True) of rank{rank}.pt failed: {type(e).__name__}: {e}"
     else:
@@ -235,35 +230,41 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankRe
         from_dcp.error = f"torch.distributed.checkpoint.load failed: {type(e).__name__}: {e}"
     else:
         _resume_and_compare(example, from_dcp, state, expected)
-    return [from_file, from_dcp]
+    from_shared, other = _from_shared_key(example, folder, own, expected,
+                                          f"{VIA_SHARED}, resumed in a fresh process")
+    if other is not None:
+        _replay_shared_key(example, other, rank_position(plan.position, example.reference()[1]), expected)
+    return [from_file, from_dcp, from_shared]
 
 
 def judge_fresh_processes(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint) -> None:
-    """Both saves of the example resumed exactly in the fresh processes, on every rank."""
+    """The three saves of the example resumed exactly in the fresh processes, on every rank."""
     n = len(values)
-    for via in range(2):
+    for via in range(3):
         results = [per_rank[via] for per_rank in values]
-        _every_rank_resumed(results, context=(
+        shared = results[0].via.startswith(VIA_SHARED)
+        every_rank_resumed(results, clause_id="SC30", refusal=SHARED_REFUSAL if shared else "", context=(
             f"every rank checkpointed {plan.position.describe()} (the same step on all {n} ranks); the state went "
-            f"through {results[0].via.split(',')[0]} and was resumed in a fresh set of {n} processes"))
+            f"through {results[0].via.split(', resumed')[0]} and was resumed in a fresh set of {n} processes"))
 
 
 @clause("SC30", "every-rank-resumes", tier="distributed", plan=checkpoint_plan, needs=("SC01", LOAD),
         world=_judge_ranks, after_restart=(resume_in_fresh_processes, judge_fresh_processes))
-def every_rank_resumes(example: Example, plan: Checkpoint) -> RankResume:
+def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
     """Each rank's loader resumes its own stream exactly from its own saved state, and over all ranks
     the resumed streams cover exactly the samples the uninterrupted run would have covered: none
-    lost, none repeated."""
+    lost, none repeated; saved per rank with `torch.save`, through DCP with per-rank keys, and through
+    DCP with one shared key (as `dcp.save({"dataloader": loader})` does), which exposes rank-blind state."""
     world = example.world
     if world is None:
         raise RuntimeError("SC30 runs on the ranks of a multi-rank executor only")
-    folder = _folder(world, example.config, plan)
+    folder = example_folder(world, "SC30", example.config, plan)
     result = RankResume(world.rank, via=f"{VIA_FILE}, resumed in the saving process")
     _, lengths = example.reference()
-    position = _rank_position(plan.position, lengths)
+    position = rank_position(plan.position, lengths)
     start, end = expected_bounds(lengths, position)
     expected = example.segment("expected", start, end)
-    payload = b""
+    payload, state = b"", None
     path = str(folder / f"rank{world.rank}.pt")
     example.program.bind(path, repr(Path(path).name))  # the reproduction saves beside itself
     try:
@@ -275,9 +276,21 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> RankResume:
         result.error = f"while checkpointing {position.describe()}: {e}"
     except Exception as e:
         result.error = f"saving the state failed: torch.save/pickle raised {type(e).__name__}: {e}"
-    # A collective: every rank saves, even one whose loader failed (with an empty payload).
+    if result.error is not None:
+        state = None
+    # Collectives: every rank saves, even one whose loader failed (with an empty payload).
     world.status("saving the state with torch.distributed.checkpoint")
     _dcp_save(folder / "dcp", world.rank, payload)
+    world.status("saving the state with torch.distributed.checkpoint (one shared key)")
+    try:
+        _shared_save(folder / "dcp-shared", state if state is not None else {})
+    except Exception as e:  # DCP raises on every rank alike (it gathers the errors): none loads
+        from_shared = RankResume(world.rank, via=f"{VIA_SHARED}, resumed in the saving process",
+                                 error=f"torch.distributed.checkpoint.save failed: {type(e).__name__}: {e}")
+        other = None
+    else:
+        from_shared, other = _from_shared_key(example, folder, state, expected,
+                                              f"{VIA_SHARED}, resumed in the saving process")
     if result.error is None:
         try:
             state = load_checkpoint(path)
@@ -285,4 +298,6 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> RankResume:
             result.error = f"torch.load(weights_only=True) cannot read the saved state back: {type(e).__name__}: {e}"
         else:
             _resume_and_compare(example, result, state, expected)
-    return result
+    if other is not None:
+        _replay_shared_key(example, other, position, expected)
+    return [result, from_shared]

@@ -82,6 +82,9 @@ class Clause:
     #: processes: a state may be good only inside the process that took it.
     after_restart: tuple[Callable[..., Any], WorldJudgement] | None = field(default=None, compare=False,
                                                                              repr=False)
+    #: The world sizes the fresh processes of ``after_restart`` run on, given the check's
+    #: (an elastic restart, SC31); None: the check's own.
+    restart_worlds: Callable[[int], tuple[int, ...]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def heading(self) -> str:
@@ -108,7 +111,11 @@ class Clause:
         if self.after_restart is None:
             return None
         scenario, world = self.after_restart
-        return replace(self, scenario=scenario, world=world, after_restart=None)
+        return replace(self, scenario=scenario, world=world, after_restart=None, restart_worlds=None)
+
+    def fresh_worlds(self, world_size: int) -> tuple[int | None, ...]:
+        """The world sizes the fresh-process half runs on (None: the check's own)."""
+        return (None,) if self.restart_worlds is None else self.restart_worlds(world_size)
 
     def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None:
         if self.world is not None:
@@ -125,7 +132,8 @@ def load_blocks(detail: str = "") -> str:
 def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), budget: Budget = "search",
            plan: PlanDrawer | None = None, fixed_config: LoaderConfig | None = None, blocks: str = "",
            world: WorldJudgement | None = None,
-           after_restart: tuple[Callable[..., Any], WorldJudgement] | None = None) -> Callable[[F], F]:
+           after_restart: tuple[Callable[..., Any], WorldJudgement] | None = None,
+           restart_worlds: Callable[[int], tuple[int, ...]] | None = None) -> Callable[[F], F]:
     """Register the decorated scenario as a clause; its docstring's first paragraph is the statement."""
 
     def register(fn: F) -> F:
@@ -135,7 +143,7 @@ def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), 
         if clause_id in _REGISTRY:
             raise ValueError(f"clause {clause_id} is registered twice")
         entry = Clause(clause_id, name, tier, " ".join(doc.split()), fn, budget, plan, tuple(needs), fixed_config,
-                       blocks, world, after_restart)
+                       blocks, world, after_restart, restart_worlds)
         _REGISTRY[clause_id] = entry
         fn.clause = entry  # type: ignore[attr-defined]
         return fn

@@ -7,6 +7,7 @@ pure judgement. The uninterrupted run it compares with is taken once per config.
 from __future__ import annotations
 
 from .._engine.compare import Wording
+from .._engine.epoch_steps import take_epochs
 from .._engine.example import Example
 from .._engine.plans import (
     WHOLE_STREAM_EPOCHS,
@@ -30,6 +31,7 @@ from .._engine.steps import (
     stream_calling_state_dict,
     take,
 )
+from .epochs import no_epoch_lost
 from .judgements import same_stream, unchanged
 from .registry import RESUMES, clause, violated
 
@@ -50,11 +52,19 @@ __all__ = [
 def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
     """For any checkpoint point, a fresh loader given `load_state_dict(state)` yields exactly the
     batches the uninterrupted loader yields from that point on, every field of every batch, for at
-    least two further epochs."""
+    least two further epochs.
+
+    Epoch alignment (contract version 2): the resumed loader may have an empty epoch only
+    where torchdata's own loader has one, the rest of an epoch whose state was taken after
+    its last batch but before ``StopIteration``; an empty epoch after a state taken past
+    ``StopIteration`` is an epoch lost.
+    """
     expected = example.expected_after(plan.position)
     state = checkpoint(example.fresh(), plan.position)
-    same_stream(expected, example.resumed(state, len(expected)), clause_id="SC10",
-                context=plan.position.describe())
+    resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
+    same_stream(expected, resumed, clause_id="SC10", context=plan.position.describe())
+    # Epoch alignment: an empty pass is an epoch lost, except where torchdata's own loader has one.
+    no_epoch_lost(example.reference()[1], plan.position, passes, clause_id="SC10", context=plan.position.describe())
 
 
 @clause("SC11", "resume-survives-several-hops", tier="core", plan=hops_plan, needs=RESUMES)

@@ -6,7 +6,7 @@
 
 `check_world` is `stateful_contract.check` with ``world_size`` required: every example
 runs on every rank at once (torch's elastic launcher, what ``torchrun`` runs, one
-process per rank on the gloo backend), and the multi-rank clause SC30 is added. One
+process per rank on the gloo backend), and the multi-rank clauses SC30 and SC31 are added. One
 example can be replayed with ``python -m stateful_contract.distributed TARGET
 --world-size 2 --config ... --position ...``. See ``docs/distributed.md``.
 """

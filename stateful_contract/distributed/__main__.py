@@ -9,7 +9,7 @@ failure prints::
         --position "Position(epoch=0, batches=1)"
 
 ``--run-dir DIR`` keeps every rank's files (states, DCP checkpoints, logs) for a look.
-Exit status: 0 when SC30 passed, 1 when it failed, 2 when the target cannot be used.
+Exit status: 0 when the clause passed, 1 when it failed, 2 when the target cannot be used.
 """
 
 from __future__ import annotations

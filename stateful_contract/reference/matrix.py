@@ -20,21 +20,25 @@ Regenerate the verdicts (one line per entry; about 7 minutes on 2 cores, mostly 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
 
 from stateful_contract.config import ConfigSpace, LoaderConfig
 
+from .iterable_loaders import ShardedTokens, StatefulShardedTokens
+
 __all__ = [
     "MATRIX",
+    "MULTI_RANK",
     "MatrixEntry",
     "ShardedTokens",
     "StatefulShardedTokens",
     "default_generator",
+    "distributed_batch_sampler",
+    "distributed_sampler",
     "drop_last",
     "iterable_stateful",
     "iterable_stateless",
@@ -47,6 +51,7 @@ __all__ = [
     "sampler_generator",
     "snapshot_every_3",
     "stateful_batch_sampler",
+    "stateful_distributed_sampler",
     "two_workers",
 ]
 
@@ -180,63 +185,36 @@ def plain_batch_sampler_random(config: LoaderConfig) -> Any:
     return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
 
 
-# --- iterable datasets ----------------------------------------------------------------
+# --- distributed samplers (set_epoch) ----------------------------------------------------
 
 
-class ShardedTokens(IterableDataset):  # type: ignore[type-arg]
-    """The config's samples as an ``IterableDataset``, sharded over worker processes.
-
-    The order is ``range(dataset_size)``, or one fixed permutation of it drawn from
-    ``seed`` when ``config.shuffle`` (an iterable dataset shuffles itself; the loader
-    cannot). Worker ``w`` of ``W`` yields ``order[w::W]``, so the workers together
-    yield each sample once per epoch. No ``state_dict``: torchdata can only resume it
-    by fast-forwarding.
-    """
-
-    def __init__(self, config: LoaderConfig) -> None:
-        self.samples = config.dataset
-        self.order = (torch.randperm(config.dataset_size, generator=_generator(config)).tolist()
-                      if config.shuffle else list(range(config.dataset_size)))
-
-    def shard(self) -> list[int]:
-        info = get_worker_info()
-        return self.order if info is None else self.order[info.id::info.num_workers]
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for i in self.shard():
-            yield self.samples[i]
+def _rank_of(c: LoaderConfig) -> dict[str, Any]:
+    return {"num_replicas": c.world_size, "rank": c.rank, "shuffle": c.shuffle, "seed": c.seed, "drop_last": c.drop_last}
 
 
-class StatefulShardedTokens(ShardedTokens):
-    """`ShardedTokens` with torchdata's ``Stateful`` protocol: the state is the offset
-    in this process' shard. A loaded offset applies to the next ``iter()``; a new
-    ``iter()`` otherwise starts the shard over."""
+def distributed_sampler(config: LoaderConfig) -> Any:
+    """``sampler=`` torch's ``DistributedSampler`` for the config's rank (no state), as verl builds it."""
+    sampler: Any = torch.utils.data.DistributedSampler(config.dataset, **_rank_of(config))
+    return _loader(config.dataset, **_common(config, sampler=sampler))
 
-    def __init__(self, config: LoaderConfig) -> None:
-        super().__init__(config)
-        self.offset = 0
-        self.pending: int | None = None
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        # The position moves at iter(), not at the first batch: a generator's body would
-        # run only at next(), and a state taken between the two would still hold the
-        # previous pass's offset (found by SC22 on a pass cut short, as in torchdata#1368).
-        shard = self.shard()
-        self.offset, self.pending = (self.pending or 0), None
-        return self._run(shard)
+def stateful_distributed_sampler(config: LoaderConfig) -> Any:
+    """``sampler=`` torchdata's ``StatefulDistributedSampler`` for the config's rank; it has ``set_epoch``."""
+    from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
-    def _run(self, shard: list[int]) -> Iterator[dict[str, Any]]:
-        while self.offset < len(shard):
-            i = shard[self.offset]
-            self.offset += 1
-            yield self.samples[i]
-        self.offset = 0
+    sampler = StatefulDistributedSampler(config.dataset, **_rank_of(config))
+    return _loader(config.dataset, **_common(config, sampler=sampler))
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"offset": self.offset if self.pending is None else self.pending}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.pending = int(state_dict["offset"])
+def distributed_batch_sampler(config: LoaderConfig) -> Any:
+    """``batch_sampler=`` `stateful_contract.samplers.DistributedBatchSampler`, at any world size."""
+    from stateful_contract.samplers import DistributedBatchSampler
+
+    sampler = DistributedBatchSampler(config.dataset, config.batch_size, **_rank_of(config))
+    return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
+
+
+# --- iterable datasets (stateful_contract.reference.iterable_loaders) -------------------
 
 
 def iterable_stateful(config: LoaderConfig) -> Any:
@@ -262,6 +240,8 @@ class MatrixEntry:
     expected_failures: Mapping[str, str] = field(default_factory=dict)
     #: The configuration space it is checked on (None: the whole default space).
     space: ConfigSpace | None = None
+    #: Ranks it is checked on (`MULTI_RANK` entries: with ``world_size > 1``).
+    world_size: int = 1
 
     @property
     def target(self) -> str:
@@ -270,7 +250,7 @@ class MatrixEntry:
     @property
     def declared(self) -> dict[str, str]:
         """The expected failures on this entry's space: ``expected_failures``, plus SC23 where
-        the space resumes between 1 and 2 worker processes (torchdata's bare assert, F12)."""
+        the space resumes between 1 and 2 worker processes (torchdata's bare assert, F13)."""
         space = self.space or ConfigSpace()
         extra = {"SC23": _WORKER_COUNT_ASSERT} if {1, 2} <= set(space.num_workers) else {}
         return {**self.expected_failures, **extra}
@@ -302,8 +282,19 @@ _STATELESS_ITERABLE = (
 _WORKER_COUNT_ASSERT = (
     "torchdata 0.11 refuses a state saved with 1 worker process in a loader with 2 (or 2 in 1) with a "
     "bare `assert` that has no message: AssertionError('') names neither the key nor the worker counts, "
-    "so the refusal does not say why (docs/findings.md, F12); 0 <-> N is refused naming the "
+    "so the refusal does not say why (docs/findings.md, F13); 0 <-> N is refused naming the "
     "single/multiprocess state keys, which SC23 accepts"
+)
+_END_OF_EPOCH_IN_THE_LOOP = (
+    "in the set_epoch loop, a state taken after an epoch's last batch, resumed at the next epoch as trainers "
+    "do, skips the new epoch's indices by the finished epoch's count: the next epoch is lost (verl#7401; "
+    "docs/findings.md, F12)"
+)
+_STATEFUL_DISTRIBUTED = (
+    "StatefulDistributedSampler resets its count only at an epoch's first index: states after StopIteration "
+    "or after a later epoch's iter() resume into an empty epoch, an epoch lost (SC10, SC21; docs/findings.md, "
+    "F4, F12); a state right after a load reports the epoch's start, and resumes repeat batches (SC11, SC13; F11); "
+    "the same lazy count makes a state right after the iter() of a pass cut short the abandoned pass's (SC22)"
 )
 MATRIX: dict[str, MatrixEntry] = {
     "default_generator": MatrixEntry(default_generator, "shuffle=config.shuffle, no generator (global RNG)"),
@@ -331,9 +322,30 @@ MATRIX: dict[str, MatrixEntry] = {
         iterable_stateless, "IterableDataset without state (fast-forwarded)",
         expected_failures=dict.fromkeys(("SC11", "SC13"), _STATELESS_ITERABLE),
     ),
+    "distributed_sampler": MatrixEntry(
+        distributed_sampler, "sampler= torch DistributedSampler (set_epoch), no state",
+        expected_failures={"SC21": _END_OF_EPOCH_IN_THE_LOOP},
+    ),
+    "stateful_distributed_sampler": MatrixEntry(
+        stateful_distributed_sampler, "sampler= torchdata StatefulDistributedSampler (set_epoch)",
+        expected_failures=dict.fromkeys(("SC10", "SC11", "SC13", "SC21", "SC22"), _STATEFUL_DISTRIBUTED),
+    ),
+    "distributed_batch_sampler": MatrixEntry(
+        distributed_batch_sampler, "batch_sampler= stateful_contract's DistributedBatchSampler (set_epoch)"),
     "persistent_workers": MatrixEntry(persistent_workers, "persistent_workers=True", space=WORKER_SPACE),
     "snapshot_every_3": MatrixEntry(snapshot_every_3, "snapshot_every_n_steps=3", space=WORKER_SPACE),
 }
+
+_WORLD_CHANGE = (
+    "torchdata 0.11's StatefulDistributedSampler saves only how many indices this rank has yielded "
+    "('yielded'), not num_replicas: resumed on another world size, each rank skips that many indices of "
+    "its new shard, so a smaller world repeats samples and a larger one loses some, silently "
+    "(docs/findings.md, F16)"
+)
+#: Entries checked on several ranks (``check(entry.target, world_size=entry.world_size)``).
+MULTI_RANK: dict[str, MatrixEntry] = {"stateful_distributed_sampler": MatrixEntry(
+    stateful_distributed_sampler, "torchdata's StatefulDistributedSampler, on 2 ranks", {"SC31": _WORLD_CHANGE},
+    world_size=2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -352,10 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="ci")
     args = parser.parse_args(argv)
     failed = False
-    for name in args.names or list(MATRIX):
-        entry = MATRIX[name]
+    entries = {**MATRIX, **MULTI_RANK}
+    for name in args.names or list(entries):
+        entry = entries[name]
         started = time.perf_counter()
-        report = check(entry.factory, profile=args.profile, space=entry.space,
+        factory = entry.target if entry.world_size > 1 else entry.factory  # ranks import it by name
+        report = check(factory, profile=args.profile, space=entry.space, world_size=entry.world_size,
                        expected_failures=entry.declared, target=entry.target)
         verdict = {r.id: r.status for r in report.results if r.status not in ("passed", "skipped")}
         failed |= not report.passed

@@ -51,8 +51,6 @@ assert len(BY_ID) == len(MUSEUM), "piece ids must be unique"
 #: (measured; `test_museum.py` holds them as strict expected failures, so a search that
 #: starts catching one turns into an error asking to move it).
 CI_MISSES: dict[str, str] = {
-    "torchtitan-291": "needs SC30's save through DCP with one shared key (CONTRACT v2); SC30 today saves "
-                      "with torch.save per rank and with per-rank DCP keys only",
 }
 
 for _id in CI_MISSES:

@@ -3,7 +3,7 @@
 - A piece whose should-catch clause exists and that the ci profile catches must fail
   `check()` with that clause ID.
 - A piece that needs a clause CONTRACT.md v2 specifies but the package does not
-  implement yet (SC19-SC23, SC31), or that the ci profile misses (`CI_MISSES`), is a
+  implement yet (SC19-SC23), or that the ci profile misses (`CI_MISSES`), is a
   strict expected failure: the day the clause lands and catches it, the xfail turns
   into an error, and the piece moves to the first group. That is intended.
 - Every piece the contract misses really has its bug: a hand-written version of its
@@ -17,7 +17,7 @@ import pytest
 
 from stateful_contract import LoaderConfig, check
 
-from . import CI_MISSES, MUSEUM, implemented_clauses
+from . import BY_ID, CI_MISSES, MUSEUM, implemented_clauses
 from ._base import ContinuingLoader, ShardedEpochLoader, WorkerPoolLoader
 from .baseline import baseline_configs, run_baseline
 from .triggers import TRIGGERS
@@ -52,6 +52,15 @@ def test_the_contract_kills_the_piece_with_its_clause(piece):  # type: ignore[no
     result = report[piece.should_catch]
     assert result.status == "failed", (result.status, result.message)
     assert result.message.startswith(piece.should_catch), result.message
+
+
+def test_the_epoch_pieces_are_caught_naming_the_lost_epoch():
+    """verl#7401 (set_epoch loop, SC21) and torchdata#1437 (no set_epoch: SC10's epoch alignment)."""
+    verl = check(BY_ID["verl-7401"].factory, clauses=["SC21"])["SC21"]
+    assert verl.status == "failed" and "after the last batch" in verl.context and "is lost" in verl.got
+    torchdata = check(BY_ID["torchdata-1437"].factory, clauses=["SC10", "SC21"])
+    assert torchdata["SC10"].status == "failed" and torchdata["SC10"].got.startswith("epoch lost")
+    assert torchdata["SC21"].status == "not-judged"  # it has no set_epoch, like StatefulDataLoader
 
 
 @pytest.mark.parametrize("piece", [p for p in MUSEUM if not _caught_today(p)], ids=lambda p: p.id)

@@ -9,6 +9,10 @@ process, exactly as with the in-process executor.
 A rank that dies or hangs cannot take the run down: the caller waits for each answer
 only so long, then kills every process of the run and says which rank failed first
 and what each rank was doing. The next command starts a fresh set of processes.
+
+`Ranks.restart` goes on in a fresh set of processes, on the same number of ranks or,
+as an elastic restart does, on another (``restart("world-1", world_size=1)``): the
+clauses that resume a state saved by another world (SC31) run there.
 """
 
 from __future__ import annotations
@@ -27,12 +31,15 @@ from typing import Any
 
 from ...config import LoaderConfig
 from ...profiles import Profile
-from ..example import ClauseLike, ExampleRun, LoadProbe
+from .. import status
+from ..example import ClauseLike, ExampleRun, LoadFormProbe
 from ..executors import FactoryProblem, StartFailed
 from ..outcome import ClauseViolation, Outcome
 from ..plans import Alignment, Checkpoint
+from ..processes import anon_rss, descendants
 from ..steps import LoadForm
-from .launch import LaunchOutcome, finish_world, start_world
+from ..supervised import DEFAULT_MEMORY_LIMIT, MEMORY_EVERY, POLL, grace
+from .launch import LaunchOutcome, board_path, finish_world, start_world
 from .server import ADDRESS_FILE, SPEC_FILE, RankSpec
 
 __all__ = ["Ranks", "default_run_timeout"]
@@ -88,7 +95,7 @@ class Ranks:
 
     def __init__(self, target: str, *, world_size: int, factory_import: str, alignment: Alignment,
                  timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
-                 run_timeout: float | None = None) -> None:
+                 run_timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> None:
         from ..._target import TargetError, load_target
 
         if "<locals>" in target or "<lambda>" in target:
@@ -97,8 +104,11 @@ class Ranks:
         self.target = _absolute_target(target)
         load_target(self.target)  # fail fast, with the user's error, before starting any process
         self.world_size = world_size
+        #: The ranks of the running phase: `world_size`, or another number after an elastic restart.
+        self.live_world_size = world_size
         self.load_form: LoadForm = "positional"
         self.timeout = timeout
+        self.memory_limit = memory_limit or None
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)
         self.keep = run_dir is not None
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
@@ -110,19 +120,30 @@ class Ranks:
         self._conn: Connection | None = None
         self._phase = ""
         self._phases = 0
+        self._phase_names: set[str] = set()
         self._deadline = 0.0
         self._started = 0.0
 
     # -- the world's life -------------------------------------------------------------
 
+    def _name(self, phase: str) -> str:
+        """A phase name not used before in this run (each phase has its own address file and logs)."""
+        name, n = phase, 1
+        while name in self._phase_names:
+            n += 1
+            name = f"{phase}{n}"
+        self._phase_names.add(name)
+        return name
+
     def _launch(self, phase: str) -> None:
+        phase = self._name(phase)
         self._phase = phase
         self._phases += 1
         self._started = time.monotonic()
         if self._deadline == 0.0:
             self._deadline = self._started + self.run_timeout
         if self._proc is None:
-            self._proc = start_world(self.run_dir, world_size=self.world_size, first_phase=phase, entry=ENTRY,
+            self._proc = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase, entry=ENTRY,
                                      timeout=self.run_timeout)
         self._connect(phase)
 
@@ -143,28 +164,86 @@ class Ranks:
             self._conn.close()
             self._conn = None
         assert self._proc is not None
-        outcome = finish_world(self._proc, self.run_dir, self.world_size, wait=0 if timed_out else 15,
+        outcome = finish_world(self._proc, self.run_dir, self.live_world_size, wait=0 if timed_out else 15,
                                timed_out=timed_out, timeout=self.run_timeout)
         outcome.seconds = time.monotonic() - self._started
+        for rank in range(self.world_size):  # read into the outcome; a stale board would look hung later
+            board_path(self.run_dir, rank).unlink(missing_ok=True)
         self._proc = None
         # The next command starts a fresh set of processes, with a deadline of its own.
         self._deadline = 0.0
         return outcome
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
-        if self._conn is None:
-            self._launch(f"phase{self._phases + 1}" if self._phases else "search")
+        try:
+            if self._conn is None:
+                self._launch(f"phase{self._phases + 1}" if self._phases else "search")
+            return self._await(command)
+        except _WorldDown:
+            raise
+        except BaseException:  # Ctrl-C: nothing of the run outlives the check
+            if self._proc is not None:
+                self._down(timed_out=True)
+            raise
+
+    def _await(self, command: tuple[Any, ...]) -> list[Any]:
+        """Rank 0's answer; the run is killed when a rank dies, hangs past its timeout or eats memory."""
         assert self._conn is not None
-        per_command = (self.timeout or 0) * 2 + COMMAND_GRACE
-        wait = max(0.0, min(self._deadline, time.monotonic() + per_command) - time.monotonic())
+        sent = time.monotonic()
+        limit = min(self._deadline, sent + (self.timeout or 0) * 2 + COMMAND_GRACE)
+        baseline: dict[int, int] = {}
+        next_memory = sent + MEMORY_EVERY
         try:
             self._conn.send_bytes(pickle.dumps(command))
-            if self._conn.poll(wait):
-                return pickle.loads(self._conn.recv_bytes())  # type: ignore[no-any-return]
-            timed_out = True
+            while not self._conn.poll(POLL):
+                now = time.monotonic()
+                if now > limit:
+                    raise _WorldDown(self._down(timed_out=True))
+                hung = self._hung_rank(now)
+                if hung is not None:
+                    down = self._down(timed_out=True)
+                    down.hung = hung
+                    raise _WorldDown(down)
+                if self.memory_limit and now >= next_memory:
+                    next_memory = now + MEMORY_EVERY
+                    grown = self._grown(baseline)
+                    if grown is not None:
+                        down = self._down(timed_out=True)
+                        down.memory = (*grown, self.memory_limit)
+                        raise _WorldDown(down)
+            return pickle.loads(self._conn.recv_bytes())  # type: ignore[no-any-return]
         except (EOFError, OSError):
-            timed_out = False
-        raise _WorldDown(self._down(timed_out=timed_out))
+            raise _WorldDown(self._down(timed_out=False)) from None
+
+    def _hung_rank(self, now: float) -> tuple[int, float, float] | None:
+        """A rank whose example timeout passed by the grace and which still has not come back from it."""
+        if not self.timeout:
+            return None
+        for rank in range(self.world_size):
+            deadline = status.read(board_path(self.run_dir, rank)).deadline
+            if deadline is not None and now > deadline[0] + deadline[1] + grace(deadline[1]):
+                return rank, deadline[1], now - deadline[0]
+        return None
+
+    def _grown(self, baseline: dict[int, int]) -> tuple[int, int] | None:
+        """(rank, bytes) when a rank's processes grew past the memory limit since the command was sent."""
+        assert self.memory_limit is not None
+        total, by_rank = 0, {}
+        for rank in range(self.world_size):
+            pid = status.read(board_path(self.run_dir, rank)).pid
+            if not pid:
+                continue
+            grown = 0
+            for p in [pid, *descendants(pid)]:
+                rss = anon_rss(p)
+                if rss is not None:
+                    grown += max(0, rss - baseline.setdefault(p, rss))
+            by_rank[rank] = grown
+            total += grown
+        if total <= self.memory_limit:
+            return None
+        rank = max(by_rank, key=lambda r: by_rank[r])
+        return rank, total
 
     # -- the executor -----------------------------------------------------------------
 
@@ -180,18 +259,18 @@ class Ranks:
             if problem is not None:
                 raise FactoryProblem(f"on rank {rank} of {self.world_size}: {problem}")
 
-    def probe(self) -> tuple[LoadProbe, str]:
+    def probe(self) -> LoadFormProbe:
         try:
-            found = self._call(("probe",))
+            found: list[LoadFormProbe] = self._call(("probe",))
         except _WorldDown as e:
-            return "unusable", str(e)
-        forms = [form for form, _ in found]
+            return LoadFormProbe("unusable", str(e), self._crashed(_BUILDING, e.outcome))
+        forms = [p.form for p in found]
         if all(f == "positional" for f in forms):
-            return "positional", ""
+            return LoadFormProbe("positional")
         if all(f in ("positional", "keyword") for f in forms):
-            return "keyword", ""
+            return LoadFormProbe("keyword")
         rank = next(r for r, f in enumerate(forms) if f == "unusable")
-        return "unusable", f"on rank {rank}: {found[rank][1]}"
+        return LoadFormProbe("unusable", f"on rank {rank}: {found[rank].detail}", found[rank].failed)
 
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         try:
@@ -225,26 +304,47 @@ class Ranks:
         v = ClauseViolation(clause.id, heading=clause.heading, expected="every rank to finish the example",
                             got=f"the multi-rank run failed: {what}")
         rank = down.failures[0].rank if down.failures else 0
+        if down.hung is not None or down.memory is not None:
+            rank = (down.hung or down.memory or (0,))[0]
         rerun = (f"python -m stateful_contract.distributed {self.target} --world-size {self.world_size} "
                  f"--clause {clause.id} --run-dir DIR  # keeps each rank's logs in DIR/logs")
         if config is not None and isinstance(plan, Checkpoint):
             rerun = self.replay_hint(clause, config, plan).split("# ", 2)[-1]
+        program = down.programs.get(rank, "")
+        reproduction = rerun if not program else (
+            f"# What rank {rank} ran before its process went down (on rank {rank} of {self.world_size}):\n"
+            f"{program}\n\n# The run again, on real ranks:\n# {rerun}")
         outcome = Outcome.of_violation(v, message=f"{clause.heading}\nthe multi-rank run failed: {what}",
-                                       rank=rank)
-        return ExampleRun(rank, outcome, reproduction=rerun, final=True)
+                                       rank=rank, killed_by=down.killed_by)
+        outcome.notes.append("not shrunk: every re-run starts a fresh set of ranks (seconds each)")
+        return ExampleRun(rank, outcome, reproduction=reproduction, final=True)
 
-    def restart(self, phase: str) -> None:
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        """Go on in a fresh set of processes: ``world_size`` of them (None: the check's world size).
+
+        The running phase's ranks stop, and rank 0 tells the launcher which phase comes next
+        and on how many ranks. With no phase running, the next command starts it there.
+        """
+        size = self.world_size if world_size is None else world_size
+        if size < 1:
+            raise ValueError(f"a world has at least one rank, not {size}")
         if self._conn is None:
+            self.live_world_size = size
             return
+        phase = self._name(phase)
         try:
-            self._conn.send_bytes(pickle.dumps(("stop", phase)))
+            self._conn.send_bytes(pickle.dumps(("stop", phase, size if size != self.live_world_size else None)))
             self._conn.recv_bytes()
         except (EOFError, OSError):
             self._down(timed_out=False)
+            self.live_world_size = size
             return
         self._conn.close()
         self._conn = None
         self._phases += 1
+        self._phase = phase
+        self.live_world_size = size
+        self._started = time.monotonic()
         self._connect(phase)
 
     def close(self) -> None:

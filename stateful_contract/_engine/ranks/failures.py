@@ -55,6 +55,13 @@ class RankFailure:
     kind: str = OWN
 
     @property
+    def killed_by(self) -> str:
+        """``"SIGSEGV"``, ``"exit code 7"``, ... (as in a report's ``killed_by``)."""
+        if self.exitcode is not None and self.exitcode < 0 and -self.exitcode in signal.valid_signals():
+            return signal.Signals(-self.exitcode).name
+        return f"exit code {self.exitcode}"
+
+    @property
     def how(self) -> str:
         if self.exitcode is not None and self.exitcode < 0 and -self.exitcode in signal.valid_signals():
             return "was killed by signal " + signal.Signals(-self.exitcode).name
@@ -139,6 +146,21 @@ class LaunchOutcome:
     #: Rank statuses at the end (what each was doing when the run ended or was killed).
     doing: dict[int, str] = field(default_factory=dict)
     launcher_log: str = ""
+    #: The supervisor killed the run because this rank's example timeout had passed and the
+    #: rank did not answer: (rank, example timeout, seconds waited).
+    hung: tuple[int, float, float] | None = None
+    #: ... or because the ranks' processes grew past the memory limit: (rank, grown, limit).
+    memory: tuple[int, int, int] | None = None
+    #: Each rank's reproduction of the example it was in, up to where it stopped (status boards).
+    programs: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def killed_by(self) -> str:
+        if self.memory is not None:
+            return "memory limit"
+        if self.hung is not None or self.timed_out:
+            return "timeout"
+        return self.failures[0].killed_by if self.failures else ""
 
     @property
     def ok(self) -> bool:
@@ -151,11 +173,22 @@ class LaunchOutcome:
 
     def describe(self) -> str:
         """Why the run did not finish, one rank per line."""
+        where = [f"  rank {r}: {d or 'starting up'}" for r, d in sorted(self.doing.items())]
+        if self.hung is not None:
+            rank, timeout, waited = self.hung
+            return "\n".join([
+                f"rank {rank} did not finish its example within {timeout:g} s and stopped answering: the timeout "
+                "could not interrupt it (SIGALRM blocked, or native code that never returns to Python), so the "
+                f"checker killed the run, every rank and its workers, after {waited:.1f} s. Where each rank was:",
+                *where])
+        if self.memory is not None:
+            rank, grown, limit = self.memory
+            return "\n".join([
+                f"rank {rank}'s processes grew by {grown / (1 << 20):.0f} MiB during the example, over the memory "
+                f"limit of {limit / (1 << 20):.0f} MiB; the checker killed the run. Where each rank was:", *where])
         if self.timed_out:
-            lines = [f"the {len(self.doing)}-rank run did not finish within {self.timeout:g} s and was killed "
-                     "(with all its processes). Where each rank was:"]
-            lines += [f"  rank {r}: {d or 'starting up'}" for r, d in sorted(self.doing.items())]
-            return "\n".join(lines)
+            return "\n".join([f"the {len(self.doing)}-rank run did not finish within {self.timeout:g} s and was "
+                              "killed (with all its processes). Where each rank was:", *where])
         if self.failures:
             cause, *after = order_failures(self.failures)
             return "\n".join([cause.describe(), *(f.describe_consequence() for f in after)])

@@ -38,12 +38,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import status
+from ..processes import MARKER_ENV, fault_excerpt, kill_stragglers, processes_of
 from .failures import LaunchOutcome, RankFailure, order_failures
 
 __all__ = [
     "MARKER_ENV",
     "LaunchOutcome",
     "RankFailure",
+    "board_path",
     "finish_world",
     "kill_stragglers",
     "processes_of",
@@ -52,9 +55,6 @@ __all__ = [
     "status_path",
 ]
 
-#: Environment variable every process of a run carries (value: the run directory), so
-#: that stragglers can be found and killed even if they left the process group.
-MARKER_ENV = "STATEFUL_CONTRACT_RUN"
 #: How often the elastic agent polls its ranks: a failure is noticed within this.
 MONITOR_INTERVAL = 0.05
 #: Lines of a dead rank's stderr quoted in the failure message.
@@ -67,6 +67,11 @@ OUTCOME_FILE = "launch-outcome.json"
 def status_path(run_dir: Path, rank: int) -> Path:
     """The file where ``rank`` writes what it is doing (read when it dies or hangs)."""
     return run_dir / "status" / f"rank{rank}.txt"
+
+
+def board_path(run_dir: Path, rank: int) -> Path:
+    """``rank``'s status board (`stateful_contract._engine.status`): the call into the loader, the program."""
+    return run_dir / "status" / f"rank{rank}.board"
 
 
 def start_world(run_dir: Path, *, world_size: int, first_phase: str, entry: str, timeout: float,
@@ -145,42 +150,13 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def processes_of(run_dir: Path) -> list[int]:
-    """Live processes carrying ``run_dir``'s marker in their environment (Linux only)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return []
-    needle = f"{MARKER_ENV}={run_dir}".encode() + b"\0"
-    found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Zombies (state Z) are already dead; they only wait for their parent to reap them.
-        if needle in environ + b"\0" and stat.rpartition(")")[2].split()[0] != "Z":
-            found.append(int(entry.name))
-    return found
-
-
-def kill_stragglers(run_dir: Path) -> list[int]:
-    """Kill the run's processes that escaped its process group; returns their pids."""
-    stragglers = processes_of(run_dir)
-    for pid in stragglers:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return stragglers
-
-
 def _tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
     if path is None or not path.is_file():
         return ""
     text = path.read_text(encoding="utf-8", errors="replace")
+    fault = fault_excerpt(text)  # a fatal signal: the loader's frames, not the launcher's below them
+    if fault:
+        return fault
     kept = [line for line in text.splitlines() if line.strip() and "Warning" not in line
             and "torch.set_vital" not in line]
     return "\n".join(kept[-lines:])
@@ -188,12 +164,16 @@ def _tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
 
 def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
     doing = {}
+    boards = {rank: status.read(board_path(run_dir, rank)) for rank in range(world_size)}
     for rank in range(world_size):
         path = status_path(run_dir, rank)
         doing[rank] = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+        if boards[rank].call:
+            doing[rank] += f", {boards[rank].during}"
+    programs = {rank: _stopped_at(board) for rank, board in boards.items() if board.program}
     path = run_dir / OUTCOME_FILE
     if not path.is_file():
-        return LaunchOutcome(phases_done=[], doing=doing)
+        return LaunchOutcome(phases_done=[], doing=doing, programs=programs)
     data = json.loads(path.read_text(encoding="utf-8"))
     failures = order_failures([
         RankFailure(rank=int(f["rank"]), phase=data["failed_phase"], exitcode=f["exitcode"], error=f["error"],
@@ -203,7 +183,12 @@ def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
         for f in data.get("failures", [])
     ])
     return LaunchOutcome(phases_done=data["phases_done"], failed_phase=data.get("failed_phase"),
-                         failures=failures, doing=doing)
+                         failures=failures, doing=doing, programs=programs)
+
+
+def _stopped_at(board: status.BoardView) -> str:
+    """The rank's reproduction so far, the call it was in when it died or was killed marked."""
+    return board.program + ("  # <- this rank stopped here" if board.in_call else "")
 
 
 # --- the launcher process ---------------------------------------------------------------

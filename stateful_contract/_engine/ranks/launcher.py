@@ -2,9 +2,9 @@
 
 ``python -m stateful_contract._engine.ranks.launcher RUN_DIR`` runs ``elastic_launch``
 (what ``torchrun`` runs inside) with the spec in ``RUN_DIR/launch.json``, phase after
-phase, as long as rank 0 names a next phase; it writes ``launch-outcome.json`` with
-every failed rank's exit code, error and exit time (see
-`stateful_contract._engine.ranks.failures`).
+phase, as long as rank 0 names a next phase (and, for an elastic restart, the next
+phase's world size); it writes ``launch-outcome.json`` with every failed rank's exit
+code, error and exit time (see `stateful_contract._engine.ranks.failures`).
 """
 
 from __future__ import annotations
@@ -133,12 +133,14 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
     from .world import rank_main
 
     spec = json.loads((run_dir / SPEC_FILE).read_text(encoding="utf-8"))
-    outcome: dict[str, Any] = {"phases_done": [], "failed_phase": None, "failures": []}
-    phase = spec["first_phase"]
+    outcome: dict[str, Any] = {"phases_done": [], "failed_phase": None, "failures": [],
+                               "world_size": spec["world_size"]}
+    phase, world_size = spec["first_phase"], int(spec["world_size"])
     while phase:
         log_dir = run_dir / "logs" / phase
+        outcome["world_size"] = world_size
         config = LaunchConfig(
-            min_nodes=1, max_nodes=1, nproc_per_node=spec["world_size"],
+            min_nodes=1, max_nodes=1, nproc_per_node=world_size,
             # As `torchrun --standalone`: a c10d rendezvous on a free local port.
             rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", local_addr="127.0.0.1",
             run_id=f"stateful-contract-{phase}", max_restarts=0,
@@ -156,8 +158,16 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
                                    for rank, (f, at) in sorted(watch.failures(e.failures).items())]
             break
         outcome["phases_done"].append(phase)
-        phase = returns.get(0) or ""
+        phase, world_size = next_phase(returns.get(0), world_size)
     return outcome
+
+
+def next_phase(returned: Any, world_size: int) -> tuple[str, int]:
+    """What rank 0 returned: the next phase's name (or nothing), optionally with its world size."""
+    if isinstance(returned, (tuple, list)) and len(returned) == 2:
+        name, size = returned
+        return str(name or ""), int(size) if size else world_size
+    return str(returned or ""), world_size
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,8 +5,9 @@ time: build a loader, probe the load form, take the uninterrupted run, run one
 example. Rank 0 broadcasts it (`World.call`), every rank runs it on its own loader
 with its own ``rank`` in the config, and rank 0 sends the gathered answers back, one
 per rank. Collectives inside an example (``torch.distributed.checkpoint``) therefore
-find every rank at the same step. ``stop`` ends the phase; its argument names the next
-one (a fresh set of processes), if any.
+find every rank at the same step. ``stop`` ends the phase; its arguments name the next
+one (a fresh set of processes), if any, and its world size when it differs from this
+phase's (an elastic restart on more or fewer ranks).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from ...config import LoaderConfig
-from .. import steps
-from ..example import probe_load_form, run_example
+from .. import status, steps
+from ..example import probe_load_form, recorded_program, run_example
 from ..executors import PROBE_CONFIG, factory_problem, reference_lengths
+from ..recording import recording
+from .launch import board_path
 from .world import World
 
 __all__ = ["ADDRESS_FILE", "SPEC_FILE", "RankSpec", "serve"]
@@ -72,34 +75,47 @@ class _Handler:
     def config(self, config: LoaderConfig) -> LoaderConfig:
         return replace(config, rank=self.world.rank, world_size=self.world.world_size)
 
+    def doing(self, text: str) -> None:
+        """What this rank now does, in its status file and on its status board."""
+        self.world.status(text)
+        status.command(text)
+
     def __call__(self, command: tuple[Any, ...]) -> Any:
         kind = command[0]
         if kind == "start":
-            self.world.status("building a loader")
-            return factory_problem(self.factory, self.config(PROBE_CONFIG), self.spec.timeout, self.world.rank,
-                                   self.world.world_size)
+            self.doing("building a loader")
+            config = self.config(PROBE_CONFIG)
+            with recording(recorded_program(self.spec.factory_import, self.factory, config)):
+                return factory_problem(self.factory, config, self.spec.timeout, self.world.rank,
+                                       self.world.world_size)
         if kind == "probe":
-            self.world.status("probing how load_state_dict takes a state")
-            return probe_load_form(self.factory, self.config(PROBE_CONFIG), self.spec.timeout)
+            self.doing("probing how load_state_dict takes a state")
+            return probe_load_form(self.factory, self.config(PROBE_CONFIG), self.spec.timeout,
+                                   factory_import=self.spec.factory_import, rank=self.world.rank,
+                                   world_size=self.world.world_size)
         if kind == "lengths":
             _, clause, config = command
             config = self.config(config)
-            self.world.status(f"{clause.id}: running the uninterrupted {config.as_code()}")
+            self.doing(f"{clause.id}: running the uninterrupted {config.as_code()}")
             return reference_lengths(clause.id, clause.heading, self.factory, config, self.spec.timeout,
-                                     self.world.rank, self.world.world_size)
+                                     self.world.rank, self.world.world_size, self.spec.factory_import)
         if kind == "run":
             _, clause, config, plan, load_form = command
             config = self.config(config)
-            self.world.status(f"{clause.id}: example {config.as_code()}, plan {plan!r}")
+            self.doing(f"{clause.id}: example {config.as_code()}, plan {plan!r}")
             return run_example(clause, self.factory, config, plan, factory_import=self.spec.factory_import,
                                load_form=load_form, alignment=self.spec.alignment, timeout=self.spec.timeout,
                                world=self.scenario_world, workdir=self.workdir)
         raise ValueError(f"unknown command {kind!r}")
 
 
-def serve(world: World, phase: str) -> str | None:
-    """Every rank's entry (see `stateful_contract._engine.ranks.launch`); returns the next phase."""
+def serve(world: World, phase: str) -> str | tuple[str, int] | None:
+    """Every rank's entry (see `stateful_contract._engine.ranks.launch`); returns the next phase.
+
+    The next phase is a name, or ``(name, world_size)`` to start it on another number of ranks.
+    """
     spec: RankSpec = pickle.loads((world.run_dir / SPEC_FILE).read_bytes())
+    status.install(status.Board(board_path(world.run_dir, world.rank)))
     handler = _Handler(world, spec)
     with steps.references_kept():
         if not world.leads:
@@ -108,7 +124,7 @@ def serve(world: World, phase: str) -> str | None:
         return _lead(world, handler, spec, phase)
 
 
-def _lead(world: World, handler: _Handler, spec: RankSpec, phase: str) -> str | None:
+def _lead(world: World, handler: _Handler, spec: RankSpec, phase: str) -> str | tuple[str, int] | None:
     with Listener(("127.0.0.1", 0), authkey=bytes.fromhex(spec.authkey)) as listener:
         path = world.run_dir / ADDRESS_FILE.format(phase=phase)
         partial = path.with_suffix(f".{secrets.token_hex(4)}.tmp")
@@ -122,7 +138,8 @@ def _lead(world: World, handler: _Handler, spec: RankSpec, phase: str) -> str | 
                     command = pickle.loads(conn.recv_bytes())
                     if command[0] == "stop":
                         conn.send_bytes(pickle.dumps("stopping"))
-                        return command[1]  # type: ignore[no-any-return]
+                        _, following, *size = command
+                        return (following, size[0]) if following and size and size[0] else following
                     # Plain pickle, not multiprocessing's: tensors travel as data, not as
                     # shared-memory handles the other process may not open.
                     conn.send_bytes(pickle.dumps(world.call(command, handler)))

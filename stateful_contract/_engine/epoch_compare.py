@@ -1,0 +1,119 @@
+"""Comparing resumed runs epoch by epoch, and saying which epoch is empty, lost or replayed.
+
+`epochs_difference` compares the epoch loop of a resumed trainer with the uninterrupted
+one (SC21); `lost_epoch` finds an empty pass of a resumed loader where the uninterrupted
+run has no empty epoch (SC10's epoch alignment). Both return None when all is well and
+one paragraph otherwise; the public assertions (`assert_same_epochs`,
+`assert_no_epoch_lost`) raise `AssertionError` with the same text, for reproductions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .compare import describe_batch, first_difference
+from .steps import Position
+
+__all__ = ["assert_no_epoch_lost", "assert_same_epochs", "epochs_difference", "lost_epoch"]
+
+#: How many batches a message lists before eliding.
+_SHOWN = 6
+
+
+def _ids(batches: Sequence[Any]) -> str:
+    shown = [describe_batch(b).removeprefix("batch of samples ") for b in batches[:_SHOWN]]
+    return "[" + ", ".join(shown) + (", ..." if len(batches) > _SHOWN else "") + "]"
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(first_difference(x, y) is None for x, y in zip(a, b))
+
+
+def _epoch_difference(epoch: int, expected: Sequence[Any], got: Sequence[Any],
+                      reference: Mapping[int, Sequence[Any]]) -> str | None:
+    if _same(expected, got):
+        return None
+    n, m = len(expected), len(got)
+    if m == 0:
+        return (f"epoch {epoch} is empty, but the uninterrupted run has {n} batch{'es' if n != 1 else ''} there: "
+                f"epoch {epoch} is lost ({_ids(expected)})")
+    if m < n and _same(expected[n - m:], got):
+        return f"epoch {epoch} lost its first {n - m} of {n} batches: missing {_ids(expected[:n - m])}"
+    if m < n and _same(expected[:m], got):
+        return f"epoch {epoch} lost its last {n - m} of {n} batches: missing {_ids(expected[m:])}"
+    if m > n and _same(expected, got[m - n:]):
+        return f"epoch {epoch} replayed {m - n} batches before the checkpoint: extra {_ids(got[:m - n])}"
+    for other, batches in reference.items():
+        if other != epoch and batches and _same(batches[len(batches) - m:], got):
+            return (f"epoch {epoch} replayed epoch {other}'s batches instead of its own: expected {_ids(expected)}, "
+                    f"got {_ids(got)}")
+    i = next((i for i, (e, g) in enumerate(zip(expected, got)) if first_difference(e, g) is not None), min(n, m))
+    diff = first_difference(expected[i], got[i]) if i < min(n, m) else f"{m} batches instead of {n}"
+    return f"epoch {epoch} differs at its batch {i}: {diff}.\n  expected: {_ids(expected)}\n  got:      {_ids(got)}"
+
+
+def epochs_difference(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Sequence[Any]],
+                      reference: Mapping[int, Sequence[Any]] | None = None) -> str | None:
+    """The first epoch of ``got`` that is not ``expected``'s, in words; None when every epoch matches.
+
+    ``reference`` (every epoch of the uninterrupted loop) lets the message say which
+    epoch a wrong one replays.
+    """
+    missing = [e for e in expected if e not in got]
+    if missing:
+        return f"the resumed loop has no epoch {missing[0]} (it ran epochs {sorted(got)})"
+    for epoch in expected:
+        diff = _epoch_difference(epoch, expected[epoch], got[epoch], reference or expected)
+        if diff is not None:
+            return diff
+    extra = sorted(set(got) - set(expected))
+    return f"the resumed loop ran epochs {extra} that the uninterrupted one did not" if extra else None
+
+
+def lost_epoch(lengths: Sequence[int], position: Position, passes: Sequence[int]) -> str | None:
+    """An empty pass of a resumed loader where the uninterrupted run has no empty epoch, in words.
+
+    ``lengths``: the uninterrupted run's epoch lengths; ``passes``: how many batches each
+    pass of the loader resumed from ``position`` gave (`take_epochs`). An empty pass is
+    allowed only where the uninterrupted run has one still to come: the empty rest of the
+    checkpoint's epoch (a state taken after its last batch but before ``StopIteration``,
+    which torchdata's StatefulDataLoader resumes into an empty epoch), or an epoch that is
+    empty in the uninterrupted run too.
+    """
+    start = position.absolute(list(lengths))
+    allowed: Counter[int] = Counter()
+    if not position.after_stop and position.batches >= lengths[position.epoch]:
+        allowed[start] += 1
+    for j in range(position.epoch + 1, len(lengths)):
+        if lengths[j] == 0:
+            allowed[sum(lengths[:j])] += 1
+    offset = 0
+    for i, n in enumerate(passes):
+        if n == 0:
+            if allowed[start + offset] > 0:
+                allowed[start + offset] -= 1
+            else:
+                return (f"epoch lost: pass {i + 1} of the resumed loader (its iter() number {i + 1}) yielded "
+                        f"nothing, after {offset} batches of the resumed stream, where the uninterrupted run has no "
+                        f"empty epoch (batches per pass: {list(passes)}); a trainer that counts one epoch per pass "
+                        "(for epoch in range(start, n): for batch in loader) silently trains one epoch less")
+        offset += n
+    return None
+
+
+def assert_same_epochs(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Sequence[Any]]) -> None:
+    """Raise `AssertionError` naming the first epoch of ``got`` that is empty, lost or replayed."""
+    __tracebackhide__ = True
+    diff = epochs_difference(expected, got)
+    if diff is not None:
+        raise AssertionError(diff)
+
+
+def assert_no_epoch_lost(lengths: Sequence[int], position: Position, passes: Sequence[int]) -> None:
+    """Raise `AssertionError` when a resumed loader has an empty pass the uninterrupted run has not."""
+    __tracebackhide__ = True
+    diff = lost_epoch(lengths, position, passes)
+    if diff is not None:
+        raise AssertionError(diff)

@@ -1,0 +1,281 @@
+"""SC31 world-size-change-is-exact-or-refused: a state saved on N ranks, resumed on M != N.
+
+An elastic restart (or a job moved from 8 ranks to 4) resumes loader states saved by a
+world of another size. Each rank's state then describes a shard that no longer exists.
+The contract accepts two answers: refuse, with an exception that says the world size
+changed, or reshard exactly, so that the M new ranks together yield every sample of the
+interrupted epoch that no old rank had yielded yet, once, and none of those already
+yielded. Silently resuming the old per-rank position on the new shards (samples lost and
+repeated), or warning and starting over (torchtitan's "DataLoader state is empty"), fails.
+
+How it runs (docs/distributed.md): during the search, every one of the N ranks
+checkpoints at the same step and saves its state with ``torch.save`` to ``rank{r}.pt``,
+and writes down which samples it had yielded and which it would yield. Once the search
+is over, the executor starts a fresh world of ``max(1, N // 2)`` ranks, then one of
+``N + 1`` (an elastic shrink and growth: 2 -> 1 and 2 -> 3), and every saved example is
+resumed there: new rank ``r`` builds its loader with the new ``rank``/``world_size`` and
+loads ``rank{r % N}.pt`` (its own file when it exists, as trainers open their rank's file;
+a rank that is new to the world opens an old rank's file instead of none, so a loader that
+could reshard from any one state can show it). Then the verdict over all new ranks:
+
+- some rank refused with an exception naming the world size: the resume is refused
+  (the job stops there); passed;
+- otherwise, the checkpoint was inside an epoch: the samples of that epoch the old world
+  had not yet yielded must come out of the new ranks' first pass exactly once each, and
+  none it had yielded; the checkpoint was between epochs (or before the first batch):
+  each new rank's pass must be exactly that epoch as a fresh world of M ranks yields it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import warnings
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .._engine.example import Example
+from .._engine.plans import Checkpoint, checkpoint_plan
+from .._engine.recording import Program, recording
+from .._engine.state_steps import load_checkpoint, save_checkpoint
+from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream
+from ..config import LoaderConfig
+from .rank_streams import example_folder, id_list, rank_position, sample_ids
+from .registry import LOAD, clause, violated
+
+__all__ = ["WorldResume", "names_the_world_size", "new_worlds", "world_size_change_is_exact_or_refused"]
+
+#: Words that say a message is about the number of ranks (torchtitan: "dp_degree is inconsistent").
+_WORLD_WORDS = re.compile(r"world|replica|degree|data[ _-]?parallel|\bdp\b|dp_", re.IGNORECASE)
+
+
+def new_worlds(world_size: int) -> tuple[int, ...]:
+    """The world sizes a state saved on ``world_size`` ranks is resumed on: fewer, then more."""
+    return tuple(dict.fromkeys((max(1, world_size // 2), world_size + 1)))
+
+
+def names_the_world_size(error: BaseException, saved: int, resumed: int) -> bool:
+    """Whether an exception refuses the state for the world size: it says "world size" (or replicas,
+    the data-parallel degree), or names both sizes and ranks."""
+    text = f"{type(error).__name__}: {error}"
+    if _WORLD_WORDS.search(text):
+        return True
+    numbers = set(re.findall(r"\d+", text))
+    return {str(saved), str(resumed)} <= numbers and "rank" in text.lower()
+
+
+@dataclass
+class WorldResume:
+    """What one rank of the new world saw: which old rank's state it loaded, and what it yielded."""
+
+    rank: int
+    source: int
+    saved_world_size: int
+    error: str | None = None
+    refused: bool = False
+    #: Sample ids the resumed loader yielded in the rest of the epoch (its first pass).
+    yielded: list[int] = field(default_factory=list)
+    #: Warnings and log records (WARNING or worse) while loading and iterating.
+    logged: list[str] = field(default_factory=list)
+    #: Of the old world, the same on every new rank: the epoch, what it had yielded of it before
+    #: the checkpoint, and what its uninterrupted run would still have yielded (multisets).
+    epoch: int = 0
+    consumed: list[int] = field(default_factory=list)
+    due: list[int] = field(default_factory=list)
+    #: Nothing of the epoch was consumed: the sample ids a fresh world of the new size yields on this
+    #: rank in that epoch (a whole epoch may follow either world's plan).
+    fresh: list[int] | None = None
+
+
+@contextmanager
+def _logged(into: list[str]) -> Iterator[None]:
+    """Collect warnings and WARNING log records (a loader that "warns and restarts" says so here)."""
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            into.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+
+    handler = Collect(logging.WARNING)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+        into.extend(f"{w.category.__name__}: {w.message}" for w in caught if "set_vital" not in str(w.message))
+    finally:
+        root.removeHandler(handler)
+
+
+def _epoch_ids(batches: Sequence[Any], lengths: list[int], epoch: int) -> list[list[int]] | None:
+    start = sum(lengths[:epoch])
+    out = []
+    for batch in batches[start:start + lengths[epoch]]:
+        ids = sample_ids([batch])
+        if ids is None:
+            return None
+        out.append(ids)
+    return out
+
+
+def _old_world(records: list[dict[str, Any]]) -> tuple[int, list[int], list[int]]:
+    """The epoch the new world resumes, and what the old world had yielded of it and would still yield."""
+    if all(r["batches"] == len(r["epochs"][0]) for r in records):  # every rank finished it: the next one
+        return records[0]["epoch"] + 1, [], [i for r in records for b in r["epochs"][1] for i in b]
+    consumed = [i for r in records for b in r["epochs"][0][: r["batches"]] for i in b]
+    rest = [i for r in records for b in r["epochs"][0][r["batches"]:] for i in b]
+    return records[0]["epoch"], consumed, rest
+
+
+def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
+    """SC31's second half, on each rank of a world of another size: load an old rank's state, iterate."""
+    world = example.world
+    assert world is not None
+    folder = example_folder(world, "SC31", example.config, plan)
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("saved-rank*.json"))]
+    records.sort(key=lambda r: int(r["rank"]))
+    saved = len(records)
+    if saved == 0 or any(r["epochs"] is None for r in records):
+        raise NotJudgeable("the batches carry no 'index' field, so the samples a resumed world covers cannot be "
+                           "counted; see SC30")
+    source = world.rank % saved
+    old = records[source]
+    epoch, consumed, due = _old_world(records)
+    result = WorldResume(world.rank, source, saved, epoch=epoch, consumed=consumed, due=due)
+    old_config = replace(example.config, rank=source, world_size=saved)
+    saved_at = Position(old["epoch"], old["batches"], after_stop=old["after_stop"], before_iter=old["before_iter"])
+    program = example.program
+    program.add(f"# Saved by rank {source} of the {saved}-rank world:")
+    program.add(f"save_checkpoint(checkpoint(fresh(factory, {old_config.as_code()}), {saved_at.as_code()}), "
+                f"'rank{source}.pt')")
+    program.names_used.update({"save_checkpoint", "checkpoint", "fresh", "Position"})
+    path = str(folder / f"rank{source}.pt")
+    program.bind(path, repr(f"rank{source}.pt"))
+    if not consumed:
+        with recording(Program("")):  # not a step of the reproduction
+            reference, lengths = example.reference()
+        fresh = _epoch_ids(reference, lengths, epoch)
+        result.fresh = None if fresh is None else [i for b in fresh for i in b]
+    limit = example.config.dataset_size + world.world_size + 1
+    try:
+        with _logged(result.logged):
+            loader = example.fresh(load_checkpoint(path))
+            batches = stream(loader, 1, limit=limit)
+            # torchdata resumes a state taken after the last batch, before StopIteration, into
+            # an empty epoch (docs/findings.md, F5): then the next pass is the due epoch.
+            if not batches and old["batches"] == len(old["epochs"][0]) and not old["after_stop"]:
+                batches = stream(loader, 1, limit=limit)
+    except LoaderError as e:
+        result.error = str(e)
+        result.refused = names_the_world_size(e.error, saved, world.world_size)
+        return result
+    result.yielded = sample_ids(batches) or []
+    program.add(f"# Over the {_ranks(world.world_size)}, the batches must hold the samples {sorted(due)} "
+                f"(not yet yielded in epoch {epoch}), and none of {sorted(set(consumed) - set(due))}")
+    return result
+
+
+def judged(values: Sequence[WorldResume], due_ids: Sequence[int] | None = None,
+           ) -> tuple[Counter[int], Counter[int], Counter[int]]:
+    """Over the new world: samples lost, consumed samples yielded again, and extra copies of due ones.
+
+    Lost: due and never yielded. Repeated: yielded before the checkpoint and not due again.
+    Extra copies: a sample yielded more often than the old world would still have yielded it
+    (a sample it had dropped, with ``drop_last``, may come once).
+    """
+    first = values[0]
+    got = Counter(i for r in values for i in r.yielded)
+    due, consumed = Counter(first.due if due_ids is None else due_ids), Counter(first.consumed)
+    lost = Counter({i: 1 for i in due if not got[i]})
+    repeated = Counter({i: n for i, n in got.items() if consumed[i] and not due[i]})
+    extra = Counter({i: n - max(due[i], 1) for i, n in got.items() if not repeated[i] and n > max(due[i], 1)})
+    return lost, repeated, extra
+
+
+def _ranks(n: int) -> str:
+    return f"{n} rank{'s' if n != 1 else ''}"
+
+
+def _how(r: WorldResume) -> str:
+    return f"rank {r.rank} (from rank {r.source}'s state)"
+
+
+def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan: Checkpoint) -> None:
+    """The resume on the new world was refused, naming the world size, or it covered exactly what was due.
+
+    Up to M - 1 extra copies of due samples are padding (``DistributedSampler`` pads an epoch to a
+    multiple of the world size), not repeats.
+    """
+    first = values[0]
+    saved, resumed = first.saved_world_size, len(values)
+    if any(r.refused for r in values):
+        return
+    where = "before the first batch" if plan.position.before_iter else plan.position.describe()
+    context = (f"every one of {saved} ranks checkpointed {where} and saved its state with torch.save to "
+               f"rank{{r}}.pt; a fresh world of {_ranks(resumed)} resumed, rank r loading rank{{r % {saved}}}.pt")
+    due = sorted(set(first.due))
+    expected = (f"the resume on {_ranks(resumed)} to be refused with an exception naming the world sizes "
+                f"({saved} and {resumed}), or the {resumed} resumed rank{'s together' if resumed != 1 else ''} to "
+                f"yield exactly the {len(due)} sample{'s' if len(due) != 1 else ''} of epoch {first.epoch} not "
+                "yet consumed: none lost, none repeated"
+                + ("" if first.consumed else f" (or that epoch as a fresh {resumed}-rank world yields it)"))
+    lines: list[str] = []
+    errors = [r for r in values if r.error is not None]
+    for r in errors:
+        lines.append(f"{_how(r)} raised an exception that does not say the world size changed: {r.error}")
+    if not errors:
+        lost, repeated, extra = judged(values)
+        padding = sum(extra.values()) <= resumed - 1
+        if not lost and not repeated and padding:
+            return
+        fresh = [r.fresh for r in values]
+        if all(f is not None for f in fresh):  # a whole epoch, as a fresh world of the new size has it
+            lost_, repeated_, extra_ = judged(values, [i for f in fresh for i in f or []])
+            if not lost_ and not repeated_ and sum(extra_.values()) <= resumed - 1:
+                return
+        consumed = set(first.consumed)
+        for r in values:
+            again = Counter(i for i in r.yielded if repeated[i])
+            if again:
+                lines.append(f"{_how(r)} yielded {id_list(again)} that the {saved}-rank world had already yielded "
+                             f"in epoch {first.epoch}")
+        if not padding:
+            lines.append(f"yielded {id_list(extra)} more often than the {saved}-rank world would have (more than "
+                         f"the {resumed - 1} copies padding may add)")
+        lines.append(f"over {'all ' if resumed > 1 else ''}{_ranks(resumed)}: lost {id_list(lost) if lost else 'none'}"
+                     f", repeated {id_list(repeated) if repeated else 'none'}; the {saved}-rank world had yielded "
+                     f"{id_list(Counter(first.consumed)) if consumed else 'nothing'} of epoch {first.epoch}")
+    lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
+    how = "raised without naming the world size" if errors else "resumed silently"
+    violation = violated("SC31", context=context, expected=expected, got=(
+        f"saved on {saved} ranks, resumed on {resumed}: the new world {how}:\n  " + "\n  ".join(lines)))
+    violation.reproduce_on = next((r.rank for r in values if r.error), 0)  # type: ignore[attr-defined]
+    raise violation
+
+
+@clause("SC31", "world-size-change-is-exact-or-refused", tier="distributed", plan=checkpoint_plan,
+        needs=("SC01", LOAD), after_restart=(resume_on_another_world, judge_world_change),
+        restart_worlds=new_worlds)
+def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) -> None:
+    """A state saved on N ranks and resumed on M != N ranks (an elastic restart) is either refused with
+    an exception naming the world sizes, or the M resumed ranks together cover exactly the samples not
+    yet consumed: none lost, none repeated."""
+    world = example.world
+    if world is None:
+        raise RuntimeError("SC31 runs on the ranks of a multi-rank executor only")
+    folder = example_folder(world, "SC31", example.config, plan)
+    reference, lengths = example.reference()
+    position = rank_position(plan.position, lengths)
+    path = str(folder / f"rank{world.rank}.pt")
+    example.program.bind(path, repr(f"rank{world.rank}.pt"))
+    save_checkpoint(checkpoint(example.fresh(), position), path)
+    epochs = {e: _epoch_ids(reference, lengths, e) for e in (position.epoch, position.epoch + 1)}
+    record = {"rank": world.rank, "world_size": world.world_size, "batches": position.batches,
+              "after_stop": position.after_stop, "before_iter": position.before_iter, "epoch": position.epoch,
+              "epochs": None if any(v is None for v in epochs.values()) else [epochs[position.epoch],
+                                                                             epochs[position.epoch + 1]]}
+    (folder / f"saved-rank{world.rank}.json").write_text(json.dumps(record), encoding="utf-8")

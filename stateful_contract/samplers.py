@@ -1,0 +1,163 @@
+"""`DistributedBatchSampler`: a distributed batch sampler that resumes exactly, epoch by epoch.
+
+`LoaderConfig.stateful_dataloader()` gives it to torchdata's `StatefulDataLoader` as
+``batch_sampler=`` whenever ``world_size > 1``; it is public so that a user can do the
+same (``StatefulDataLoader(dataset, batch_sampler=DistributedBatchSampler(...))``).
+
+Why not torchdata's ``StatefulDistributedSampler``
+--------------------------------------------------
+Measured on torchdata 0.11 (docs/findings.md, F4, F11 and F12), that sampler resets its
+count only when an epoch's *first index* is drawn (its ``__iter__`` is a generator), so
+
+- a state taken after ``StopIteration``, or after ``iter()`` and before the first batch
+  of a later epoch, still carries the finished epoch's count: the resumed loader yields
+  an empty epoch (F4; with ``set_epoch`` in the trainer's loop a whole epoch is lost);
+- a state taken from a resumed loader after ``iter()`` and before its first batch
+  reports the epoch's start (F11): a second resume from it repeats batches;
+- like torch's own ``DistributedSampler`` under ``StatefulDataLoader``, a state taken
+  after an epoch's last batch (before ``StopIteration``) and resumed at the next epoch
+  (``set_epoch(epoch + 1)``, as trainers do) resumes into an empty epoch: the next epoch
+  is lost (F12, verl#7401).
+
+What this sampler does instead
+------------------------------
+It deals indices exactly as torch's ``DistributedSampler`` does (same padding, same
+``drop_last``, same ``seed + epoch`` shuffle), so the samples of every rank and epoch are
+the ones users get today, and groups each rank's indices into batches as torch's
+``BatchSampler`` would. Its state is ``{"epoch", "batches", "num_replicas"}``: the epoch of
+the pass in progress and how many of its batches were handed out. Three rules make it
+exact:
+
+1. The count belongs to the pass, and a pass starts at ``iter()``, not at its first batch.
+2. A loaded state waits for the next ``iter()`` (the loader loads lazily, and calls
+   ``load_state_dict`` on this sampler only then). That ``iter()`` resumes the loaded pass,
+   and the sampler's epoch becomes the loaded one: a resumed loader on which nobody
+   calls ``set_epoch`` continues as the saved one would have.
+3. A loaded state whose pass had handed out every batch *gives way* to ``set_epoch``: if
+   the epoch set before that ``iter()`` is later than the state's, the state's epoch is
+   over and the pass is the new epoch from its first batch. This is the trainer's
+   end-of-epoch checkpoint resumed at the next epoch. Without such a ``set_epoch`` (or
+   with the same epoch) the pass is the empty rest of the finished epoch, exactly as
+   ``StatefulDataLoader``'s default sampler resumes.
+
+A state records the world size and is refused, naming both, by a sampler of another
+world size (an elastic restart cannot reshard a per-rank position). It holds no rank,
+so that one copy under a shared key (``dcp.save({"dataloader": loader})``) still loads on
+every rank: at the same step every rank's state is the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sized
+from typing import Any
+
+from torch.utils.data import DistributedSampler, Sampler
+
+__all__ = ["DistributedBatchSampler"]
+
+_KEYS = ("epoch", "batches", "num_replicas")
+
+
+class _Pass(Iterator[list[int]]):
+    """One pass over an epoch's batches, from ``start``; a plain object, so its count is exact at once."""
+
+    def __init__(self, epoch: int, batches: list[list[int]], start: int) -> None:
+        self.epoch = epoch
+        self.batches = batches
+        self.handed_out = start
+
+    def __iter__(self) -> _Pass:
+        return self
+
+    def __next__(self) -> list[int]:
+        if self.handed_out >= len(self.batches):
+            raise StopIteration
+        batch = self.batches[self.handed_out]
+        self.handed_out += 1
+        return batch
+
+
+class DistributedBatchSampler(Sampler[list[int]]):
+    """Batches of one rank's share of ``dataset``, as ``BatchSampler(DistributedSampler(...))``, stateful.
+
+    Args:
+        dataset: a sized dataset (only its length is read).
+        batch_size: indices per batch.
+        num_replicas: ranks, as torch's ``DistributedSampler``.
+        rank: this rank, as torch's ``DistributedSampler``.
+        shuffle: as torch's ``DistributedSampler``.
+        seed: as torch's ``DistributedSampler``.
+        drop_last: as torch's ``DistributedSampler``: drop the tail that does not divide
+            evenly over the ranks.
+        drop_last_batch: drop each epoch's last batch when it is short, as
+            ``BatchSampler(drop_last=True)`` does (default: ``drop_last``).
+
+    ``set_epoch(epoch)`` chooses the epoch of the next pass, as with ``DistributedSampler``;
+    ``state_dict()``/``load_state_dict()`` follow the module docstring's three rules.
+    """
+
+    def __init__(self, dataset: Sized, batch_size: int, *, num_replicas: int, rank: int, shuffle: bool = True,
+                 seed: int = 0, drop_last: bool = False, drop_last_batch: bool | None = None) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.sampler: DistributedSampler[Any] = DistributedSampler(
+            dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed,  # type: ignore[arg-type]
+            drop_last=drop_last)
+        self.batch_size = batch_size
+        self.drop_last_batch = drop_last if drop_last_batch is None else drop_last_batch
+        self._pending: dict[str, int] | None = None
+        self._pass: _Pass | None = None
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the next pass (``set_epoch``, or the one a loaded state resumed)."""
+        return int(self.sampler.epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches of ``epoch``."""
+        current = self.sampler.epoch
+        self.sampler.epoch = epoch
+        try:
+            order = list(self.sampler)
+        finally:
+            self.sampler.epoch = current
+        out = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        return [b for b in out if len(b) == self.batch_size] if self.drop_last_batch else out
+
+    def __len__(self) -> int:
+        n = self.sampler.num_samples
+        return n // self.batch_size if self.drop_last_batch else -(-n // self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        pending, self._pending = self._pending, None
+        epoch, start = self.epoch, 0
+        if pending is not None:
+            finished = pending["batches"] >= len(self)
+            if not (finished and pending["epoch"] < epoch):  # rule 3: else the state gives way
+                epoch, start = pending["epoch"], pending["batches"]
+                self.sampler.set_epoch(epoch)  # rule 2
+        self._pass = _Pass(epoch, self.batches(epoch), start)
+        return self._pass
+
+    def state_dict(self) -> dict[str, int]:
+        if self._pending is not None:
+            return dict(self._pending)
+        epoch, handed_out = (self.epoch, 0) if self._pass is None else (self._pass.epoch, self._pass.handed_out)
+        return {"epoch": epoch, "batches": handed_out, "num_replicas": int(self.sampler.num_replicas)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if not isinstance(state_dict, dict) or set(state_dict) != set(_KEYS):
+            got = sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
+            raise ValueError(f"DistributedBatchSampler.load_state_dict() expects the keys {list(_KEYS)}, got {got}")
+        if state_dict["num_replicas"] != self.sampler.num_replicas:
+            raise ValueError(f"the state was saved on world size {state_dict['num_replicas']}, this sampler runs on "
+                             f"world size {self.sampler.num_replicas}: a per-rank position cannot be resharded")
+        self._pending = {k: int(state_dict[k]) for k in _KEYS}
+
+    def __repr__(self) -> str:
+        s = self.sampler
+        return (f"DistributedBatchSampler(batch_size={self.batch_size}, num_replicas={s.num_replicas}, "
+                f"rank={s.rank}, shuffle={s.shuffle}, seed={s.seed}, drop_last={s.drop_last})")

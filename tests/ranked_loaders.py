@@ -1,0 +1,276 @@
+"""Loaders for the multi-rank clauses, written for these tests only (SC30's shared DCP key, SC31).
+
+Every rank of a check imports this file by path (``tests/ranked_loaders.py:factory``),
+so the factories are module-level functions. `Shards` is a small correct loader at a
+fixed world size; each other class changes one thing, the way real loaders went wrong
+(or right) on several ranks.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import default_collate
+
+from stateful_contract import LoaderConfig
+
+HERE = Path(__file__).resolve()
+log = logging.getLogger(__name__)
+
+
+def target(name: str) -> str:
+    """The check target of the factory ``name`` in this file."""
+    return f"{HERE}:{name}"
+
+
+class Shards:
+    """A correct loader at a fixed world size: rank r reads ``order[r::W]``, epoch e shuffled with seed + e.
+
+    The state is ``{"epoch", "offset"}`` plus what a subclass adds; loading is lazy, and a
+    new ``iter()`` abandons an unfinished epoch, as with ``StatefulDataLoader``.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.config = config
+        self.epoch, self.offset = 0, 0
+        self.in_progress = False
+        self.pending: dict[str, Any] | None = None
+
+    def order(self, epoch: int) -> list[int]:
+        c = self.config
+        if not c.shuffle:
+            return list(range(c.dataset_size))
+        return torch.randperm(c.dataset_size, generator=torch.Generator().manual_seed(c.seed + epoch)).tolist()
+
+    def shard(self, epoch: int) -> list[int]:
+        return self.order(epoch)[self.config.rank::self.config.world_size]
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        c, mine = self.config, self.shard(epoch)
+        out = [mine[i:i + c.batch_size] for i in range(0, len(mine), c.batch_size)]
+        return [b for b in out if len(b) == c.batch_size] if c.drop_last else out
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.pending is not None:
+            self.restore(self.pending)
+            self.pending = None
+        elif self.in_progress:
+            self.epoch, self.offset = self.epoch + 1, 0
+        self.in_progress = True
+        return self.run()
+
+    def run(self) -> Iterator[Any]:
+        batches = self.batches(self.epoch)
+        while self.offset < len(batches):
+            self.offset += 1
+            yield default_collate([self.config.dataset[i] for i in batches[self.offset - 1]])
+        self.epoch, self.offset, self.in_progress = self.epoch + 1, 0, False
+
+    def position(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "offset": self.offset}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.epoch, self.offset = state["epoch"], state["offset"]
+
+    def state_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self.pending) if self.pending is not None else self.position()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.pending, self.in_progress = copy.deepcopy(state_dict), False
+
+
+# --- broken on a world-size change ------------------------------------------------------
+
+
+class SkipsItsOwnCount(Shards):
+    """Saves how many samples this rank yielded and, resumed, skips that many of its new shard.
+
+    Exact on the same world size; on another one the new shard is not the old one, so the
+    skip lands elsewhere: fewer ranks repeat samples, more ranks lose some. No error.
+    """
+
+    def position(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "samples": sum(len(b) for b in self.batches(self.epoch)[: self.offset])}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.epoch, self.offset, skipped = state["epoch"], 0, 0
+        for batch in self.batches(self.epoch):
+            if skipped >= state["samples"]:
+                break
+            skipped, self.offset = skipped + len(batch), self.offset + 1
+
+
+class WarnsAndStartsOver(Shards):
+    """Records the world size, and on another one logs a warning and starts from the beginning."""
+
+    def position(self) -> dict[str, Any]:
+        return {**super().position(), "world_size": self.config.world_size}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        if state["world_size"] != self.config.world_size:
+            log.warning("loader state is for %d ranks, this run has %d: starting from scratch",
+                        state["world_size"], self.config.world_size)
+            self.epoch, self.offset = 0, 0
+            return
+        super().restore(state)
+
+
+class KeyedByShardCount(Shards):
+    """Keeps its position under a key made of the shard count, and fails with a bare KeyError on another."""
+
+    def position(self) -> dict[str, Any]:
+        return {f"of_{self.config.world_size}": super().position()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state[f"of_{self.config.world_size}"])
+
+
+# --- correct: refuse, or reshard exactly --------------------------------------------------
+
+
+class RefusesAnotherWorld(Shards):
+    """Records its rank and world size, and refuses a state saved by another rank or on another world size.
+
+    The rank and the position are one item of the state (a list), not two: under a key shared
+    by every rank, torch.distributed.checkpoint keeps one copy of each item, each from a rank
+    of its choosing, so a separate ``"rank"`` item could be this rank's while the position
+    beside it is another rank's (where the ranks' positions differ, at the end of uneven
+    shards), and the check would pass a foreign position.
+    """
+
+    def position(self) -> dict[str, Any]:
+        return {"where": [self.config.rank, self.config.world_size, self.epoch, self.offset]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        c = self.config
+        rank, world_size, epoch, offset = state["where"]
+        if world_size != c.world_size:
+            raise ValueError(f"this loader state was saved on world size {world_size}, this run has world size "
+                             f"{c.world_size}; resharding is not supported")
+        if rank != c.rank:
+            raise ValueError(f"this loader state belongs to rank {rank}, not to rank {c.rank}")
+        self.epoch, self.offset = epoch, offset
+
+
+class GlobalPosition(Shards):
+    """Reshards exactly: the state is the whole world's position in one global order, as Megatron's
+    ``consumed_samples`` is.
+
+    Epoch e reads ``order(e)[:end]``, rank r of W the positions ``start + r, start + r + W, ...``;
+    ``end`` is the order's length cut to a multiple of W (times the batch size with ``drop_last``),
+    so every rank has as many batches as the others. The state says how far the whole world got
+    (``consumed``, the same on every rank at the same step) and where the epoch ends; a world of
+    another size resumes the rest of the epoch from there, then goes on with its own epochs.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.start, self.end = 0, self.usable()
+
+    def usable(self) -> int:
+        c = self.config
+        unit = c.world_size * (c.batch_size if c.drop_last else 1)
+        return c.dataset_size // unit * unit
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        c, order = self.config, self.order(epoch)
+        mine = [order[p] for p in range(self.start + c.rank, self.end, c.world_size)]
+        return [mine[i:i + c.batch_size] for i in range(0, len(mine), c.batch_size)]
+
+    def run(self) -> Iterator[Any]:
+        yield from super().run()
+        self.start, self.end = 0, self.usable()
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.pending is None and self.in_progress:
+            self.start, self.end = 0, self.usable()
+        return super().__iter__()
+
+    def position(self) -> dict[str, Any]:
+        c = self.config
+        consumed = min(self.end, self.start + c.world_size * c.batch_size * self.offset)
+        return {"epoch": self.epoch, "consumed": consumed, "end": self.end}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.epoch, self.start, self.end, self.offset = state["epoch"], state["consumed"], state["end"], 0
+
+
+def skips_its_own_count(config: LoaderConfig) -> SkipsItsOwnCount:
+    return SkipsItsOwnCount(config)
+
+
+def warns_and_starts_over(config: LoaderConfig) -> WarnsAndStartsOver:
+    return WarnsAndStartsOver(config)
+
+
+def keyed_by_shard_count(config: LoaderConfig) -> KeyedByShardCount:
+    return KeyedByShardCount(config)
+
+
+def refuses_another_world(config: LoaderConfig) -> RefusesAnotherWorld:
+    return RefusesAnotherWorld(config)
+
+
+def global_position(config: LoaderConfig) -> GlobalPosition:
+    return GlobalPosition(config)
+
+
+# --- SC30 under one DCP key shared by every rank -------------------------------------------
+
+
+class RankSeededShuffle(Shards):
+    """Each rank shuffles its shard with a generator of its own, seeded with the rank.
+
+    The state holds that generator's state as of the epoch's start, so a resume draws the
+    same permutation again: exact from a per-rank file. But the states of the ranks differ
+    and do not say whose they are: under one DCP key every rank gets one copy, shuffles its
+    shard with another rank's generator, and resumes a different order, silently.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.generator = torch.Generator().manual_seed(config.seed * 100 + config.rank)
+        self.at_start = self.generator.get_state()
+        self.permutation: dict[int, list[int]] = {}
+
+    def shard(self, epoch: int) -> list[int]:
+        mine = list(range(self.config.dataset_size))[self.config.rank::self.config.world_size]
+        if not self.config.shuffle:
+            return mine
+        if epoch not in self.permutation:
+            self.at_start = self.generator.get_state()
+            self.permutation = {epoch: torch.randperm(len(mine), generator=self.generator).tolist()}
+        return [mine[i] for i in self.permutation[epoch]]
+
+    def position(self) -> dict[str, Any]:
+        self.shard(self.epoch)
+        return {**super().position(), "generator": self.at_start.clone()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.generator.set_state(state["generator"].clone())
+        self.permutation = {}
+
+
+class RankSeededShuffleKeyedByRank(RankSeededShuffle):
+    """The same, with the state under a key of its rank, as torchtitan keys its loaders'
+    (``{"rank_1": {...}}``): DCP sees a different key on every rank and keeps each."""
+
+    def position(self) -> dict[str, Any]:
+        return {f"rank_{self.config.rank}": super().position()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state[f"rank_{self.config.rank}"])
+
+
+def rank_seeded_shuffle(config: LoaderConfig) -> RankSeededShuffle:
+    return RankSeededShuffle(config)
+
+
+def rank_seeded_shuffle_keyed_by_rank(config: LoaderConfig) -> RankSeededShuffleKeyedByRank:
+    return RankSeededShuffleKeyedByRank(config)

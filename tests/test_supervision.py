@@ -1,0 +1,262 @@
+"""Supervision (issue 9): nothing a loader does takes the check down.
+
+Every loader of `misbehaving.TABLE` (a segfault, ``os._exit``, an endless loop, a hang the
+example alarm cannot reach, hangs after a resume) is checked through the command line, as a
+user would, at world size 1 (a supervised child) and 2 (torch.distributed ranks). Each must
+give exit 1 with the clause failed and what ended it in the JSON report, cost at most twice
+the timeout over the same command on a correct loader, and leave no process behind: every
+process the command starts, forked or exec'd, carries this test's marker in its environment,
+and none may be alive afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import misbehaving
+import pytest
+
+from stateful_contract import ConfigSpace, FactoryError, check
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="supervision is checked on Linux")
+
+HERE = Path(__file__).resolve().parent
+MISBEHAVING = HERE / "misbehaving.py"
+#: The example timeout of these runs: short, so that the hangs cost little.
+TIMEOUT = 4.0
+MARK = "STATEFUL_CONTRACT_TEST_MARK"
+
+
+def left_behind(mark: str) -> list[int]:
+    """Live processes carrying ``mark`` (zombies are dead already; they wait to be reaped)."""
+    needle = f"{MARK}={mark}".encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if needle in environ + b"\0" and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def start_cli(*args: str, mark: str, quiet: bool = True) -> subprocess.Popen[str]:
+    env = {**os.environ, MARK: mark, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
+    command = [sys.executable, "-m", "stateful_contract", "check", *args] + (["--quiet"] if quiet else [])
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def cli(*args: str, mark: str) -> tuple[int, float, str]:
+    started = time.monotonic()
+    proc = start_cli(*args, mark=mark)
+    out, err = proc.communicate(timeout=240)
+    return proc.returncode, time.monotonic() - started, out + err
+
+
+def clause_of(report: Path, clause_id: str) -> dict[str, Any]:
+    data = json.loads(report.read_text())
+    return {c["id"]: c for c in data["clauses"]}[clause_id]
+
+
+_BASELINES: dict[tuple[str, int], float] = {}
+
+
+def baseline(clause_id: str, world_size: int) -> float:
+    """Seconds the same command takes on a correct loader (start-up, the clauses it needs)."""
+    key = (clause_id, world_size)
+    if key not in _BASELINES:
+        rc, took, output = cli(f"{MISBEHAVING}:epoch_loader", "--clause", clause_id, "--world-size", str(world_size),
+                               "--profile", "dev", mark=uuid.uuid4().hex)
+        assert rc == 0, output
+        _BASELINES[key] = took
+    return _BASELINES[key]
+
+
+@pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
+@pytest.mark.parametrize("name", list(misbehaving.TABLE))
+def test_a_misbehaving_loader_fails_its_clause_within_twice_the_timeout(name: str, world_size: int,
+                                                                        tmp_path: Path) -> None:
+    clause_id, killed_by = misbehaving.TABLE[name]
+    mark, report = uuid.uuid4().hex, tmp_path / "report.json"
+    rc, took, output = cli(f"{MISBEHAVING}:{name}", "--clause", clause_id, "--timeout", f"{TIMEOUT:g}",
+                           "--world-size", str(world_size), "--profile", "dev", "--json", str(report), mark=mark)
+    assert rc == 1, output
+    assert left_behind(mark) == []
+    result = clause_of(report, clause_id)
+    assert result["status"] == "failed", result
+    assert result["killed_by"] == killed_by, result
+    said = result["got"] if world_size == 1 else result["message"]
+    if killed_by.startswith("SIG"):
+        assert f"killed by signal {killed_by}" in said if world_size > 1 else f"with {killed_by}" in said
+    elif killed_by.startswith("exit code"):
+        assert killed_by.replace("exit code", "with code" if world_size > 1 else "with exit code") in said
+    else:
+        assert "within 4 s" in said
+    if name.endswith("InLoad"):
+        assert "during loader.load_state_dict(state)" in said, said
+    assert result["seconds"] <= 2 * TIMEOUT, result["seconds"]
+    assert took <= baseline(clause_id, world_size) + 2 * TIMEOUT, (took, _BASELINES)
+    if killed_by != "timeout" or name == "BlocksInLoad":  # the process died in it: the line is marked
+        assert "  # <- " in result["reproduction"], result["reproduction"]  # the line it never came back from
+
+
+@pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
+def test_ctrl_c_stops_within_a_second_writes_the_partial_report_and_leaves_nothing(world_size: int,
+                                                                                   tmp_path: Path) -> None:
+    mark, report = uuid.uuid4().hex, tmp_path / "report.json"
+    proc = start_cli("stateful_contract.reference.factories:reference_wrapper", "--world-size", str(world_size),
+                     "--json", str(report), mark=mark, quiet=False)
+    assert proc.stderr is not None
+    running = 0
+    for line in proc.stderr:  # progress: one line per clause once the check is under way
+        running += line.strip().startswith("running SC")
+        if running == 2:
+            break
+    time.sleep(1.0)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=10)
+    took = time.monotonic() - sent
+    assert proc.returncode == 130
+    assert took < 1.5, took
+    assert left_behind(mark) == []
+    data = json.loads(report.read_text())
+    assert data["interrupted"] is True and data["verdict"] == "interrupted"
+    statuses = {c["id"]: c["status"] for c in data["clauses"]}
+    assert statuses["SC01"] == "passed"
+    assert "not-judged" in statuses.values()
+    assert any("interrupted" in n for n in data["notes"])
+
+
+@pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
+def test_a_loader_allocating_without_bound_fails_its_clause_at_the_memory_limit(world_size: int,
+                                                                               tmp_path: Path) -> None:
+    mark, report = uuid.uuid4().hex, tmp_path / "report.json"
+    rc, _, output = cli(f"{MISBEHAVING}:AllocatesAfterResume", "--clause", "SC10", "--memory-limit", "512M",
+                        "--world-size", str(world_size), "--profile", "dev", "--json", str(report), mark=mark)
+    assert rc == 1, output
+    assert left_behind(mark) == []
+    result = clause_of(report, "SC10")
+    assert result["status"] == "failed" and result["killed_by"] == "memory limit", result
+    assert "over the memory limit of 512 MiB" in result["message"]
+    if world_size == 1:
+        assert "not shrunk" in " ".join(result["notes"])
+
+
+def test_the_workers_of_a_loader_that_dies_are_killed_with_it(tmp_path: Path) -> None:
+    mark, report = uuid.uuid4().hex, tmp_path / "report.json"
+    rc, _, output = cli(f"{MISBEHAVING}:DiesWithWorkers", "--clause", "SC18", "--profile", "dev", "--json",
+                        str(report), mark=mark)
+    assert rc == 1, output
+    assert left_behind(mark) == []
+    result = clause_of(report, "SC18")
+    assert result["killed_by"] == "exit code 3" and "during iter(loader)" in result["got"], result
+
+
+def test_a_factory_returning_one_object_twice_is_one_line_and_exit_2() -> None:
+    rc, _, output = cli(f"{MISBEHAVING}:same_object", mark=uuid.uuid4().hex)
+    assert rc == 2, output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and "returned the same EpochLoader object on two calls" in lines[0], lines
+    with pytest.raises(FactoryError, match="same EpochLoader object"):
+        check(misbehaving.same_object, isolation="in-process")
+
+
+# --- check() in this process: supervised by default, in-process on request ----------------
+
+
+def test_a_crash_in_this_process_s_check_is_a_clause_failure_and_shrinks() -> None:
+    report = check(misbehaving.SegfaultsAfterResume, clauses=["SC10", "SC18"], space=ConfigSpace(num_workers=(0,)))
+    sc10 = report["SC10"]
+    assert sc10.status == "failed" and sc10.killed_by == "SIGSEGV"
+    assert "the loader killed the process with SIGSEGV during iter(loader)" in sc10.got
+    assert "misbehaving.py" in sc10.message and "in restore" in sc10.message  # faulthandler's stack
+    assert not any("not shrunk" in n for n in sc10.notes)
+    assert sc10.config == "LoaderConfig(dataset_size=1, batch_size=1)"  # the smallest config there is
+    assert sc10.reproduction.splitlines()[-1].endswith("# <- the process died here (SIGSEGV)")
+    assert report["SC18"].status == "passed"  # judged in a fresh child after the crash
+    assert any("fresh one" in n for n in report.notes)
+
+
+def test_a_factory_that_crashes_fails_every_clause_naming_it() -> None:
+    report = check(misbehaving.segfaults_in_factory, clauses=["SC01", "SC02", "SC10"])
+    for cid in ("SC01", "SC02", "SC10"):
+        assert report[cid].status == "failed" and report[cid].killed_by == "SIGSEGV", report[cid]
+        assert "during factory(config)" in report[cid].got
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "supervised"])
+@pytest.mark.parametrize(("loader", "clause_id"), [(misbehaving.LoopsInLoad, "SC02"),
+                                                   (misbehaving.StateDictLoops, "SC03")])
+def test_the_structure_clauses_are_under_the_timeout_too(loader: Any, clause_id: str, isolation: str) -> None:
+    started = time.monotonic()
+    report = check(loader, clauses=[clause_id], timeout=2, isolation=isolation)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 2 * 2 + 2
+    result = report[clause_id]
+    assert result.status == "failed" and result.killed_by == "timeout", result
+    assert "did not finish within 2 s" in result.got
+
+
+def test_a_hanging_load_is_reported_once_by_sc02_and_blocks_the_resume_clauses() -> None:
+    """The load probe met the hang: SC02's verdict is that run, not a second wait; SC10 is not judged."""
+    started = time.monotonic()
+    report = check(misbehaving.BlocksInLoad, clauses=["SC10"], timeout=2)
+    assert time.monotonic() - started < 2 * 2 + 3
+    assert report["SC02"].status == "failed" and report["SC02"].killed_by == "timeout"
+    assert "during loader.load_state_dict(state)" in report["SC02"].got
+    assert report["SC10"].status == "not-judged" and "see SC02" in report["SC10"].message
+    assert any("SC02 was judged too" in n for n in report.notes)
+    assert not report.passed
+
+
+def test_in_process_runs_say_so() -> None:
+    report = check(misbehaving.epoch_loader, clauses=["SC02"], isolation="in-process")
+    assert report.passed and any("isolation='in-process'" in n for n in report.notes)
+    with pytest.raises(ValueError, match="isolation"):
+        check(misbehaving.epoch_loader, isolation="subprocess")  # type: ignore[arg-type]
+
+
+def test_shrinking_a_crash_stops_after_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stateful_contract._engine import supervised
+
+    monkeypatch.setattr(supervised, "SHRINK_CRASHES", 1)
+    sc10 = check(misbehaving.SegfaultsAfterResume, clauses=["SC10"], space=ConfigSpace(num_workers=(0,)))["SC10"]
+    assert sc10.status == "failed" and sc10.killed_by == "SIGSEGV"
+    assert any("shrinking stopped after 1 crashes" in n for n in sc10.notes), sc10.notes
+    assert sc10.reproduction.endswith("# <- the process died here (SIGSEGV)")
+
+
+def test_a_status_board_outlives_its_writer(tmp_path: Path) -> None:
+    """What a process wrote on its board before a SIGKILL is still there to read."""
+    from stateful_contract._engine import status
+
+    path = tmp_path / "board"
+    assert status.read(path) == status.BoardView()  # nothing written yet
+    pid = os.fork()
+    if pid == 0:  # the writer: a command, a program, a call in progress, then killed
+        try:
+            board = status.Board(path)
+            board.command("SC10: example LoaderConfig()")
+            board.program("x = 1\n" * 20000)  # longer than the board: cut, and said so
+            board.enter("loader.load_state_dict(state)")
+            board.deadline(12.5, 4.0)
+            os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(1)
+    os.waitpid(pid, 0)
+    view = status.read(path)
+    assert view.command == "SC10: example LoaderConfig()" and view.pid == pid
+    assert view.during == "during loader.load_state_dict(state)" and view.deadline == (12.5, 4.0)
+    assert view.program.startswith("x = 1\n") and view.program.endswith("(cut: too long for the status board)")
