@@ -173,7 +173,8 @@ def test_under_xdist_each_class_is_checked_once_and_the_controller_writes_the_re
     pytester.makepyfile(test_loaders=HEADER + SEED_CLASS + PLAIN)
     pytester.makeconftest(COUNTING_CONFTEST)
     selected = "SC01 or SC02 or SC10 or SC12 or plain"
-    result = pytester.runpytest_subprocess("-n", "2", "--stateful-contract-profile", "dev", "-k", selected,
+    # ci: derandomized, so the seed's SC10 failure is found on every run (dev's 15 random examples may miss it).
+    result = pytester.runpytest_subprocess("-n", "2", "--stateful-contract-profile", "ci", "-k", selected,
                                            "--contract-report", "reports/{name}.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=7, failed=2)  # the seed fails SC02 and SC10
     logged = checks(pytester.path)
