@@ -25,7 +25,7 @@ from ._engine.executors import Executor, FactoryProblem, InProcess, StartFailed
 from ._engine.guard import quick_worker_shutdown, sigint_ignored
 from ._engine.outcome import ClauseViolation, Outcome
 from ._engine.plans import Alignment
-from ._engine.search import judge_runs, run_one, search
+from ._engine.search import judge_runs, replay_one, search
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation, Supervised, choose_isolation
 from ._storage import no_hypothesis_files
 from ._target import describe_factory, factory_import_line, import_line, load_target
@@ -154,7 +154,7 @@ class _Run:
             return self.outcome_of_run(c, self.load_failed)
         if self.replay is not None and c.budget != "once":
             config, plan = self.replay[0], self.replay[1] if c.has_plan else None  # SC18: the config alone
-            failed = run_one(c, self.executor, config, plan)
+            failed = replay_one(c, self.executor, config, plan)
             outcome = Outcome("passed", examples=1) if failed is None or failed.outcome is None else Outcome(
                 **{**failed.outcome.__dict__, "reproduction": failed.reproduction, "examples": 1})
             passed = [(config, plan)] if outcome.status == "passed" else []

@@ -18,7 +18,7 @@ from ..config import LoaderConfig
 from . import status, steps
 from .guard import LoaderHung, deadline
 from .outcome import ClauseViolation, Outcome, outcome_of
-from .plans import Alignment, expected_bounds
+from .plans import Alignment, RankLengths, expected_bounds, on_rank
 from .recording import Program, recording
 from .steps import RESUME_EPOCHS, Factory, LoaderError, LoadForm, Position
 
@@ -60,6 +60,8 @@ class Example:
     world: World | None = None
     #: A directory the example may write into (checkpoint files), the executor's own.
     workdir: Path | None = None
+    #: The plan as drawn, the same on every rank (the scenario gets it as its rank takes it).
+    drawn_plan: Any = None
     _reference: tuple[list[Any], list[int]] | None = None
     _scratch: int = 0
 
@@ -122,8 +124,14 @@ class ExampleRun:
 
 def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,
                 factory_import: str, load_form: LoadForm, alignment: Alignment, timeout: float | None,
-                world: World | None = None, workdir: Path | None = None) -> ExampleRun:
-    """Run ``clause``'s scenario on one example; never raises for what the loader does."""
+                world: World | None = None, workdir: Path | None = None,
+                drawn_lengths: list[int] | None = None) -> ExampleRun:
+    """Run ``clause``'s scenario on one example; never raises for what the loader does.
+
+    ``drawn_lengths``: the epoch lengths ``plan`` was drawn from, where they may differ from
+    this rank's own (on several ranks, the shortest): the plan then runs as this rank
+    takes it (`stateful_contract._engine.plans.on_rank`).
+    """
     import time
 
     program = Program(factory_import)
@@ -134,6 +142,9 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
     started = time.perf_counter()
     try:
         with recording(program), deadline(timeout):
+            example.drawn_plan = plan
+            if drawn_lengths is not None and plan is not None:
+                plan = on_rank(plan, RankLengths(drawn_lengths, example.reference()[1]))
             run.value = clause.scenario(example, plan)
     except (ClauseViolation, LoaderError, LoaderHung, steps.NotJudgeable, Exception) as e:
         _attach_note(e, program.source(config.as_code()))

@@ -56,7 +56,10 @@ class Executor(Protocol):
         """The uninterrupted run's epoch lengths (shortest over ranks), or the run that failed."""
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        """One example of ``clause`` on every rank: one `ExampleRun` per rank, by rank."""
+        """One example of ``clause`` on every rank: one `ExampleRun` per rank, by rank.
+
+        On several ranks, a plan drawn from the lengths `lengths` last gave for ``config``
+        runs on each rank as that rank takes it (`stateful_contract._engine.plans.on_rank`)."""
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """Go on in fresh processes, ``world_size`` of them (None: as many as before; a no-op where

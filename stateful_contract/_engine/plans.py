@@ -10,8 +10,8 @@ record it for a replay.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any, Literal
 
 from hypothesis import strategies as st
 
@@ -24,12 +24,15 @@ __all__ = [
     "Alignment",
     "Checkpoint",
     "Hops",
+    "RankLengths",
     "StateCalls",
     "allowed_stream_points",
     "checkpoint_plan",
     "draw_position",
     "expected_bounds",
     "hops_plan",
+    "on_rank",
+    "position_on_rank",
     "state_calls_plan",
     "window_of",
 ]
@@ -114,6 +117,10 @@ class Hops:
     stops: tuple[int, ...]
     after_iter: tuple[bool, ...] = ()
 
+    def on_rank(self, lengths: RankLengths) -> Hops:
+        return replace(self, position=lengths.position(self.position),
+                       stops=lengths.indices(self.position.epoch, self.stops))
+
 
 @dataclass(frozen=True)
 class StateCalls:
@@ -166,3 +173,59 @@ def state_calls_plan(data: st.DataObject, lengths: list[int], config: LoaderConf
         st.sets(st.integers(0, total_steps), min_size=1), label="steps calling state_dict()")
     before = data.draw(st.booleans(), label="state_dict() before the first iter()")
     return StateCalls(tuple(sorted(at)), every, before)
+
+
+@dataclass(frozen=True)
+class RankLengths:
+    """The epoch lengths a plan was drawn from (the shortest over ranks) and one rank's own.
+
+    Ranks of a loader whose shards are uneven end their epochs at different lengths, and
+    every rank runs the one drawn plan against its own uninterrupted stream. A checkpoint
+    is a collective step, as in a trainer: "after ``k`` batches of epoch ``e``" is the same
+    point on every rank, except that "and its ``StopIteration``" exists only on a rank
+    whose epoch ended there (on a longer rank the same step is mid-epoch).
+    """
+
+    drawn: list[int]
+    own: list[int]
+
+    def position(self, position: Position) -> Position:
+        return position_on_rank(position, self.own)
+
+    def indices(self, epoch: int, indices: tuple[int, ...]) -> tuple[int, ...]:
+        """Stream indices counted on the drawn lengths, from epoch ``epoch`` on, as the same points here.
+
+        An index at an epoch's end on the drawn lengths is also the next epoch's start; each
+        is read in the earliest epoch not before the previous point's, so the translated
+        indices keep their order and a hop of no batches stays one.
+        """
+        out = []
+        for index in indices:
+            while epoch + 1 < len(self.drawn) and index > sum(self.drawn[: epoch + 1]):
+                epoch += 1
+            out.append(sum(self.own[:epoch]) + index - sum(self.drawn[:epoch]))
+        return tuple(out)
+
+
+def position_on_rank(position: Position, own: list[int]) -> Position:
+    """The common checkpoint step as a rank with epoch lengths ``own`` takes it (see `RankLengths`)."""
+    return replace(position, after_stop=position.after_stop and own[position.epoch] == position.batches)
+
+
+def on_rank(plan: Any, lengths: RankLengths) -> Any:
+    """``plan`` in this rank's own coordinates (see `RankLengths`); the same plan where ranks agree.
+
+    A plan with stream indices translates them in an ``on_rank(lengths)`` method (`Hops`);
+    any other dataclass plan has its `Position` fields translated, and plain counts
+    (batches per pass, ``state_dict()`` steps) hold on every rank because they were drawn
+    from the shortest one.
+    """
+    if lengths.drawn == lengths.own:
+        return plan
+    translate = getattr(plan, "on_rank", None)
+    if translate is not None:
+        return translate(lengths)
+    if is_dataclass(plan) and not isinstance(plan, type):
+        moved = {f.name: lengths.position(v) for f in fields(plan) if isinstance(v := getattr(plan, f.name), Position)}
+        return replace(plan, **moved) if moved else plan
+    return plan

@@ -27,7 +27,7 @@ from .executors import Executor
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
 
-__all__ = ["SEARCHING", "Budget", "SearchClause", "judge_runs", "run_one", "search"]
+__all__ = ["SEARCHING", "Budget", "SearchClause", "judge_runs", "replay_one", "run_one", "search"]
 
 #: What the Hypothesis test running now searches: ``"SC10 resume-continues-the-stream"``, with
 #: ``", worker examples"`` in the phase with workers (None outside a search). The pytest plugin
@@ -197,6 +197,15 @@ class _Counting:
 
 def _covered(outcome: Outcome, covered: Counter[str]) -> Outcome:
     return dataclasses.replace(outcome, coverage={k: v for k, v in sorted(covered.items()) if v})
+
+
+def replay_one(clause: SearchClause, executor: Executor, config: LoaderConfig, plan: Any) -> ExampleRun | None:
+    """One recorded example, run as the search ran it: the uninterrupted run first."""
+    if executor.world_size > 1 and plan is not None:  # each rank takes the plan on its own epoch lengths
+        lengths = executor.lengths(clause, config)
+        if isinstance(lengths, ExampleRun):
+            return judge_runs(clause, [lengths], config, plan)
+    return run_one(clause, executor, config, plan)
 
 
 def run_one(clause: SearchClause, executor: Executor, config: LoaderConfig, plan: Any) -> ExampleRun | None:

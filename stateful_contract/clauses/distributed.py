@@ -37,12 +37,12 @@ import torch
 
 from .._engine.compare import stream_difference
 from .._engine.example import Example
-from .._engine.plans import Checkpoint, checkpoint_plan, expected_bounds
+from .._engine.plans import Checkpoint, checkpoint_plan, expected_bounds, position_on_rank
 from .._engine.recording import Program, asserts, recording
 from .._engine.state_steps import TRAINER_KEYS, load_checkpoint, save_checkpoint
-from .._engine.steps import LoaderError, Position, checkpoint
+from .._engine.steps import LoaderError, Position, checkpoint, uninterrupted
 from ..config import LoaderConfig
-from .rank_streams import RankResume, every_rank_resumed, example_folder, rank_position, sample_ids
+from .rank_streams import RankResume, every_rank_resumed, example_folder, sample_ids
 from .registry import LOAD, clause
 
 __all__ = ["RankResume", "every_rank_resumes", "sample_ids"]
@@ -179,6 +179,9 @@ def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[
                                   "one copy of each item")
             if not result.refused and len(owners) == 1 and whose_state(loaded, saved, owners[0]) == []:
                 return result, owners[0]
+            if not result.refused:  # no one rank's whole state: the lines above alone pass
+                example.program.add(f"# Under one DCP key shared by every rank, DCP gave this rank a mix of its own "
+                                    f"values and those of {names}: that needs real ranks (the command below).")
     return result, None
 
 
@@ -190,8 +193,13 @@ def _replay_shared_key(example: Example, other: int, position: Position, expecte
     """
     example.program.add(f"# Under one DCP key shared by every rank, DCP gave this rank rank {other}'s state. "
                         "In one process:")
+    config = replace(example.config, rank=other)
+    drawn = example.drawn_plan.position if isinstance(example.drawn_plan, Checkpoint) else position
     try:
-        state = checkpoint(example.fresh(config=replace(example.config, rank=other)), position)
+        if drawn.after_stop:  # the other rank took the step as its own epoch lengths make it
+            _, lengths = uninterrupted(example.factory, config)
+            position = position_on_rank(drawn, lengths)
+        state = checkpoint(example.fresh(config=config), position)
         _own_stream(expected, example.resumed(state, len(expected)))
     except LoaderError:
         pass
@@ -211,7 +219,7 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankRe
     """SC30's second half: each saved example resumed by a fresh set of processes, from all three saves."""
     world = example.world
     assert world is not None
-    folder = example_folder(world, "SC30", example.config, plan)
+    folder = example_folder(example, "SC30")
     rank = world.rank
     expected = torch.load(folder / f"expected-rank{rank}.pt", weights_only=False)
     from_file = RankResume(rank, via=f"{VIA_FILE}, resumed in a fresh process")
@@ -233,7 +241,7 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankRe
     from_shared, other = _from_shared_key(example, folder, own, expected,
                                           f"{VIA_SHARED}, resumed in a fresh process")
     if other is not None:
-        _replay_shared_key(example, other, rank_position(plan.position, example.reference()[1]), expected)
+        _replay_shared_key(example, other, position_on_rank(plan.position, example.reference()[1]), expected)
     return [from_file, from_dcp, from_shared]
 
 
@@ -258,10 +266,10 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
     world = example.world
     if world is None:
         raise RuntimeError("SC30 runs on the ranks of a multi-rank executor only")
-    folder = example_folder(world, "SC30", example.config, plan)
+    folder = example_folder(example, "SC30")
     result = RankResume(world.rank, via=f"{VIA_FILE}, resumed in the saving process")
     _, lengths = example.reference()
-    position = rank_position(plan.position, lengths)
+    position = position_on_rank(plan.position, lengths)
     start, end = expected_bounds(lengths, position)
     expected = example.segment("expected", start, end)
     payload, state = b"", None

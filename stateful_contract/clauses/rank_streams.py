@@ -19,13 +19,10 @@ from typing import Any
 
 import torch
 
-from .._engine.example import World
-from .._engine.steps import Position
-from ..config import LoaderConfig
+from .._engine.example import Example
 from .registry import violated
 
-__all__ = ["RankResume", "coverage", "every_rank_resumed", "example_folder", "id_list", "rank_position",
-           "sample_ids"]
+__all__ = ["RankResume", "coverage", "every_rank_resumed", "example_folder", "id_list", "sample_ids"]
 
 #: Sample ids a message lists before eliding.
 SHOWN_IDS = 12
@@ -139,18 +136,15 @@ def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context
     raise violation
 
 
-def rank_position(position: Position, lengths: list[int]) -> Position:
-    """The common checkpoint point as this rank takes it.
+def example_folder(example: Example, clause_id: str) -> Path:
+    """The example's files: the same folder on every rank, after a restart and on another world size.
 
-    Ranks end an epoch at different lengths only if the loader is uneven across ranks;
-    an "after StopIteration" point exists only where this rank's epoch did end.
+    Named after the config and the plan as drawn, which every rank shares (each rank runs
+    the plan as it takes it on its own epoch lengths).
     """
-    return replace(position, after_stop=position.after_stop and lengths[position.epoch] == position.batches)
-
-
-def example_folder(world: World, clause_id: str, config: LoaderConfig, plan: Any) -> Path:
-    """The example's files: the same folder on every rank, after a restart and on another world size."""
-    key = hashlib.sha1(repr((replace(config, rank=0, world_size=1), plan)).encode()).hexdigest()[:12]
+    world = example.world
+    assert world is not None
+    key = hashlib.sha1(repr((replace(example.config, rank=0, world_size=1), example.drawn_plan)).encode()).hexdigest()[:12]
     path = world.workdir / "examples" / clause_id / key
     path.mkdir(parents=True, exist_ok=True)
     return path

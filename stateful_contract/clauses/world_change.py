@@ -39,12 +39,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._engine.example import Example
-from .._engine.plans import Checkpoint, checkpoint_plan
+from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .._engine.recording import Program, recording
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream
 from ..config import LoaderConfig
-from .rank_streams import example_folder, id_list, rank_position, sample_ids
+from .rank_streams import example_folder, id_list, sample_ids
 from .registry import LOAD, clause, violated
 
 __all__ = ["WorldResume", "names_the_world_size", "new_worlds", "world_size_change_is_exact_or_refused"]
@@ -135,7 +135,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
     """SC31's second half, on each rank of a world of another size: load an old rank's state, iterate."""
     world = example.world
     assert world is not None
-    folder = example_folder(world, "SC31", example.config, plan)
+    folder = example_folder(example, "SC31")
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("saved-rank*.json"))]
     records.sort(key=lambda r: int(r["rank"]))
     saved = len(records)
@@ -267,9 +267,9 @@ def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) ->
     world = example.world
     if world is None:
         raise RuntimeError("SC31 runs on the ranks of a multi-rank executor only")
-    folder = example_folder(world, "SC31", example.config, plan)
+    folder = example_folder(example, "SC31")
     reference, lengths = example.reference()
-    position = rank_position(plan.position, lengths)
+    position = position_on_rank(plan.position, lengths)
     path = str(folder / f"rank{world.rank}.pt")
     example.program.bind(path, repr(f"rank{world.rank}.pt"))
     save_checkpoint(checkpoint(example.fresh(), position), path)

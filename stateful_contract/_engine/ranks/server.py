@@ -100,12 +100,12 @@ class _Handler:
             return reference_lengths(clause.id, clause.heading, self.factory, config, self.spec.timeout,
                                      self.world.rank, self.world.world_size, self.spec.factory_import)
         if kind == "run":
-            _, clause, config, plan, load_form = command
+            _, clause, config, plan, load_form, drawn_lengths = command
             config = self.config(config)
             self.doing(f"{clause.id}: example {config.as_code()}, plan {plan!r}")
             return run_example(clause, self.factory, config, plan, factory_import=self.spec.factory_import,
                                load_form=load_form, alignment=self.spec.alignment, timeout=self.spec.timeout,
-                               world=self.scenario_world, workdir=self.workdir)
+                               world=self.scenario_world, workdir=self.workdir, drawn_lengths=drawn_lengths)
         raise ValueError(f"unknown command {kind!r}")
 
 
