@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -121,10 +120,9 @@ def test_a_pytest_class_report_names_its_class_as_a_check_target() -> None:
 # --- replay -------------------------------------------------------------------------------
 
 
-def test_replay_runs_only_the_recorded_example_in_under_5_seconds(failing: Report) -> None:
-    started = time.perf_counter()
+def test_replay_runs_only_the_recorded_example(failing: Report) -> None:
+    """One example, not a search: what makes a replay take seconds (timed in benchmarks/bench_replay.py)."""
     again = replay(failing, "SC10")
-    assert time.perf_counter() - started < 5
     assert again["SC10"].status == "failed" and again["SC10"].examples == 1
     assert again["SC10"].config == failing["SC10"].config and again["SC10"].plan == failing["SC10"].plan
     assert again["SC10"].reproduction == failing["SC10"].reproduction
@@ -135,17 +133,13 @@ def test_replay_of_a_clause_that_passed_says_there_is_nothing_to_replay(failing:
         replay(failing, "SC01")
 
 
-def test_the_replay_command_reproduces_a_recorded_failure_in_seconds(failing: Report, tmp_path: Path) -> None:
-    """A fresh process, as a user runs it: the torch import included (about 4 s on an idle 2-core
-    machine; the bound leaves room for a loaded one)."""
+def test_the_replay_command_reproduces_a_recorded_failure(failing: Report, tmp_path: Path) -> None:
+    """A fresh process, as a user runs it (timed against the bare import in benchmarks/bench_replay.py)."""
     failing.to_json(tmp_path / "r.json")
-    started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "stateful_contract", "replay", str(tmp_path / "r.json"), "SC10"],
                           capture_output=True, text=True, cwd=TESTS, timeout=60)
-    seconds = time.perf_counter() - started
     assert done.returncode == 1, done.stderr
     assert "SC10 fails again:" in done.stdout and "Reproduce:" in done.stdout
-    assert seconds < 10, f"replay took {seconds:.1f} s"
 
 
 def test_the_replay_command_exits_0_once_the_loader_is_fixed(failing: Report, tmp_path: Path,
