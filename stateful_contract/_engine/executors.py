@@ -24,7 +24,7 @@ from .plans import Alignment
 from .recording import recording
 from .steps import Factory, LoaderError, LoadForm
 
-__all__ = ["Executor", "FactoryProblem", "InProcess", "StartFailed"]
+__all__ = ["BUILDING", "Executor", "FactoryProblem", "InProcess", "StartFailed"]
 
 
 class FactoryProblem(Exception):
@@ -37,6 +37,21 @@ class StartFailed(Exception):
     def __init__(self, run: ExampleRun) -> None:
         super().__init__(run.outcome.got if run.outcome else "")
         self.run = run
+
+
+@dataclass(frozen=True)
+class _NoClause:
+    """A `ClauseLike` for messages about what ran when no clause was (building the first loader)."""
+
+    id: str
+    heading: str
+
+    def scenario(self, example: Any, plan: Any) -> Any:
+        raise NotImplementedError
+
+
+#: What a crash while building and probing the first loader is reported under.
+BUILDING = _NoClause("", "")
 
 
 class Executor(Protocol):

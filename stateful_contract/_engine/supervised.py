@@ -44,7 +44,7 @@ from ..config import LoaderConfig
 from . import status
 from .child import ChildSpec, EngineError, child_main
 from .example import ClauseLike, ExampleRun, LoadFormProbe
-from .executors import FactoryProblem, StartFailed
+from .executors import BUILDING, FactoryProblem, StartFailed
 from .outcome import ClauseViolation, Outcome
 from .plans import Alignment
 from .processes import CRASH_SIGNALS, anon_rss, descendants, describe_exit, fault_excerpt, kill_session
@@ -93,20 +93,6 @@ def choose_isolation(isolation: Isolation | None) -> Isolation:
     if isolation not in ("supervised", "in-process"):
         raise ValueError(f"isolation must be 'supervised' or 'in-process', got {isolation!r}")
     return isolation
-
-
-@dataclass(frozen=True)
-class _Step:
-    """What the child was doing when no clause was (a `ClauseLike` for messages)."""
-
-    id: str
-    heading: str
-
-    def scenario(self, example: Any, plan: Any) -> Any:
-        raise NotImplementedError
-
-
-_BUILDING = _Step("", "")
 
 
 @dataclass
@@ -321,7 +307,7 @@ class Supervised:
     def start(self) -> None:
         answer = self._call(("start",))
         if isinstance(answer, Death):
-            raise StartFailed(self._crashed(_BUILDING, answer))
+            raise StartFailed(self._crashed(BUILDING, answer))
         if isinstance(answer, ExampleRun):
             raise StartFailed(answer)
         if answer is not None:
@@ -330,7 +316,7 @@ class Supervised:
     def probe(self) -> LoadFormProbe:
         answer = self._call(("probe",))
         if isinstance(answer, Death):
-            return LoadFormProbe("unusable", answer.got, self._crashed(_BUILDING, answer))
+            return LoadFormProbe("unusable", answer.got, self._crashed(BUILDING, answer))
         assert isinstance(answer, LoadFormProbe)
         return answer
 

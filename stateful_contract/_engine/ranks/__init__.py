@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from ...config import LoaderConfig
 from ...profiles import Profile
 from .. import status
 from ..example import ClauseLike, ExampleRun, LoadFormProbe
-from ..executors import FactoryProblem, StartFailed
+from ..executors import BUILDING, FactoryProblem, StartFailed
 from ..outcome import ClauseViolation, Outcome
 from ..plans import Alignment, Checkpoint
 from ..processes import anon_rss, descendants
@@ -68,20 +68,6 @@ def _absolute_target(target: str) -> str:
     if sep and (module_part.endswith(".py") or "/" in module_part or "\\" in module_part):
         return f"{Path(module_part).resolve()}:{attr}"
     return target
-
-
-@dataclass(frozen=True)
-class _Step:
-    """What the run was doing when no clause was (a `ClauseLike` for messages)."""
-
-    id: str
-    heading: str
-
-    def scenario(self, example: Any, plan: Any) -> Any:
-        raise NotImplementedError
-
-
-_BUILDING = _Step("", "")
 
 
 class _WorldDown(Exception):
@@ -253,7 +239,7 @@ class Ranks:
         try:
             problems = self._call(("start",))
         except _WorldDown as e:
-            raise StartFailed(self._crashed(_BUILDING, e.outcome)) from None
+            raise StartFailed(self._crashed(BUILDING, e.outcome)) from None
         for problem in problems:
             if isinstance(problem, ExampleRun):
                 raise StartFailed(problem)
@@ -265,7 +251,7 @@ class Ranks:
         try:
             found: list[LoadFormProbe] = self._call(("probe",))
         except _WorldDown as e:
-            return LoadFormProbe("unusable", str(e), self._crashed(_BUILDING, e.outcome))
+            return LoadFormProbe("unusable", str(e), self._crashed(BUILDING, e.outcome))
         forms = [p.form for p in found]
         if all(f == "positional" for f in forms):
             return LoadFormProbe("positional")
