@@ -15,6 +15,7 @@ shuffling loader with the default generator seeds its sampler from it at constru
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import pickle
 from collections.abc import Callable, Iterator, Mapping
@@ -645,3 +646,45 @@ def test_a_state_taken_from_a_resumed_distributed_loader_resumes_exactly() -> No
         state = loader.state_dict()
     resumed = take(fresh(reference_wrapper, config, state=state), 5, max_epochs=4)
     assert [b["index"].tolist() for b in resumed] == [b["index"].tolist() for b in reference[3:8]]
+
+
+# --- the set_epoch loop through the wrapper (F12) -----------------------------------------------
+
+#: Rank 0 of 2: 3 batches per epoch, windows of 2 and a short last window of 1.
+SHORT_LAST_WINDOW = LoaderConfig(dataset_size=6, batch_size=1, grad_acc_step=2, world_size=2)
+
+
+def _trainer_loop(loader: Any, start: int, stop: int) -> dict[int, list[list[int]]]:
+    out = {}
+    for epoch in range(start, stop):
+        loader.batch_sampler.set_epoch(epoch)  # the base loader's, reached through the wrapper
+        out[epoch] = [b["index"].tolist() for b in loader]
+    return out
+
+
+def test_a_state_after_a_short_last_window_gives_way_to_the_next_set_epoch() -> None:
+    full = _trainer_loop(reference_wrapper(SHORT_LAST_WINDOW), 0, 3)
+    saved = reference_wrapper(SHORT_LAST_WINDOW)
+    saved.batch_sampler.set_epoch(0)
+    it = iter(saved)
+    for _ in range(3):  # epoch 0's last batch, before its StopIteration
+        next(it)
+    resumed = reference_wrapper(SHORT_LAST_WINDOW)
+    resumed.load_state_dict(saved.state_dict())
+    assert _trainer_loop(resumed, 1, 3) == {1: full[1], 2: full[2]}  # epoch 1 was lost before (F12)
+    # Without set_epoch the same state resumes as torchdata's loader does: the empty rest of epoch 0.
+    again = reference_wrapper(SHORT_LAST_WINDOW)
+    again.load_state_dict(saved.state_dict())
+    assert [b["index"].tolist() for b in again] == []
+
+
+def rank_0_of_2(config: LoaderConfig) -> Any:
+    """The wrapper as rank 0 of 2 sees it, in one process: its base has a ``set_epoch`` batch sampler."""
+    return reference_wrapper(dataclasses.replace(config, rank=0, world_size=2))
+
+
+def test_the_wrapper_over_a_set_epoch_sampler_passes_the_set_epoch_loop() -> None:
+    from stateful_contract import ConfigSpace, check
+
+    report = check(rank_0_of_2, clauses=["SC21"], space=ConfigSpace(num_workers=(0,)))
+    assert report["SC21"].status == "passed", report["SC21"].message

@@ -201,6 +201,16 @@ class PrefetchGradAccDataLoader:
             raise TypeError(f"{type(self.base_dataloader).__name__} base loader has no len()")
         return len(self.base_dataloader)
 
+    @property
+    def sampler(self) -> Any:
+        """The base loader's sampler (None if it has none), where trainers call ``set_epoch``."""
+        return getattr(self.base_dataloader, "sampler", None)
+
+    @property
+    def batch_sampler(self) -> Any:
+        """The base loader's batch sampler (None if it has none), where trainers call ``set_epoch``."""
+        return getattr(self.base_dataloader, "batch_sampler", None)
+
     def state_dict(self) -> dict[str, Any]:
         """A snapshot of the position: base state at the current window's start + batches yielded.
 

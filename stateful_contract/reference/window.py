@@ -109,6 +109,9 @@ class WindowIterator(Iterator[dict[str, Any]]):
         self._consumed = skip
         self._window: list[dict[str, Any]] | None = None
         self._next_start: dict[str, Any] | None = None
+        #: The base state right after the window's last batch, where the base then raised
+        #: StopIteration (a short last window): `_next_start` is past that StopIteration.
+        self._after_last_batch: dict[str, Any] | None = None
         self._base_exhausted = False
         self._done = False
         self._first_read_after_resume = skip > 0
@@ -166,11 +169,18 @@ class WindowIterator(Iterator[dict[str, Any]]):
 
     def _read_batches(self) -> list[Mapping[str, Any]]:
         batches: list[Mapping[str, Any]] = []
+        before = None
         while not self._base_exhausted and len(batches) < self._grad_acc_step:
+            if batches and self._is_active():
+                # This next() may be the one that raises StopIteration: keep the base state
+                # after the last batch, which says "epoch used up, not finished" (g - 1
+                # snapshots per window of g; none for windows of one batch).
+                before = snapshot_of(self._base)
             try:
                 batches.append(next(self._base_iter))
             except StopIteration:
                 self._base_exhausted = True
+                self._after_last_batch = before
         return batches
 
     def position(self) -> tuple[dict[str, Any], int]:
@@ -180,14 +190,15 @@ class WindowIterator(Iterator[dict[str, Any]]):
         short last window before StopIteration: the base loader has already raised
         StopIteration there, and its state would resume into the next epoch, where
         ``StatefulDataLoader`` (and so this wrapper) resumes to an empty epoch first.
+        That window reports the base state taken right after its last batch, before the
+        base's StopIteration: it resumes to the same empty rest of the epoch, and a
+        sampler's ``set_epoch`` after the load can tell that the epoch was used up (F12).
         """
-        if (
-            self._window is not None
-            and self._consumed == len(self._window)
-            and self._next_start is not None
-            and (self._done or not self._base_exhausted)
-        ):
-            return self._next_start, 0
+        if self._window is not None and self._consumed == len(self._window):
+            if self._next_start is not None and (self._done or not self._base_exhausted):
+                return self._next_start, 0
+            if self._after_last_batch is not None and self._window:
+                return self._after_last_batch, 0
         return self._window_start, self._consumed
 
     def _is_active(self) -> bool:
