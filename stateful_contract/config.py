@@ -124,7 +124,8 @@ class LoaderConfig:
         """torchdata's `StatefulDataLoader` for this config: the reference base loader.
 
         Keyword ``overrides`` replace constructor arguments (``persistent_workers=True``,
-        ``snapshot_every_n_steps=3``, ``batch_sampler=...``). With ``world_size > 1`` the
+        ``snapshot_every_n_steps=3``, ``batch_sampler=...``). With ``world_size > 1``, or in a
+        torch.distributed process group of any size, the
         batches are those of torch's ``DistributedSampler`` for ``rank``, from this
         package's `stateful_contract.samplers.DistributedBatchSampler`: torchdata's
         ``StatefulDistributedSampler`` loses epochs on resume (docs/findings.md, F4, F12).
@@ -138,7 +139,12 @@ class LoaderConfig:
             "drop_last": self.drop_last,
             "num_workers": self.num_workers,
         }
-        if self.world_size > 1 and not {"sampler", "batch_sampler"} & overrides.keys():
+        # Under torch.distributed the batch sampler is the distributed one at any world size,
+        # as a trainer launched on one rank builds it: a state saved on several ranks and
+        # loaded on one is then refused by name (SC31), where torchdata's plain samplers
+        # would skip the saved rank's count of batches of another order, silently.
+        distributed = self.world_size > 1 or (torch.distributed.is_available() and torch.distributed.is_initialized())
+        if distributed and not {"sampler", "batch_sampler"} & overrides.keys():
             from .samplers import DistributedBatchSampler
 
             # batch_size, drop_last and shuffle go to the batch sampler (the loader refuses them beside it).
@@ -153,7 +159,7 @@ class LoaderConfig:
                 seed=self.seed,
                 drop_last=drop_last,
             )
-        elif self.world_size == 1:
+        elif not distributed:
             # An explicit generator goes to the sampler, not to the loader: torchdata 0.11
             # draws the workers' base seed from the loader's `generator=`, and when that is
             # also the sampler's generator a resumed loader shuffles later epochs
