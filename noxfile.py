@@ -53,7 +53,7 @@ FACTORIES = "stateful_contract.reference.factories"
 WORKER_COUNT_ASSERT = "the base StatefulDataLoader refuses 1 <-> 2 workers with a bare assert (F13)"
 IMPLEMENTATIONS: dict[str, list[str]] = {
     # torchdata's own loader: the baseline every clause is measured against.
-    "stateful-dataloader": [f"{FACTORIES}:stateful_dataloader"],
+    "stateful-dataloader": [f"{FACTORIES}:stateful_dataloader", "--expect-fail", f"SC23={WORKER_COUNT_ASSERT}"],
     # The corrected gradient-accumulation wrapper: exact at every checkpoint point.
     "reference": [f"{FACTORIES}:reference_wrapper"],
     # MindSpeed-MM's wrapper, run as a declared expected failure: if it ever passes
