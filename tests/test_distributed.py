@@ -231,6 +231,18 @@ def test_a_rank_whose_factory_raises_is_an_unusable_target_naming_the_rank() -> 
         check_world(target("raises_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"])
 
 
+def test_the_ranks_run_the_checker_s_own_copy_of_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a copy in the working directory (``python -m`` would put it first on ``sys.path``):
+    ranks of another version answer the checker's commands with errors that name nothing."""
+    decoy = tmp_path / "stateful_contract"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('a decoy copy of stateful_contract')\n")
+    monkeypatch.chdir(tmp_path)
+    report = check_world("stateful_contract.reference.factories:reference_wrapper", world_size=2, clauses=["SC10"],
+                         replay=(LoaderConfig(dataset_size=4, batch_size=1), Position(epoch=0, batches=1)))
+    assert report["SC10"].status == "passed", report["SC10"].message
+
+
 def test_a_rank_that_dies_fails_the_run_with_its_exit_code(tmp_path: Path) -> None:
     report = check_world(target("dies_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"],
                          run_dir=tmp_path / "run")

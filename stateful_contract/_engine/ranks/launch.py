@@ -74,6 +74,14 @@ def board_path(run_dir: Path, rank: int) -> Path:
     return run_dir / "status" / f"rank{rank}.board"
 
 
+#: The folder this copy of the package is imported from. The ranks must run the same code as
+#: the checker that drives them: ``python -m`` would put the working directory first on
+#: ``sys.path`` (another checkout, say), and an editable install elsewhere could come next.
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+_LAUNCHER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+             "from stateful_contract._engine.ranks.launcher import main; sys.exit(main())")
+
+
 def start_world(run_dir: Path, *, world_size: int, first_phase: str, entry: str, timeout: float,
                 start_method: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start the launcher: ``entry(world, phase)`` on ``world_size`` fresh ranks, phase after phase.
@@ -92,7 +100,7 @@ def start_world(run_dir: Path, *, world_size: int, first_phase: str, entry: str,
     (run_dir / OUTCOME_FILE).unlink(missing_ok=True)  # a previous launcher's, in a restarted run
     child_env = {**os.environ, **(env or {}), MARKER_ENV: str(run_dir)}
     with open(run_dir / "launcher.log", "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "stateful_contract._engine.ranks.launcher", str(run_dir)],
+        return subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, str(run_dir)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=child_env,
                                 start_new_session=True)
 
