@@ -6,6 +6,7 @@
     nox -s contract -- --profile thorough    # every implementation; arguments go to `check`
     nox -s demo                              # MindSpeed-MM's wrapper and the reference one, side by side
     nox -s scenario                          # MindSpeed-MM's bug report's trainer resume, end to end on 2 ranks
+    nox -s matrix                            # real loaders (datasets, accelerate, ...): docs/compatibility.md
 
 Each session installs what it needs, the package and the pyproject's dependency groups
 (PEP 735, read here by nox, so the virtualenv's pip needs no ``--group``), into its own
@@ -105,6 +106,23 @@ def scenario(session: nox.Session) -> None:
     """MindSpeed-MM's bug report as a scenario end to end: a per-token-loss trainer under torchrun, 2 ranks on gloo."""
     install(session)
     session.run("python", "-m", "stateful_contract.scenarios.mindspeed", *session.posargs)
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """The compatibility matrix of real loaders: docs/compatibility.md and its badges (install about 6 minutes, rows about 18).
+
+    The packages (the `compat` extra) are installed with torch held at the pinned version:
+    each asks for torch, and pip would otherwise be free to replace it (a CUDA build). The
+    run is strict: it fails when a row fails a clause it does not declare, or passes one it
+    does. Arguments go to the generator: `nox -s matrix -- hf_shards` runs one row and
+    prints it; `STATEFUL_CONTRACT_MATRIX=1 pytest tests/test_compat.py` runs every row as a test.
+    """
+    session.install(TORCH)
+    constraints = Path(session.create_tmp()) / "torch-constraint.txt"
+    constraints.write_text(TORCH + "\n", encoding="utf-8")
+    session.install("-e", ".[compat]", "-c", str(constraints))
+    session.run("python", "-m", "stateful_contract.compat", *session.posargs)
 
 
 @nox.session

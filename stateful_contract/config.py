@@ -173,6 +173,30 @@ class LoaderConfig:
         kwargs.update(overrides)
         return StatefulDataLoader(self.dataset, **kwargs)
 
+    def iterable_dataset(self, *, stateful: bool = False, shuffle: bool | None = None) -> Any:
+        """The config's samples as a torch ``IterableDataset``, sharded over worker processes.
+
+        Worker ``w`` of ``W`` yields every ``W``-th sample of the order, which is
+        ``range(dataset_size)`` or, with ``shuffle`` (default ``self.shuffle``), one
+        permutation drawn from ``seed``. ``stateful=True`` gives it a ``state_dict`` (its
+        offset); without, a ``StatefulDataLoader`` resumes it by fast-forwarding
+        (`stateful_contract.iterables`).
+        """
+        from .iterables import StatefulTokenIterable, TokenIterable
+
+        return (StatefulTokenIterable if stateful else TokenIterable)(self, shuffle=shuffle)
+
+    def hf_iterable_dataset(self, n_shards: int = 4, *, shuffle: bool = False) -> Any:
+        """The config's samples as a Hugging Face ``datasets.IterableDataset`` of ``n_shards``
+        shards of consecutive samples, in torch format, built from a generator (nothing
+        written or downloaded). Needs ``datasets`` installed; this package does not depend on
+        it. ``shuffle=True`` permutes the samples once from ``seed`` before sharding
+        (`stateful_contract.iterables.hf_iterable_dataset`).
+        """
+        from .iterables import hf_iterable_dataset
+
+        return hf_iterable_dataset(self, n_shards, shuffle=shuffle)
+
     def as_code(self) -> str:
         """A Python expression that rebuilds this config (used in reproductions)."""
         defaults = LoaderConfig()

@@ -1,0 +1,175 @@
+"""The rows of the compatibility matrix (docs/compatibility.md): one loader configuration each.
+
+A `Row` names its factory (a CLI target, ``stateful_contract.compat.<module>:<name>``),
+the distribution whose version it reports, the part of the configuration space it is
+checked on, and the clauses it was *measured* to violate, each with the reason and the
+finding (docs/findings.md) that reproduces it with only torch and the package. The
+declarations are checked strictly: a declared failure that starts passing is an
+"unexpected-pass" and fails both `python -m stateful_contract.compat` and tests/test_compat.py.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from stateful_contract.config import ConfigSpace
+
+from . import reasons as why
+
+__all__ = ["ROWS", "Row", "missing"]
+
+
+#: No worker processes: the default part of the configuration space of a row.
+IN_PROCESS = ConfigSpace(num_workers=(0,))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One loader configuration of the matrix, and what it was measured to do."""
+
+    name: str
+    family: str
+    #: The distribution whose version the row reports (``importlib.metadata``).
+    package: str
+    #: ``module:function`` under ``stateful_contract.compat``.
+    factory: str
+    #: The configuration, for a reader: what the factory builds.
+    configuration: str
+    #: Clause ID -> why the package violates it here (measured), naming its finding.
+    expected_failures: Mapping[str, str] = field(default_factory=dict)
+    space: ConfigSpace = IN_PROCESS
+    world_size: int = 1
+    #: Modules the factory imports (a row whose modules are absent is reported, not run).
+    requires: tuple[str, ...] = ()
+    #: Run by the default test session (fast, and needs nothing beyond this package's dependencies).
+    ci: bool = False
+    profile: str = "ci"
+    #: What a reader needs to know beside the verdict (shown under the row's reasons, or why it could not run).
+    note: str = ""
+
+    @property
+    def target(self) -> str:
+        return f"stateful_contract.compat.{self.factory}"
+
+    def version(self) -> str:
+        try:
+            return importlib.metadata.version(self.package)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    def space_text(self) -> str:
+        s = self.space
+        workers = ", ".join(map(str, s.num_workers))
+        return (f"dataset_size {s.dataset_size[0]}-{s.dataset_size[1]}, batch_size {s.batch_size[0]}-"
+                f"{s.batch_size[1]}, num_workers {{{workers}}}, shuffle, drop_last and seed drawn (unless the "
+                f"configuration pins them), {self.world_size} rank{'s' if self.world_size > 1 else ''}")
+
+
+def missing(row: Row) -> str | None:
+    """Why the row cannot run here (a module that does not import, and the last line of what it
+    raised), or None. Tried in a child interpreter: the checking process stays free of the
+    packages (the ranks and supervised children import them themselves)."""
+    for module in row.requires:
+        if importlib.util.find_spec(module.partition(".")[0]) is None:
+            return f"`{module}` is not installed"
+        done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True,
+                              timeout=300, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+            return f"`import {module}` fails: {last}"
+    return None
+
+
+WORKERS = ConfigSpace(num_workers=(0, 1, 2))
+#: Worker processes are where litdata's and datasets' sharding happens; 1 and 2 both.
+HF = ("datasets",)
+ACCELERATE = ("accelerate", "datasets")  # accelerate imports datasets when it is installed
+TITAN = ("torchtitan.components.dataloader", "datasets")
+
+#: The clauses a stream resume fails when the resumed stream is wrong from the checkpoint on.
+RESUMES = ("SC10", "SC11", "SC13", "SC17", "SC19", "SC20", "SC22")
+
+
+def _all(reason: str, ids: tuple[str, ...] = RESUMES) -> dict[str, str]:
+    return dict.fromkeys(ids, reason)
+
+
+ROWS: dict[str, Row] = {r.name: r for r in [
+    # --- torchdata.nodes: ships with torchdata, runs in CI ------------------------------------
+    Row("nodes_sequential", "torchdata.nodes", "torchdata", "nodes:nodes_sequential",
+        "Loader(Mapper(Batcher(Mapper(SamplerWrapper(SequentialSampler), getitem)), collate)); shuffle pinned off",
+        {"SC11": why.NODES_STALE_END, "SC19": why.NODES_TEMPLATE}, ci=True),
+    Row("nodes_batcher", "torchdata.nodes", "torchdata", "nodes:nodes_batcher",
+        "the same over torchdata's stateful RandomSampler(generator) when shuffled",
+        _all(why.NODES_RANDOM_SAMPLER), ci=True),
+    Row("nodes_prefetcher", "torchdata.nodes", "torchdata", "nodes:nodes_prefetcher",
+        "nodes_batcher + Prefetcher(prefetch_factor=2)", _all(why.NODES_RANDOM_SAMPLER)),
+    Row("nodes_parallel_mapper", "torchdata.nodes", "torchdata", "nodes:nodes_parallel_mapper_thread",
+        "ParallelMapper(getitem, num_workers=2, method='thread') + Batcher + Prefetcher",
+        _all(why.NODES_RANDOM_SAMPLER)),
+    Row("nodes_stateful_distributed_sampler", "torchdata.nodes", "torchdata",
+        "nodes:nodes_stateful_distributed_sampler",
+        "SamplerWrapper(torchdata StatefulDistributedSampler) + Mapper + Batcher (set_epoch by SamplerWrapper)",
+        _all(why.NODES_SET_EPOCH), ci=True),
+    # --- Hugging Face datasets under StatefulDataLoader ---------------------------------------
+    Row("hf_shards", "datasets", "datasets", "hf:hf_shards",
+        "StatefulDataLoader(IterableDataset.from_generator(4 shards).with_format('torch'))",
+        {**_all(why.HF_REAPPLIED), "SC23": why.HF_WORKER_COUNT}, space=WORKERS, requires=HF),
+    Row("hf_set_epoch", "datasets", "datasets", "hf:hf_set_epoch",
+        "the same, the loader's set_epoch(e) calling dataset.set_epoch(e) (the loop datasets documents)",
+        {**_all(why.HF_REAPPLIED), "SC21": why.HF_END_OF_EPOCH}, requires=HF),
+    Row("hf_shuffle_buffer", "datasets", "datasets", "hf:hf_shuffle_buffer",
+        "the same, .shuffle(seed=config.seed, buffer_size=4)", _all(why.HF_REAPPLIED),
+        space=ConfigSpace(num_workers=(0, 2)), requires=HF),
+    Row("hf_split_by_node", "datasets", "datasets", "hf:hf_split_by_node",
+        "split_dataset_by_node(4 shards, rank, world_size=2) under StatefulDataLoader, on 2 ranks",
+        {**_all(why.HF_REAPPLIED, (*RESUMES, "SC30")), "SC31": why.HF_WORLD,
+         **_all(why.UNEVEN_AFTER_STOP, ("SC15", "SC16"))}, world_size=2, requires=HF),
+    # --- accelerate -----------------------------------------------------------------------------
+    Row("accelerate_1", "accelerate", "accelerate", "accel:accelerate_prepared",
+        "prepare_data_loader(DataLoader(shuffle=config.shuffle), use_stateful_dataloader=True), 1 process",
+        _all(why.ACCELERATE, (*RESUMES, "SC12", "SC21")), requires=ACCELERATE),
+    Row("accelerate_seedable_1", "accelerate", "accelerate", "accel:accelerate_seedable",
+        "the same with use_seedable_sampler=True, data_seed=config.seed, 1 process",
+        _all(why.ACCELERATE), requires=ACCELERATE),
+    Row("accelerate_2", "accelerate", "accelerate", "accel:accelerate_prepared",
+        "prepare_data_loader(..., use_stateful_dataloader=True), 2 processes (BatchSamplerShard)",
+        {**_all(why.ACCELERATE, (*RESUMES, "SC21", "SC30")), "SC31": why.ACCELERATE_WORLD}, world_size=2,
+        requires=ACCELERATE),
+    Row("accelerate_seedable_2", "accelerate", "accelerate", "accel:accelerate_seedable",
+        "the same with use_seedable_sampler=True, 2 processes",
+        {**_all(why.ACCELERATE, (*RESUMES, "SC30")), "SC31": why.ACCELERATE_WORLD}, world_size=2,
+        requires=ACCELERATE),
+    # --- torchtitan -------------------------------------------------------------------------------
+    Row("torchtitan_1", "torchtitan", "torchtitan", "titan:torchtitan_parallel_aware",
+        "ParallelAwareDataloader(split_dataset_by_node(HF IterableDataset, 4 shards)), 1 rank",
+        _all(why.TORCHTITAN), space=ConfigSpace(num_workers=(0, 2)), requires=TITAN),
+    Row("torchtitan_2", "torchtitan", "torchtitan", "titan:torchtitan_parallel_aware",
+        "the same on 2 data-parallel ranks",
+        {**_all(why.TORCHTITAN, (*RESUMES, "SC30")), **_all(why.UNEVEN_AFTER_STOP, ("SC15", "SC16"))},
+        world_size=2, requires=TITAN),
+    # --- litdata and mosaicml-streaming -------------------------------------------------------------
+    Row("litdata", "litdata", "litdata", "lit:litdata_streaming",
+        "StreamingDataLoader(StreamingDataset(local optimized dir, 3 samples a chunk, shuffle, seed, drop_last))",
+        {"SC13": why.LITDATA_AFTER_LOAD, "SC22": why.LITDATA_AT_ITER, "SC23": why.LITDATA_WORKERS},
+        space=WORKERS, requires=("litdata",)),
+    Row("mosaic_streaming", "mosaicml-streaming", "mosaicml-streaming", "mosaic:mosaic_streaming",
+        "StreamingDataLoader(StreamingDataset(local=MDS dir, shuffle, shuffle_seed, batch_size))",
+        space=WORKERS, requires=("streaming",),
+        note="`import streaming` imports `streaming.vision`, hence torchvision, unconditionally. The only "
+             "torchvision pip can install next to the torch 2.13.0 CPU build used here is PyPI's, built "
+             "against PyPI's torch, and it fails at import (`operator torchvision::nms does not exist`); a "
+             "matching CPU torchvision is on the PyTorch package index only, which this machine cannot "
+             "reach. On a machine with a matching torch/torchvision pair the row runs as it is."),
+    # --- torch's DataLoader, resumed by hand -------------------------------------------------------
+    Row("manual_skip", "torch DataLoader + skip", "torch", "manual:manual_skip",
+        "DataLoader(shuffle, generator seeded once); resume = skip the epoch's first n batches",
+        _all(why.MANUAL_SKIP), ci=True),
+    Row("manual_skip_epoch_seeded", "torch DataLoader + skip", "torch", "manual:manual_skip_epoch_seeded",
+        "the same, generator reseeded with seed + epoch at every epoch", ci=True),
+]}

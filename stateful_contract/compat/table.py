@@ -1,0 +1,218 @@
+"""Run the compatibility matrix and write docs/compatibility.md, with one badge per row.
+
+Every verdict on the page comes from a run made when the page was written: nothing is
+typed in by hand. A row whose package does not import here is listed with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import platform
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stateful_contract.badge import svg_badge
+
+from .rows import ROWS, Row, missing
+
+__all__ = ["Measured", "main", "measure", "render"]
+
+#: The clauses shown as columns, in order; the multi-rank ones apply only to rows on 2 ranks.
+COLUMNS = ("SC01", "SC02", "SC03", "SC10", "SC11", "SC12", "SC13", "SC14", "SC15", "SC16", "SC17", "SC18",
+           "SC19", "SC20", "SC21", "SC22", "SC23", "SC30", "SC31")
+#: How each status is shown in the clause table.
+MARKS = {"passed": "pass", "expected-failure": "**fail**", "failed": "**FAIL (new)**",
+         "unexpected-pass": "**PASS (stale)**", "not-judged": "n/j", "skipped": "–"}
+
+
+@dataclass
+class Measured:
+    """One row's outcome: its report (None when it could not run), why not, and how long it took."""
+
+    row: Row
+    report: Any = None
+    why_not: str | None = None
+    seconds: float = 0.0
+    version: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.report is None or bool(self.report.passed)
+
+    def statuses(self) -> dict[str, str]:
+        return {} if self.report is None else {r.id: r.status for r in self.report.results}
+
+    def verdict(self) -> str:
+        if self.report is None:
+            return "not run"
+        failing = [i for i, s in self.statuses().items() if s in ("expected-failure", "failed")]
+        if not failing:
+            return "resumes exactly" if self.ok else "declarations stale"
+        return f"fails {', '.join(failing)}"
+
+    def badge(self) -> str:
+        color = "lightgrey" if self.report is None else ("red" if self.verdict().startswith("fails") else "brightgreen")
+        if self.report is not None and not self.ok:
+            color = "orange"  # a new failure or a stale declaration: the run itself failed
+        return svg_badge(self.row.name, self.verdict(), color)
+
+
+#: Where each row's report is kept between runs (gitignored), so one row can be re-run
+#: and the page re-rendered with the others' last measurements.
+REPORTS = Path("reports") / "compat"
+
+
+def _launch_failed(report: Any) -> bool:
+    """The multi-rank run itself died (not a clause): worth one more try (see the report's notes)."""
+    return any("the multi-rank run failed" in r.message for r in report.results)
+
+
+def measure(row: Row, *, profile: str | None = None) -> Measured:
+    """Run the contract on one row, with its declared expected failures."""
+    from stateful_contract import check
+
+    why_not = missing(row)
+    if why_not is not None:
+        return Measured(row, why_not=why_not, version=row.version())
+    started = time.perf_counter()
+    for attempt in (1, 2):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="'set_vital' is deprecated")  # docs/findings.md, F7
+            report = check(row.target, profile=profile or row.profile, space=row.space, world_size=row.world_size,
+                           expected_failures=row.expected_failures, target=row.target)
+        if row.world_size == 1 or not _launch_failed(report) or attempt == 2:
+            break
+        print(f"{row.name}: the multi-rank run died, not a clause; trying once more", flush=True)
+    return Measured(row, report, seconds=time.perf_counter() - started, version=row.version())
+
+
+def _save(m: Measured) -> None:
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    data = {"seconds": m.seconds, "version": m.version, "why_not": m.why_not,
+            "report": None if m.report is None else m.report.to_dict()}
+    (REPORTS / f"{m.row.name}.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def _load(row: Row) -> Measured | None:
+    from stateful_contract import Report
+
+    path = REPORTS / f"{row.name}.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    report = None if data["report"] is None else Report.from_dict(data["report"])
+    return Measured(row, report, data["why_not"], data["seconds"], data["version"])
+
+
+def _environment() -> str:
+    import torch
+    import torchdata
+
+    return (f"Python {platform.python_version()}, torch {torch.__version__}, torchdata {torchdata.__version__}, "
+            f"{platform.system()} {platform.machine()}, measured {datetime.date.today().isoformat()}")
+
+
+def render(measured: list[Measured], *, command: str) -> str:
+    """The page: the summary with badges, every clause of every row, the reasons, the rows not run."""
+    lines = [
+        "# Compatibility matrix",
+        "",
+        "Which real loaders checkpoint and resume like torchdata's `StatefulDataLoader`, measured by",
+        "running the contract on each of them. One row per loader configuration; each failure has",
+        "a reproduction that uses only torch and the package in [Findings](findings.md), with what",
+        "its maintainers would need to change. A row that fails stays here as a declared expected",
+        "failure (`stateful_contract/compat/rows.py`): the run is strict, so a package that fixes its",
+        "bug makes the declaration stale and the run fail, and the page is regenerated.",
+        "",
+        "Generated by `" + command + "`, which `nox -s matrix` runs after installing the packages; the",
+        f"rows' checks took {sum(m.seconds for m in measured) / 60:.0f} minutes on 2 shared cores. {_environment()}.",
+        "Do not edit by hand.",
+        "",
+        "Every test run (`nox -s tests`, CI) checks the rows that need nothing beyond this package's own",
+        "dependencies, strictly: " + ", ".join(f"`{m.row.name}`" for m in measured if m.row.ci) + " (about a",
+        "minute, tests/test_compat.py). The others need their package installed and take minutes each:",
+        "`nox -s matrix` installs the `compat` extra with torch held at its pinned version, runs them all,",
+        "and rewrites this page; it fails when a row fails a clause it does not declare or passes one it does.",
+        "",
+        "## Rows",
+        "",
+        "| | row | package | configuration | part of the configuration space | verdict | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in measured:
+        r = m.row
+        lines.append(f"| ![{r.name}](compat-badges/{r.name}.svg) | `{r.name}` | {r.package} {m.version} | "
+                     f"{r.configuration.replace('|', '/')} | {r.space_text()}; profile `{r.profile}` | "
+                     f"{m.verdict()} | {m.seconds:.0f} |")
+    lines += ["", "## Every clause", "",
+              "`pass`: holds; `**fail**`: a declared, measured failure (reason below); `n/j`: not judged "
+              "(SC21 on a loader without `set_epoch`, SC23 with one worker count); `–`: does not apply "
+              "(SC30, SC31 need several ranks).", "",
+              "| row | " + " | ".join(COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
+    for m in measured:
+        if m.report is None:
+            continue
+        st = m.statuses()
+        lines.append(f"| `{m.row.name}` | " + " | ".join(MARKS.get(st.get(c, "skipped"), st.get(c, "")) for c in COLUMNS)
+                     + " |")
+    lines += ["", "## Why each row fails", ""]
+    for m in measured:
+        if m.report is None or not m.row.expected_failures:
+            continue
+        lines += [f"### `{m.row.name}`", "", f"Factory: `{m.row.target}`.", ""]
+        by_reason: dict[str, list[str]] = {}
+        for clause_id, reason in m.row.expected_failures.items():
+            by_reason.setdefault(reason, []).append(clause_id)
+        lines += [f"- {', '.join(ids)}: {reason}" for reason, ids in by_reason.items()]
+        lines += ["", m.row.note, ""] if m.row.note else [""]
+    not_run = [m for m in measured if m.report is None]
+    if not_run:
+        lines += ["## Rows that could not run here", ""]
+        lines += [f"- `{m.row.name}` ({m.row.package} {m.version}): {m.why_not}." + (f" {m.row.note}" if m.row.note else "")
+                  for m in not_run]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m stateful_contract.compat [--out docs/compatibility.md] [--profile P] [ROW ...]``"""
+    parser = argparse.ArgumentParser(prog="python -m stateful_contract.compat", description=main.__doc__)
+    parser.add_argument("rows", nargs="*", help="rows to run (default: all)")
+    parser.add_argument("--out", help="the page to write; '-' prints only (default: docs/compatibility.md "
+                        "for a run of every row, '-' for a run of some)")
+    parser.add_argument("--profile", help="override every row's profile (default: each row's own)")
+    parser.add_argument("--keep-others", action="store_true",
+                        help=f"with ROW names and --out: the other rows as last measured ({REPORTS}/)")
+    args = parser.parse_args(argv)
+    logging.getLogger("torchdata.stateful_dataloader.stateful_dataloader").setLevel(logging.ERROR)
+    unknown = [n for n in args.rows if n not in ROWS]
+    if unknown:
+        parser.error(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
+    measured = []
+    for name in args.rows or list(ROWS):
+        m = measure(ROWS[name], profile=args.profile)
+        _save(m)
+        measured.append(m)
+        failing = {r.id: r.status for r in m.report.results if r.is_failure} if m.report is not None else {}
+        print(f"{name:32s} {m.verdict()[:70]:70s} {m.seconds:6.0f}s {failing or ''}", flush=True)
+    ok = all(m.ok for m in measured)
+    if args.keep_others:
+        ran = {m.row.name: m for m in measured}
+        kept = {name: ran.get(name) or _load(row) for name, row in ROWS.items()}
+        measured = [m for m in kept.values() if m is not None]
+    if (args.out or ("-" if args.rows else "docs/compatibility.md")) != "-":
+        out = Path(args.out or "docs/compatibility.md")
+        badges = out.parent / "compat-badges"
+        badges.mkdir(parents=True, exist_ok=True)
+        for m in measured:
+            (badges / f"{m.row.name}.svg").write_text(m.badge(), encoding="utf-8")
+        command = "python -m stateful_contract.compat" + (f" --profile {args.profile}" if args.profile else "")
+        out.write_text(render(measured, command=command), encoding="utf-8")
+        print(f"wrote {out} and {badges}/")
+    return 0 if ok else 1

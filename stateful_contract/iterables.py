@@ -1,0 +1,127 @@
+"""A `LoaderConfig`'s samples as an iterable dataset: for factories of streaming loaders.
+
+`LoaderConfig.iterable_dataset()` and `LoaderConfig.hf_iterable_dataset()` call these.
+Both yield the same samples as ``config.dataset`` (``index``, ``input_ids``, ``labels``),
+so the contract can still say which samples a resumed loader lost or repeated:
+
+- `TokenIterable`, a torch ``IterableDataset`` sharded over the loader's worker
+  processes (worker ``w`` of ``W`` yields every ``W``-th sample), with or without a
+  ``state_dict`` of its own;
+- `hf_iterable_dataset`, a Hugging Face ``datasets.IterableDataset`` with ``n_shards``
+  shards of consecutive samples, in torch format. ``datasets`` is imported only when it
+  is called: it is never a dependency of this package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+if TYPE_CHECKING:
+    from .config import LoaderConfig
+
+__all__ = ["StatefulTokenIterable", "TokenIterable", "hf_iterable_dataset", "sample_order", "shards"]
+
+
+def sample_order(config: LoaderConfig, *, shuffle: bool | None = None) -> list[int]:
+    """``range(dataset_size)``, or with ``shuffle`` (default: ``config.shuffle``) one fixed
+    permutation of it drawn from ``config.seed``: an iterable dataset shuffles itself."""
+    if config.shuffle if shuffle is None else shuffle:
+        generator = torch.Generator().manual_seed(config.seed)
+        return [int(i) for i in torch.randperm(config.dataset_size, generator=generator)]
+    return list(range(config.dataset_size))
+
+
+def shards(order: list[int], n_shards: int) -> list[list[int]]:
+    """``order`` cut into ``n_shards`` runs of consecutive samples, as even as possible
+    (the first ``len(order) % n_shards`` one longer; some empty when ``n_shards`` is larger)."""
+    if n_shards < 1:
+        raise ValueError(f"n_shards must be >= 1, got {n_shards}")
+    size, longer = divmod(len(order), n_shards)
+    out, start = [], 0
+    for k in range(n_shards):
+        end = start + size + (k < longer)
+        out.append(order[start:end])
+        start = end
+    return out
+
+
+class TokenIterable(IterableDataset):  # type: ignore[type-arg]
+    """The config's samples as a torch ``IterableDataset``, sharded over worker processes.
+
+    The order is `sample_order` (``shuffle=None`` follows ``config.shuffle``). Worker ``w``
+    of ``W`` yields ``order[w::W]``, so the workers together yield each sample once per
+    epoch. It has no ``state_dict``: a ``StatefulDataLoader`` can only resume it by
+    fast-forwarding (`StatefulTokenIterable` has one).
+    """
+
+    def __init__(self, config: LoaderConfig, *, shuffle: bool | None = None) -> None:
+        self.samples = config.dataset
+        self.order = sample_order(config, shuffle=shuffle)
+        self.offset = 0
+        self.pending: int | None = None
+
+    def shard(self) -> list[int]:
+        info = get_worker_info()
+        return self.order if info is None else self.order[info.id :: info.num_workers]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        shard = self.shard()
+        self.offset, self.pending = (self.pending or 0), None
+        return self._run(shard)
+
+    def _run(self, shard: list[int]) -> Iterator[dict[str, Any]]:
+        while self.offset < len(shard):
+            i = shard[self.offset]
+            self.offset += 1
+            yield self.samples[i]
+        self.offset = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self.order)} samples)"
+
+
+class StatefulTokenIterable(TokenIterable):
+    """`TokenIterable` with torchdata's ``Stateful`` protocol: the state is the offset in
+    this process' shard; a loaded offset applies to the next ``iter()``, and the position
+    moves at ``iter()``, not at the first sample (a state taken in between is the new pass')."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"offset": self.offset if self.pending is None else self.pending}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.pending = int(state_dict["offset"])
+
+
+def _generate(shards: list[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    # Module level, over plain values: datasets pickles the generator and its arguments into
+    # worker processes and hashes them for a fingerprint.
+    for shard in shards:
+        yield from shard
+
+
+def hf_iterable_dataset(config: LoaderConfig, n_shards: int = 4, *, shuffle: bool = False) -> Any:
+    """A Hugging Face ``datasets.IterableDataset`` of the config's samples, in ``n_shards``
+    shards of consecutive samples (`shards` of `sample_order`), formatted as torch tensors.
+
+    ``shuffle=True`` permutes the samples once, from ``config.seed``, before sharding;
+    ``IterableDataset.shuffle(seed, buffer_size)`` (which shuffles the shards and a buffer
+    of samples) is the caller's to apply. The dataset is built from a generator
+    (``IterableDataset.from_generator``): nothing is written to disk, nothing downloaded.
+    """
+    import datasets  # optional: imported only here
+
+    features = datasets.Features({
+        "index": datasets.Value("int64"),
+        "input_ids": datasets.Sequence(datasets.Value("int64")),
+        "labels": datasets.Sequence(datasets.Value("int64")),
+    })
+    # A list in gen_kwargs is how datasets knows the shards: shard k's generator gets [split[k]].
+    samples = config.dataset
+    split = [[{"index": i, "input_ids": samples[i]["input_ids"].tolist(), "labels": samples[i]["labels"].tolist()}
+              for i in shard] for shard in shards(sample_order(config, shuffle=shuffle), n_shards)]
+    dataset = datasets.IterableDataset.from_generator(_generate, features=features, gen_kwargs={"shards": split})
+    return dataset.with_format("torch")
