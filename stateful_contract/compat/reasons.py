@@ -86,8 +86,3 @@ MANUAL_SKIP = (
     "draws epoch 0's permutation from the generator seeded at construction (and a used loader a later one): "
     "after epoch 0 the skip is in the wrong order, silently (docs/findings.md, F24)"
 )
-UNEVEN_AFTER_STOP = (
-    "not the package's: the harness draws a multi-rank checkpoint 'after StopIteration' from the shortest "
-    "rank's epoch, and on a rank whose epoch is one batch longer (uneven shards) it calls that rank's next "
-    "batch 'past the epoch's last batch' (docs/findings.md, F25, a harness limitation reported to the engine)"
-)

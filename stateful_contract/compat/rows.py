@@ -128,8 +128,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         space=ConfigSpace(num_workers=(0, 2)), requires=HF),
     Row("hf_split_by_node", "datasets", "datasets", "hf:hf_split_by_node",
         "split_dataset_by_node(4 shards, rank, world_size=2) under StatefulDataLoader, on 2 ranks",
-        {**_all(why.HF_REAPPLIED, (*RESUMES, "SC30")), "SC31": why.HF_WORLD,
-         **_all(why.UNEVEN_AFTER_STOP, ("SC15", "SC16"))}, world_size=2, requires=HF),
+        {**_all(why.HF_REAPPLIED, (*RESUMES, "SC30")), "SC31": why.HF_WORLD}, world_size=2, requires=HF),
     # --- accelerate -----------------------------------------------------------------------------
     Row("accelerate_1", "accelerate", "accelerate", "accel:accelerate_prepared",
         "prepare_data_loader(DataLoader(shuffle=config.shuffle), use_stateful_dataloader=True), 1 process",
@@ -151,8 +150,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         _all(why.TORCHTITAN), space=ConfigSpace(num_workers=(0, 2)), requires=TITAN),
     Row("torchtitan_2", "torchtitan", "torchtitan", "titan:torchtitan_parallel_aware",
         "the same on 2 data-parallel ranks",
-        {**_all(why.TORCHTITAN, (*RESUMES, "SC30")), **_all(why.UNEVEN_AFTER_STOP, ("SC15", "SC16"))},
-        world_size=2, requires=TITAN),
+        _all(why.TORCHTITAN, (*RESUMES, "SC30")), world_size=2, requires=TITAN),
     # --- litdata and mosaicml-streaming -------------------------------------------------------------
     Row("litdata", "litdata", "litdata", "lit:litdata_streaming",
         "StreamingDataLoader(StreamingDataset(local optimized dir, 3 samples a chunk, shuffle, seed, drop_last))",
