@@ -126,6 +126,13 @@ def matrix(session: nox.Session) -> None:
 
 
 @nox.session
+def museum(session: nox.Session) -> None:
+    """The bug museum's table: docs/museum.md, each piece's clause and the example it is found at (about 3 minutes)."""
+    install(session, "test")
+    session.run("python", "benchmarks/museum_table.py", *session.posargs, env={"PYTHONPATH": "."})
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff on the package, the tests and this file."""
     session.install(*group("lint"))  # the tools only: linting needs neither torch nor the package
