@@ -27,6 +27,8 @@ class Profile:
     #: Seconds one example may take before the loader counts as hung.
     timeout: float
     description: str
+    #: Judges clauses in parallel processes, one per core, by default (`check(jobs=...)`).
+    parallel: bool = False
 
     def draw_seed(self, seed: int | None = None) -> int | None:
         """The search seed: ``seed`` if given; else a fresh one for a random profile (``dev``,
@@ -46,7 +48,7 @@ PROFILES: dict[str, Profile] = {
                   description="derandomized, deterministic verdicts (default)"),
     # Before a release or after a bug: many more examples, still bounded.
     "thorough": Profile("thorough", examples=400, worker_examples=30, derandomize=False, timeout=60.0,
-                        description="many more examples"),
+                        description="many more examples, on every core", parallel=True),
 }
 
 
