@@ -29,6 +29,15 @@ class Profile:
     description: str
     #: Judges clauses in parallel processes, one per core, by default (`check(jobs=...)`).
     parallel: bool = False
+    #: Worker examples per clause on several ranks (None: ``worker_examples``): there each one
+    #: starts workers on every rank, and the ranks share the machine's cores.
+    rank_worker_examples: int | None = None
+
+    def worker_examples_on(self, world_size: int) -> int:
+        """Worker examples per clause of a check on ``world_size`` ranks."""
+        if world_size > 1 and self.rank_worker_examples is not None:
+            return self.rank_worker_examples
+        return self.worker_examples
 
     def draw_seed(self, seed: int | None = None) -> int | None:
         """The search seed: ``seed`` if given; else a fresh one for a random profile (``dev``,
@@ -44,10 +53,13 @@ PROFILES: dict[str, Profile] = {
     "dev": Profile("dev", examples=15, worker_examples=2, derandomize=False, timeout=20.0,
                    description="fast feedback, random examples"),
     # The default: deterministic, so a CI verdict does not flip between runs.
-    "ci": Profile("ci", examples=40, worker_examples=4, derandomize=True, timeout=30.0,
-                  description="derandomized, deterministic verdicts (default)"),
+    # 16 worker examples per clause (4 before issue 13): a bug that needs a worker count and a
+    # checkpoint it does not divide is found by search, not by luck; half of them keep their
+    # workers across epochs (`LoaderConfig.persistent_workers`), which halves their cost.
+    "ci": Profile("ci", examples=40, worker_examples=16, derandomize=True, timeout=30.0,
+                  description="derandomized, deterministic verdicts (default)", rank_worker_examples=4),
     # Before a release or after a bug: many more examples, still bounded.
-    "thorough": Profile("thorough", examples=400, worker_examples=30, derandomize=False, timeout=60.0,
+    "thorough": Profile("thorough", examples=400, worker_examples=64, derandomize=False, timeout=60.0,
                         description="many more examples, on every core", parallel=True),
 }
 
