@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 from ._engine.executors import Executor
 from ._engine.outcome import Outcome
@@ -104,8 +104,8 @@ def judge_apart(clauses: Sequence[Clause], jobs: int, *, judge: Judge, executor:
                 started(c)
                 conn.send_bytes(pickle.dumps(("judge", c.id)))
                 running[conn] = c
-            for conn in wait(list(running)):
-                assert isinstance(conn, Connection)
+            for ready in wait(list(running)):
+                conn = cast(Connection, ready)
                 c = running.pop(conn)
                 try:
                     kind, payload, seconds = pickle.loads(conn.recv_bytes())
@@ -159,7 +159,7 @@ def _job(conn: Connection, other_end: Connection, judge: Judge, make_executor: C
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the checker's; it ends the jobs
-    from .clauses import lookup
+    from .clauses.registry import lookup
 
     executor = make_executor()
     try:

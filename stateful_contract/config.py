@@ -204,7 +204,7 @@ def loader_configs(
     """
     size = draw(dataset_size)
     batch, shuffle = draw(batch_size), draw(st.booleans())
-    generator = draw(st.sampled_from(["default", "explicit"]))
+    generator: GeneratorKind = draw(st.sampled_from(["default", "explicit"]))
     seed, drop_last, workers = draw(st.integers(0, 2**16)), draw(st.booleans()), draw(num_workers)
     return LoaderConfig(
         dataset_size=size,

@@ -78,10 +78,12 @@ def describe_space(counts: dict[str, int], worker_counts: tuple[int, ...] | list
     space = space_points(worker_counts, aligned)
     seen = {k for k, v in counts.items() if v and k in space}
     share = f"checkpoint space: {len(seen)} of {len(space)} points ({100 * len(seen) / max(1, len(space)):.0f}%)"
-    dims = [("epoch", lambda c: c.split("/")[1]), ("position", lambda c: c.split("/")[2]),
-            ("workers", lambda c: c.split("/")[0].removeprefix(POINT_PREFIX)), ("hops", lambda c: c.split("/")[3])]
-    missing = [f"{name} {value}" for name, part in dims for value in sorted({part(c) for c in space} - {
-        part(c) for c in seen})]
+    def parts(cell: str) -> list[str]:  # "point:w2/e1/mid-window/h1" -> its four dimensions' values
+        workers, epoch, kind, hops = cell.removeprefix(POINT_PREFIX).split("/")
+        return [f"epoch {epoch[1:]}", kind, f"{workers[1:]} workers", f"{hops[1:]} hop" + ("" if hops == "h1" else "s")]
+
+    reached = {p for c in seen for p in parts(c)}
+    missing = sorted({p for c in space for p in parts(c)} - reached)
     return share + ("; every kind reached" if not missing else "; never reached: " + ", ".join(missing))
 
 
