@@ -187,6 +187,7 @@ class _Run:
         needed = {n for c in order for n in c.needs}
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
+        apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
         for c in order:
             if c in apart:
                 continue
