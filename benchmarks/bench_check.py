@@ -1,6 +1,6 @@
 """Benchmark: how long the contract takes, against the import it cannot avoid (issue 13's goals).
 
-    python benchmarks/bench_check.py [--repeat 3] [--compare PATH] [--write docs/performance.md]
+    python benchmarks/bench_check.py [--repeat 3] [--long-repeat 2] [--compare PATH] [--write docs/performance.md]
 
 Measures, as medians over ``--repeat`` rounds of runs in fresh processes, each round running
 every command once (the machines are shared and noisy, so ratios to a baseline measured in
@@ -115,6 +115,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--compare", metavar="PATH", type=Path, help="another checkout, measured in the same rounds")
     parser.add_argument("--write", metavar="PATH", help="append the results as a Markdown table")
+    parser.add_argument("--long-repeat", type=int, default=None, metavar="N",
+                        help="rounds that also run the full checks (default: every round); the import and SC02 "
+                             "run in every round")
     parser.add_argument("--no-thorough", action="store_true", help="skip the thorough measurement (minutes)")
     args = parser.parse_args()
 
@@ -131,15 +134,19 @@ def main() -> None:
             found.setdefault(name, []).append(facts(report))
 
     overhead = []
-    for _ in range(args.repeat):
+    long_rounds = args.repeat if args.long_repeat is None else min(args.long_repeat, args.repeat)
+    for round_ in range(args.repeat):
         loads.append(os.getloadavg()[0])
         note("base", run(BASELINE, ROOT)[0])
         note("sc02", run(SC02, ROOT)[0])
+        if args.compare:
+            note("before_sc02", run(SC02, args.compare)[0])
+        if round_ >= long_rounds:
+            continue
         note("full", *report_of(FULL, ROOT))
         note("full_j2", *report_of([*FULL, "--jobs", "2"], ROOT))
         if args.compare:
             note("before_full", *report_of(FULL, args.compare))
-            note("before_sc02", run(SC02, args.compare)[0])
         if not args.no_thorough:
             note("thorough_1", *report_of([*thorough, "--jobs", "1"], ROOT))
             note("thorough_n", *report_of(thorough, ROOT))
@@ -187,7 +194,7 @@ def main() -> None:
     table = ["| measurement | median | ratio / detail | note |", "|---|---|---|---|"]
     table += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    footer = (f"repeat={args.repeat}, {cores} cores, load average (1 min) {min(loads):.1f} to {max(loads):.1f} "
+    footer = (f"repeat={args.repeat} (the full checks {long_rounds}), {cores} cores, load average (1 min) {min(loads):.1f} to {max(loads):.1f} "
               f"during the rounds, python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d %H:%M')}")
     print("\n".join(table))
     print(f"({footer})")

@@ -1,8 +1,10 @@
 """Run profiles: how hard the contract searches.
 
 Every profile includes worker configurations (1 and 2 worker processes), with fewer
-examples, because each one costs about 0.1 s of process start-up on a 2-core machine
-against about 1 ms for an in-process example.
+examples, because each one costs 0.1 to 1 s of worker start-up on a 2-core machine
+against a few ms for an in-process example. The worker examples of a check draw from one
+pool of configurations (`stateful_contract._engine.pool`), so their uninterrupted runs
+are shared by every clause; ``thorough`` judges clauses in parallel on every core.
 """
 
 from __future__ import annotations
