@@ -28,7 +28,7 @@ from ..config import ConfigSpace, LoaderConfig
 
 __all__ = ["POOL_SIZE", "worker_configs", "worker_pool"]
 
-#: Configurations in the pool: enough that every clause's 16 ci worker examples meet many of them.
+#: Configurations in the pool at least (a search of n worker examples per clause has 2n): each meets many clauses.
 POOL_SIZE = 24
 #: Batches per epoch of a pool configuration, at most.
 MAX_BATCHES = 6
