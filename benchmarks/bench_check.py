@@ -1,37 +1,45 @@
-"""Benchmark: how long the contract takes, against the import it cannot avoid.
+"""Benchmark: how long the contract takes, against the import it cannot avoid (issue 13's goals).
 
-    python benchmarks/bench_check.py [--repeat 3] [--write docs/performance.md]
+    python benchmarks/bench_check.py [--repeat 3] [--long-repeat 2] [--compare PATH] [--write docs/performance.md]
 
 Measures, as medians over ``--repeat`` rounds of runs in fresh processes, each round running
 every command once (the machines are shared and noisy, so ratios to a baseline measured in
-the same rounds are what count):
+the same rounds are what count). Every subprocess runs this checkout (``PYTHONPATH`` is set
+to it), or with ``--compare PATH`` also another one (a copy of main, say) in the same rounds:
 
 - the baseline: ``python -c "import torch, torchdata.stateful_dataloader, hypothesis"``;
-- the verdict on the seed's signature bug alone (``check ... --clause SC02``), target 1.5x,
-  supervised (the default) and ``--in-process``;
-- the full ci profile on a correct loader (the reference wrapper, worker configs
-  included), target 20x, supervised and ``--in-process``;
-- examples per second, and the harness's overhead over the loader work it performs
-  (time inside the factory and the loader's own methods, measured by a timing proxy).
+- SC02 alone on the seed's wrapper (``check ... --clause SC02``), target 1.5x the import;
+- the full ci profile (every version-2 clause) on the reference wrapper, supervised, target
+  5x the import; its worker examples and the share of the checkpoint space it visited, from
+  its JSON report; the same with ``--jobs 2``;
+- the thorough profile on a few clauses, on one core (``--jobs 1``) and on every core (the
+  default): the measured speed-up, and the one the run reports;
+- the harness's overhead: time outside the loader's own methods (factory, ``iter``, ``next``,
+  ``state_dict``, ``load_state_dict``, timed by a proxy) over time inside them, in one
+  in-process ci check; target 2x.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 BASELINE = [PY, "-c", "import torch, torchdata.stateful_dataloader, hypothesis"]
-SC02 = [PY, "-m", "stateful_contract", "check", "stateful_contract.reference.factories:mindspeed_wrapper",
-        "--clause", "SC02", "--quiet"]
-FULL = [PY, "-m", "stateful_contract", "check", "stateful_contract.reference.factories:reference_wrapper",
-        "--quiet"]
-IN_PROCESS = ["--in-process"]
+CHECK = [PY, "-m", "stateful_contract", "check"]
+SC02 = [*CHECK, "stateful_contract.reference.factories:mindspeed_wrapper", "--clause", "SC02", "--quiet"]
+FULL = [*CHECK, "stateful_contract.reference.factories:reference_wrapper", "--quiet"]
+#: Clauses of the thorough measurement (SC01 and SC18, which they need, run first, on one core).
+THOROUGH_CLAUSES = ("SC10", "SC13", "SC14", "SC15")
 
 #: Runs in-process with a timing proxy around the loader, to split harness from loader time.
 OVERHEAD = r"""
@@ -62,63 +70,138 @@ def factory(config):
     finally: spent[0] += time.perf_counter() - t
 
 t = time.perf_counter()
-report = check(factory, isolation="in-process")  # the timing proxy must live in this process
+report = check(factory, isolation="in-process", jobs=1)  # the timing proxy must live in this process
 total = time.perf_counter() - t
 examples = sum(r.examples for r in report.results)
 print(json.dumps({"total": total, "loader": spent[0], "examples": examples, "passed": report.passed}))
 """
 
 
-def timed(cmd: list[str]) -> float:
+def run(cmd: list[str], tree: Path) -> tuple[float, str]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     started = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - started
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=False, env=env,
+                          cwd=tree)
+    return time.perf_counter() - started, done.stdout
+
+
+def report_of(cmd: list[str], tree: Path) -> tuple[float, dict]:  # type: ignore[type-arg]
+    with tempfile.TemporaryDirectory() as d:
+        seconds, _ = run([*cmd, "--json", f"{d}/r.json"], tree)
+        return seconds, json.loads(Path(f"{d}/r.json").read_text())
+
+
+def facts(report: dict) -> dict[str, float]:  # type: ignore[type-arg]
+    """Worker examples, the share of the checkpoint space, and the speed-up a report notes."""
+    coverage: dict[str, int] = {}
+    for c in report["clauses"]:
+        for k, v in c.get("coverage", {}).items():
+            coverage[k] = coverage.get(k, 0) + v
+    out = {"workers": float(coverage.get("with-workers", 0)), "verdict_pass": float(report["verdict"] == "pass")}
+    if report.get("num_workers"):
+        sys.path.insert(0, str(ROOT))
+        from stateful_contract._engine.coverage import space_points
+
+        space = space_points(report["num_workers"], report.get("checkpoint_alignment") is not None)
+        out["space"] = len({k for k in coverage if k in space}) / len(space)
+    noted = [float(m.group(1)) for n in report.get("notes", []) if (m := re.search(r"([\d.]+)x one core", n))]
+    if noted:
+        out["noted_speedup"] = noted[0]
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--compare", metavar="PATH", type=Path, help="another checkout, measured in the same rounds")
     parser.add_argument("--write", metavar="PATH", help="append the results as a Markdown table")
+    parser.add_argument("--long-repeat", type=int, default=None, metavar="N",
+                        help="rounds that also run the full checks (default: every round); the import and SC02 "
+                             "run in every round")
+    parser.add_argument("--no-thorough", action="store_true", help="skip the thorough measurement (minutes)")
     args = parser.parse_args()
 
-    timed(BASELINE)  # warm the file cache
-    # In rounds, every command once per round: the load of a shared machine drifts, and a
-    # drift must not land on one command's runs only.
-    commands = {"base": BASELINE, "sc02": SC02, "sc02_in": SC02 + IN_PROCESS, "full": FULL,
-                "full_in": FULL + IN_PROCESS}
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(args.repeat):
-        for name, cmd in commands.items():
-            times[name].append(timed(cmd))
-    base, sc02, sc02_in, full, full_in = (statistics.median(times[name]) for name in commands)
-    runs = [json.loads(subprocess.run([PY, "-c", OVERHEAD], capture_output=True, text=True, check=True)
-                       .stdout.strip().splitlines()[-1]) for _ in range(args.repeat)]
-    total = statistics.median(r["total"] for r in runs)
-    loader = statistics.median(r["loader"] for r in runs)
-    examples = statistics.median(r["examples"] for r in runs)
+    thorough = [*CHECK, "stateful_contract.reference.factories:reference_wrapper", "--quiet", "--profile", "thorough",
+                *[a for c in THOROUGH_CLAUSES for a in ("--clause", c)]]
+    run(BASELINE, ROOT)  # warm the file cache
+    times: dict[str, list[float]] = {}
+    found: dict[str, list[dict[str, float]]] = {}
+    loads: list[float] = []
+
+    def note(name: str, seconds: float, report: dict | None = None) -> None:  # type: ignore[type-arg]
+        times.setdefault(name, []).append(seconds)
+        if report is not None:
+            found.setdefault(name, []).append(facts(report))
+
+    overhead = []
+    long_rounds = args.repeat if args.long_repeat is None else min(args.long_repeat, args.repeat)
+    for round_ in range(args.repeat):
+        loads.append(os.getloadavg()[0])
+        note("base", run(BASELINE, ROOT)[0])
+        note("sc02", run(SC02, ROOT)[0])
+        if args.compare:
+            note("before_sc02", run(SC02, args.compare)[0])
+        if round_ >= long_rounds:
+            continue
+        note("full", *report_of(FULL, ROOT))
+        note("full_j2", *report_of([*FULL, "--jobs", "2"], ROOT))
+        if args.compare:
+            note("before_full", *report_of(FULL, args.compare))
+        if not args.no_thorough:
+            note("thorough_1", *report_of([*thorough, "--jobs", "1"], ROOT))
+            note("thorough_n", *report_of(thorough, ROOT))
+        overhead.append(json.loads(run([PY, "-c", OVERHEAD], ROOT)[1].strip().splitlines()[-1]))
+        loads.append(os.getloadavg()[0])
+
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    fact = {name: {k: statistics.median(f[k] for f in fs if k in f) for k in fs[0]} for name, fs in found.items()}
+    base = med["base"]
+    total = statistics.median(r["total"] for r in overhead)
+    loader = statistics.median(r["loader"] for r in overhead)
     rows = [
         ("import torch, torchdata, hypothesis (baseline)", f"{base:.2f} s", "1.0x", ""),
-        ("`check mindspeed_wrapper --clause SC02` (supervised)", f"{sc02:.2f} s", f"{sc02 / base:.2f}x",
+        ("`check mindspeed_wrapper --clause SC02` (supervised)", f"{med['sc02']:.2f} s", f"{med['sc02'] / base:.2f}x",
          "target <= 1.5x"),
-        ("the same, `--in-process`", f"{sc02_in:.2f} s", f"{sc02_in / base:.2f}x",
-         f"supervised / in-process: {sc02 / sc02_in:.2f}x"),
-        ("`check reference_wrapper` (ci, workers included, supervised)", f"{full:.2f} s", f"{full / base:.1f}x",
-         "target <= 20x"),
-        ("the same, `--in-process`", f"{full_in:.2f} s", f"{full_in / base:.1f}x",
-         f"supervised / in-process: {full / full_in:.2f}x"),
-        ("examples per second (ci, in-process check)", f"{examples / total:.0f}/s",
-         f"{examples:.0f} examples in {total:.1f} s", ""),
-        ("time inside the loader (factory, iter, next, state methods)", f"{loader:.1f} s",
-         f"{100 * loader / total:.0f}% of the check", "the rest is the harness"),
+        ("`check reference_wrapper` (ci, every v2 clause, supervised, one job)", f"{med['full']:.1f} s",
+         f"{med['full'] / base:.1f}x", "target <= 5x"),
+        ("the same, `--jobs 2`", f"{med['full_j2']:.1f} s", f"{med['full_j2'] / base:.1f}x",
+         f"one job / two: {med['full'] / med['full_j2']:.2f}x"),
+        ("worker examples (num_workers > 0) in the ci check", f"{fact['full']['workers']:.0f}", "",
+         "target >= 4x before" + (f": before {fact['before_full']['workers']:.0f}, "
+                                  f"{fact['full']['workers'] / fact['before_full']['workers']:.1f}x"
+                                  if "before_full" in fact else "")),
+        ("share of the checkpoint space the ci check visited", f"{100 * fact['full'].get('space', 0):.0f}%", "",
+         "epochs x positions x window phases x worker counts x hops"),
+    ]
+    if "before_full" in med:
+        rows += [
+            ("before: `check reference_wrapper` (ci)", f"{med['before_full']:.1f} s",
+             f"{med['before_full'] / base:.1f}x", f"after / before: {med['full'] / med['before_full']:.2f}x"),
+            ("before: `--clause SC02`", f"{med['before_sc02']:.2f} s", f"{med['before_sc02'] / base:.2f}x", ""),
+        ]
+    if "thorough_1" in med:
+        rows += [
+            (f"thorough, {', '.join(THOROUGH_CLAUSES)}, `--jobs 1`", f"{med['thorough_1']:.1f} s",
+             f"{med['thorough_1'] / base:.1f}x", ""),
+            ("the same on every core (the default)", f"{med['thorough_n']:.1f} s", f"{med['thorough_n'] / base:.1f}x",
+             f"speed-up {med['thorough_1'] / med['thorough_n']:.2f}x measured, "
+             f"{fact['thorough_n'].get('noted_speedup', 1.0):.2f}x as the report notes it"),
+        ]
+    rows += [
+        ("harness overhead: time outside the loader / inside it (in-process ci check)",
+         f"{(total - loader) / loader:.2f}x", f"{loader:.1f} s inside of {total:.1f} s", "target <= 2x"),
     ]
     table = ["| measurement | median | ratio / detail | note |", "|---|---|---|---|"]
     table += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    footer = (f"repeat={args.repeat} (the full checks {long_rounds}), {cores} cores, load average (1 min) {min(loads):.1f} to {max(loads):.1f} "
+              f"during the rounds, python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d %H:%M')}")
     print("\n".join(table))
-    print(f"(repeat={args.repeat}, python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d')})")
+    print(f"({footer})")
+    print(json.dumps({"times": times, "facts": found}), file=sys.stderr)
     if args.write:
         with Path(args.write).open("a", encoding="utf-8") as f:
-            f.write("\n" + "\n".join(table) + f"\n\nMeasured {time.strftime('%Y-%m-%d')}, "
-                    f"median of {args.repeat} runs each.\n")
+            f.write("\n" + "\n".join(table) + f"\n\n{footer}.\n")
 
 
 if __name__ == "__main__":

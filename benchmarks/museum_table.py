@@ -43,12 +43,14 @@ from hypothesis.internal.observability import (  # noqa: E402
 from museum.baseline import BASELINE_KS, baseline_configs, run_baseline  # noqa: E402
 
 from stateful_contract import CLAUSES, Progress, check  # noqa: E402
+from stateful_contract.profiles import PROFILES  # noqa: E402
 
 #: Clauses in the order the table lists them.
 ORDER = [c.id for c in CLAUSES]
 #: In-process examples per clause of the ci profile (docs/clauses.md, docs/performance.md):
 #: a search that first fails after this many examples failed in the worker phase.
-CI_IN_PROCESS_EXAMPLES = 40
+CI_IN_PROCESS_EXAMPLES = PROFILES["ci"].examples
+CI_WORKER_EXAMPLES = PROFILES["ci"].worker_examples
 
 
 @dataclasses.dataclass
@@ -151,8 +153,8 @@ def render(measured: list[Measured], total: float) -> str:
         "a public tracker, rebuilt as a small loader in `tests/museum/` from the report's mechanism (no code "
         "is copied from the report or its project), with the report cited in its docstring.",
         "",
-        "- **caught today**: the clauses `check(factory)` fails, the default ci profile (40 in-process and 4 "
-        "worker examples per clause, derandomized), with the piece's own `check()` arguments (`world_size=2` "
+        "- **caught today**: the clauses `check(factory)` fails, the default ci profile "
+        f"({CI_IN_PROCESS_EXAMPLES} in-process and {CI_WORKER_EXAMPLES} worker examples per clause, derandomized), with the piece's own `check()` arguments (`world_size=2` "
         "for the multi-rank pieces); in brackets the example at which that clause's search first failed "
         "(the examples Hypothesis ran to a verdict, counted by this script: see its docstring). The clause "
         "that should catch it is in bold. SC30 has no count: its search runs in the rank processes.",
@@ -190,7 +192,7 @@ def render(measured: list[Measured], total: float) -> str:
     lines += ["", "## What the measurements say", "",
               f"- Found only by the worker examples (after the {in_process} in-process ones): "
               + (", ".join(m.piece.id for m in worker_only) or "none")
-              + ". With 4 worker examples per clause, a bug that needs two workers *and* a particular "
+              + f". With {CI_WORKER_EXAMPLES} worker examples per clause, a bug that needs two workers *and* a particular "
               "checkpoint is found by luck: "
               + (", ".join(m.piece.id for m in measured if m.piece.id in museum.CI_MISSES
                            and m.piece.should_catch != "SC30") or "none") + " are not.",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 from typing import TextIO
 
-from ._engine.coverage import describe_coverage
+from ._engine.coverage import describe_coverage, describe_space
 from .report import ClauseResult, Report
 
 __all__ = ["SHOWN", "coverage_line", "render_report", "render_result", "summary_line"]
@@ -59,7 +59,10 @@ def coverage_line(report: Report) -> str:
     if not counts:
         return ""
     seed = "derandomized" if report.seed is None else f"seed {report.seed}"
-    return f"coverage: {describe_coverage(counts)} ({seed})"
+    line = f"coverage: {describe_coverage(counts)} ({seed})"
+    if report.num_workers:  # the share of the checkpoint space (report format 5 on)
+        line += "; " + describe_space(counts, report.num_workers, report.checkpoint_alignment is not None)
+    return line
 
 
 def render_report(report: Report, out: TextIO) -> None:

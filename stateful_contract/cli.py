@@ -138,6 +138,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         clauses = [clause(c).id for c in args.clause] or None
         options = {"checkpoint_alignment": _alignment(args.checkpoint_alignment),
                    "memory_limit": _memory(args.memory_limit)}
+        if args.jobs is not None and args.jobs < 1:
+            raise _Usage(f"--jobs takes a number >= 1, got {args.jobs}")
         if args.world_size < 1:
             raise _Usage(f"--world-size takes a number >= 1, got {args.world_size}")
         if args.timeout is not None and args.timeout < 0:
@@ -151,7 +153,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         try:
             report = check(args.target, profile=args.profile, clauses=clauses, expected_failures=expected,
                            strict=args.strict, timeout=args.timeout, world_size=args.world_size,
-                           isolation="in-process" if args.in_process else None, seed=args.seed,
+                           isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
                            progress=None if args.quiet else _Live(sys.stderr), **options)
         except (TargetError, FactoryError) as e:
             if args.verbose:
@@ -265,6 +267,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--in-process", action="store_true",
                    help="run the loader in this process, not a supervised child (for a debugger; a crash then "
                         "ends the check)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="judge clauses in N parallel processes (default: every core for thorough, else 1)")
     p.add_argument("--json", metavar="PATH", help="write the report as JSON")
     p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause)")
     p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause)")

@@ -77,7 +77,9 @@ class LoaderConfig:
     ``generator="default"`` means no ``generator=`` argument: the sampler seeds itself
     from torch's global RNG, which the contract seeds with ``seed`` right before every
     factory call (as a trainer seeds at start-up). ``"explicit"`` passes
-    ``torch.Generator().manual_seed(seed)``.
+    ``torch.Generator().manual_seed(seed)``. ``persistent_workers`` keeps the worker
+    processes alive across epochs (``StatefulDataLoader(persistent_workers=True)``); it means
+    nothing without workers, and `stateful_dataloader` then leaves it out.
     """
 
     dataset_size: int = 8
@@ -86,6 +88,7 @@ class LoaderConfig:
     seed: int = 0
     drop_last: bool = False
     num_workers: int = 0
+    persistent_workers: bool = False
     grad_acc_step: int = 1
     generator: GeneratorKind = "default"
     seq_len: int = 8
@@ -170,6 +173,8 @@ class LoaderConfig:
                 kwargs["shuffle"] = self.shuffle
         if self.num_workers > 0 and sys.platform.startswith("linux"):
             kwargs["multiprocessing_context"] = "fork"
+        if self.num_workers > 0 and self.persistent_workers:
+            kwargs["persistent_workers"] = True
         kwargs.update(overrides)
         return StatefulDataLoader(self.dataset, **kwargs)
 
@@ -222,19 +227,26 @@ def loader_configs(
     """Configurations the way users build loaders.
 
     Shrinks towards the simplest loader: no shuffling, default generator, no
-    ``drop_last``, one sample per batch, ``grad_acc_step=1``. The ranges cover uneven
+    ``drop_last``, one sample per batch, ``grad_acc_step=1``, workers that are not persistent.
+    The ranges cover uneven
     last batches, ``drop_last`` epochs with no batch at all, windows longer than an
     epoch (``grad_acc_step`` > batches per epoch) and epochs whose last window is short.
     """
     size = draw(dataset_size)
+    batch, shuffle = draw(batch_size), draw(st.booleans())
+    generator: GeneratorKind = draw(st.sampled_from(["default", "explicit"]))
+    seed, drop_last, workers = draw(st.integers(0, 2**16)), draw(st.booleans()), draw(num_workers)
     return LoaderConfig(
         dataset_size=size,
-        batch_size=draw(batch_size),
-        shuffle=draw(st.booleans()),
-        generator=draw(st.sampled_from(["default", "explicit"])),
-        seed=draw(st.integers(0, 2**16)),
-        drop_last=draw(st.booleans()),
-        num_workers=draw(num_workers),
+        batch_size=batch,
+        shuffle=shuffle,
+        generator=generator,
+        seed=seed,
+        drop_last=drop_last,
+        num_workers=workers,
+        # Drawn only with workers (so configs without them draw as before): half the worker
+        # examples keep their workers across epochs, as many trainers do, and fork them once.
+        persistent_workers=workers > 0 and draw(st.booleans()),
         grad_acc_step=draw(grad_acc_step),
         rank=rank,
         world_size=world_size,

@@ -18,6 +18,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ._engine.coverage import POINT_PREFIX
 from ._render import SHOWN, coverage_line, render_result, summary_line
 from .report import ClauseResult, Report
 
@@ -62,7 +63,7 @@ def junit_xml(report: Report) -> str:
             ET.SubElement(case, "skipped", {"message": f"not judged: {r.message}"})
         if r.coverage:
             out = ET.SubElement(case, "system-out")
-            out.text = ", ".join(f"{k}: {v}" for k, v in r.coverage.items())
+            out.text = ", ".join(f"{k}: {v}" for k, v in r.coverage.items() if not k.startswith(POINT_PREFIX))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 

@@ -30,8 +30,11 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: failing example (``config``, ``plan``); version 3 adds what took a loader's process down
 #: (``killed_by``), whether the run was ``interrupted``, and the verdict ``"interrupted"``;
 #: version 4 adds what the search covered per clause (``coverage``) and the search seed
-#: (``seed``, null for a derandomized run). Older reports still load.
-REPORT_FORMAT = 4
+#: (``seed``, null for a derandomized run); version 5 adds the worker counts of the
+#: configuration space searched (``num_workers``), which with the points each clause reached
+#: (``coverage`` keys ``point:...``) gives the share of the checkpoint space visited.
+#: Older reports still load.
+REPORT_FORMAT = 5
 
 
 @dataclass
@@ -128,6 +131,9 @@ class Report:
     interrupted: bool = False
     #: The Hypothesis seed of the search (``check(seed=...)``, ``--seed``); None when derandomized.
     seed: int | None = None
+    #: The worker counts of the configuration space searched (``ConfigSpace.num_workers``; empty in
+    #: reports before format 5): a dimension of the checkpoint space the coverage line measures.
+    num_workers: list[int] = field(default_factory=list)
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:
@@ -171,6 +177,7 @@ class Report:
             "world_size": self.world_size,
             "checkpoint_alignment": self.checkpoint_alignment,
             "seed": self.seed,
+            "num_workers": list(self.num_workers),
             "notes": list(self.notes),
             "interrupted": self.interrupted,
             "clauses": [asdict(r) for r in self.results],
@@ -198,6 +205,7 @@ class Report:
             notes=list(data.get("notes", [])),
             interrupted=bool(data.get("interrupted", False)),
             seed=data.get("seed"),
+            num_workers=list(data.get("num_workers", [])),
         )
 
     @classmethod

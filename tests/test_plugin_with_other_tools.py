@@ -145,7 +145,7 @@ def test_the_terminal_summary_shows_each_class_its_coverage_and_its_seed(pyteste
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*- StatefulLoader contract -*",
                                  "test_loaders.py::TestReference: pass, 1 clauses, profile dev",
-                                 "  coverage: checkpoints *at window boundaries*(seed 11)"])
+                                 "  coverage: checkpoints *at window boundaries*(seed 11); checkpoint space: * of * points (*"])
 
 
 def test_a_failure_from_a_pytest_report_replays_from_the_command_line(

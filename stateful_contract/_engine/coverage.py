@@ -15,10 +15,11 @@ from typing import Any
 
 from ..config import LoaderConfig
 from .epoch_plans import EpochLoop
-from .plans import Hops
+from .plans import CHECKPOINT_EPOCHS, Hops
 from .steps import Position
 
-__all__ = ["CATEGORIES", "EVENTS", "coverage_of", "describe_coverage"]
+__all__ = ["CATEGORIES", "EVENTS", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space",
+           "space_points"]
 
 #: Every category, in the order they are shown, with how a summary names it.
 CATEGORIES: dict[str, str] = {
@@ -42,6 +43,48 @@ EVENTS: dict[str, str] = {
     "with-workers": "with worker processes",
     "hops": "resume hops",
 }
+
+
+#: Coverage keys naming one point of the checkpoint space (`space_points`) start with this.
+POINT_PREFIX = "point:"
+#: The kinds of checkpoint point within an epoch, the space's batch positions × window phases.
+KINDS = ("before-first-iter", "epoch-start", "mid-window", "window-boundary", "epoch-end", "after-stop-iteration")
+#: Resume hops after the first checkpoint (SC11 draws 1 or 2; every other plan has none).
+HOPS = (0, 1, 2)
+
+
+def _cell(workers: int, epoch: int, kind: str, hops: int) -> str:
+    return f"{POINT_PREFIX}w{workers}/e{epoch}/{kind}/h{hops}"
+
+
+def space_points(worker_counts: tuple[int, ...] | list[int], aligned: bool) -> frozenset[str]:
+    """The checkpoint space a search can reach: epochs × batch positions × window phases × worker
+    counts × hops. Before the first ``iter()`` exists in epoch 0 only; a loader declared exact only
+    at window boundaries (``aligned``) has no mid-window point."""
+    from .plans import CHECKPOINT_EPOCHS
+
+    kinds = [k for k in KINDS if not (aligned and k == "mid-window")]
+    return frozenset(_cell(w, e, k, h) for w in worker_counts for e in range(CHECKPOINT_EPOCHS) for k in kinds
+                     for h in HOPS if e == 0 or k != "before-first-iter")
+
+
+def _kind(position: Position, lengths: list[int], window: int) -> str:
+    kind = _point(position, lengths, window)
+    return "epoch-start" if kind == "window-boundary" and position.batches == 0 else kind
+
+
+def describe_space(counts: dict[str, int], worker_counts: tuple[int, ...] | list[int], aligned: bool) -> str:
+    """``checkpoint space: 61 of 99 points (62%); every kind reached`` (or the kinds never reached)."""
+    space = space_points(worker_counts, aligned)
+    seen = {k for k, v in counts.items() if v and k in space}
+    share = f"checkpoint space: {len(seen)} of {len(space)} points ({100 * len(seen) / max(1, len(space)):.0f}%)"
+    def parts(cell: str) -> list[str]:  # "point:w2/e1/mid-window/h1" -> its four dimensions' values
+        workers, epoch, kind, hops = cell.removeprefix(POINT_PREFIX).split("/")
+        return [f"epoch {epoch[1:]}", kind, f"{workers[1:]} workers", f"{hops[1:]} hop" + ("" if hops == "h1" else "s")]
+
+    reached = {p for c in seen for p in parts(c)}
+    missing = sorted({p for c in space for p in parts(c)} - reached)
+    return share + ("; every kind reached" if not missing else "; never reached: " + ", ".join(missing))
 
 
 def _point(position: Position, lengths: list[int], window: int) -> str:
@@ -74,16 +117,24 @@ def coverage_of(config: LoaderConfig, plan: Any, lengths: list[int] | None) -> C
     if plan is None or not dataclasses.is_dataclass(plan) or isinstance(plan, type):
         return counts
     window = max(1, config.grad_acc_step)
+    hops = len(plan.stops) if isinstance(plan, Hops) else 0
     for f in dataclasses.fields(plan):
         value = getattr(plan, f.name)
         if isinstance(value, Position):
             counts[_point(value, lengths or [], window)] += 1
+            if value.epoch < CHECKPOINT_EPOCHS:
+                counts[_cell(config.num_workers, value.epoch, _kind(value, lengths or [], window), hops)] += 1
     if getattr(plan, "before_iter", False) is True and not isinstance(plan, Position):
         counts["before-first-iter"] += 1  # StateCalls: a state_dict() before the first iter()
     if isinstance(plan, EpochLoop):  # SC21: a kind of point in an epoch of the set_epoch loop
         kind = {"before iter()": "before-first-iter" if plan.epoch == 0 else "window-boundary",
                 "after the last batch": "epoch-end", "after StopIteration": "after-stop-iteration"}.get(plan.kind)
         counts[kind or ("window-boundary" if plan.batches % window == 0 else "mid-window")] += 1
+        if plan.epoch < CHECKPOINT_EPOCHS:
+            cell = kind if kind != "window-boundary" else "epoch-start"
+            cell = cell or ("epoch-start" if plan.batches == 0 else
+                            "window-boundary" if plan.batches % window == 0 else "mid-window")
+            counts[_cell(config.num_workers, plan.epoch, cell, 0)] += 1
     if isinstance(plan, Hops):
         counts["hops"] += len(plan.stops)
         for stop, opened in zip(plan.stops, plan.after_iter or (False,) * len(plan.stops)):
@@ -99,7 +150,7 @@ def describe_coverage(counts: dict[str, int]) -> str:
     for k in ("with-workers", "hops"):
         if counts.get(k):
             text += f"; {counts[k]} {CATEGORIES[k]}"
-    extra = sorted(set(counts) - set(CATEGORIES))
+    extra = sorted(k for k in set(counts) - set(CATEGORIES) if not k.startswith(POINT_PREFIX))
     if extra:
         text += "; " + ", ".join(f"{counts[k]} {k}" for k in extra)
     return text

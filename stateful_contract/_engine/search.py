@@ -26,6 +26,7 @@ from .example import ClauseLike, ExampleRun
 from .executors import Executor
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
+from .pool import worker_configs
 
 __all__ = ["SEARCHING", "Budget", "SearchClause", "judge_runs", "replay_one", "run_one", "search"]
 
@@ -113,16 +114,18 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         covered.update(coverage_of(clause.fixed_config, None, None))
         return _covered(_verdict(run_one(clause, executor, clause.fixed_config, None), 1, 1), covered)
     executor = cast(Executor, _Counting(executor, covered))
-    in_process = {"strict": STRICT_EXAMPLES, "workers": 2 * profile.worker_examples}.get(clause.budget,
-                                                                                          profile.examples)
+    worker_examples = profile.worker_examples_on(executor.world_size)
+    in_process = {"strict": STRICT_EXAMPLES, "workers": 2 * worker_examples}.get(clause.budget, profile.examples)
     phases = [(False, in_process)]
     if clause.budget in ("search", "workers"):
-        phases.append((True, profile.worker_examples))
+        phases.append((True, worker_examples))
     total = sum(n for _, n in phases)
     examples = 0
     found_after: int | None = None
     for workers, budget in phases:
-        strategy = space.configs(workers=workers)
+        # Worker examples draw from the check's pool (`pool.py`): their uninterrupted runs are shared.
+        strategy = (worker_configs(space, budget, search_seed) if workers and executor.world_size == 1
+                    else space.configs(workers=workers))
         if strategy.is_empty or budget == 0:
             continue
         base = hypothesis_settings(profile, workers=workers)

@@ -134,8 +134,14 @@ def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
     expected = example.program.expression(
         "expected", f"[b for p in {example.program.render(reference)}[{plan.passes}:] for b in p][{k}:]",
         [b for p in reference[plan.passes:] for b in p][k:])
-    # The resumed run finishes the pass it was in (limit - k more batches), then cuts short as before.
-    resumed = cut_short(example.fresh(state), CUT_SHORT_PASSES - plan.passes, plan.limit, first=plan.limit - k)
+    if k < plan.into:
+        # That pass ended (StopIteration) before `into` batches: the state is past it, and the resumed
+        # run goes on with the passes after it (a loader whose iter() continues a pass cut short after an
+        # epoch's last batch has an empty pass there).
+        resumed = cut_short(example.fresh(state), CUT_SHORT_PASSES - plan.passes - 1, plan.limit)
+    else:
+        # The resumed run finishes the pass it was in (limit - k more batches), then cuts short as before.
+        resumed = cut_short(example.fresh(state), CUT_SHORT_PASSES - plan.passes, plan.limit, first=plan.limit - k)
     got = example.program.expression("resumed", f"[b for p in {example.program.render(resumed)} for b in p]",
                                      [b for p in resumed for b in p])
     same_stream(expected, got, clause_id="SC22",

@@ -161,6 +161,15 @@ class WorkerPoolLoader(ShardedEpochLoader):
         self.cursors = [0] * self.workers
         self.next_worker = 0
 
+    def __iter__(self) -> Iterator[Any]:
+        if self.pending is None and self.in_progress:
+            # A new iter() abandons the unfinished epoch (`ShardedEpochLoader`): every worker starts
+            # the next one afresh. (Without this, a pass cut short after an epoch's last batch left
+            # the cursors at its end, and the next pass was empty and skipped an epoch: SC22 found it
+            # once the worker examples drew epochs of three batches cut short after three.)
+            self.cursors, self.next_worker = [0] * self.workers, 0
+        return super().__iter__()
+
     def run(self) -> Iterator[Any]:
         batches = self.batches(self.epoch)
         while True:
