@@ -10,12 +10,11 @@ concurrent ranks never read half a dataset. ``litdata`` is imported only when a 
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from stateful_contract.config import LoaderConfig
+
+from .folders import written_once
 
 __all__ = ["CHUNK_SIZE", "litdata_streaming", "optimized_dir"]
 
@@ -25,26 +24,18 @@ CHUNK_SIZE = 3
 
 def optimized_dir(config: LoaderConfig) -> str:
     """The directory of the config's samples in litdata's optimized format (written on first use)."""
-    from litdata.streaming.writer import BinaryWriter
-
     samples = config.dataset
-    root = Path(tempfile.gettempdir()) / "stateful-contract-litdata"
-    target = root / f"n{samples.size}-s{samples.seq_len}-salt{samples.salt}-c{CHUNK_SIZE}"
-    if not (target / "index.json").exists():
-        root.mkdir(parents=True, exist_ok=True)
-        scratch = tempfile.mkdtemp(dir=root, prefix="writing-")
+
+    def write(scratch: str) -> None:
+        from litdata.streaming.writer import BinaryWriter
+
         writer = BinaryWriter(scratch, chunk_size=CHUNK_SIZE)
         for i in range(samples.size):
             writer[i] = samples[i]
         writer.done()
         writer.merge()
-        try:
-            os.rename(scratch, target)
-        except OSError:  # another process put it there first: same contents
-            import shutil
 
-            shutil.rmtree(scratch, ignore_errors=True)
-    return str(target)
+    return written_once("litdata", f"n{samples.size}-s{samples.seq_len}-salt{samples.salt}-c{CHUNK_SIZE}", write)
 
 
 def litdata_streaming(config: LoaderConfig) -> Any:

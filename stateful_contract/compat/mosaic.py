@@ -10,41 +10,32 @@ downloaded). ``streaming`` is imported only when the factory runs. On a machine 
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from stateful_contract.config import LoaderConfig
 
+from .folders import written_once
+
 __all__ = ["mds_dir", "mosaic_streaming"]
 
 
 def mds_dir(config: LoaderConfig) -> str:
     """The directory of the config's samples in MDS format (written on first use)."""
-    from streaming import MDSWriter
-
     samples = config.dataset
-    root = Path(tempfile.gettempdir()) / "stateful-contract-mds"
-    target = root / f"n{samples.size}-s{samples.seq_len}-salt{samples.salt}"
-    if not (target / "index.json").exists():
-        root.mkdir(parents=True, exist_ok=True)
-        scratch = tempfile.mkdtemp(dir=root, prefix="writing-")
+
+    def write(scratch: str) -> None:
+        from streaming import MDSWriter
+
         columns = {"index": "int64", "input_ids": "ndarray:int64", "labels": "ndarray:int64"}
         with MDSWriter(out=scratch, columns=columns, size_limit=1 << 10) as writer:
             for i in range(samples.size):
                 sample = samples[i]
                 writer.write({"index": i, "input_ids": np.asarray(sample["input_ids"]),
                               "labels": np.asarray(sample["labels"])})
-        try:
-            os.rename(scratch, target)
-        except OSError:
-            import shutil
 
-            shutil.rmtree(scratch, ignore_errors=True)
-    return str(target)
+    return written_once("mds", f"n{samples.size}-s{samples.seq_len}-salt{samples.salt}", write)
 
 
 def mosaic_streaming(config: LoaderConfig) -> Any:
