@@ -125,12 +125,12 @@ class ExampleRun:
 def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,
                 factory_import: str, load_form: LoadForm, alignment: Alignment, timeout: float | None,
                 world: World | None = None, workdir: Path | None = None,
-                drawn_lengths: list[int] | None = None) -> ExampleRun:
+                rank_lengths: RankLengths | None = None) -> ExampleRun:
     """Run ``clause``'s scenario on one example; never raises for what the loader does.
 
-    ``drawn_lengths``: the epoch lengths ``plan`` was drawn from, where they may differ from
-    this rank's own (on several ranks, the shortest): the plan then runs as this rank
-    takes it (`stateful_contract._engine.plans.on_rank`).
+    ``rank_lengths``: on several ranks, the epoch lengths ``plan`` was drawn from (the
+    shortest) and this rank's own: the plan runs as this rank takes that step
+    (`stateful_contract._engine.plans.on_rank`).
     """
     import time
 
@@ -143,8 +143,8 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
     try:
         with recording(program), deadline(timeout):
             example.drawn_plan = plan
-            if drawn_lengths is not None and plan is not None:
-                plan = on_rank(plan, RankLengths(drawn_lengths, example.reference()[1]))
+            if rank_lengths is not None and plan is not None:
+                plan = on_rank(plan, rank_lengths)
             run.value = clause.scenario(example, plan)
     except (ClauseViolation, LoaderError, LoaderHung, steps.NotJudgeable, Exception) as e:
         _attach_note(e, program.source(config.as_code()))

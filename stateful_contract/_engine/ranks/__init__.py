@@ -103,8 +103,9 @@ class Ranks:
         (self.run_dir / SPEC_FILE).write_bytes(pickle.dumps(self.spec))
         self.notes: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
-        #: The lengths each config's plans were drawn from (`lengths`), by config and world size.
-        self._drawn: dict[tuple[str, int], list[int]] = {}
+        #: Every rank's epoch lengths of each config (`lengths`; plans are drawn from their
+        #: shortest), by config and world size.
+        self._lengths: dict[tuple[str, int], list[list[int]]] = {}
         self._conn: Connection | None = None
         self._phase = ""
         self._phases = 0
@@ -268,17 +269,16 @@ class Ranks:
         failed = [g for g in gathered if isinstance(g, ExampleRun)]
         if failed:
             return failed[0]
-        shortest = [min(e) for e in zip(*gathered, strict=True)]
-        self._drawn[config.as_code(), self.live_world_size] = shortest
-        return shortest
+        self._lengths[config.as_code(), self.live_world_size] = gathered
+        return [min(e) for e in zip(*gathered, strict=True)]
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         # Plans are drawn from the shortest rank's lengths, and each rank takes the plan on
-        # its own lengths. After a restart on another world size there are none: a clause
+        # its own lengths, measured by the uninterrupted runs `lengths` gathered. After a restart on another world size there are none: a clause
         # that resumes there reads what the first world saved, not a position.
-        drawn = self._drawn.get((config.as_code(), self.live_world_size))
+        by_rank = self._lengths.get((config.as_code(), self.live_world_size))
         try:
-            runs: list[ExampleRun] = self._call(("run", clause, config, plan, self.load_form, drawn))
+            runs: list[ExampleRun] = self._call(("run", clause, config, plan, self.load_form, by_rank))
         except _WorldDown as e:
             return [self._crashed(clause, e.outcome, config, plan)]
         hint = self.replay_hint(clause, config, plan)

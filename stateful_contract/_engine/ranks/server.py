@@ -25,6 +25,7 @@ from ...config import LoaderConfig
 from .. import status, steps
 from ..example import probe_load_form, recorded_program, run_example
 from ..executors import PROBE_CONFIG, factory_problem, reference_lengths
+from ..plans import RankLengths
 from ..recording import recording
 from .launch import board_path
 from .world import World
@@ -100,12 +101,15 @@ class _Handler:
             return reference_lengths(clause.id, clause.heading, self.factory, config, self.spec.timeout,
                                      self.world.rank, self.world.world_size, self.spec.factory_import)
         if kind == "run":
-            _, clause, config, plan, load_form, drawn_lengths = command
+            _, clause, config, plan, load_form, by_rank = command
+            # The lengths the plan was drawn from (the shortest over ranks) and this rank's own.
+            lengths = None if by_rank is None else RankLengths([min(e) for e in zip(*by_rank, strict=True)],
+                                                                by_rank[self.world.rank])
             config = self.config(config)
             self.doing(f"{clause.id}: example {config.as_code()}, plan {plan!r}")
             return run_example(clause, self.factory, config, plan, factory_import=self.spec.factory_import,
                                load_form=load_form, alignment=self.spec.alignment, timeout=self.spec.timeout,
-                               world=self.scenario_world, workdir=self.workdir, drawn_lengths=drawn_lengths)
+                               world=self.scenario_world, workdir=self.workdir, rank_lengths=lengths)
         raise ValueError(f"unknown command {kind!r}")
 
 
