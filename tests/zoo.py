@@ -321,6 +321,26 @@ class RaisesOnResume(EpochLoader):
         raise RuntimeError("cannot resume: shard index not found")
 
 
+@dataclasses.dataclass
+class TokenBatch:
+    """A batch as an object, as some trainers collate them: a dataclass holding tensors."""
+
+    input_ids: torch.Tensor
+    index: list[int]
+
+
+class NumpyBatches(EpochLoader):
+    """Correct, yields numpy arrays and dataclasses, not tensors (whose ``==`` is elementwise)."""
+
+    def run(self) -> Iterator[Any]:
+        import numpy as np
+
+        for batch in super().run():
+            ids = batch["input_ids"]
+            yield {"input_ids": np.asarray(ids), "tokens": np.int64(ids.numel()),
+                   "batch": TokenBatch(ids, batch["index"].tolist())}
+
+
 # Factories: the CLI and check() take a callable(config) -> loader.
 def epoch_loader(config: LoaderConfig) -> EpochLoader:
     return EpochLoader(config)
@@ -328,6 +348,10 @@ def epoch_loader(config: LoaderConfig) -> EpochLoader:
 
 def set_epoch_loader(config: LoaderConfig) -> SetEpochLoader:
     return SetEpochLoader(config)
+
+
+def numpy_batches(config: LoaderConfig) -> NumpyBatches:
+    return NumpyBatches(config)
 
 
 def not_a_loader(config: LoaderConfig) -> int:

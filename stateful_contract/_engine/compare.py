@@ -1,13 +1,17 @@
 """Comparing batches and streams of batches, and saying where they differ.
 
-A batch is whatever a loader yields: tensors, dicts, lists, tuples, numbers, strings.
-Two batches are equal when they have the same structure and every leaf is equal
-(tensors: same dtype, shape and values). Differences are described by the path of
-the first differing field, so a message can say ``batch 3, field 'num_tokens'``.
+A batch is whatever a loader yields: tensors, numpy arrays, dicts, lists, tuples,
+dataclasses, numbers, strings. Two batches are equal when they have the same structure
+and every leaf is equal (tensors and arrays: same dtype, shape and values). States are
+compared the same way, and they hold numpy too (``np.random.get_state()``). Nothing is
+compared with a bare ``==`` whose answer is elementwise: ``bool()`` of it raises, which
+would fail a correct loader. Differences are described by the path of the first
+differing field, so a message can say ``batch 3, field 'num_tokens'``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +37,8 @@ __all__ = [
 
 #: How many elements of a tensor a message shows before eliding.
 _SHOWN_ELEMENTS = 8
+#: How long the rendering of one value may be.
+_SHOWN_CHARACTERS = 160
 
 
 def first_difference(expected: Any, got: Any, path: str = "") -> str | None:
@@ -67,11 +73,52 @@ def first_difference(expected: Any, got: Any, path: str = "") -> str | None:
             if diff is not None:
                 return diff
         return None
+    if _is_array(expected) or _is_array(got):
+        return _array_difference(expected, got, path)
+    if _is_dataclass_instance(expected) and type(expected) is type(got):
+        for f in dataclasses.fields(expected):
+            diff = first_difference(getattr(expected, f.name), getattr(got, f.name), f"{path}.{f.name}")
+            if diff is not None:
+                return diff
+        return None
     if isinstance(expected, float) and isinstance(got, float) and math.isnan(expected) and math.isnan(got):
         return None
-    if type(expected) is not type(got) or expected != got:
+    if type(expected) is not type(got) or not _equal(expected, got):
         return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
     return None
+
+
+def _is_array(value: Any) -> bool:
+    """A numpy array, without importing numpy for loaders that never use it."""
+    return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
+
+
+def _is_dataclass_instance(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _array_difference(expected: Any, got: Any, path: str) -> str | None:
+    import numpy as np
+
+    where = path or "batch"
+    if not (_is_array(expected) and _is_array(got)) or expected.dtype != got.dtype or expected.shape != got.shape:
+        return f"{where}: expected {describe_value(expected)}, got {describe_value(got)}"
+    if expected.dtype.kind == "O":  # arrays of Python objects: element by element
+        return first_difference(expected.tolist(), got.tolist(), path)
+    if not np.array_equal(expected, got, equal_nan=expected.dtype.kind in "fc"):
+        return f"{where}: expected {describe_value(expected)}, got {describe_value(got)}"
+    return None
+
+
+def _equal(expected: Any, got: Any) -> bool:
+    """``expected == got`` for leaves of one type; an object whose ``==`` is elementwise, or
+    refuses, is compared by its attributes, else by its repr."""
+    try:
+        return bool(expected == got)
+    except Exception:
+        if hasattr(expected, "__dict__") and hasattr(got, "__dict__"):
+            return first_difference(vars(expected), vars(got)) is None
+        return repr(expected) == repr(got)
 
 
 def describe_value(value: Any) -> str:
@@ -84,19 +131,25 @@ def describe_value(value: Any) -> str:
         if value.dim() == 0:
             return f"tensor({shown})"
         return f"tensor([{shown}], shape={tuple(value.shape)}, dtype={str(value.dtype).replace('torch.', '')})"
+    if _is_array(value):
+        flat = value.ravel().tolist()
+        shown = ", ".join(repr(v) for v in flat[:_SHOWN_ELEMENTS]) + (", ..." if len(flat) > _SHOWN_ELEMENTS else "")
+        return f"array([{shown}], shape={value.shape}, dtype={value.dtype})"
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k!r}: {describe_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)) and len(value) > _SHOWN_ELEMENTS:
+        text = "{" + ", ".join(f"{k!r}: {describe_value(v)}" for k, v in value.items()) + "}"
+    elif isinstance(value, (list, tuple)) and len(value) > _SHOWN_ELEMENTS:
         return f"{type(value).__name__} of {len(value)}"
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+    else:
+        text = repr(value)
+    # A message lists several batches: each stays one readable line.
+    return text if len(text) <= _SHOWN_CHARACTERS else text[:_SHOWN_CHARACTERS - 3] + "..."
 
 
 def describe_batch(batch: Any) -> str:
     """A batch by its sample indices when it has an ``index`` field (the contract's dataset does)."""
     if isinstance(batch, Mapping) and "index" in batch:
         index = batch["index"]
-        ids = index.tolist() if isinstance(index, torch.Tensor) else index
+        ids = index.tolist() if isinstance(index, torch.Tensor) or _is_array(index) else index
         return f"batch of samples {ids}"
     return describe_value(batch)
 
