@@ -66,6 +66,22 @@ def test_an_exception_from_the_loader_is_the_clause_failure_with_its_traceback()
     assert "Traceback of the loader's exception" in message and "zoo.py" in message
 
 
+def test_an_endless_loader_is_told_so_at_once_not_reported_as_hung():
+    report = check(zoo.Endless, clauses=["SC10"], space=IN_PROCESS, timeout=600)
+    result = report["SC18"]
+    assert result.status == "failed" and not report.passed
+    assert "looks endless" in result.message and "hung" not in result.message, result.message
+    assert "Expected: every pass over the loader to end with StopIteration" in result.message
+    assert report["SC10"].status == "not-judged"
+    assert result.examples == 1, "a loader that never ends a pass does not shrink to one that does"
+
+
+def test_a_long_pass_that_ends_is_not_called_endless():
+    # A pass of dataset_size * seq_len batches, the most one epoch can make: judged as any other.
+    report = check(zoo.TokenByToken, clauses=["SC10"], space=IN_PROCESS)
+    assert report["SC10"].status == "passed", report["SC10"].message
+
+
 def test_a_factory_that_raises_or_returns_no_loader_is_a_factory_error():
     with pytest.raises(FactoryError, match="no dataset configured"):
         check(zoo.factory_raises)

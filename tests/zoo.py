@@ -341,6 +341,26 @@ class NumpyBatches(EpochLoader):
                    "batch": TokenBatch(ids, batch["index"].tolist())}
 
 
+class Endless(EpochLoader):
+    """Never ends a pass: cycles over its epochs, as an ``infinite=True`` streaming loader does.
+
+    Not a resume bug; the contract, which compares epochs, must say so at once rather than
+    wait out the example timeout as if the loader hung.
+    """
+
+    def run(self) -> Iterator[Any]:
+        while True:
+            yield from super().run()
+            self.in_progress = True
+
+
+class TokenByToken(EpochLoader):
+    """Correct, and a long pass: each batch comes once per token of its samples (``seq_len`` times)."""
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        return [b for b in super().batches(epoch) for _ in range(self.config.seq_len)]
+
+
 # Factories: the CLI and check() take a callable(config) -> loader.
 def epoch_loader(config: LoaderConfig) -> EpochLoader:
     return EpochLoader(config)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..config import LoaderConfig
 from .recording import recorded
-from .steps import Factory, LoaderError, NotJudgeable, _iter, _next, _user, fresh, state_of
+from .steps import Factory, LoaderError, NotJudgeable, _iter, _next, _user, check_pass_length, fresh, state_of
 
 __all__ = [
     "LoopPoint",
@@ -72,6 +72,7 @@ def _pass(loader: Any, it: Iterator[Any] | None = None) -> list[Any]:
     it = _iter(loader) if it is None else it
     out: list[Any] = []
     while True:
+        check_pass_length(len(out))
         try:
             out.append(_next(it))
         except LoaderError as e:

@@ -151,9 +151,9 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
         on = world.rank if world is not None and world.world_size > 1 else None
         run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=on,
                                  world_size=world.world_size if world is not None else 1)
-        # A hang would be waited out again by every shrink step; a loader that cannot be judged
-        # stays so in any smaller example.
-        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable))
+        # A hang would be waited out again by every shrink step; a loader that cannot be judged,
+        # or that never ends a pass, stays so in any smaller example.
+        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
     run.reproduction = program.source(config.as_code())
     run.seconds = time.perf_counter() - started
     return run

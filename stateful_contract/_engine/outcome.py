@@ -15,7 +15,7 @@ from typing import Literal
 
 from . import steps
 from .guard import LoaderHung
-from .steps import LoaderError, NotJudgeable
+from .steps import EndlessPass, LoaderError, NotJudgeable
 
 __all__ = ["ClauseViolation", "Outcome", "Status", "outcome_of"]
 
@@ -120,6 +120,10 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
             f"the loader hung{f' during {during}' if during else ''}: {error}; the run went on with the next clause "
             "(--timeout sets the limit)")
         trace = ""
+    elif isinstance(error, EndlessPass):
+        expected = (f"every pass over the loader to end with StopIteration, as one epoch of the config's dataset "
+                    f"does (within {error.limit} batches)")
+        got, trace = str(error), ""
     elif isinstance(error, LoaderError):
         expected, got = "every call the contract makes on the loader to succeed", str(error)
         tb = "".join(traceback.format_exception(type(error.error), error.error, error.error.__traceback__))

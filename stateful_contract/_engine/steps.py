@@ -29,6 +29,7 @@ from .recording import recorded
 
 __all__ = [
     "RESUME_EPOCHS",
+    "EndlessPass",
     "LoadForm",
     "LoaderError",
     "NotJudgeable",
@@ -39,6 +40,7 @@ __all__ = [
     "fresh",
     "iterate_on",
     "load",
+    "pass_limit",
     "references_kept",
     "state_of",
     "stream",
@@ -63,6 +65,50 @@ _REFERENCES: contextvars.ContextVar[dict[Any, tuple[list[Any], list[int]]] | Non
 
 class NotJudgeable(Exception):
     """The clause cannot be judged for this loader; the message points at the clause that can."""
+
+
+class EndlessPass(Exception):
+    """One pass over the loader went on far past what the config's dataset can make.
+
+    Raised where the contract iterates a pass to its end. Without it an endless loader
+    (one that cycles over or repeats its data) would be reported, after the example
+    timeout and in every clause, as a loader that hung.
+    """
+
+    def __init__(self, batches: int, limit: int, config: LoaderConfig) -> None:
+        tokens = config.dataset_size * config.seq_len
+        super().__init__(
+            f"one pass over the loader yielded {batches} batches and had not raised StopIteration; one epoch "
+            f"of the config's dataset (dataset_size={config.dataset_size} samples of seq_len={config.seq_len}) "
+            f"holds {tokens} tokens, so no pass over it comes near {limit} batches: the loader looks endless "
+            "(it cycles over its data, or repeats it). The contract compares epochs, as StatefulDataLoader "
+            "ends them: build the factory's loader over one pass of config.dataset (for example "
+            "infinite=False, or no .repeat() or itertools.cycle)")
+        self.batches = batches
+        self.limit = limit
+
+
+def pass_limit(config: LoaderConfig) -> int:
+    """The most batches one pass of a loader on ``config`` may yield before it is called endless.
+
+    Every batch holds at least one token of one sample, so no pass over the config's samples
+    has more than ``dataset_size * seq_len`` batches; four times that (and at least 64) leaves
+    room for wrappers that split batches and costs milliseconds to reach.
+    """
+    return max(64, 4 * config.dataset_size * config.seq_len)
+
+
+#: `pass_limit` of the config the newest loader was built on (`fresh` sets it; every loader
+#: of an example shares the example's dataset).
+_PASS_LIMIT: contextvars.ContextVar[tuple[int, LoaderConfig] | None] = contextvars.ContextVar(
+    "stateful_contract_pass_limit", default=None)
+
+
+def check_pass_length(batches: int) -> None:
+    """Raise `EndlessPass` once a pass has yielded more batches than its config allows."""
+    bound = _PASS_LIMIT.get()
+    if bound is not None and batches > bound[0]:
+        raise EndlessPass(batches, *bound)
 
 
 class LoaderError(Exception):
@@ -106,6 +152,7 @@ def fresh(
         # objects alive before it starts, so this costs milliseconds, not ~0.3 s.
         gc.collect()
     torch.manual_seed(config.seed)
+    _PASS_LIMIT.set((pass_limit(config), config))
     loader = _user("factory(config)", factory, config)
     if state is not None:
         load(loader, state, load_form)
@@ -146,9 +193,12 @@ def stream(loader: Any, epochs: int, *, limit: int | None = None,
     out: list[Any] = []
     for _ in range(epochs):
         it = _iter(loader)
+        started = len(out)
         while limit is None or len(out) < limit:
             if every_step is not None:
                 every_step()
+            if limit is None:
+                check_pass_length(len(out) - started)
             try:
                 out.append(_next(it))
             except LoaderError as e:
