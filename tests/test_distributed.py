@@ -290,3 +290,13 @@ def test_a_factory_that_cannot_be_imported_by_name_is_refused(bad: str) -> None:
 
     with pytest.raises(TargetError):
         check_world(f"stateful_contract.reference.factories:no_such_{bad}", world_size=2)
+
+
+def test_an_endless_loader_on_two_ranks_is_told_so_not_a_crashed_rank() -> None:
+    import zoo
+
+    report = check_world(f"{Path(zoo.__file__)}:Endless", world_size=2, profile="dev", clauses=["SC30"])
+    sc30 = report["SC30"]
+    assert sc30.status == "failed" and not report.passed
+    assert "looks endless" in sc30.message, sc30.message
+    assert "exited with code" not in sc30.message and "hung" not in sc30.message, sc30.message

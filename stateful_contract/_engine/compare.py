@@ -210,7 +210,7 @@ def assert_unchanged(before: Any, after: Any) -> None:
 def assert_str_keyed_dict(state: Any) -> None:
     """Raise `AssertionError` unless ``state`` is a ``dict`` whose keys are all ``str``."""
     __tracebackhide__ = True
-    if type(state) is not dict or not all(isinstance(k, str) for k in state):
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
         raise AssertionError(f"state_dict() returned {describe_value(state)}, not a dict with str keys")
 
 

@@ -124,11 +124,11 @@ def reference_lengths(clause_id: str, heading: str, factory: Factory, config: Lo
     try:
         with recording(program), deadline(timeout):
             return steps.uninterrupted(factory, config)[1]
-    except (LoaderError, LoaderHung) as e:
+    except (LoaderError, LoaderHung, steps.EndlessPass) as e:
         on = rank if world_size > 1 else None
         outcome: Outcome = outcome_of(e, clause_id=clause_id, heading=heading, rank=on, world_size=world_size)
         return ExampleRun(rank, outcome, reproduction=program.source(config.as_code()) if factory_import else "",
-                          final=isinstance(e, LoaderHung))
+                          final=isinstance(e, (LoaderHung, steps.EndlessPass)))
 
 
 @dataclass
