@@ -135,7 +135,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     try:
         expected = _expected(args.expect_fail)
-        clauses = [clause(c).id for c in args.clause] or None
+        clauses = [clause(c).id for given in args.clause for c in given.split(",") if c.strip()] or None
         options = {"checkpoint_alignment": _alignment(args.checkpoint_alignment),
                    "memory_limit": _memory(args.memory_limit)}
         if args.jobs is not None and args.jobs < 1:
@@ -254,7 +254,7 @@ def _parser() -> argparse.ArgumentParser:
                                   "factory(config: LoaderConfig) returns a fresh loader")
     p.add_argument("--profile", choices=list(PROFILES), default="ci",
                    help="dev: fast; ci: deterministic (default); thorough: many more examples")
-    p.add_argument("--clause", action="append", default=[], metavar="ID", help="run only this clause (repeatable)")
+    p.add_argument("--clause", action="append", default=[], metavar="ID", help="run only this clause (repeatable, or comma-separated: SC10,SC13)")
     p.add_argument("--expect-fail", action="append", default=[], metavar="ID=REASON",
                    help="declare an expected failure (repeatable)")
     p.add_argument("--checkpoint-alignment", metavar="window|N",

@@ -30,6 +30,12 @@ def test_a_correct_loader_exits_0_and_writes_the_report(tmp_path, capsys):
     assert Report.from_json(report_path).passed
 
 
+def test_clauses_may_be_given_comma_separated_in_any_case(tmp_path):
+    assert run(f"{ZOO}:epoch_loader", "--clause", "SC10,sc02", "--clause", "SC13", "--json", str(tmp_path / "r.json")) == 0
+    ran = {r.id for r in Report.from_json(tmp_path / "r.json").results if r.status != "skipped"}
+    assert {"SC02", "SC10", "SC13"} <= ran and "SC11" not in ran
+
+
 def test_a_broken_loader_exits_1_naming_the_clause_with_a_reproduction(capsys):
     assert run(f"{ZOO}:OffByOneResume", "--clause", "SC10") == 1
     out = capsys.readouterr().out
