@@ -89,3 +89,31 @@ def test_statefuldataloader_accepts_bad_states_silently_so_fails_the_strict_tier
     report = check(factories.stateful_dataloader, clauses=["SC40"], space=IN_PROCESS, strict=True)
     assert report["SC40"].status == "failed"
     assert "accepted silently" in report["SC40"].message
+
+
+class HandsTorchdataStateThrough:
+    """A wrapper that passes StatefulDataLoader's state through, as most wrappers do."""
+
+    def __init__(self, config):
+        self.base = config.stateful_dataloader()
+
+    def __iter__(self):
+        return iter(self.base)
+
+    def state_dict(self):
+        return self.base.state_dict()
+
+    def load_state_dict(self, state):
+        self.base.load_state_dict(state)
+
+
+def test_a_wrapper_inheriting_torchdatas_bare_assert_is_told_where_it_comes_from_and_what_to_do():
+    # 1 <-> 2 workers: torchdata refuses with `assert` and no message (F13).
+    report = check(HandsTorchdataStateThrough, clauses=["SC23"], profile="dev", seed=3,
+                   space=ConfigSpace(num_workers=(1, 2), dataset_size=(2, 8)))
+    result = report["SC23"]
+    assert result.status == "failed", result.message
+    assert "raised inside torchdata's StatefulDataLoader" in result.message and "F13" in result.message
+    assert "--expect-fail 'SC23=torchdata F13'" in result.message
+    own = check(zoo.RescalesOffsetByWorkers, clauses=["SC23"], space=SPACES["SC23"])["SC23"]
+    assert own.status == "failed" and "torchdata" not in own.message, "the hint is only for torchdata's assert"

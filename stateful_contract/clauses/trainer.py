@@ -185,6 +185,22 @@ def _names_the_workers(error: BaseException) -> bool:
     return "worker" in text or "process" in text
 
 
+def _raised_in_torchdata(error: BaseException) -> bool:
+    """The innermost frame of ``error`` is torchdata's StatefulDataLoader (its bare assert, F13)."""
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and "torchdata/stateful_dataloader" in last.tb_frame.f_code.co_filename.replace("\\", "/")
+
+
+#: Most wrappers hand torchdata's state through, and meet this first.
+_INHERITED_FROM_TORCHDATA = (
+    "\n  It was raised inside torchdata's StatefulDataLoader, which refuses a change between two worker "
+    "counts with a bare assert (docs/findings.md, F13): a wrapper that hands its state through inherits "
+    "this. Check num_workers in your load_state_dict and raise a message that names it, or declare SC23 "
+    "as an expected failure with that reason (--expect-fail 'SC23=torchdata F13').")
+
+
 @clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", plan=_worker_change_plan,
         needs=RESUMES, budget="workers")
 def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange | None) -> None:
@@ -206,7 +222,8 @@ def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange
         raise violated("SC23", context=where,
                        expected="the resume to continue the stream exactly, or an exception that names the "
                                 "worker-count mismatch",
-                       got=f"{e} (the message does not say that the number of workers changed)") from None
+                       got=f"{e} (the message does not say that the number of workers changed)"
+                           + (_INHERITED_FROM_TORCHDATA if _raised_in_torchdata(e.error) else "")) from None
     same_stream(expected, resumed, clause_id="SC23", context=where,
                 what="the loader resumed with another num_workers to continue the stream exactly (or to refuse)")
 
