@@ -116,8 +116,13 @@ class _Run:
                              on_example=lambda done, total: self.emit(c, done, total), passed=passed,
                              search_seed=self.seed)
         restarted = c.restarted()
-        if outcome.status == "passed" and restarted is not None and passed:
-            outcome = self.in_fresh_processes(restarted, passed, outcome, c.fresh_worlds(self.executor.world_size))
+        worlds = c.fresh_worlds(self.executor.world_size)
+        if outcome.status == "passed" and restarted is not None and passed and worlds:
+            if getattr(self.executor, "fresh_processes", True):
+                outcome = self.in_fresh_processes(restarted, passed, outcome, worlds)
+            else:
+                outcome.notes.append(f"its {len(passed)} examples were not resumed again in a fresh process: "
+                                     "the loader ran in the checker's process (isolation='in-process')")
         return outcome
 
     def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome,
@@ -129,11 +134,15 @@ class _Run:
         Examples are judged simplest first, so a failure is reported on the smallest example that shows it.
         """
         examples = sorted(examples, key=lambda e: _simplicity(*e))
+        # One process: a sibling child resumes, and this one keeps the runs it took for later clauses.
+        sibling = self.executor.sibling() if worlds == (None,) and hasattr(self.executor, "sibling") else None
+        executor = sibling if sibling is not None else self.executor
         try:
             for size in worlds:
-                self.executor.restart("resume" if size is None else f"world{size}-", world_size=size)
+                if sibling is None:
+                    executor.restart("resume" if size is None else f"world{size}-", world_size=size)
                 for config, plan in examples:
-                    failed = judge_runs(c, self.executor.run(c, config, plan), config, plan)
+                    failed = judge_runs(c, executor.run(c, config, plan), config, plan)
                     if failed is not None and failed.outcome is not None:
                         o = failed.outcome
                         if size is None:
@@ -147,9 +156,12 @@ class _Run:
                         o.examples, o.config, o.plan = passed.examples, config.as_code(), repr(plan)
                         return o
         finally:
-            if worlds != (None,):
+            if sibling is not None:
+                sibling.close()
+            elif worlds != (None,):
                 self.executor.restart("search", world_size=None)  # the check goes on with its own world
-        where = ("a fresh set of processes" if worlds == (None,) else
+        where = (("a fresh process" if self.executor.world_size == 1 else "a fresh set of processes")
+                 if worlds == (None,) else
                  " and ".join(f"{s} rank{'s' if s != 1 else ''}" for s in worlds if s is not None))
         passed.notes.append(f"{len(examples)} examples resumed again in {where}")
         return passed

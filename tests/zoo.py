@@ -361,6 +361,23 @@ class TokenByToken(EpochLoader):
         return [b for b in super().batches(epoch) for _ in range(self.config.seq_len)]
 
 
+#: Positions handed out by `ProcessLocalState`, by handle: empty in every new process.
+_POSITIONS: dict[int, dict[str, Any]] = {}
+
+
+class ProcessLocalState(EpochLoader):
+    """SC10: the state is a handle into a registry of this process, so it resumes exactly in the
+    process that took it, in every in-process clause, and restarts the epoch in the next job."""
+
+    def state_dict(self) -> dict[str, Any]:
+        handle = len(_POSITIONS) + 1
+        _POSITIONS[handle] = super().state_dict()
+        return {"handle": handle}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(_POSITIONS.get(state["handle"], {"epoch": 0, "offset": 0}))
+
+
 # Factories: the CLI and check() take a callable(config) -> loader.
 def epoch_loader(config: LoaderConfig) -> EpochLoader:
     return EpochLoader(config)
@@ -462,6 +479,7 @@ KILLS: dict[type, str] = {
     ReloadKeepsItsEpoch: "SC20",
     LazyNewPass: "SC22",
     RescalesOffsetByWorkers: "SC23",
+    ProcessLocalState: "SC10",
     EndOfEpochStateIgnoresSetEpoch: "SC21",
     EpochLoader: "SC40",  # correct for the core, but accepts bad states silently
 }

@@ -57,6 +57,8 @@ class ChildSpec:
     board: Path
     fault_file: Path
     parent_pid: int
+    #: Where examples write their files; shared by a sibling child (`Supervised.sibling`).
+    scratch: Path
 
 
 @dataclass(frozen=True)
@@ -146,8 +148,8 @@ def _answer(command: tuple[Any, ...], spec: ChildSpec, keep: set[int]) -> Any:
 def _run(clause: ClauseLike, config: Any, plan: Any, load_form: Any, spec: ChildSpec, keep: set[int]) -> ExampleRun:
     status.command(f"{clause.id}: example {config.as_code()}" + (f", plan {plan!r}" if plan is not None else ""))
     try:
-        scratch = spec.run_dir / "scratch"  # a clause's checkpoint files (SC19's DCP directory)
-        scratch.mkdir(exist_ok=True)
+        scratch = spec.scratch  # a clause's checkpoint files (SC19's DCP directory, SC10's saved states)
+        scratch.mkdir(parents=True, exist_ok=True)
         return run_example(clause, spec.factory, config, plan, factory_import=spec.factory_import,
                            load_form=load_form, alignment=spec.alignment, timeout=spec.timeout, workdir=scratch)
     finally:

@@ -141,6 +141,8 @@ class InProcess:
     timeout: float | None = None
     world_size: int = 1
     load_form: LoadForm = "positional"
+    #: Every example runs in this process: there is none that has not seen the others.
+    fresh_processes: bool = False
     _children: set[int] = field(default_factory=current_children)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 

@@ -137,14 +137,15 @@ def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context
 
 
 def example_folder(example: Example, clause_id: str) -> Path:
-    """The example's files: the same folder on every rank, after a restart and on another world size.
+    """The example's files: the same folder on every rank, after a restart and on another world size
+    (on one process: the same folder in the sibling process that resumes it).
 
     Named after the config and the plan as drawn, which every rank shares (each rank runs
     the plan as it takes it on its own epoch lengths).
     """
-    world = example.world
-    assert world is not None
+    root = example.world.workdir if example.world is not None else example.workdir
+    assert root is not None, "this executor gives examples no directory"
     key = hashlib.sha1(repr((replace(example.config, rank=0, world_size=1), example.drawn_plan)).encode()).hexdigest()[:12]
-    path = world.workdir / "examples" / clause_id / key
+    path = root / "examples" / clause_id / key
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -84,7 +84,7 @@ class Clause:
                                                                              repr=False)
     #: The world sizes the fresh processes of ``after_restart`` run on, given the check's
     #: (an elastic restart, SC31); None: the check's own.
-    restart_worlds: Callable[[int], tuple[int, ...]] | None = field(default=None, compare=False, repr=False)
+    restart_worlds: Callable[[int], tuple[int | None, ...]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def heading(self) -> str:
@@ -133,7 +133,7 @@ def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), 
            plan: PlanDrawer | None = None, fixed_config: LoaderConfig | None = None, blocks: str = "",
            world: WorldJudgement | None = None,
            after_restart: tuple[Callable[..., Any], WorldJudgement] | None = None,
-           restart_worlds: Callable[[int], tuple[int, ...]] | None = None) -> Callable[[F], F]:
+           restart_worlds: Callable[[int], tuple[int | None, ...]] | None = None) -> Callable[[F], F]:
     """Register the decorated scenario as a clause; its docstring's first paragraph is the statement."""
 
     def register(fn: F) -> F:

@@ -32,6 +32,12 @@ from .._engine.steps import (
     take,
 )
 from .epochs import no_epoch_lost
+from .fresh_process import (
+    judged_on_the_process,
+    keep_for_a_fresh_process,
+    one_process_only,
+    resume_in_a_fresh_process,
+)
 from .judgements import same_stream, unchanged
 from .registry import RESUMES, clause, violated
 
@@ -48,11 +54,17 @@ __all__ = [
 ]
 
 
-@clause("SC10", "resume-continues-the-stream", tier="core", plan=checkpoint_plan, needs=RESUMES)
+@clause("SC10", "resume-continues-the-stream", tier="core", plan=checkpoint_plan, needs=RESUMES,
+        after_restart=(resume_in_a_fresh_process, judged_on_the_process),
+        restart_worlds=one_process_only)
 def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
     """For any checkpoint point, a fresh loader given `load_state_dict(state)` yields exactly the
     batches the uninterrupted loader yields from that point on, every field of every batch, for at
     least two further epochs.
+
+    A real resume runs in a new process: once the search passed, every example that held is
+    resumed again, from the state saved with ``torch.save``, in a process that never ran the
+    loader (`stateful_contract.clauses.fresh_process`; on several ranks SC30 does this).
 
     Epoch alignment (contract version 2): the resumed loader may have an empty epoch only
     where torchdata's own loader has one, the rest of an epoch whose state was taken after
@@ -61,6 +73,7 @@ def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
     """
     expected = example.expected_after(plan.position)
     state = checkpoint(example.fresh(), plan.position)
+    keep_for_a_fresh_process(example, "SC10", state, expected, example.reference()[1])  # before any load
     resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
     same_stream(expected, resumed, clause_id="SC10", context=plan.position.describe())
     # Epoch alignment: an empty pass is an epoch lost, except where torchdata's own loader has one.

@@ -1,0 +1,98 @@
+"""SC10's second half: the saved state resumed in a process that never ran the loader.
+
+A real resume always starts a new process. A state that holds a handle into the process
+that took it (a key into a module-level registry, an ``id()``, a cache filled while
+iterating) resumes exactly in that process, in every in-process clause, and not at all in
+the next job. On several ranks SC30 resumes in fresh processes; on one, SC10 does: its
+search saves each example's state as a trainer does (``torch.save``), and once the search
+has passed, every example that held is resumed again in a sibling child that never ran an
+example (`stateful_contract._engine.supervised.Supervised.sibling`), from that file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from .._engine.epoch_steps import take_epochs
+from .._engine.example import Example
+from .._engine.plans import Checkpoint, expected_bounds
+from .._engine.state_steps import TRAINER_KEYS, load_checkpoint
+from .._engine.steps import RESUME_EPOCHS, Position
+from .epochs import no_epoch_lost
+from .judgements import same_stream
+from .rank_streams import example_folder
+
+__all__ = ["judged_on_the_process", "keep_for_a_fresh_process", "one_process_only", "resume_in_a_fresh_process"]
+
+#: The files of one example: the state as a trainer saves it, and what it must resume to.
+STATE_FILE = "state.pt"
+EXPECTED_FILE = "expected.pt"
+
+
+def keep_for_a_fresh_process(example: Example, clause_id: str, state: Any, expected: list[Any],
+                             lengths: list[int]) -> None:
+    """Save ``state`` (as taken, before anything loads it) and what it resumes to, for the second half.
+
+    Not a step of the reproduction. A state ``torch.save`` cannot write, or batches it cannot
+    write, leave nothing: that example is not resumed again (SC17 judges the state's
+    serialization).
+    """
+    if example.world is None and example.workdir is None:
+        return
+    folder = example_folder(example, clause_id)
+    try:
+        torch.save({TRAINER_KEYS[0]: {TRAINER_KEYS[1]: state}}, folder / STATE_FILE)
+        torch.save({"expected": expected, "lengths": lengths}, folder / EXPECTED_FILE)
+    except Exception:
+        for name in (STATE_FILE, EXPECTED_FILE):
+            with contextlib.suppress(OSError):
+                (folder / name).unlink()
+
+
+def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
+    """SC10 once more, from the saved file, in a process that never ran an example of this check."""
+    folder = example_folder(example, "SC10")
+    if not (folder / STATE_FILE).exists() or not (folder / EXPECTED_FILE).exists():
+        return
+    saved = torch.load(folder / EXPECTED_FILE, weights_only=False)
+    lengths: list[int] = saved["lengths"]
+    program = example.program
+    for line in _first_process(plan.position):
+        program.add(line)
+    start, stop = expected_bounds(lengths, plan.position)
+    program.names_used.add("uninterrupted")
+    program.add("reference, lengths = uninterrupted(factory, config)  # the same in any process")
+    expected = program.expression("expected", f"reference[{start}:{stop}]", saved["expected"])
+    path = str(folder / STATE_FILE)
+    program.bind(path, repr(STATE_FILE))
+    try:
+        state = load_checkpoint(path)  # as a trainer reads it back; a refusal here is SC17's to report
+    except Exception:
+        return
+    resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
+    where = f"{plan.position.describe()}; saved with torch.save and resumed in a fresh process"
+    same_stream(expected, resumed, clause_id="SC10", context=where)
+    no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=where)
+
+
+def _first_process(position: Position) -> list[str]:
+    return [
+        "# In a first process, the state was taken and saved as a trainer saves it:",
+        "#     from stateful_contract.repro import Position, checkpoint, save_checkpoint",
+        "#     loader = fresh(factory, config)",
+        f"#     state = checkpoint(loader, {position.as_code()})",
+        f"#     save_checkpoint(state, {STATE_FILE!r})",
+        "# and this process, which never built a loader before, resumes from that file:",
+    ]
+
+
+def judged_on_the_process(values: Any, config: Any, plan: Any) -> None:
+    """Nothing to judge across processes: the fresh process's scenario judged its own resume."""
+
+
+def one_process_only(world_size: int) -> tuple[int | None, ...]:
+    """The fresh-process half runs on one process only; on several ranks SC30 resumes in fresh ones."""
+    return (None,) if world_size == 1 else ()
