@@ -24,6 +24,7 @@ COLUMNS = [c.id for c in CLAUSES if c.tier != "distributed"]
 CORRECT = {
     "EpochLoader (hand-written, correct core)": zoo.epoch_loader,
     "SetEpochLoader (hand-written, with set_epoch)": zoo.set_epoch_loader,
+    "NumpyBatches (hand-written, numpy and dataclass batches)": zoo.numpy_batches,
     "StrictEpochLoader (correct, strict)": zoo.StrictEpochLoader,
     "StatefulDataLoader (config.stateful_dataloader)": factories.stateful_dataloader,
     "PrefetchGradAccDataLoader (reference)": factories.reference_wrapper,

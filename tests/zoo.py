@@ -370,6 +370,8 @@ class ProcessLocalState(EpochLoader):
     process that took it, in every in-process clause, and restarts the epoch in the next job."""
 
     def state_dict(self) -> dict[str, Any]:
+        if self.pending is not None:  # loaded, not yet resumed: the handle it was given
+            return copy.deepcopy(self.pending)
         handle = len(_POSITIONS) + 1
         _POSITIONS[handle] = super().state_dict()
         return {"handle": handle}
