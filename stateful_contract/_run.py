@@ -133,7 +133,10 @@ class _Run:
         check's own; another number is an elastic restart, after which the check goes on with its own).
         Examples are judged simplest first, so a failure is reported on the smallest example that shows it.
         """
-        examples = sorted(examples, key=lambda e: _simplicity(*e))
+        # Hypothesis runs some examples more than once (a derandomized search of a small space
+        # does often); each is resumed again once.
+        unique = {(config, repr(plan)): (config, plan) for config, plan in examples}
+        examples = sorted(unique.values(), key=lambda e: _simplicity(*e))
         # One process: a sibling child resumes, and this one keeps the runs it took for later clauses.
         sibling = self.executor.sibling() if worlds == (None,) and hasattr(self.executor, "sibling") else None
         executor = sibling if sibling is not None else self.executor
