@@ -117,3 +117,25 @@ def test_a_wrapper_inheriting_torchdatas_bare_assert_is_told_where_it_comes_from
     assert "--expect-fail 'SC23=torchdata F13'" in result.message
     own = check(zoo.RescalesOffsetByWorkers, clauses=["SC23"], space=SPACES["SC23"])["SC23"]
     assert own.status == "failed" and "torchdata" not in own.message, "the hint is only for torchdata's assert"
+
+
+class GeneratorIter(HandsTorchdataStateThrough):
+    """The wrapper most people write: ``__iter__`` a generator, so the base's new pass starts late."""
+
+    def __iter__(self):
+        yield from self.base
+
+
+class EagerIter(HandsTorchdataStateThrough):
+    def __iter__(self):
+        it = iter(self.base)
+        return (batch for batch in it)
+
+
+def test_a_generator_iter_fails_sc22_and_is_told_why_and_the_eager_form_passes():
+    result = check(GeneratorIter, clauses=["SC22"], space=IN_PROCESS)["SC22"]
+    assert result.status == "failed", result.message
+    assert "right after iter()" in result.message and "__iter__ is a generator function" in result.message
+    assert check(EagerIter, clauses=["SC22"], space=IN_PROCESS)["SC22"].status == "passed"
+    lazy = check(zoo.LazyNewPass, clauses=["SC22"], space=IN_PROCESS)["SC22"]
+    assert lazy.status == "failed" and "generator function" not in lazy.message, "the hint names a cause it saw"
