@@ -10,6 +10,9 @@ session; SC30 in tests/test_distributed.py catches that bug in CI.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -31,12 +34,27 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mu
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("mindspeed-scenario")
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return tmp_path_factory.mktemp("mindspeed-scenario")
+    # Under pytest-xdist: one directory for every worker (their base temps share this parent).
+    shared = tmp_path_factory.getbasetemp().parent / "mindspeed-scenario"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 @pytest.fixture(scope="module")
 def scenario(workdir: Path) -> MindSpeedScenario:
-    return run_mindspeed_scenario(workdir, world_size=2, parts=("shipped", "boundary", "mid-window"))
+    """Run once per test session, also under pytest-xdist (the pattern xdist's docs give for a
+    fixture that must run once): the first worker to get here runs it and leaves the result for
+    the others, which wait on the lock instead of running the same 7 launches beside it."""
+    with open(workdir / "scenario.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = workdir / "scenario.pickle"
+        if done.exists():
+            return pickle.loads(done.read_bytes())  # type: ignore[no-any-return]
+        found = run_mindspeed_scenario(workdir, world_size=2, parts=("shipped", "boundary", "mid-window"))
+        done.write_bytes(pickle.dumps(found))
+        return found
 
 
 def test_every_expectation_of_the_scenario_holds(scenario: MindSpeedScenario) -> None:
