@@ -75,7 +75,8 @@ class EndlessPass(Exception):
     timeout and in every clause, as a loader that hung.
     """
 
-    def __init__(self, batches: int, limit: int, config: LoaderConfig) -> None:
+    def __init__(self, batches: int, config: LoaderConfig) -> None:
+        limit = pass_limit(config)
         tokens = config.dataset_size * config.seq_len
         super().__init__(
             f"one pass over the loader yielded {batches} batches and had not raised StopIteration; one epoch "
@@ -98,17 +99,17 @@ def pass_limit(config: LoaderConfig) -> int:
     return max(64, 4 * config.dataset_size * config.seq_len)
 
 
-#: `pass_limit` of the config the newest loader was built on (`fresh` sets it; every loader
-#: of an example shares the example's dataset).
-_PASS_LIMIT: contextvars.ContextVar[tuple[int, LoaderConfig] | None] = contextvars.ContextVar(
-    "stateful_contract_pass_limit", default=None)
+#: The config the newest loader was built on (`fresh` sets it; every loader of an example
+#: shares the example's dataset), whose `pass_limit` bounds a pass.
+_PASS_CONFIG: contextvars.ContextVar[LoaderConfig | None] = contextvars.ContextVar(
+    "stateful_contract_pass_config", default=None)
 
 
 def check_pass_length(batches: int) -> None:
     """Raise `EndlessPass` once a pass has yielded more batches than its config allows."""
-    bound = _PASS_LIMIT.get()
-    if bound is not None and batches > bound[0]:
-        raise EndlessPass(batches, *bound)
+    config = _PASS_CONFIG.get()
+    if config is not None and batches > pass_limit(config):
+        raise EndlessPass(batches, config)
 
 
 class LoaderError(Exception):
@@ -152,7 +153,7 @@ def fresh(
         # objects alive before it starts, so this costs milliseconds, not ~0.3 s.
         gc.collect()
     torch.manual_seed(config.seed)
-    _PASS_LIMIT.set((pass_limit(config), config))
+    _PASS_CONFIG.set(config)
     loader = _user("factory(config)", factory, config)
     if state is not None:
         load(loader, state, load_form)
