@@ -19,7 +19,7 @@ import torch
 from .._engine.epoch_steps import take_epochs
 from .._engine.example import Example
 from .._engine.plans import Checkpoint, expected_bounds
-from .._engine.state_steps import TRAINER_KEYS, load_checkpoint
+from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import RESUME_EPOCHS, Position
 from .epochs import no_epoch_lost
 from .judgements import same_stream
@@ -36,15 +36,16 @@ def keep_for_a_fresh_process(example: Example, clause_id: str, state: Any, expec
                              lengths: list[int]) -> None:
     """Save ``state`` (as taken, before anything loads it) and what it resumes to, for the second half.
 
-    Not a step of the reproduction. A state ``torch.save`` cannot write, or batches it cannot
-    write, leave nothing: that example is not resumed again (SC17 judges the state's
-    serialization).
+    Not a step of the reproduction (the step's unrecorded body writes the trainer's layout). A
+    state ``torch.save`` cannot write, or batches it cannot write, leave nothing: that example
+    is not resumed again (SC17 judges the state's serialization). On several ranks nothing is
+    kept: SC30 resumes every rank in fresh processes, and SC10 does not.
     """
-    if example.world is None and example.workdir is None:
+    if example.world is not None or example.workdir is None:
         return
     folder = example_folder(example, clause_id)
     try:
-        torch.save({TRAINER_KEYS[0]: {TRAINER_KEYS[1]: state}}, folder / STATE_FILE)
+        save_checkpoint.__wrapped__(state, str(folder / STATE_FILE))  # type: ignore[attr-defined]
         torch.save({"expected": expected, "lengths": lengths}, folder / EXPECTED_FILE)
     except Exception:
         for name in (STATE_FILE, EXPECTED_FILE):
