@@ -189,6 +189,15 @@ class RankLengths:
     drawn: list[int]
     own: list[int]
 
+    @staticmethod
+    def shortest(by_rank: list[list[int]]) -> list[int]:
+        """Each epoch's length on the rank where it is shortest: what plans are drawn from."""
+        return [min(e) for e in zip(*by_rank, strict=True)]
+
+    @classmethod
+    def of_rank(cls, by_rank: list[list[int]], rank: int) -> RankLengths:
+        return cls(cls.shortest(by_rank), by_rank[rank])
+
     def position(self, position: Position) -> Position:
         return position_on_rank(position, self.own)
 

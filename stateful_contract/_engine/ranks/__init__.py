@@ -35,7 +35,7 @@ from .. import status
 from ..example import ClauseLike, ExampleRun, LoadFormProbe
 from ..executors import BUILDING, FactoryProblem, StartFailed
 from ..outcome import ClauseViolation, Outcome
-from ..plans import Alignment, Checkpoint
+from ..plans import Alignment, Checkpoint, RankLengths
 from ..processes import anon_rss, descendants
 from ..steps import LoadForm
 from ..supervised import DEFAULT_MEMORY_LIMIT, MEMORY_EVERY, POLL, grace
@@ -270,12 +270,13 @@ class Ranks:
         if failed:
             return failed[0]
         self._lengths[config.as_code(), self.live_world_size] = gathered
-        return [min(e) for e in zip(*gathered, strict=True)]
+        return RankLengths.shortest(gathered)
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         # Plans are drawn from the shortest rank's lengths, and each rank takes the plan on
-        # its own lengths, measured by the uninterrupted runs `lengths` gathered. After a restart on another world size there are none: a clause
-        # that resumes there reads what the first world saved, not a position.
+        # its own lengths, measured by the uninterrupted runs `lengths` gathered. After a
+        # restart on another world size there are none: a clause that resumes there reads
+        # what the first world saved, not a position.
         by_rank = self._lengths.get((config.as_code(), self.live_world_size))
         try:
             runs: list[ExampleRun] = self._call(("run", clause, config, plan, self.load_form, by_rank))

@@ -103,8 +103,7 @@ class _Handler:
         if kind == "run":
             _, clause, config, plan, load_form, by_rank = command
             # The lengths the plan was drawn from (the shortest over ranks) and this rank's own.
-            lengths = None if by_rank is None else RankLengths([min(e) for e in zip(*by_rank, strict=True)],
-                                                                by_rank[self.world.rank])
+            lengths = None if by_rank is None else RankLengths.of_rank(by_rank, self.world.rank)
             config = self.config(config)
             self.doing(f"{clause.id}: example {config.as_code()}, plan {plan!r}")
             return run_example(clause, self.factory, config, plan, factory_import=self.spec.factory_import,
