@@ -254,7 +254,8 @@ def _parser() -> argparse.ArgumentParser:
                                   "factory(config: LoaderConfig) returns a fresh loader")
     p.add_argument("--profile", choices=list(PROFILES), default="ci",
                    help="dev: fast; ci: deterministic (default); thorough: many more examples")
-    p.add_argument("--clause", action="append", default=[], metavar="ID", help="run only this clause (repeatable, or comma-separated: SC10,SC13)")
+    p.add_argument("--clause", action="append", default=[], metavar="ID",
+                   help="run only this clause (repeatable, or comma-separated: SC10,SC13)")
     p.add_argument("--expect-fail", action="append", default=[], metavar="ID=REASON",
                    help="declare an expected failure (repeatable)")
     p.add_argument("--checkpoint-alignment", metavar="window|N",
