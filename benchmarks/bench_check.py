@@ -16,7 +16,9 @@ to it), or with ``--compare PATH`` also another one (a copy of main, say) in the
   default): the measured speed-up, and the one the run reports;
 - the harness's overhead: time outside the loader's own methods (factory, ``iter``, ``next``,
   ``state_dict``, ``load_state_dict``, timed by a proxy) over time inside them, in one
-  in-process ci check; target 2x.
+  in-process ci check; target 2x;
+- with ``--floor``, in the same invocation, the least the worker examples can cost
+  (`bench_worker_floor.py`: worker-pool starts counted in the ci check, times the cost of one).
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ def main() -> None:
                         help="rounds that also run the full checks (default: every round); the import and SC02 "
                              "run in every round")
     parser.add_argument("--no-thorough", action="store_true", help="skip the thorough measurement (minutes)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure the floor of the worker examples (bench_worker_floor.py, 2 minutes)")
     args = parser.parse_args()
 
     thorough = [*CHECK, "stateful_contract.reference.factories:reference_wrapper", "--quiet", "--profile", "thorough",
@@ -191,6 +195,9 @@ def main() -> None:
         ("harness overhead: time outside the loader / inside it (in-process ci check)",
          f"{(total - loader) / loader:.2f}x", f"{loader:.1f} s inside of {total:.1f} s", "target <= 2x"),
     ]
+    if args.floor:
+        floor = run([PY, str(ROOT / "benchmarks" / "bench_worker_floor.py"), "--json"], ROOT)[1]
+        rows += [(f"floor: {a}", b, c, "") for a, b, c in json.loads(floor.strip().splitlines()[-1])]
     table = ["| measurement | median | ratio / detail | note |", "|---|---|---|---|"]
     table += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
