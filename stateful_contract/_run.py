@@ -19,6 +19,8 @@ from ._engine.executors import Executor, StartFailed
 from ._engine.outcome import ClauseViolation, Outcome
 from ._engine.plans import Alignment
 from ._engine.search import judge_runs, replay_one, search
+from ._engine.siblings import PendingSibling
+from ._engine.supervised import Supervised
 from .clauses import Clause, clause, run_order
 from .clauses.registry import LOAD, load_blocks
 from .config import ConfigSpace, LoaderConfig
@@ -104,6 +106,21 @@ class _Run:
         if c.id == "SC02" and self.load_failed is not None:
             # The probe was SC02's example: running it again would hang or crash the same way.
             return self.outcome_of_run(c, self.load_failed)
+        restarted = c.restarted()
+        worlds = c.fresh_worlds(self.executor.world_size)
+        fresh = restarted is not None and bool(worlds) and getattr(self.executor, "fresh_processes", True)
+        # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
+        # now, its imports overlap the search.
+        pending = (PendingSibling(self.executor) if fresh and worlds == (None,)
+                   and isinstance(self.executor, Supervised) else None)
+        try:
+            return self.judged(c, restarted, worlds, fresh, pending)
+        finally:
+            if pending is not None:
+                pending.discard()
+
+    def judged(self, c: Clause, restarted: Clause | None, worlds: tuple[int | None, ...], fresh: bool,
+               pending: PendingSibling | None) -> Outcome:
         if self.replay is not None and c.budget != "once":
             config, plan = self.replay[0], self.replay[1] if c.has_plan else None  # SC18: the config alone
             failed = replay_one(c, self.executor, config, plan)
@@ -115,18 +132,16 @@ class _Run:
             outcome = search(c, self.executor, space=self.space, profile=self.profile, alignment=self.alignment,
                              on_example=lambda done, total: self.emit(c, done, total), passed=passed,
                              search_seed=self.seed)
-        restarted = c.restarted()
-        worlds = c.fresh_worlds(self.executor.world_size)
         if outcome.status == "passed" and restarted is not None and passed and worlds:
-            if getattr(self.executor, "fresh_processes", True):
-                outcome = self.in_fresh_processes(restarted, passed, outcome, worlds)
+            if fresh:
+                outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
             else:
                 outcome.notes.append(f"its {len(passed)} examples were not resumed again in a fresh process: "
                                      "the loader ran in the checker's process (isolation='in-process')")
         return outcome
 
     def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome,
-                           worlds: tuple[int | None, ...] = (None,)) -> Outcome:
+                           worlds: tuple[int | None, ...] = (None,), pending: PendingSibling | None = None) -> Outcome:
         """Rerun every example that held in a fresh set of processes (the state must mean the same there).
 
         ``worlds``: the numbers of ranks to resume on, one fresh set of processes each (None: the
@@ -137,8 +152,13 @@ class _Run:
         # does often); each is resumed again once.
         unique = {(config, repr(plan)): (config, plan) for config, plan in examples}
         examples = sorted(unique.values(), key=lambda e: _simplicity(*e))
-        # One process: a sibling child resumes, and this one keeps the runs it took for later clauses.
-        sibling = self.executor.sibling() if worlds == (None,) and hasattr(self.executor, "sibling") else None
+        # One process: a sibling child resumes, in a new interpreter if it can, and this one keeps
+        # the runs it took for later clauses.
+        sibling = None
+        if pending is not None:
+            sibling, why_forked = pending.take()
+            if why_forked:
+                passed.notes.append(why_forked)
         executor = sibling if sibling is not None else self.executor
         try:
             for size in worlds:
@@ -149,11 +169,9 @@ class _Run:
                     if failed is not None and failed.outcome is not None:
                         o = failed.outcome
                         if size is None:
-                            o.message += ("\n(The same example resumed exactly inside the processes that saved it: "
-                                          "the state is only good in the process that took it.)")
+                            o.message += "\n(The same example resumed exactly inside the processes that saved it.)"
                             o.reproduction = ("# Fails only when the resume runs in a fresh set of processes: the "
-                                              "lines below pass in one process\n# (the state depends on the process "
-                                              "that took it).\n" + failed.reproduction)
+                                              "lines below pass in one process.\n" + failed.reproduction)
                         else:
                             o.reproduction = failed.reproduction
                         o.examples, o.config, o.plan = passed.examples, config.as_code(), repr(plan)
@@ -166,6 +184,8 @@ class _Run:
         where = (("a fresh process" if self.executor.world_size == 1 else "a fresh set of processes")
                  if worlds == (None,) else
                  " and ".join(f"{s} rank{'s' if s != 1 else ''}" for s in worlds if s is not None))
+        if sibling is not None and getattr(sibling, "hash_seed", None):
+            where += f" (a new interpreter, PYTHONHASHSEED={sibling.hash_seed})"
         passed.notes.append(f"{len(examples)} examples resumed again in {where}")
         return passed
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ def test_a_state_that_is_a_handle_into_its_process_fails_sc10_in_a_fresh_process
     report = check(zoo.ProcessLocalState, clauses=["SC10"], space=IN_PROCESS)
     result = report["SC10"]
     assert result.status == "failed" and not report.passed
-    assert "resumed in a fresh process" in result.message, result.message
+    assert "resumed in a new interpreter" in result.message, result.message
     assert "the state is only good in the process that took it" in result.message
     assert result.reproduction.startswith("# Fails only when the resume runs in a fresh")
     assert "save_checkpoint(state, 'state.pt')" in result.reproduction
@@ -52,10 +54,115 @@ def test_correct_loaders_resume_in_a_fresh_process_too_and_the_report_says_so():
     for factory in (zoo.epoch_loader, factories.reference_wrapper):
         result = check(factory, clauses=["SC10"], space=IN_PROCESS)["SC10"]
         assert result.status == "passed", result.message
-        assert any(n.endswith("examples resumed again in a fresh process") for n in result.notes), result.notes
+        assert any("examples resumed again in a fresh process (a new interpreter, PYTHONHASHSEED=" in n
+                   for n in result.notes), result.notes
 
 
 def test_an_in_process_check_says_it_could_not_resume_in_a_fresh_process():
     result = check(zoo.ProcessLocalState, clauses=["SC10"], space=IN_PROCESS, isolation="in-process")["SC10"]
     assert result.status == "passed"
     assert any("not resumed again in a fresh process" in n for n in result.notes), result.notes
+
+
+def _check_in_a_subprocess(factory: str, hash_seed: str, tmp_path: Path) -> dict:
+    """``check(factory, clauses=["SC10"])`` in a process with a pinned string hash seed, as its JSON report."""
+    code = (f"import json, zoo; from stateful_contract import ConfigSpace, check\n"
+            f"r = check(zoo.{factory}, clauses=['SC10'], space=ConfigSpace(num_workers=(0,)))\n"
+            f"print(json.dumps(r.to_dict()))")
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(Path(zoo.__file__).parent)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_stream_ordered_by_the_string_hash_seed_fails_sc10_in_a_new_interpreter(tmp_path):
+    """Forked processes share the checker's hash seed; the fresh process is a new interpreter with another."""
+    report = _check_in_a_subprocess("HashOrderedShards", "0", tmp_path)
+    sc10 = next(c for c in report["clauses"] if c["id"] == "SC10")
+    assert sc10["status"] == "failed", sc10
+    assert "resumed in a new interpreter (run with PYTHONHASHSEED=1" in sc10["message"], sc10["message"]
+    assert "the stream itself depends on the process" in sc10["message"]
+    assert "(run it as PYTHONHASHSEED=1 python ...)" in sc10["reproduction"]
+    # In-process, where every run shares one hash seed, nothing else sees it.
+    assert check(zoo.HashOrderedShards, clauses=["SC10"], space=IN_PROCESS, isolation="in-process").passed
+
+
+def test_the_hash_seed_reproduction_fails_across_interpreters_and_passes_in_one(tmp_path):
+    sc10 = next(c for c in _check_in_a_subprocess("HashOrderedShards", "0", tmp_path)["clauses"] if c["id"] == "SC10")
+    lines = sc10["reproduction"].splitlines()
+    imports = [line for line in lines if line.startswith(("from ", "import "))]
+    config = next(line for line in lines if line.startswith("config = "))
+    first = [line.removeprefix("#     ") for line in lines if line.startswith("#     ")]
+    second = [line for line in lines if line and not line.startswith("#") and line not in imports and line != config]
+    run = {"first": "\n".join([*imports, config, *first]), "second": "\n".join([*imports, config, *second])}
+    for name, code in run.items():
+        (tmp_path / f"{name}.py").write_text(code)
+
+    def python(file: str, seed: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONPATH": str(Path(zoo.__file__).parent), "PYTHONHASHSEED": seed}
+        return subprocess.run([sys.executable, file], cwd=tmp_path, capture_output=True, text=True, env=env)
+
+    assert python("first.py", "0").returncode == 0
+    second_run = python("second.py", "1")
+    assert second_run.returncode == 1 and "AssertionError" in second_run.stderr, second_run.stderr
+    assert python("second.py", "0").returncode == 0, "with the first process's hash seed it resumes exactly"
+
+
+def test_a_factory_another_interpreter_cannot_import_resumes_in_a_forked_process_and_says_so():
+    def local_factory(config):  # a closure: pickle cannot name it in another interpreter
+        return zoo.EpochLoader(config)
+
+    result = check(local_factory, clauses=["SC10"], space=IN_PROCESS)["SC10"]
+    assert result.status == "passed", result.message
+    assert any("examples resumed again in a fresh process" in n for n in result.notes), result.notes
+    forked = [n for n in result.notes if "forked from the checker" in n]
+    assert forked and "cannot be named in another interpreter" in forked[0], result.notes
+
+
+def test_the_new_interpreter_does_not_run_the_checkers_main_script_again(tmp_path):
+    """multiprocessing's spawn would re-import ``__main__``: a script without a main guard would run twice."""
+    script = tmp_path / "unguarded.py"
+    script.write_text("import zoo\nfrom stateful_contract import ConfigSpace, check\nprint('script ran')\n"
+                      "r = check(zoo.epoch_loader, clauses=['SC10'], space=ConfigSpace(num_workers=(0,)))\n"
+                      "print('verdict', r.passed, [n for n in r['SC10'].notes if 'forked' in n])\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(zoo.__file__).parent)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("script ran") == 1, done.stdout
+    assert "verdict True []" in done.stdout, done.stdout
+
+
+def test_another_hash_seed_differs_from_the_checkers():
+    from stateful_contract._engine.interpreter import another_hash_seed
+
+    assert another_hash_seed("0") == "1"
+    assert another_hash_seed("4294967295") == "0"
+    assert another_hash_seed("random") == another_hash_seed("") == "1"  # random: any pinned seed differs
+
+
+class CrashesInANewInterpreter(zoo.EpochLoader):
+    """Correct everywhere but in SC10's new interpreter, where loading a state kills its process."""
+
+    def load_state_dict(self, state_dict):
+        from stateful_contract._engine.interpreter import FRESH_INTERPRETER_ENV
+
+        if os.environ.get(FRESH_INTERPRETER_ENV):
+            os.kill(os.getpid(), signal.SIGSEGV)
+        super().load_state_dict(state_dict)
+
+
+def test_a_crash_in_the_new_interpreter_is_reported_with_its_signal_and_step():
+    result = check(CrashesInANewInterpreter, clauses=["SC10"], space=IN_PROCESS)["SC10"]
+    assert result.status == "failed", result.message
+    assert "SIGSEGV" in result.message and "load_state_dict" in result.message, result.message
+
+
+def test_every_check_of_a_process_forks_its_fresh_children_from_one_new_interpreter():
+    """The import (about 2 s) is paid once per process, not once per check (a test session runs hundreds)."""
+    from stateful_contract._engine import interpreter
+
+    pids = []
+    for factory in (zoo.epoch_loader, factories.reference_wrapper):
+        assert check(factory, clauses=["SC10"], space=IN_PROCESS).passed
+        pids.append(interpreter._ZYGOTES[os.getpid()].popen.pid)
+    assert pids[0] == pids[1]

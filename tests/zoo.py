@@ -380,6 +380,15 @@ class ProcessLocalState(EpochLoader):
         super().restore(_POSITIONS.get(state["handle"], {"epoch": 0, "offset": 0}))
 
 
+class HashOrderedShards(EpochLoader):
+    """SC10: its batches are ordered by ``hash()`` of shard names, as ``list(set_of_file_names)``
+    orders files: the same order in the checker and every process forked from it, another in
+    the next job (a new interpreter, another string hash seed), whose resume continues another stream."""
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        return sorted(super().batches(epoch), key=lambda b: hash(f"shard-{b[0]:05d}.bin"))
+
+
 # Factories: the CLI and check() take a callable(config) -> loader.
 def epoch_loader(config: LoaderConfig) -> EpochLoader:
     return EpochLoader(config)

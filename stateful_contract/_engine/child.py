@@ -47,7 +47,7 @@ __all__ = ["ChildSpec", "EngineError", "child_main"]
 
 @dataclass(frozen=True)
 class ChildSpec:
-    """What the child needs (handed over by ``fork``, never pickled)."""
+    """What the child needs (handed over by ``fork``; pickled only for a new interpreter, `interpreter.start`)."""
 
     factory: Factory
     factory_import: str
@@ -94,9 +94,10 @@ def _isolate(spec: ChildSpec) -> Any:
     return fault
 
 
-def child_main(conn: Connection, other_end: Connection, spec: ChildSpec) -> None:
+def child_main(conn: Connection, other_end: Connection | None, spec: ChildSpec) -> None:
     """The child's whole life: isolate, then answer commands until told to stop (or orphaned)."""
-    other_end.close()  # the supervisor's end: holding it would hide the supervisor's death
+    if other_end is not None:
+        other_end.close()  # the supervisor's end (a fork has it): holding it would hide the supervisor's death
     _isolate(spec)
     keep = current_children()
     with steps.references_kept():

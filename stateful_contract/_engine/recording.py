@@ -112,6 +112,16 @@ def recording(program: Program) -> Iterator[Program]:
         _ACTIVE.reset(token)
 
 
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Run steps in this block without recording them (a diagnosis, not part of the reproduction)."""
+    token = _ACTIVE.set(None)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
 def active() -> Program | None:
     return _ACTIVE.get()
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..config import LoaderConfig
-from . import status
+from . import interpreter, status
 from .child import ChildSpec, EngineError, child_main
 from .example import ClauseLike, ExampleRun, LoadFormProbe
 from .executors import BUILDING, FactoryProblem, StartFailed
@@ -119,7 +119,8 @@ class Supervised:
     world_size = 1
 
     def __init__(self, factory: Factory, factory_import: str, alignment: Alignment = None,
-                 timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> None:
+                 timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+                 new_interpreter: bool = False) -> None:
         if not supported():
             raise RuntimeError("supervised checks need os.fork (Linux, macOS); use isolation='in-process'")
         self.factory = factory
@@ -134,6 +135,10 @@ class Supervised:
         self.scratch = self.run_dir / "scratch"
         #: A process that never ran an example of this check: its examples resume in it.
         self.fresh_processes = True
+        #: The child is a new interpreter (`interpreter.start`), not a fork: another string hash secret.
+        self.new_interpreter = new_interpreter
+        #: The ``PYTHONHASHSEED`` of the new interpreter, once started.
+        self.hash_seed: str | None = None
         self._proc: Any = None  # multiprocessing.Process
         self._conn: Connection | None = None
         self._pidfd: int | None = None
@@ -150,17 +155,22 @@ class Supervised:
         self._spec = ChildSpec(self.factory, self.factory_import, self.alignment, self.timeout, self.run_dir,
                                self.run_dir / f"board-{n}", self.run_dir / f"fault-{n}.txt", os.getpid(),
                                self.scratch)
-        ctx = multiprocessing.get_context("fork")
-        mine, theirs = ctx.Pipe(duplex=True)
         for stream in (sys.stdout, sys.stderr):  # or the child would print the parent's buffered text again
             with contextlib.suppress(Exception):
                 stream.flush()
-        # Not a daemon: a daemonic process may not start DataLoader workers.
-        proc = ctx.Process(target=child_main, args=(theirs, mine, self._spec), name=f"stateful-contract-loader-{n}")
-        proc.start()
-        theirs.close()
-        self._proc, self._conn = proc, mine
-        pid = proc.pid
+        if self.new_interpreter:
+            self._proc, self._conn = interpreter.start(self._spec, f"stateful-contract-loader-{n}")
+            self.hash_seed = self._proc.hash_seed
+        else:
+            ctx = multiprocessing.get_context("fork")
+            mine, theirs = ctx.Pipe(duplex=True)
+            # Not a daemon: a daemonic process may not start DataLoader workers.
+            proc = ctx.Process(target=child_main, args=(theirs, mine, self._spec),
+                               name=f"stateful-contract-loader-{n}")
+            proc.start()
+            theirs.close()
+            self._proc, self._conn = proc, mine
+        pid = self._proc.pid
         assert pid is not None
         try:
             self._pidfd = os.pidfd_open(pid)
@@ -311,6 +321,8 @@ class Supervised:
 
     def start(self) -> None:
         answer = self._call(("start",))
+        if self.new_interpreter and self._proc is not None:  # its imports are not the loader's growth
+            self._spawned_rss = anon_rss(self._proc.pid) or 0
         if isinstance(answer, Death):
             raise StartFailed(self._crashed(BUILDING, answer))
         if isinstance(answer, ExampleRun):
@@ -349,14 +361,17 @@ class Supervised:
         # (Other world sizes are the multi-rank executor's; one rank has no SC31.)
         self.stop()
 
-    def sibling(self) -> Supervised:
+    def sibling(self, new_interpreter: bool = False) -> Supervised:
         """A second child beside this one, reading the files this one's examples wrote.
 
         A resume in a fresh process (SC10's second half) runs there, so this child keeps the
         uninterrupted runs it has taken for the clauses still to come (with workers, about
         0.4 s each). Its own directory, boards and process marker keep the two apart.
+        ``new_interpreter``: started anew rather than forked (`interpreter`), about 2 s of
+        imports, for a string hash secret of its own; `start` it to know it could be.
         """
-        other = Supervised(self.factory, self.factory_import, self.alignment, self.timeout, self.memory_limit)
+        other = Supervised(self.factory, self.factory_import, self.alignment, self.timeout, self.memory_limit,
+                           new_interpreter=new_interpreter)
         other.scratch = self.scratch
         other.load_form = self.load_form
         return other

@@ -12,23 +12,30 @@ example (`stateful_contract._engine.supervised.Supervised.sibling`), from that f
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import torch
 
+from .._engine.compare import first_difference
 from .._engine.epoch_steps import take_epochs
 from .._engine.example import Example
+from .._engine.interpreter import FRESH_INTERPRETER_ENV
 from .._engine.plans import Checkpoint, expected_bounds
+from .._engine.recording import unrecorded
 from .._engine.state_steps import load_checkpoint, save_checkpoint
-from .._engine.steps import RESUME_EPOCHS, Position
+from .._engine.steps import RESUME_EPOCHS, Position, uninterrupted
 from .epochs import no_epoch_lost
 from .judgements import same_stream
 from .rank_streams import example_folder
 
 __all__ = ["judged_on_the_process", "keep_for_a_fresh_process", "one_process_only", "resume_in_a_fresh_process"]
 
-#: The files of one example: the state as a trainer saves it, and what it must resume to.
+#: The files of one example: the state as a trainer saves it, and what it must resume to (with the
+#: first process's epoch lengths). The reproduction's first process saves only the batches, as
+#: ``EXPECTED_FILE``.
 STATE_FILE = "state.pt"
+FIRST_RUN_FILE = "first-run.pt"
 EXPECTED_FILE = "expected.pt"
 
 
@@ -46,27 +53,28 @@ def keep_for_a_fresh_process(example: Example, clause_id: str, state: Any, expec
     folder = example_folder(example, clause_id)
     try:
         save_checkpoint.__wrapped__(state, str(folder / STATE_FILE))  # type: ignore[attr-defined]
-        torch.save({"expected": expected, "lengths": lengths}, folder / EXPECTED_FILE)
+        torch.save({"expected": expected, "lengths": lengths}, folder / FIRST_RUN_FILE)
     except Exception:
-        for name in (STATE_FILE, EXPECTED_FILE):
+        for name in (STATE_FILE, FIRST_RUN_FILE):
             with contextlib.suppress(OSError):
                 (folder / name).unlink()
 
 
 def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
-    """SC10 once more, from the saved file, in a process that never ran an example of this check."""
+    """SC10 once more, from the saved files, in a process that never ran an example of this check."""
     folder = example_folder(example, "SC10")
-    if not (folder / STATE_FILE).exists() or not (folder / EXPECTED_FILE).exists():
+    if not (folder / STATE_FILE).exists() or not (folder / FIRST_RUN_FILE).exists():
         return
-    saved = torch.load(folder / EXPECTED_FILE, weights_only=False)
+    saved = torch.load(folder / FIRST_RUN_FILE, weights_only=False)
     lengths: list[int] = saved["lengths"]
-    program = example.program
-    for line in _first_process(plan.position):
-        program.add(line)
     start, stop = expected_bounds(lengths, plan.position)
-    program.names_used.add("uninterrupted")
-    program.add("reference, lengths = uninterrupted(factory, config)  # the same in any process")
-    expected = program.expression("expected", f"reference[{start}:{stop}]", saved["expected"])
+    program = example.program
+    for line in _first_process(plan.position, start, stop):
+        program.add(line)
+    # What the first process's uninterrupted run yields from the checkpoint on, as it saved it: this
+    # process's own run may differ (the stream may depend on the process), and the first one's counts.
+    expected = program.expression("expected", f"torch.load({EXPECTED_FILE!r}, weights_only=False)",
+                                  saved["expected"])
     path = str(folder / STATE_FILE)
     program.bind(path, repr(STATE_FILE))
     try:
@@ -74,19 +82,51 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
     except Exception:
         return
     resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
-    where = f"{plan.position.describe()}; saved with torch.save and resumed in a fresh process"
+    where = f"{plan.position.describe()}; saved with torch.save and resumed in {_this_process()}"
+    if first_difference(expected, resumed) is not None:
+        where += _why_it_differs(example, start, stop, expected)
     same_stream(expected, resumed, clause_id="SC10", context=where)
     no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=where)
 
 
-def _first_process(position: Position) -> list[str]:
+def _this_process() -> str:
+    seed = os.environ.get("PYTHONHASHSEED")
+    if os.environ.get(FRESH_INTERPRETER_ENV) and seed is not None:
+        return (f"a new interpreter (run with PYTHONHASHSEED={seed}: another string hash seed than the first "
+                "process's)")
+    return "a fresh process"
+
+
+def _why_it_differs(example: Example, start: int, stop: int, first: list[Any]) -> str:
+    """Which of the two causes it is, from this process's own uninterrupted run (not a step of the
+    reproduction: it only names the cause)."""
+    try:
+        with unrecorded():
+            reference, _ = uninterrupted(example.factory, example.config)
+    except Exception:
+        return ""
+    if first_difference(first, reference[start:stop]) is not None:
+        return ("; a loader never given a state yields other batches here too: the stream itself depends on the "
+                "process (the order of a set of str, or of hash() of str, changes with the interpreter's hash seed; "
+                "so do id(), the time and os.getpid()), so every resume in a new job continues another stream than "
+                "the job that saved the state")
+    return ("; a loader never given a state yields the same batches here: the state is only good in the process "
+            "that took it (it holds a key into a registry, an id() or a cache that a new process does not have)")
+
+
+def _first_process(position: Position, start: int, stop: int) -> list[str]:
     return [
-        "# In a first process, the state was taken and saved as a trainer saves it:",
-        "#     from stateful_contract.repro import Position, checkpoint, save_checkpoint",
+        "# In a first process, the state was taken and saved as a trainer saves it, with the batches it resumes to:",
+        "#     import torch",
+        "#     from stateful_contract.repro import Position, checkpoint, save_checkpoint, uninterrupted",
+        "#     reference, lengths = uninterrupted(factory, config)",
+        f"#     torch.save(reference[{start}:{stop}], {EXPECTED_FILE!r})",
         "#     loader = fresh(factory, config)",
         f"#     state = checkpoint(loader, {position.as_code()})",
         f"#     save_checkpoint(state, {STATE_FILE!r})",
-        "# and this process, which never built a loader before, resumes from that file:",
+        "# and this process, which never built a loader before, resumes from those files"
+        + (f" (run it as PYTHONHASHSEED={os.environ['PYTHONHASHSEED']} python ...):"
+           if os.environ.get(FRESH_INTERPRETER_ENV) and "PYTHONHASHSEED" in os.environ else ":"),
     ]
 
 

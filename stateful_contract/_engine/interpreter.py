@@ -1,0 +1,221 @@
+"""Supervised children of a new Python interpreter, for a resume that must not share the checker's process.
+
+A forked child shares more with the checker than memory: the interpreter's string hash
+secret is fixed when an interpreter starts, so ``list({"b.bin", "a.bin"})``, ``hash(name)
+% shards`` and a dict built from them come out in the same order in the checker, its forked
+children and their DataLoader workers. A real resume is a new job, with a new secret
+(unless ``PYTHONHASHSEED`` pins one): a loader whose order depends on it resumes a
+different stream there. SC10's fresh-process half therefore runs in a child of another
+interpreter, started anew (``exec``) with a ``PYTHONHASHSEED`` other than the checker's.
+
+That interpreter, the *zygote*, is started once per checker process and imports torch
+(about 2 s); each fresh child is forked from it, never having run a loader, so a test
+session of many checks pays the import once. It is a session of its own (Ctrl-C reaches
+the checker only) and dies with the checker. A child gets the checker's ``sys.path`` and
+standard output and error at the time it is asked for (pytest's capture moves them).
+
+Not `multiprocessing`'s ``spawn`` or ``forkserver``: both import the checker's ``__main__``
+again in the child, which runs a user's script that has no ``if __name__ == "__main__"``
+guard a second time; and a loader's own forkserver workers would share our server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing import reduction
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .processes import MARKER_ENV
+
+__all__ = ["FRESH_INTERPRETER_ENV", "Interpreter", "another_hash_seed", "start", "zygote_main"]
+
+#: Set in the new interpreter (and so in its DataLoader workers): a scenario may say where it runs.
+FRESH_INTERPRETER_ENV = "STATEFUL_CONTRACT_FRESH_INTERPRETER"
+
+
+def another_hash_seed(current: str | None = None) -> str:
+    """A ``PYTHONHASHSEED`` that gives another string hash secret than the checker's.
+
+    The checker's own is ``current`` (its environment's ``PYTHONHASHSEED``): a number pins it,
+    so the next number differs; unset or ``random``, it is random, and any fixed one differs
+    from it (but for a chance of one in 2**64).
+    """
+    current = os.environ.get("PYTHONHASHSEED") if current is None else current
+    if current and current.isdigit():
+        return str((int(current) + 1) % 4294967296)
+    return "1"
+
+
+class Interpreter:
+    """The parts of `multiprocessing.Process` the supervisor uses, for a child of the zygote."""
+
+    def __init__(self, zygote: _Zygote, pid: int) -> None:
+        self._zygote = zygote
+        self.pid = pid
+        self.hash_seed = zygote.hash_seed
+
+    @property
+    def exitcode(self) -> int | None:
+        """None while it runs; else its exit code, or minus the signal that ended it (as multiprocessing's)."""
+        return self._zygote.status(self.pid)
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+        while self.exitcode is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+class _Zygote:
+    """The checker's end of the zygote: asks it for children and for how they ended."""
+
+    def __init__(self) -> None:
+        self.hash_seed = another_hash_seed()
+        mine, theirs = socket.socketpair()
+        env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}  # it outlives every check's run
+        env.update(PYTHONHASHSEED=self.hash_seed, **{FRESH_INTERPRETER_ENV: "1"})
+        code = "from stateful_contract._engine.interpreter import zygote_main; zygote_main()"
+        try:
+            self.popen = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())],
+                                          pass_fds=(theirs.fileno(),), env=env, close_fds=True,
+                                          start_new_session=True, stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self._sock = mine
+        self._conn = Connection(os.dup(mine.fileno()))
+        self._lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def fork(self, spec: bytes, child_end: int) -> int:
+        """A new child running ``spec``: ``child_end`` of its connection, and this process's output, go with it."""
+        with self._lock:
+            self._conn.send_bytes(pickle.dumps(("fork", list(sys.path), spec)))
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            reduction.sendfds(self._sock, [child_end, 1, 2])
+            return int(pickle.loads(self._conn.recv_bytes()))
+
+    def status(self, pid: int) -> int | None:
+        with self._lock:
+            try:
+                self._conn.send_bytes(pickle.dumps(("status", pid)))
+                return pickle.loads(self._conn.recv_bytes())  # type: ignore[no-any-return]
+            except (OSError, EOFError):
+                return -signal.SIGKILL  # the zygote is gone, and its children died with it
+
+
+_ZYGOTES: dict[int, _Zygote] = {}  # per process: a job forked from the checker starts its own
+
+
+def start(spec: Any, name: str) -> tuple[Interpreter, Connection]:
+    """A child of the zygote running ``spec``, and the connection to it.
+
+    Raises whatever pickling ``spec`` raises (a factory defined in a closure or a test's
+    local scope cannot be named in another interpreter): the caller forks instead.
+    """
+    payload = pickle.dumps(spec)  # before anything starts: an unpicklable factory fails here
+    zygote = _ZYGOTES.get(os.getpid())
+    if zygote is None or not zygote.alive():
+        zygote = _ZYGOTES[os.getpid()] = _Zygote()
+    mine, theirs = socket.socketpair()
+    try:
+        pid = zygote.fork(payload, theirs.fileno())
+    finally:
+        theirs.close()
+    return Interpreter(zygote, pid), Connection(mine.detach())
+
+
+def zygote_main() -> None:
+    """The zygote: import what a child needs, then fork one per request, and reap them."""
+    conn = Connection(int(sys.argv[1]))
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    checker = int(sys.argv[2])
+    _die_with(checker)
+    import torch  # noqa: F401  (the import every child would otherwise pay)
+    import torchdata.stateful_dataloader  # noqa: F401
+
+    from . import child  # noqa: F401
+
+    ended: dict[int, int] = {}
+    while True:
+        try:
+            command = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return  # the checker is gone
+        _reap(ended)
+        if command[0] == "status":
+            pid = command[1]
+            conn.send_bytes(pickle.dumps(ended.get(pid, None if _running(pid) else -signal.SIGKILL)))
+            continue
+        _, path, spec = command
+        fds = reduction.recvfds(sock, 3)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                conn.close()
+                sock.close()
+                os.dup2(fds[1], 1)
+                os.dup2(fds[2], 2)
+                _child(fds[0], path, spec)
+                code = 0
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        conn.send_bytes(pickle.dumps(pid))
+
+
+def _child(fd: int, path: list[str], spec_bytes: bytes) -> None:
+    conn = Connection(fd)
+    sys.path[:] = path
+    try:
+        spec = pickle.loads(spec_bytes)
+    except Exception as e:  # the factory's module does not import here: the answer to "start" says so
+        conn.recv_bytes()
+        conn.send_bytes(pickle.dumps(f"the factory cannot be rebuilt in a new interpreter: {type(e).__name__}: {e}"))
+        return
+    from .child import child_main
+
+    child_main(conn, None, dataclasses.replace(spec, parent_pid=os.getppid()))  # its parent is the zygote
+
+
+def _reap(ended: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        ended[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def _die_with(checker: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != checker:
+        os._exit(0)
