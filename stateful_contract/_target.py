@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ._engine.interpreter import FILE_MODULE_PREFIX
+
 __all__ = ["TargetError", "describe_factory", "factory_import_line", "import_line", "load_target"]
 
 
@@ -25,7 +27,7 @@ def load_target(spec: str) -> Callable[..., Any]:
         path = Path(module_part)
         if not path.is_file():
             raise TargetError(f"cannot import {spec!r}: no file {path}")
-        name = f"_stateful_contract_target_{path.stem}"
+        name = f"{FILE_MODULE_PREFIX}{path.stem}"
         loader_spec = importlib.util.spec_from_file_location(name, path)
         if loader_spec is None or loader_spec.loader is None:
             raise TargetError(f"cannot import {spec!r}: {path} is not a Python file")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import zoo
 
 from stateful_contract import ConfigSpace, check
@@ -75,10 +76,17 @@ def _check_in_a_subprocess(factory: str, hash_seed: str, tmp_path: Path) -> dict
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_stream_ordered_by_the_string_hash_seed_fails_sc10_in_a_new_interpreter(tmp_path):
+@pytest.fixture(scope="module")
+def hash_ordered_sc10(tmp_path_factory):
+    """SC10 of `zoo.HashOrderedShards`, checked in a process whose hash seed is pinned to 0 (so the verdict and
+    the reported example are the same every run)."""
+    report = _check_in_a_subprocess("HashOrderedShards", "0", tmp_path_factory.mktemp("hash-order"))
+    return next(c for c in report["clauses"] if c["id"] == "SC10")
+
+
+def test_a_stream_ordered_by_the_string_hash_seed_fails_sc10_in_a_new_interpreter(hash_ordered_sc10):
     """Forked processes share the checker's hash seed; the fresh process is a new interpreter with another."""
-    report = _check_in_a_subprocess("HashOrderedShards", "0", tmp_path)
-    sc10 = next(c for c in report["clauses"] if c["id"] == "SC10")
+    sc10 = hash_ordered_sc10
     assert sc10["status"] == "failed", sc10
     assert "resumed in a new interpreter (run with PYTHONHASHSEED=1" in sc10["message"], sc10["message"]
     assert "the stream itself depends on the process" in sc10["message"]
@@ -87,9 +95,8 @@ def test_a_stream_ordered_by_the_string_hash_seed_fails_sc10_in_a_new_interprete
     assert check(zoo.HashOrderedShards, clauses=["SC10"], space=IN_PROCESS, isolation="in-process").passed
 
 
-def test_the_hash_seed_reproduction_fails_across_interpreters_and_passes_in_one(tmp_path):
-    sc10 = next(c for c in _check_in_a_subprocess("HashOrderedShards", "0", tmp_path)["clauses"] if c["id"] == "SC10")
-    lines = sc10["reproduction"].splitlines()
+def test_the_hash_seed_reproduction_fails_across_interpreters_and_passes_in_one(hash_ordered_sc10, tmp_path):
+    lines = hash_ordered_sc10["reproduction"].splitlines()
     imports = [line for line in lines if line.startswith(("from ", "import "))]
     config = next(line for line in lines if line.startswith("config = "))
     first = [line.removeprefix("#     ") for line in lines if line.startswith("#     ")]
@@ -166,3 +173,18 @@ def test_every_check_of_a_process_forks_its_fresh_children_from_one_new_interpre
         assert check(factory, clauses=["SC10"], space=IN_PROCESS).passed
         pids.append(interpreter._ZYGOTES[os.getpid()].popen.pid)
     assert pids[0] == pids[1]
+
+
+def test_a_cli_target_given_as_a_file_path_is_rebuilt_in_the_new_interpreter_from_that_file(tmp_path):
+    """``check path/to/file.py:factory`` loads a module no import finds by name; the new interpreter loads the file."""
+    (tmp_path / "shards.py").write_text(
+        "import zoo\n\n"
+        "class HashOrdered(zoo.EpochLoader):\n"
+        "    def batches(self, epoch):\n"
+        "        return sorted(super().batches(epoch), key=lambda b: hash(f'shard-{b[0]:05d}.bin'))\n")
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(Path(zoo.__file__).parent)}
+    done = subprocess.run([sys.executable, "-m", "stateful_contract", "check", "shards.py:HashOrdered", "--clause",
+                           "SC10", "--quiet", "--json", "r.json"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    sc10 = next(c for c in json.loads((tmp_path / "r.json").read_text())["clauses"] if c["id"] == "SC10")
+    assert sc10["status"] == "failed" and "the stream itself depends on the process" in sc10["message"], done.stdout

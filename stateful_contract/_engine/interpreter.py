@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import os
 import pickle
 import signal
@@ -41,6 +42,9 @@ __all__ = ["FRESH_INTERPRETER_ENV", "Interpreter", "another_hash_seed", "start",
 
 #: Set in the new interpreter (and so in its DataLoader workers): a scenario may say where it runs.
 FRESH_INTERPRETER_ENV = "STATEFUL_CONTRACT_FRESH_INTERPRETER"
+#: The CLI's ``path/to/file.py:factory`` targets are modules of this prefix loaded from their file
+#: (`stateful_contract._target`): no import finds them by name, so a child loads the same files first.
+FILE_MODULE_PREFIX = "_stateful_contract_target_"
 
 
 def another_hash_seed(current: str | None = None) -> str:
@@ -100,7 +104,9 @@ class _Zygote:
     def fork(self, spec: bytes, child_end: int) -> int:
         """A new child running ``spec``: ``child_end`` of its connection, and this process's output, go with it."""
         with self._lock:
-            self._conn.send_bytes(pickle.dumps(("fork", list(sys.path), spec)))
+            files = {name: module.__file__ for name, module in list(sys.modules.items())
+                     if name.startswith(FILE_MODULE_PREFIX) and getattr(module, "__file__", None)}
+            self._conn.send_bytes(pickle.dumps(("fork", list(sys.path), files, spec)))
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()
@@ -159,7 +165,7 @@ def zygote_main() -> None:
             pid = command[1]
             conn.send_bytes(pickle.dumps(ended.get(pid, None if _running(pid) else -signal.SIGKILL)))
             continue
-        _, path, spec = command
+        _, path, files, spec = command
         fds = reduction.recvfds(sock, 3)
         pid = os.fork()
         if pid == 0:
@@ -169,7 +175,7 @@ def zygote_main() -> None:
                 sock.close()
                 os.dup2(fds[1], 1)
                 os.dup2(fds[2], 2)
-                _child(fds[0], path, spec)
+                _child(fds[0], path, files, spec)
                 code = 0
             finally:
                 os._exit(code)
@@ -178,10 +184,15 @@ def zygote_main() -> None:
         conn.send_bytes(pickle.dumps(pid))
 
 
-def _child(fd: int, path: list[str], spec_bytes: bytes) -> None:
+def _child(fd: int, path: list[str], files: dict[str, str], spec_bytes: bytes) -> None:
     conn = Connection(fd)
     sys.path[:] = path
     try:
+        for name, file in files.items():
+            found = importlib.util.spec_from_file_location(name, file)
+            assert found is not None and found.loader is not None, file
+            sys.modules[name] = module = importlib.util.module_from_spec(found)
+            found.loader.exec_module(module)
         spec = pickle.loads(spec_bytes)
     except Exception as e:  # the factory's module does not import here: the answer to "start" says so
         conn.recv_bytes()
