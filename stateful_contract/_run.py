@@ -113,11 +113,7 @@ class _Run:
         # now, its imports overlap the search.
         pending = (PendingSibling(self.executor) if fresh and worlds == (None,)
                    and isinstance(self.executor, Supervised) else None)
-        try:
-            return self.judged(c, restarted, worlds, fresh, pending)
-        finally:
-            if pending is not None:
-                pending.discard()
+        return self.judged(c, restarted, worlds, fresh, pending)
 
     def judged(self, c: Clause, restarted: Clause | None, worlds: tuple[int | None, ...], fresh: bool,
                pending: PendingSibling | None) -> Outcome:

@@ -491,6 +491,7 @@ KILLS: dict[type, str] = {
     LazyNewPass: "SC22",
     RescalesOffsetByWorkers: "SC23",
     ProcessLocalState: "SC10",
+    HashOrderedShards: "SC10",
     EndOfEpochStateIgnoresSetEpoch: "SC21",
     EpochLoader: "SC40",  # correct for the core, but accepts bad states silently
 }

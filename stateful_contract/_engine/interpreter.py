@@ -38,7 +38,8 @@ from typing import Any
 
 from .processes import MARKER_ENV
 
-__all__ = ["FRESH_INTERPRETER_ENV", "Interpreter", "another_hash_seed", "start", "zygote_main"]
+__all__ = ["FILE_MODULE_PREFIX", "FRESH_INTERPRETER_ENV", "Interpreter", "another_hash_seed", "prepare", "start",
+           "zygote_main"]
 
 #: Set in the new interpreter (and so in its DataLoader workers): a scenario may say where it runs.
 FRESH_INTERPRETER_ENV = "STATEFUL_CONTRACT_FRESH_INTERPRETER"
@@ -125,6 +126,14 @@ class _Zygote:
 _ZYGOTES: dict[int, _Zygote] = {}  # per process: a job forked from the checker starts its own
 
 
+def prepare() -> _Zygote:
+    """This process's zygote, started now if it has none (it imports in the background)."""
+    zygote = _ZYGOTES.get(os.getpid())
+    if zygote is None or not zygote.alive():
+        zygote = _ZYGOTES[os.getpid()] = _Zygote()
+    return zygote
+
+
 def start(spec: Any, name: str) -> tuple[Interpreter, Connection]:
     """A child of the zygote running ``spec``, and the connection to it.
 
@@ -132,9 +141,7 @@ def start(spec: Any, name: str) -> tuple[Interpreter, Connection]:
     local scope cannot be named in another interpreter): the caller forks instead.
     """
     payload = pickle.dumps(spec)  # before anything starts: an unpicklable factory fails here
-    zygote = _ZYGOTES.get(os.getpid())
-    if zygote is None or not zygote.alive():
-        zygote = _ZYGOTES[os.getpid()] = _Zygote()
+    zygote = prepare()
     mine, theirs = socket.socketpair()
     try:
         pid = zygote.fork(payload, theirs.fileno())

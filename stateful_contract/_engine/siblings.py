@@ -9,6 +9,7 @@ again (about 2 s on 2 cores), so it is started before the search it follows.
 
 from __future__ import annotations
 
+from . import interpreter
 from .executors import FactoryProblem, StartFailed
 from .supervised import Supervised
 
@@ -16,7 +17,7 @@ __all__ = ["PendingSibling"]
 
 
 class PendingSibling:
-    """A sibling in a new interpreter, being started; `take` it once needed, or `discard` it.
+    """The sibling SC10's fresh half will resume in; its new interpreter starts importing at once.
 
     When the factory cannot be rebuilt in a new interpreter (defined in a closure, a module
     that does not import there), `take` gives a forked sibling instead, and says why.
@@ -24,31 +25,20 @@ class PendingSibling:
 
     def __init__(self, elder: Supervised) -> None:
         self._elder = elder
-        self._sibling: Supervised | None = elder.sibling(new_interpreter=True)
-        self._why = ""
-        try:
-            self._sibling._spawn()
-        except Exception as e:  # pickling the factory: PicklingError, AttributeError, TypeError
-            self._why = f"the factory cannot be named in another interpreter ({type(e).__name__}: {e})"
+        interpreter.prepare()  # the import overlaps the search; the fork from it, at `take`, costs ms
 
     def take(self) -> tuple[Supervised, str]:
         """The sibling, started, and "" ; or a forked one and why the new interpreter could not be used."""
-        sibling, self._sibling = self._sibling, None
-        assert sibling is not None, "a pending sibling is taken once"
-        if not self._why:
-            try:
-                sibling.start()
-                return sibling, ""
-            except StartFailed as e:
-                self._why = e.run.outcome.got if e.run.outcome is not None else "it did not start"
-            except FactoryProblem as e:
-                self._why = str(e)
+        sibling = self._elder.sibling(new_interpreter=True)
+        try:
+            sibling.start()
+            return sibling, ""
+        except StartFailed as e:
+            why = e.run.outcome.got if e.run.outcome is not None else "it did not start"
+        except FactoryProblem as e:
+            why = str(e)
+        except Exception as e:  # pickling the factory: PicklingError, AttributeError, TypeError
+            why = f"the factory cannot be named in another interpreter ({type(e).__name__}: {e})"
         sibling.close()
         return self._elder.sibling(), ("the fresh process was forked from the checker, so it shares the checker's "
-                                       "string hash seed (a loader whose order depends on it is not caught): "
-                                       f"{self._why}")
-
-    def discard(self) -> None:
-        if self._sibling is not None:
-            self._sibling.close()
-            self._sibling = None
+                                       f"string hash seed (a loader whose order depends on it is not caught): {why}")
