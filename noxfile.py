@@ -93,7 +93,8 @@ def tests(session: nox.Session) -> None:
     install(session, "test")
     # Two pytest-xdist workers: the suite is CPU-bound and serial otherwise (7.5 min against
     # 15.5 min on 2 shared cores, measured 2026-12-01); a contract class stays on one worker.
-    session.run("pytest", *(session.posargs or ["-q", "-n", "2"]))
+    # tests/typing runs mypy and pyright (about 30 s of CPU): the typecheck session runs it.
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--ignore=tests/typing"]))
 
 
 @nox.session

@@ -134,7 +134,7 @@ def prepare() -> _Zygote:
     return zygote
 
 
-def start(spec: Any, name: str) -> tuple[Interpreter, Connection]:
+def start(spec: Any) -> tuple[Interpreter, Connection]:
     """A child of the zygote running ``spec``, and the connection to it.
 
     Raises whatever pickling ``spec`` raises (a factory defined in a closure or a test's

@@ -159,7 +159,7 @@ class Supervised:
             with contextlib.suppress(Exception):
                 stream.flush()
         if self.new_interpreter:
-            self._proc, self._conn = interpreter.start(self._spec, f"stateful-contract-loader-{n}")
+            self._proc, self._conn = interpreter.start(self._spec)
             self.hash_seed = self._proc.hash_seed
         else:
             ctx = multiprocessing.get_context("fork")
