@@ -30,8 +30,10 @@ def factory(config):
     return factories.mindspeed_wrapper(config)
 """
 
-#: The seed's wrapper on three clauses, one of them declared with a reason a shell must keep whole.
-ARGS = "--clause SC01 --clause SC02 --clause SC10 --expect-fail 'SC02=keyword-only load, as documented'"
+#: The seed's wrapper on three clauses, one of them declared with a reason a shell must keep whole. The
+#: dev profile searches with a random seed, and 15 examples miss the wrapper's SC10 bug now and then
+#: (seed 1036670031 does): the search seed is pinned, to one that finds it.
+ARGS = "--clause SC01 --clause SC02 --clause SC10 --expect-fail 'SC02=keyword-only load, as documented' --seed 1"
 
 
 @pytest.fixture(scope="module")
