@@ -180,7 +180,7 @@ class _Run:
         where = (("a fresh process" if self.executor.world_size == 1 else "a fresh set of processes")
                  if worlds == (None,) else
                  " and ".join(f"{s} rank{'s' if s != 1 else ''}" for s in worlds if s is not None))
-        if sibling is not None and getattr(sibling, "hash_seed", None):
+        if sibling is not None and sibling.hash_seed is not None:
             where += f" (a new interpreter, PYTHONHASHSEED={sibling.hash_seed})"
         passed.notes.append(f"{len(examples)} examples resumed again in {where}")
         return passed

@@ -29,19 +29,25 @@ def test_a_state_that_is_a_handle_into_its_process_fails_sc10_in_a_fresh_process
     assert "state = load_checkpoint('state.pt')" in result.reproduction
 
 
+def _write_the_two_programs(reproduction: str, folder: Path) -> tuple[dict[str, str], list[str]]:
+    """``first.py`` (the commented first process) and ``second.py`` (the rest), each with the imports and the
+    config; returns both sources and the second's own lines."""
+    lines = reproduction.splitlines()
+    imports = [line for line in lines if line.startswith(("from ", "import "))]
+    config = next(line for line in lines if line.startswith("config = "))
+    first = [line.removeprefix("#     ") for line in lines if line.startswith("#     ")]
+    second = [line for line in lines if line and not line.startswith("#") and line not in imports and line != config]
+    run = {"first": "\n".join([*imports, config, *first]), "second": "\n".join([*imports, config, *second])}
+    for name, code in run.items():
+        (folder / f"{name}.py").write_text(code)
+    return run, second
+
+
 def test_the_printed_two_process_reproduction_fails_as_reported(tmp_path):
     """The commented first half, run in one process, then the rest in another: it fails there, and
     passes when both halves run in one process."""
     result = check(zoo.ProcessLocalState, clauses=["SC10"], space=IN_PROCESS)["SC10"]
-    lines = result.reproduction.splitlines()
-    imports = [line for line in lines if line.startswith(("from ", "import "))]
-    config = next(line for line in lines if line.startswith("config = "))
-    first = [line.removeprefix("#     ") for line in lines if line.startswith("#     ")]
-    second = [line for line in lines if line and not line.startswith("#") and line not in imports
-              and line != config]
-    run = {"first": "\n".join([*imports, config, *first]), "second": "\n".join([*imports, config, *second])}
-    for name, code in run.items():
-        (tmp_path / f"{name}.py").write_text(code)
+    run, second = _write_the_two_programs(result.reproduction, tmp_path)
     tests = str(Path(zoo.__file__).parent)  # the zoo's module, as the reproduction imports it
     kw = {"cwd": tmp_path, "capture_output": True, "text": True, "env": {**os.environ, "PYTHONPATH": tests}}
     assert subprocess.run([sys.executable, "first.py"], **kw).returncode == 0
@@ -96,14 +102,7 @@ def test_a_stream_ordered_by_the_string_hash_seed_fails_sc10_in_a_new_interprete
 
 
 def test_the_hash_seed_reproduction_fails_across_interpreters_and_passes_in_one(hash_ordered_sc10, tmp_path):
-    lines = hash_ordered_sc10["reproduction"].splitlines()
-    imports = [line for line in lines if line.startswith(("from ", "import "))]
-    config = next(line for line in lines if line.startswith("config = "))
-    first = [line.removeprefix("#     ") for line in lines if line.startswith("#     ")]
-    second = [line for line in lines if line and not line.startswith("#") and line not in imports and line != config]
-    run = {"first": "\n".join([*imports, config, *first]), "second": "\n".join([*imports, config, *second])}
-    for name, code in run.items():
-        (tmp_path / f"{name}.py").write_text(code)
+    _write_the_two_programs(hash_ordered_sc10["reproduction"], tmp_path)
 
     def python(file: str, seed: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PYTHONPATH": str(Path(zoo.__file__).parent), "PYTHONHASHSEED": seed}

@@ -21,12 +21,10 @@ What it must not inherit is put right before it runs anything:
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import os
 import pickle
 import signal
-import sys
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -38,7 +36,7 @@ from .example import ClauseLike, ExampleRun, probe_load_form, recorded_program, 
 from .executors import PROBE_CONFIG, factory_problem, reference_lengths
 from .guard import current_children, reap_children
 from .plans import Alignment
-from .processes import MARKER_ENV
+from .processes import MARKER_ENV, die_with_parent
 from .recording import recording
 from .steps import Factory
 
@@ -68,19 +66,9 @@ class EngineError:
     trace: str
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent_pid:  # the supervisor died before the line above
-        os._exit(0)
-
-
 def _isolate(spec: ChildSpec) -> Any:
     os.setsid()
-    _die_with_parent(spec.parent_pid)
+    die_with_parent(spec.parent_pid)
     os.environ[MARKER_ENV] = str(spec.run_dir)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)

@@ -21,7 +21,6 @@ guard a second time; and a loader's own forkserver workers would share our serve
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -36,7 +35,7 @@ from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .processes import MARKER_ENV
+from .processes import MARKER_ENV, die_with_parent
 
 __all__ = ["FILE_MODULE_PREFIX", "FRESH_INTERPRETER_ENV", "Interpreter", "another_hash_seed", "prepare", "start",
            "zygote_main"]
@@ -108,9 +107,6 @@ class _Zygote:
             files = {name: module.__file__ for name, module in list(sys.modules.items())
                      if name.startswith(FILE_MODULE_PREFIX) and getattr(module, "__file__", None)}
             self._conn.send_bytes(pickle.dumps(("fork", list(sys.path), files, spec)))
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    stream.flush()
             reduction.sendfds(self._sock, [child_end, 1, 2])
             return int(pickle.loads(self._conn.recv_bytes()))
 
@@ -155,7 +151,7 @@ def zygote_main() -> None:
     conn = Connection(int(sys.argv[1]))
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     checker = int(sys.argv[2])
-    _die_with(checker)
+    die_with_parent(checker)
     import torch  # noqa: F401  (the import every child would otherwise pay)
     import torchdata.stateful_dataloader  # noqa: F401
 
@@ -227,13 +223,3 @@ def _running(pid: int) -> bool:
         return True
     except OSError:
         return False
-
-
-def _die_with(checker: int) -> None:
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != checker:
-        os._exit(0)

@@ -9,8 +9,10 @@ started with ``exec``). Between them, nothing a loader starts escapes `kill_sess
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -195,3 +197,14 @@ def fault_excerpt(text: str, frames: int = 12) -> str:
     if len(body) > frames:
         body = [*body[:frames], "  ..."]
     return "\n".join([*out, *body])
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel kill this process when its parent dies (Linux), and exit now if it already has."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(0)

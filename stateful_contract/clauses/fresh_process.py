@@ -89,9 +89,14 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
     no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=where)
 
 
+def _new_interpreter_seed() -> str | None:
+    """The ``PYTHONHASHSEED`` this process runs with, when it is the new interpreter (else None: a fork)."""
+    return os.environ.get("PYTHONHASHSEED") if os.environ.get(FRESH_INTERPRETER_ENV) else None
+
+
 def _this_process() -> str:
-    seed = os.environ.get("PYTHONHASHSEED")
-    if os.environ.get(FRESH_INTERPRETER_ENV) and seed is not None:
+    seed = _new_interpreter_seed()
+    if seed is not None:
         return (f"a new interpreter (run with PYTHONHASHSEED={seed}: another string hash seed than the first "
                 "process's)")
     return "a fresh process"
@@ -125,8 +130,7 @@ def _first_process(position: Position, start: int, stop: int) -> list[str]:
         f"#     state = checkpoint(loader, {position.as_code()})",
         f"#     save_checkpoint(state, {STATE_FILE!r})",
         "# and this process, which never built a loader before, resumes from those files"
-        + (f" (run it as PYTHONHASHSEED={os.environ['PYTHONHASHSEED']} python ...):"
-           if os.environ.get(FRESH_INTERPRETER_ENV) and "PYTHONHASHSEED" in os.environ else ":"),
+        + (f" (run it as PYTHONHASHSEED={seed} python ...):" if (seed := _new_interpreter_seed()) is not None else ":"),
     ]
 
 
