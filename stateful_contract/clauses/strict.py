@@ -24,10 +24,14 @@ from .trainer import (
     _worker_change_plan,
     names_the_worker_counts,
     raised_in_torchdata,
-    refusal_kind,
     resume_with_other_workers,
 )
-from .world_change import WorldResume, new_worlds, resume_on_another_world, world_size_change_is_exact_or_refused
+from .world_change import (
+    WorldResume,
+    new_worlds,
+    resume_on_another_world,
+    world_size_change_is_exact_or_refused,
+)
 
 __all__ = ["bad_state_is_refused", "refusals_name_the_mismatch"]
 
