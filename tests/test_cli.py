@@ -30,6 +30,21 @@ def test_a_correct_loader_exits_0_and_writes_the_report(tmp_path, capsys):
     assert Report.from_json(report_path).passed
 
 
+def test_an_advisory_shows_under_its_passing_clause_in_the_cli_the_markdown_and_the_json(tmp_path, capsys):
+    # A bare assert refusing another worker count: SC23 holds (nothing lost), with one advisory.
+    paths = {"json": tmp_path / "r.json", "markdown": tmp_path / "r.md"}
+    assert run(f"{ZOO}:RefusesWorkerChangeBare", "--clause", "SC23", *(f"--{k}={v}" for k, v in paths.items())) == 0
+    out = capsys.readouterr().out
+    assert "Verdict: PASS" in out
+    line = next(i for i, text in enumerate(out.splitlines()) if text.lstrip().startswith("SC23 "))
+    advice = out.splitlines()[line + 1]
+    assert advice.lstrip().startswith("advisory: ") and "does not name the two worker counts" in advice, out
+    assert out.count("advisory: ") == 1, "one advisory over every example"
+    assert "> advisory (SC23): " in paths["markdown"].read_text()
+    sc23 = next(c for c in json.loads(paths["json"].read_text())["clauses"] if c["id"] == "SC23")
+    assert sc23["status"] == "passed" and [n for n in sc23["notes"] if n.startswith("advisory: ")]
+
+
 def test_clauses_may_be_given_comma_separated_in_any_case(tmp_path):
     assert run(f"{ZOO}:epoch_loader", "--clause", "SC10,sc02", "--clause", "SC13", "--json", str(tmp_path / "r.json")) == 0
     ran = {r.id for r in Report.from_json(tmp_path / "r.json").results if r.status != "skipped"}
