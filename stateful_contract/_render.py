@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from typing import TextIO
 
+from ._engine.advice import advisories
 from ._engine.coverage import describe_coverage, describe_space
 from .report import ClauseResult, Report
 
@@ -77,6 +78,8 @@ def render_report(report: Report, out: TextIO) -> None:
         if r.status == "skipped":
             continue
         out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  {summary_line(r)}\n")
+        for advice in advisories(r.notes):  # shown whatever the status: a pass can need a fix too
+            out.write(f"    advisory: {advice}\n")
     if coverage_line(report):
         out.write(f"  {coverage_line(report)}\n")
     for note in report.notes:

@@ -260,7 +260,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="declare an expected failure (repeatable)")
     p.add_argument("--checkpoint-alignment", metavar="window|N",
                    help="declare the loader exact only at window boundaries (or every N batches)")
-    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40)")
+    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
     p.add_argument("--memory-limit", metavar="SIZE",

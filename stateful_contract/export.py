@@ -18,6 +18,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ._engine.advice import advisories
 from ._engine.coverage import POINT_PREFIX
 from ._render import SHOWN, coverage_line, render_result, summary_line
 from .report import ClauseResult, Report
@@ -117,6 +118,9 @@ def markdown_summary(report: Report) -> str:
         lines += [f"Search {coverage_line(report)}.", ""]
     for note in report.notes:
         lines += [f"> note: {_cell(note)}", ""]
+    for r in ran:  # under a passing clause too: the clause holds, and its user has something to fix
+        lines += [f"> advisory ({r.id}): {_cell(advice)}" for advice in advisories(r.notes)]
+        lines += [""] if advisories(r.notes) else []
     for r in failing:
         lines += [f"#### ❌ {r.id} {r.name}", "", _code(r.message or r.status, "text"), ""]
         lines += [f"- note: {_cell(n)}" for n in r.notes] + ([""] if r.notes else [])

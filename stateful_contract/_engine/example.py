@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 from ..config import LoaderConfig
 from . import status, steps
+from .advice import advise, collecting
 from .guard import LoaderHung, deadline
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment, RankLengths, expected_bounds, on_rank
@@ -120,6 +121,13 @@ class ExampleRun:
     final: bool = False
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What the scenario advised (`stateful_contract._engine.advice`), carried back to the caller.
+    advisories: list[str] = field(default_factory=list)
+
+    def readvise(self) -> None:
+        """Advise again, where the caller collects, what this run's scenario advised."""
+        for text in self.advisories:
+            advise(text)
 
 
 def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,
@@ -140,8 +148,9 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
     rank = world.rank if world is not None else 0
     run = ExampleRun(rank)
     started = time.perf_counter()
+    advised: list[str] = []
     try:
-        with recording(program), deadline(timeout):
+        with recording(program), deadline(timeout), collecting() as advised:
             example.drawn_plan = plan
             if rank_lengths is not None and plan is not None:
                 plan = on_rank(plan, rank_lengths)
@@ -154,6 +163,7 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
         # A hang would be waited out again by every shrink step; a loader that cannot be judged,
         # or that never ends a pass, stays so in any smaller example.
         run.final = isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
+    run.advisories = advised
     run.reproduction = program.source(config.as_code())
     run.seconds = time.perf_counter() - started
     return run

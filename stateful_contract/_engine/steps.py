@@ -115,6 +115,10 @@ def check_pass_length(batches: int) -> None:
 class LoaderError(Exception):
     """Code of the loader under test raised; ``step`` says what the contract was doing."""
 
+    #: Batches the `stream` it ended had yielded before it (None: raised outside a stream): a
+    #: refusal comes before the first batch (SC23, SC31).
+    batches_before: int | None = None
+
     def __init__(self, step: str, error: BaseException) -> None:
         super().__init__(f"{step} raised {type(error).__name__}: {error}")
         self.step = step
@@ -193,7 +197,11 @@ def stream(loader: Any, epochs: int, *, limit: int | None = None,
     """
     out: list[Any] = []
     for _ in range(epochs):
-        it = _iter(loader)
+        try:
+            it = _iter(loader)
+        except LoaderError as e:
+            e.batches_before = len(out)
+            raise
         started = len(out)
         while limit is None or len(out) < limit:
             if every_step is not None:
@@ -204,6 +212,7 @@ def stream(loader: Any, epochs: int, *, limit: int | None = None,
                 out.append(_next(it))
             except LoaderError as e:
                 if not isinstance(e.error, StopIteration):
+                    e.batches_before = len(out)
                     raise
                 if every_step is not None:
                     every_step()

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: Version of the contract text (CONTRACT.md) the clauses implement; shown on reports and badges.
-CONTRACT_VERSION = "2"
+CONTRACT_VERSION = "2.1"
 
 #: ``trainer``: the ways real trainers drive loaders (contract version 2), run by default.
 Tier = Literal["structure", "core", "trainer", "distributed", "strict"]
