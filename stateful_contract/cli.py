@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn, TextIO
 
-from ._render import SHOWN, render_report, render_result
+from ._render import SHOWN, render_failures, render_report
 from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION, clause
 from .profiles import PROFILES
@@ -220,10 +220,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             continue
         print(f"  {c.id + ' ' + c.name:<{width}} " + " ".join(f"{SHOWN[r.status]:<20}" for r in rows))
     print("  " + " " * width + " " + " ".join(f"{'PASS' if rep.passed else 'FAIL':<20}" for rep in reports))
-    seed = reports[0]
-    for r in seed.results:
-        if r.is_failure:
-            print(f"\n--- MindSpeed-MM's wrapper, {r.id} {r.name} ---\n{render_result(r)}")
+    render_failures(reports[0], sys.stdout, label="MindSpeed-MM's wrapper, ")
     # The demo succeeds when the contract tells the two apart as it should.
     return 0 if (not reports[0].passed and reports[1].passed) else 1
 

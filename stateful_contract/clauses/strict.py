@@ -10,6 +10,7 @@ from typing import Any
 
 from .._engine.compare import describe_batch
 from .._engine.example import Example
+from .._engine.impact import Impact, loud
 from .._engine.recording import asserts
 from .._engine.state_steps import BAD_STATES, bad_state, load_and_iterate
 from .registry import LOAD, clause, violated
@@ -25,10 +26,14 @@ def _refused(error: BaseException | None, first: Any, *, kind: str) -> None:
         raise violated("SC40", context=context,
                        expected="an exception at load_state_dict or at the next iter() that names the problem "
                                 "(a silent restart re-trains on data the model has already seen)",
-                       got=f"accepted silently; the loader then yielded {shown}")
+                       got=f"accepted silently; the loader then yielded {shown}",
+                       impact=Impact("silent", f"a bad state ({kind}) is accepted: the run goes on from another "
+                                               "point without an error"))
     if not str(error).strip():
         raise violated("SC40", context=context, expected="the exception to name the problem",
-                       got=f"a bare {type(error).__name__} with no message")
+                       got=f"a bare {type(error).__name__} with no message",
+                       impact=loud("loader.load_state_dict(state)", f"raises a bare {type(error).__name__} that "
+                                                                    "does not say what is wrong"))
 
 
 @clause("SC40", "bad-state-is-refused", tier="strict", budget="strict", needs=("SC01", LOAD))
