@@ -120,11 +120,13 @@ def render_failures(report: Report, out: TextIO, label: str = "") -> None:
     example with one difference, and six copies of it would hide the other failures.
     """
     same = same_causes(report.results)
+    told = True  # the previous failure was told in full: a blank line before the next
     for r in report.results:
         if not r.is_failure:
             continue
         if r.id in same:
-            out.write(f"\n--- {label}{r.id} {r.name}: same cause as {same[r.id]} (its own reproduction is "
-                      "in the JSON report) ---\n")
+            out.write(("\n" if told else "") + f"--- {label}{r.id} {r.name}: same cause as {same[r.id]} (its own "
+                      "reproduction is in the JSON report) ---\n")
         else:
             out.write(f"\n--- {label}{r.id} {r.name} ---\n{render_result(r)}\n")
+        told = r.id not in same

@@ -259,7 +259,7 @@ def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None,
 
 def epoch_lost() -> Impact:
     """A pass that yields nothing where the uninterrupted run has an epoch: no call raises."""
-    return Impact("silent", "an epoch lost: a trainer that counts one epoch per pass trains one epoch less",
+    return Impact("silent", "an epoch lost: a trainer that counts passes trains one epoch less",
                   counts={"epochs lost": 1})
 
 

@@ -133,7 +133,7 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
                     f"does (within {error.limit} batches)")
         got, trace = str(error), ""
         # No call raises: the trainer's epoch never ends, and the loader's data comes round again.
-        impact = Impact("silent", "an epoch never ends: the loader repeats its data without end")
+        impact = Impact("silent", "an epoch never ends: its data repeats without end")
     elif isinstance(error, LoaderError):
         expected, got = "every call the contract makes on the loader to succeed", str(error)
         tb = "".join(traceback.format_exception(type(error.error), error.error, error.error.__traceback__))
@@ -143,7 +143,7 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
         expected, got, trace = "a verdict that replays", f"{type(error).__name__}: {error}", ""
         during = _call_in_progress(error)
         impact = (loud(during, f"raises {type(error).__name__}") if where_of(during) else
-                  Impact("silent", "the loader's stream is not reproducible: the same example gives another result"))
+                  Impact("silent", "not reproducible: one example, two results"))
     v = ClauseViolation(clause_id, heading=heading, expected=expected, got=got, rank=rank, world_size=world_size,
                         impact=impact)
     return Outcome.of_violation(v, message=v.message + trace,

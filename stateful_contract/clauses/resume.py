@@ -162,7 +162,7 @@ def state_is_a_snapshot(example: Example, plan: Checkpoint) -> None:
               expected="the dict returned by state_dict() to stay as it was returned while the loader iterates "
                        "on (a checkpoint written later, e.g. asynchronously, must hold this point)",
               got="it changed under the caller: {diff} (the state holds live references into the loader)",
-              impact="a checkpoint written after the save holds a later point, and resumes there")
+              impact="it changes after the save")
 
 
 @clause("SC16", "load-leaves-its-argument-alone", tier="core", plan=checkpoint_plan, needs=RESUMES)
@@ -178,7 +178,7 @@ def load_leaves_its_argument_alone(example: Example, plan: Checkpoint) -> None:
               expected="load_state_dict(state) and iterating the loader to leave `state` unchanged (the same "
                        "state is often loaded into several loaders, or kept for a retry)",
               got="the argument was modified: {diff}",
-              impact="load_state_dict modifies the saved state, so loading it again resumes elsewhere or fails")
+              impact="load_state_dict modifies it")
     same_stream(first, example.resumed(state, len(expected)), clause_id="SC16",
                 context=where + ", loaded into two fresh loaders",
                 what="a second loader given the same state dict to yield the same batches as the first")
@@ -198,8 +198,7 @@ def state_survives_serialization(example: Example, plan: Checkpoint) -> None:
             text = str(e).strip()
             raise violated("SC17", context=where, expected=f"the state to round-trip through {via}",
                            got=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}",
-                           impact=Impact("silent", f"state unusable later: the checkpoint does not come back "
-                                                   f"through {via} ({type(e).__name__})")) from None
+                           impact=Impact("silent", f"state unusable later: {via.split(' + ')[-1]} fails on it")) from None
         same_stream(expected, example.resumed(copied, len(expected)), clause_id="SC17",
                     context=where + f", through {via}",
                     what=f"a loader given the state after a {via} round trip to resume exactly")

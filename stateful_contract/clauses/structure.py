@@ -33,7 +33,7 @@ def _missing_impact(missing: list[str]) -> Impact:
     """A trainer calls the missing method and gets an AttributeError (state_dict at save first)."""
     step = {"state_dict": "loader.state_dict()", "load_state_dict": "loader.load_state_dict(state)"}
     first = next((m for m in ("state_dict", "load_state_dict") if m in missing), None)
-    return loud(step[first] if first else "iter(loader)", "raises AttributeError (the method is missing)")
+    return loud(step[first] if first else "iter(loader)", "raises AttributeError")
 
 
 @clause("SC01", "implements-protocol", tier="structure", budget="once", fixed_config=PROBE_CONFIG,
@@ -72,13 +72,12 @@ def load_accepts_positional_state(example: Example, plan: None) -> None:
                       "loader.load_state_dict(checkpoint[...]), so every resume crashes otherwise"),
             got=(f"{type(e.error).__name__}: {e.error}\n  declared as: {signature_text(target.load_state_dict)}\n"
                  "  fix: def load_state_dict(self, state_dict: dict[str, Any]) -> None"),
-            impact=loud(e.step, f"raises {type(e.error).__name__}: every resume crashes"),
+            impact=loud(e.step, f"raises {type(e.error).__name__}"),
         ) from None
 
 
 #: What a state that is not a str-keyed dict does: the run goes on until checkpoint code meets it.
-_UNUSABLE = Impact("silent", "state unusable later: torch.distributed.checkpoint and trainers that merge state "
-                             "dicts fail on it at save or resume")
+_UNUSABLE = Impact("silent", "state unusable later: checkpoint code needs a dict with str keys")
 
 
 @asserts("assert_str_keyed_dict")
