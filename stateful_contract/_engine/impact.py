@@ -20,7 +20,7 @@ import torch
 
 from .compare import Segment
 
-__all__ = ["Impact", "ImpactKind", "epoch_lost", "died", "epochs_impact", "loud", "stream_impact", "where_of"]
+__all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "loud", "stream_impact", "where_of"]
 
 ImpactKind = Literal["silent", "loud"]
 
