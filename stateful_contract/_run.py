@@ -276,7 +276,7 @@ class _Run:
         o = failed.outcome
         assert o is not None
         v = ClauseViolation(c.id, heading=c.heading, expected=o.expected, got=o.got, rank=o.rank,
-                            world_size=self.executor.world_size)
+                            world_size=self.executor.world_size, impact=o.impact)
         # The run's own message, headed by this clause: it may add what the loader's process was
         # doing and the Python stack of a crash.
         _, _, detail = o.message.partition("\n")

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 from ..config import LoaderConfig
 from . import status, steps
 from .advice import advise, collecting
+from .compare import Segment
 from .guard import LoaderHung, deadline
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment, RankLengths, expected_bounds, on_rank
@@ -90,9 +91,10 @@ class Example:
         return steps.take(self.fresh(state), count, max_epochs=RESUME_EPOCHS)
 
     def segment(self, base: str, start: int, stop: int) -> list[Any]:
-        """``reference[start:stop]``, recorded as such."""
-        reference, _ = self.reference()
-        return self.program.expression(base, f"reference[{start}:{stop}]", reference[start:stop])  # type: ignore[no-any-return]
+        """``reference[start:stop]``, recorded as such (a `Segment`: it knows the epoch of each batch)."""
+        reference, lengths = self.reference()
+        return self.program.expression(  # type: ignore[no-any-return]
+            base, f"reference[{start}:{stop}]", Segment(reference[start:stop], start, lengths))
 
     def scratch(self, name: str) -> str:
         """A fresh path under the executor's directory; the reproduction shows it as ``name``."""

@@ -24,6 +24,7 @@ import torch
 
 from ..config import LoaderConfig
 from . import status
+from .compare import Segment
 from .guard import LoaderHung
 from .recording import recorded
 
@@ -196,6 +197,7 @@ def stream(loader: Any, epochs: int, *, limit: int | None = None,
     ``StopIteration`` (clause SC14 calls ``state_dict()`` there).
     """
     out: list[Any] = []
+    passes: list[int] = []  # how many batches each pass gave: an impact is counted per pass
     for _ in range(epochs):
         try:
             it = _iter(loader)
@@ -218,8 +220,10 @@ def stream(loader: Any, epochs: int, *, limit: int | None = None,
                     every_step()
                 break
         else:
-            return out
-    return out
+            passes.append(len(out) - started)
+            break
+        passes.append(len(out) - started)
+    return Segment(out, 0, passes)
 
 
 @recorded(("batches", "lengths"))

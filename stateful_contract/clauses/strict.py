@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from .._engine.compare import describe_batch
 from .._engine.example import Example
+from .._engine.impact import Impact, loud
 from .._engine.plans import Alignment, Checkpoint, draw_position
 from .._engine.recording import asserts
 from .._engine.state_steps import BAD_STATES, bad_state, load_and_iterate
@@ -44,10 +45,12 @@ def _refused(error: BaseException | None, first: Any, *, kind: str) -> None:
         raise violated("SC40", context=context,
                        expected="an exception at load_state_dict or at the next iter() that names the problem "
                                 "(a silent restart re-trains on data the model has already seen)",
-                       got=f"accepted silently; the loader then yielded {shown}")
+                       got=f"accepted silently; the loader then yielded {shown}",
+                       impact=Impact("silent", "a bad state is accepted without an error"))
     if not str(error).strip():
         raise violated("SC40", context=context, expected="the exception to name the problem",
-                       got=f"a bare {type(error).__name__} with no message")
+                       got=f"a bare {type(error).__name__} with no message",
+                       impact=loud("loader.load_state_dict(state)", f"raises a bare {type(error).__name__}"))
 
 
 @clause("SC40", "bad-state-is-refused", tier="strict", budget="strict", needs=("SC01", LOAD))
@@ -71,6 +74,12 @@ def _refusal_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig,
     return change if change is not None else Checkpoint(draw_position(data, lengths, config, alignment))
 
 
+def _unnamed(what: str) -> Impact:
+    """A refusal that does not name the mismatch: loud, and the job stops with no hint why."""
+    return Impact("loud", f"the resume is refused without naming the two {what}: the job stops, and whoever "
+                          "restarts it is not told why")
+
+
 def _names_the_world_sizes(values: Sequence[WorldResume], config: LoaderConfig, plan: Any) -> None:
     """Over the new world: where the resume was refused, some rank's exception names the world sizes."""
     refusals = [r for r in values if r.refused]
@@ -82,7 +91,7 @@ def _names_the_world_sizes(values: Sequence[WorldResume], config: LoaderConfig, 
             f"the refusal to name the two world sizes ({first.saved_world_size} and {len(values)}), e.g. ValueError("
             f"'state saved on world_size={first.saved_world_size}, this run has world_size={len(values)}')"), got=(
             f"{first.error}: it does not name the two world sizes, so whoever restarts an elastic job on another "
-            "number of ranks is not told why it fails"))
+            "number of ranks is not told why it fails"), impact=_unnamed("world sizes"))
 
 
 def _other_worlds(world_size: int) -> tuple[int | None, ...]:
@@ -118,7 +127,8 @@ def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint
                 + ": it does not name the two worker counts, so someone whose job is restarted with another num_workers is not told why it fails"
                 + (" (raised inside torchdata's StatefulDataLoader, docs/findings.md F13: record num_workers in "
                    "your state and check it in load_state_dict before the base loader does)"
-                   if raised_in_torchdata(outcome.refusal) else "")))
+                   if raised_in_torchdata(outcome.refusal) else "")),
+                impact=_unnamed("worker counts"))
     elif not several:
         raise NotJudgeable("the configuration space allows one number of worker processes only "
                            "(ConfigSpace.num_workers) and the check runs on one rank: no change to refuse")

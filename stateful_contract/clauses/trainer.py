@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from .._engine.advice import advise
 from .._engine.compare import stream_difference
 from .._engine.example import Example
+from .._engine.impact import loud, samples_impact
 from .._engine.outcome import ClauseViolation
 from .._engine.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
 from .._engine.steps import (
@@ -314,7 +315,9 @@ def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange
             "the resume to continue the stream exactly, or to be refused before its first batch (at "
             "load_state_dict, iter() or the first next())"), got=(
             f"{outcome.crash}, after {n} batch{'es' if n != 1 else ''} of the resumed stream: a run that had "
-            "started training on the resumed data dies mid-run"))
+            "started training on the resumed data dies mid-run"),
+            impact=loud(outcome.crash.step, f"raises {type(outcome.crash.error).__name__} mid-run, after the "
+                                            "resume had yielded batches"))
     if outcome.refusal is not None:
         if not names_the_worker_counts(outcome.refusal, outcome.saved, outcome.resumed):
             advise(unnamed_worker_refusal(outcome.refusal))
@@ -362,7 +365,8 @@ def _exact_with_the_new_count(example: Example, plan: WorkerChange, outcome: Wor
                 f"the rest of epoch {p.epoch} to hold exactly the {len(due)} samples still due, once each, in any "
                 f"order (the loader's order depends on num_workers): {id_list(Counter(due))}"), got=(
                 f"the resumed epoch held {id_list(Counter(rest))}: lost {id_list(lost) if lost else 'none'}, "
-                f"repeated {id_list(extra) if extra else 'none'}"))
+                f"repeated {id_list(extra) if extra else 'none'}"),
+                impact=samples_impact(due, rest, epoch=p.epoch))
     elif due is None:
         raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
                            "so the samples the resumed epoch holds cannot be counted")
