@@ -36,11 +36,16 @@ IMPACTS: dict[type, tuple[str, str, str]] = {
     zoo.LiveState: ("SC15", "silent", "state"),
     zoo.LoadConsumesArgument: ("SC16", "silent", "state"),
     zoo.CustomObjectInState: ("SC17", "silent", "state"),
-    zoo.UnseededShuffle: ("SC18", "silent", "reordered"),
+    # "any": two unseeded shuffles of a tiny dataset agree now and then, and Hypothesis then reports
+    # the example as not reproducible (no counts) instead of shrinking it to a reordering.
+    zoo.UnseededShuffle: ("SC18", "silent", "any"),
     zoo.StartsOnTemplate: ("SC19", "silent", "repeated"),
     zoo.ReloadKeepsItsEpoch: ("SC20", "silent", "any"),
     zoo.LazyNewPass: ("SC22", "silent", "any"),
     zoo.RescalesOffsetByWorkers: ("SC23", "silent", "any"),
+    zoo.SkipsTheOffsetInTheNewOrder: ("SC23", "silent", "lost"),
+    zoo.FailsAfterAWorkerChange: ("SC23", "loud", "next()"),
+    zoo.RefusesWorkerChangeBare: ("SC41", "loud", "any"),  # refused, and nobody is told why
     zoo.ProcessLocalState: ("SC10", "silent", "any"),
     zoo.HashOrderedShards: ("SC10", "silent", "any"),
     zoo.EndOfEpochStateIgnoresSetEpoch: ("SC21", "silent", "any"),
@@ -57,14 +62,14 @@ def test_every_broken_loader_of_the_zoo_is_listed_here() -> None:
 @pytest.mark.parametrize(("loader", "expected"), list(IMPACTS.items()), ids=lambda v: getattr(v, "__name__", ""))
 def test_every_failure_of_the_zoo_has_an_impact_of_the_right_kind(loader: type, expected: tuple[str, str, str]) -> None:
     clause_id, kind, what = expected
-    space = ConfigSpace(num_workers=(0, 1, 2)) if clause_id == "SC23" else IN_PROCESS
+    space = ConfigSpace(num_workers=(0, 1, 2)) if clause_id in ("SC23", "SC41") else IN_PROCESS
     timeout = {"timeout": 3} if loader is zoo.HangsOnResume else {}
-    result = check(loader, clauses=[clause_id], space=space, strict=clause_id == "SC40", **timeout)[clause_id]
+    result = check(loader, clauses=[clause_id], space=space, strict=clause_id in ("SC40", "SC41"), **timeout)[clause_id]
     assert result.status == "failed", result.message
     impact = result.impact
     assert impact is not None and impact.kind == kind, (impact, result.message)
     assert impact.what and result.message.splitlines()[0].startswith(clause_id)
-    if kind == "loud":
+    if kind == "loud" and what != "any":
         assert impact.where == what, impact
     elif what == "state":
         assert impact.what.startswith("state unusable later"), impact

@@ -76,8 +76,7 @@ def _refusal_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig,
 
 def _unnamed(what: str) -> Impact:
     """A refusal that does not name the mismatch: loud, and the job stops with no hint why."""
-    return Impact("loud", f"the resume is refused without naming the two {what}: the job stops, and whoever "
-                          "restarts it is not told why")
+    return Impact("loud", f"resume refused without naming the two {what}: the job stops, unexplained")
 
 
 def _names_the_world_sizes(values: Sequence[WorldResume], config: LoaderConfig, plan: Any) -> None:

@@ -316,8 +316,8 @@ def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange
             "load_state_dict, iter() or the first next())"), got=(
             f"{outcome.crash}, after {n} batch{'es' if n != 1 else ''} of the resumed stream: a run that had "
             "started training on the resumed data dies mid-run"),
-            impact=loud(outcome.crash.step, f"raises {type(outcome.crash.error).__name__} mid-run, after the "
-                                            "resume had yielded batches"))
+            impact=loud(outcome.crash.step, f"raises {type(outcome.crash.error).__name__} mid-run, "
+                                            "after resumed batches"))
     if outcome.refusal is not None:
         if not names_the_worker_counts(outcome.refusal, outcome.saved, outcome.resumed):
             advise(unnamed_worker_refusal(outcome.refusal))
