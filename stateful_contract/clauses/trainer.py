@@ -7,13 +7,11 @@ and a resume with another number of worker processes.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, replace
 
 from hypothesis import strategies as st
 
 from .._engine.example import Example
-from .._engine.outcome import ClauseViolation
 from .._engine.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
 from .._engine.steps import (
     RESUME_EPOCHS,
@@ -26,6 +24,9 @@ from .._engine.steps import (
     take,
 )
 from .._engine.trainer_steps import cut_short, dcp_load, dcp_save, into_cut_short_pass
+from .._engine.vocabulary import batch_count, pass_name
+from .._faces import hint_expect_fail
+from .._links import doc
 from ..config import ConfigSpace, LoaderConfig
 from .judgements import same_stream
 from .registry import RESUMES, clause, violated
@@ -48,7 +49,7 @@ def template_then_load_resumes(example: Example, plan: Checkpoint) -> None:
     loader = example.fresh()
     state_of(loader)  # the template DCP asks for before it loads
     example.load(loader, saved)
-    where = f"state taken {plan.position.describe()}"
+    where = f"state taken {plan.position.describe(example.reference()[1])}"
     same_stream(expected, take(loader, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC19",
                 context=where + "; a fresh loader's state_dict() was taken before load_state_dict(state)")
     # The real thing: DCP fills the fresh loader's template in place, then loads it.
@@ -90,8 +91,8 @@ def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
     advance(loader, plan.used)  # rollback, retry, eval then resume: the loader has run
     example.load(loader, saved)
     same_stream(expected, take(loader, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC20",
-                context=f"state taken {plan.position.describe()}, loaded into a loader that had run "
-                        f"{plan.used.describe().removeprefix('after ')}")
+                context=f"state taken {plan.position.describe(example.reference()[1])}, loaded into a loader "
+                        f"that had already been iterated until {plan.used.describe(example.reference()[1])}")
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,11 @@ class CutShort:
     limit: int
     passes: int
     into: int
+
+    @property
+    def right_after_a_new_iter(self) -> bool:
+        """The state is taken right after the ``iter()`` that follows a pass cut short (`hints`)."""
+        return self.into == 0 and self.passes > 0
 
 
 #: Cut-short passes the uninterrupted run makes: enough to cross an epoch boundary.
@@ -146,25 +152,11 @@ def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
         resumed = cut_short(example.fresh(state), CUT_SHORT_PASSES - plan.passes, plan.limit, first=plan.limit - k)
     got = example.program.expression("resumed", f"[b for p in {example.program.render(resumed)} for b in p]",
                                      [b for p in resumed for b in p])
-    try:
-        same_stream(expected, got, clause_id="SC22",
-                    context=f"passes of {plan.limit} batch{'es' if plan.limit != 1 else ''} each; state taken "
-                            + (f"{plan.into} batches into pass {plan.passes}" if plan.into else
-                               f"right after iter() of pass {plan.passes}, before its first batch"),
-                    what="the resumed run to finish the pass it was in and go on as the uninterrupted cut-short "
-                         "run")
-    except ClauseViolation as v:
-        if plan.into == 0 and plan.passes > 0 and inspect.isgeneratorfunction(getattr(type(loader), "__iter__", None)):
-            v.got += _GENERATOR_ITER
-        raise
-
-
-#: The likeliest cause of an SC22 failure right after iter(), for the wrapper most people write.
-_GENERATOR_ITER = (
-    "\n  The loader's __iter__ is a generator function: nothing in it runs until the first next(), so a "
-    "state taken right after iter() still holds the pass cut short. Start the inner loader's iterator in "
-    "__iter__ itself (it = iter(self.base); return (f(b) for b in it)), as StatefulDataLoader.__iter__ "
-    "does (docs/clauses.md, SC22).")
+    same_stream(expected, got, clause_id="SC22",
+                context=f"passes cut short after {batch_count(plan.limit)} each; state taken "
+                        + (f"after {batch_count(plan.into)} of {pass_name(plan.passes)}" if plan.into else
+                           f"after iter() of {pass_name(plan.passes)}, before its first batch"),
+                what="the resumed run to finish the pass it was in and go on as the uninterrupted cut-short run")
 
 
 @dataclass(frozen=True)
@@ -212,9 +204,9 @@ def _raised_in_torchdata(error: BaseException) -> bool:
 #: Most wrappers hand torchdata's state through, and meet this first.
 _INHERITED_FROM_TORCHDATA = (
     "\n  It was raised inside torchdata's StatefulDataLoader, which refuses a change between two worker "
-    "counts with a bare assert (docs/findings.md, F13): a wrapper that hands its state through inherits "
+    f"counts with a bare assert ({doc('findings.md', 'f13')}): a wrapper that hands its state through inherits "
     "this. Check num_workers in your load_state_dict and raise a message that names it, or declare SC23 "
-    "as an expected failure with that reason (--expect-fail 'SC23=torchdata F13').")
+    f"as an expected failure with that reason ({hint_expect_fail('SC23', 'torchdata F13')}).")
 
 
 @clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", plan=_worker_change_plan,
@@ -228,7 +220,7 @@ def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange
     expected = example.expected_after(plan.position)
     saved = checkpoint(example.fresh(), plan.position)
     other = replace(example.config, num_workers=plan.workers)
-    where = (f"state taken {plan.position.describe()} with num_workers={example.config.num_workers}, "
+    where = (f"state taken {plan.position.describe(example.reference()[1])} with num_workers={example.config.num_workers}, "
              f"resumed with num_workers={plan.workers}")
     try:
         resumed = take(example.fresh(saved, config=other), len(expected), max_epochs=RESUME_EPOCHS)
