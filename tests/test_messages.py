@@ -145,11 +145,11 @@ def test_a_state_inside_a_grad_acc_window_is_told_about_the_window_declaration()
     inside = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS,
                    replay=(config, Checkpoint(Position(0, 1))))["SC10"]
     assert inside.status == "failed"
-    assert "inside a gradient-accumulation window (1 of its 2 batches" in inside.got, inside.got
+    assert "inside a grad-acc window (after 1 of its 2 batches)" in inside.got, inside.got
     assert 'checkpoint_alignment="window"' in inside.got  # from Python, Python's spelling
     boundary = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS,
                      replay=(config, Checkpoint(Position(0, 2))))["SC10"]
-    assert boundary.status == "failed" and "gradient-accumulation window" not in boundary.got
+    assert boundary.status == "failed" and "grad-acc window" not in boundary.got
 
 
 # -- each face's own form -----------------------------------------------------------------------

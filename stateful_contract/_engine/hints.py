@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._faces import hint_alignment
 from .._links import doc
 from .outcome import ClauseViolation
-from .steps import Position, last_loader_type
+from .steps import LoaderError, Position, last_loader_type
 
 if TYPE_CHECKING:
     from .example import Example
@@ -62,17 +62,16 @@ def inside_a_window(plan: Any, example: Example) -> int | None:
 
 
 def _window_hint(into: int, window: int) -> str:
-    return (f"Hint: this state was taken inside a gradient-accumulation window ({into} of its {window} batches; "
-            f"grad_acc_step={window}). A wrapper meant to be exact only at window boundaries, for a trainer that "
-            f"saves only between optimizer steps, declares so ({hint_alignment()}); the search then checkpoints "
-            "only there and the report and the badge show the declaration. Otherwise the state must also hold the "
-            "position inside the window: " + doc("clauses.md", "sc10-resume-continues-the-stream"))
+    return (f"Hint: this state was taken inside a grad-acc window (after {into} of its {window} batches). A "
+            f"wrapper exact only at window boundaries can declare so ({hint_alignment()}; the report and the badge "
+            "show it); otherwise its state must hold the position inside the window: "
+            + doc("clauses.md", "sc10-resume-continues-the-stream"))
 
 
 def attach_hints(error: BaseException, plan: Any, example: Example) -> None:
     """Add to ``error`` (a clause's violation) the hints its example matches."""
-    if not isinstance(error, ClauseViolation):
-        return  # a crash or a hang tells its own story
+    if not isinstance(error, ClauseViolation) or isinstance(error.__context__, LoaderError):
+        return  # a crash, a hang or a refusal (a violation raised over the loader's exception) tells its own story
     hints = []
     if lazy_iter_applies(plan, last_loader_type()):
         hints.append(GENERATOR_ITER)

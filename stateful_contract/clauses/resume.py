@@ -31,6 +31,7 @@ from .._engine.steps import (
     stream_calling_state_dict,
     take,
 )
+from .._engine.vocabulary import batch_count
 from .epochs import no_epoch_lost
 from .fresh_process import (
     judged_on_the_process,
@@ -100,7 +101,7 @@ def resume_survives_several_hops(example: Example, plan: Hops) -> None:
             take(loader, stop - previous, max_epochs=RESUME_EPOCHS)
         state = state_of(loader)
         previous = stop
-    hops = " -> ".join("iter() and no batch" if opened_ else f"{b - a} more batches"
+    hops = " -> ".join("iter() and no batch" if opened_ else "no iter()" if b == a else f"{batch_count(b - a)} more"
                        for a, b, opened_ in zip((start, *plan.stops), plan.stops, opened))
     same_stream(expected, example.resumed(state, len(expected)), clause_id="SC11",
                 context=f"run 1 checkpointed {plan.position.describe(lengths)}; then resumed and checkpointed after {hops}")
