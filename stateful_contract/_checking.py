@@ -21,8 +21,10 @@ from typing import Any
 
 from ._engine.executors import Executor, FactoryProblem, InProcess
 from ._engine.guard import quick_worker_shutdown, sigint_ignored
+from ._engine.noise import ignore_set_vital
 from ._engine.plans import Alignment
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation, Supervised, choose_isolation
+from ._faces import hint_clauses, in_face
 from ._parallel import default_jobs
 from ._run import Progress, _Run
 from ._storage import no_hypothesis_files
@@ -80,9 +82,7 @@ def _engine_quiet() -> Iterator[None]:
     try:
         # Hypothesis would write .hypothesis/constants/ into the user's directory.
         with no_hypothesis_files(), quick_worker_shutdown(), warnings.catch_warnings():
-            # torchdata 0.11 calls torch.set_vital on every loader, which torch 2.13
-            # deprecates: noise about the base loader, not the loader under test.
-            warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
+            ignore_set_vital()  # torchdata's deprecation noise, nothing else (`_engine.noise`)
             yield
     finally:
         gc.unfreeze()
@@ -204,6 +204,13 @@ def check(
                     strict=strict or "SC40" in selected, world_size=world_size, seed=seed,
                     num_workers=list((space or ConfigSpace()).num_workers),
                     checkpoint_alignment=_alignment_text(checkpoint_alignment), notes=notes, interrupted=interrupted)
+    left = [r.id for r in report.results if r.status == "not-judged" and r.id in selected]
+    if interrupted and left:
+        report.notes.append(f"to judge only the clauses left: {hint_clauses(*left)}")
+    for r in report.results:  # every hint in the words of the face the check runs from
+        r.message, r.got, r.expected, r.context = map(in_face, (r.message, r.got, r.expected, r.context))
+        r.notes = [in_face(n) for n in r.notes]
+    report.notes = [in_face(n) for n in report.notes]
     if interrupted:
         raise CheckInterrupted(report)
     return report

@@ -27,7 +27,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn, TextIO
 
-from ._render import SHOWN, impact_text, render_failures, render_report
+from ._faces import speaking
+from ._render import SHOWN, impact_text, render_failures, render_report, summary_line
 from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION, clause
 from .profiles import PROFILES
@@ -43,27 +44,39 @@ DEMO_TARGETS = (
 
 
 class _Live:
-    """Shows which clause is running and how far along it is, on stderr."""
+    """Progress on stderr: a live line on a terminal, one summary line elsewhere.
+
+    A CI log (GitHub Actions, nox) is no terminal: a line per clause there is only noise
+    between the command and its report, so it gets one line once the check is done.
+    """
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.tty = stream.isatty()
-        self.last = ""
+        self.ended: dict[str, str] = {}
+        self.seconds = 0.0
 
     def __call__(self, event: Any) -> None:
         if event.status is not None:
+            self.ended[event.clause_id] = event.status
+            self.seconds += event.seconds
             if self.tty:
                 self.stream.write("\r\033[K")
-            self.last = ""
             return
-        line = f"  running {event.clause_id} {event.name}: example {event.done}/{event.total}"
         if self.tty:
-            self.stream.write("\r\033[K" + line)
+            self.stream.write(f"\r\033[K  running {event.clause_id} {event.name}: example {event.done}/{event.total}")
             self.stream.flush()
-        elif event.clause_id != self.last:
-            self.stream.write(f"  running {event.clause_id} {event.name} ...\n")
-            self.stream.flush()
-        self.last = event.clause_id
+
+    def finish(self) -> None:
+        """The summary line, where no live line was shown (nothing on a terminal)."""
+        if self.tty or not self.ended:
+            return
+        counts: dict[str, int] = {}
+        for status in self.ended.values():
+            counts[SHOWN[status]] = counts.get(SHOWN[status], 0) + 1
+        self.stream.write(f"  judged {len(self.ended)} clause{'s' if len(self.ended) != 1 else ''} in "
+                          f"{self.seconds:.1f} s: " + ", ".join(f"{n} {shown}" for shown, n in counts.items()) + "\n")
+        self.stream.flush()
 
 
 class _Usage(Exception):
@@ -150,12 +163,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except _Usage as e:
         return _usage(str(e))
     status = 0
+    live = None if args.quiet else _Live(sys.stderr)
     with _stopped_by_sigterm() as terminated:
         try:
             report = check(args.target, profile=args.profile, clauses=clauses, expected_failures=expected,
                            strict=args.strict, timeout=args.timeout, world_size=args.world_size,
                            isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
-                           progress=None if args.quiet else _Live(sys.stderr), **options)
+                           progress=live, **options)
         except (TargetError, FactoryError) as e:
             if args.verbose:
                 traceback.print_exc()
@@ -164,13 +178,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
         except CheckInterrupted as e:
             report = e.report
             status = 128 + (terminated[0] if terminated else signal.SIGINT)
+    if live is not None:
+        live.finish()
     if not status:
-        _write(report, args.json)
+        _write(report, args.json, args.verbose)
         _export(report, args)
         return 0 if report.passed else 1
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the report short
     try:
-        _write(report, args.json)
+        _write(report, args.json, args.verbose)
         _export(report, args)
         print(f"stateful-contract: interrupted; the report above is partial (exit {status})", file=sys.stderr)
     finally:
@@ -178,11 +194,27 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return status
 
 
-def _write(report: Any, json_path: str | None) -> None:
+def _write(report: Any, json_path: str | None, verbose: bool = False) -> None:
     render_report(report, sys.stdout)
+    _full_reasons(report, sys.stdout, verbose)
     if json_path:
         report.to_json(json_path)
         print(f"report written to {json_path}")
+
+
+def _full_reasons(report: Any, out: TextIO, verbose: bool) -> None:
+    """The table cuts a long reason at "..."; a failure's is in full under it, the others' with ``-v``."""
+    cut = [r for r in report.results if r.status != "skipped" and not r.is_failure and summary_line(r).endswith("...")]
+    if not cut:
+        return
+    if not verbose:
+        out.write(f"\n{len(cut)} reason{'s' if len(cut) != 1 else ''} in the table {'are' if len(cut) != 1 else 'is'} "
+                  "cut at '...': -v prints them in full (so does the JSON report)\n")
+        return
+    out.write("\nReasons in full:\n")
+    for r in cut:
+        text = f"declared: {r.expected_failure_reason}" if r.status == "expected-failure" else (r.got or r.message)
+        out.write(f"  {r.id} {SHOWN[r.status]}: " + text.replace("\n", "\n    ") + "\n")
 
 
 def _usage(message: str) -> int:
@@ -210,7 +242,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     for label, target in DEMO_TARGETS:
         print(f"checking the {label} ({target}) ...", file=sys.stderr)
         started = time.perf_counter()
-        reports.append(check(target, profile=args.profile, progress=None if args.quiet else _Live(sys.stderr)))
+        live = None if args.quiet else _Live(sys.stderr)
+        reports.append(check(target, profile=args.profile, progress=live))
+        if live is not None:
+            live.finish()
         print(f"  done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     width = 45
     print(f"StatefulLoader contract v{CONTRACT_VERSION}: PrefetchGradAccDataLoader, profile {args.profile}\n")
@@ -278,7 +313,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, metavar="N",
                    help="seed the search (the report records it; dev and thorough draw one otherwise)")
     p.add_argument("--quiet", action="store_true", help="no live progress")
-    p.add_argument("--verbose", action="store_true", help="tracebacks for target errors")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="the table's reasons in full (where it cuts them at '...'), and tracebacks for target errors")
     p.set_defaults(func=_cmd_check)
 
     d = sub.add_parser("demo", help="MindSpeed-MM's broken wrapper and the reference one, side by side")
@@ -305,7 +341,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return int(args.func(args))
+    with speaking("cli"):  # every hint names the command line's options
+        return int(args.func(args))
 
 
 def entry() -> NoReturn:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._engine.impact import Impact
 from ._engine.outcome import Outcome, Status
+from ._faces import hint_remove_expected
 from .clauses.registry import CONTRACT_VERSION
 
 if TYPE_CHECKING:
@@ -125,8 +126,8 @@ class ClauseResult:
             self.status = "expected-failure"
         elif self.status == "passed":
             self.status = "unexpected-pass"
-            self.message = (f"{self.id} was declared an expected failure ({reason!r}) but passed: remove it "
-                            "from the expected failures")
+            self.message = (f"{self.id} was declared an expected failure ({reason!r}) but passed: remove the "
+                            f"declaration ({hint_remove_expected(self.id)})")
 
 
 @dataclass

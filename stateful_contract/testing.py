@@ -32,6 +32,7 @@ import pytest
 from ._checking import DEFAULT_MEMORY_LIMIT, FactoryError, check
 from ._engine.plans import Alignment
 from ._engine.supervised import Isolation
+from ._faces import speaking
 from ._render import render_result
 from ._target import factory_import_line
 from .clauses import CLAUSES, Clause
@@ -131,22 +132,23 @@ class StatefulLoaderContract:
         if cls.world_size > 1:
             factory = f"{sys.modules[cls.__module__].__file__}:{cls.__qualname__}"
         try:
-            report = check(
-                factory,
-                profile=engine_profile(cls.profile, request.config),
-                clauses=selected_clauses(request.session, cls),
-                expected_failures=dict(cls.expected_failures),
-                checkpoint_alignment=cls.checkpoint_alignment,
-                strict=cls.strict,
-                space=cls.config_space,
-                timeout=cls.timeout,
-                target=request.node.nodeid,
-                world_size=cls.world_size,
-                factory_import=factory_import,
-                seed=run_seed(request.config),
-                isolation=cls.isolation,
-                memory_limit=cls.memory_limit,
-            )
+            with speaking("pytest", cls.__qualname__):  # hints name the class's attributes, not CLI options
+                report = check(
+                    factory,
+                    profile=engine_profile(cls.profile, request.config),
+                    clauses=selected_clauses(request.session, cls),
+                    expected_failures=dict(cls.expected_failures),
+                    checkpoint_alignment=cls.checkpoint_alignment,
+                    strict=cls.strict,
+                    space=cls.config_space,
+                    timeout=cls.timeout,
+                    target=request.node.nodeid,
+                    world_size=cls.world_size,
+                    factory_import=factory_import,
+                    seed=run_seed(request.config),
+                    isolation=cls.isolation,
+                    memory_limit=cls.memory_limit,
+                )
         except FactoryError as e:
             # No loader at all: one clear line on every test, not a traceback into the engine.
             pytest.fail(f"{cls.__qualname__}.make_loader cannot build a loader: {e}", pytrace=False)

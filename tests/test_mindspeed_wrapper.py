@@ -23,7 +23,7 @@ def test_mindspeed_wrapper_counterexample_is_minimal_and_mid_window():
     # Smallest case that shows the bug: a window of 2 single-sample batches, checkpoint after 1.
     assert "grad_acc_step=2" in sc10.reproduction
     assert "Position(epoch=0, batches=1)" in sc10.reproduction
-    assert "after 1 batch of epoch 0" in sc10.message
+    assert "Checkpoint: after 1 of the " in sc10.message and " batches of epoch 0 (its iterator open)" in sc10.message
 
 
 def test_seed_fix_passes_sc02_but_still_loses_batches_mid_window():
@@ -47,4 +47,4 @@ def test_the_proposed_fix_passes_when_it_declares_window_alignment_except_for_cu
     assert report.checkpoint_alignment == "window"
     sc22 = report["SC22"]
     assert sc22.status == "expected-failure"
-    assert sc22.context.startswith("passes of") and "right after iter()" in sc22.context
+    assert sc22.context.startswith("passes cut short after") and "after iter() of pass" in sc22.context

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -52,10 +54,29 @@ def left_behind(mark: str) -> list[int]:
     return found
 
 
-def start_cli(*args: str, mark: str, quiet: bool = True) -> subprocess.Popen[str]:
+def start_cli(*args: str, mark: str, quiet: bool = True, stderr: Any = subprocess.PIPE) -> subprocess.Popen[str]:
     env = {**os.environ, MARK: mark, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
     command = [sys.executable, "-m", "stateful_contract", "check", *args] + (["--quiet"] if quiet else [])
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
+def live_progress(fd: int, seen: list[bytes]) -> threading.Thread:
+    """Read the CLI's live progress from the terminal ``fd`` as long as it writes (a full
+    terminal would block it), keeping what it wrote in ``seen``."""
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the CLI exited and closed its end
+                return
+            if not chunk:
+                return
+            seen.append(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
 
 
 def cli(*args: str, mark: str) -> tuple[int, float, str]:
@@ -116,19 +137,23 @@ def test_a_misbehaving_loader_fails_its_clause_within_twice_the_timeout(name: st
 def test_ctrl_c_stops_within_a_second_writes_the_partial_report_and_leaves_nothing(world_size: int,
                                                                                    tmp_path: Path) -> None:
     mark, report = uuid.uuid4().hex, tmp_path / "report.json"
+    # Its stderr is a terminal, so the CLI shows live progress there (a pipe gets one line at the end).
+    terminal, its_end = pty.openpty()
     proc = start_cli("stateful_contract.reference.factories:reference_wrapper", "--world-size", str(world_size),
-                     "--json", str(report), mark=mark, quiet=False)
-    assert proc.stderr is not None
-    running = 0
-    for line in proc.stderr:  # progress: one line per clause once the check is under way
-        running += line.strip().startswith("running SC")
-        if running == 2:
-            break
+                     "--json", str(report), mark=mark, quiet=False, stderr=its_end)
+    os.close(its_end)
+    seen: list[bytes] = []
+    reader = live_progress(terminal, seen)
+    waited = time.monotonic()
+    while b"running SC02" not in b"".join(seen) and time.monotonic() - waited < 120:  # SC01 judged
+        time.sleep(0.05)
     time.sleep(1.0)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=10)
     took = time.monotonic() - sent
+    reader.join(timeout=5)
+    os.close(terminal)
     assert proc.returncode == 130
     assert took < 1.5, took
     assert left_behind(mark) == []

@@ -15,6 +15,7 @@ from typing import Any
 
 from .compare import describe_batch, first_difference
 from .steps import Position
+from .vocabulary import batch_count, pass_name
 
 __all__ = ["assert_no_epoch_lost", "assert_same_epochs", "epochs_difference", "lost_epoch"]
 
@@ -95,10 +96,12 @@ def lost_epoch(lengths: Sequence[int], position: Position, passes: Sequence[int]
             if allowed[start + offset] > 0:
                 allowed[start + offset] -= 1
             else:
-                return (f"epoch lost: pass {i + 1} of the resumed loader (its iter() number {i + 1}) yielded "
-                        f"nothing, after {offset} batches of the resumed stream, where the uninterrupted run has no "
-                        f"empty epoch (batches per pass: {list(passes)}); a trainer that counts one epoch per pass "
-                        "(for epoch in range(start, n): for batch in loader) silently trains one epoch less")
+                epoch = position.epoch + i + (1 if position.after_stop else 0)
+                return (f"epoch lost: the resumed loader's {pass_name(i)} yielded nothing, after "
+                        f"{batch_count(offset)} of the resumed stream, where the uninterrupted run has no empty "
+                        f"epoch (batches per pass, from pass 0: {list(passes)}); a trainer that counts one epoch per "
+                        f"pass (for epoch in range(start, n): for batch in loader) sees epoch {epoch} empty and "
+                        "silently trains one epoch less")
         offset += n
     return None
 

@@ -24,6 +24,7 @@ from ..config import LoaderConfig
 from .compare import Segment
 from .recording import recorded
 from .steps import Factory, LoaderError, NotJudgeable, _iter, _next, _user, check_pass_length, fresh, state_of
+from .vocabulary import describe_point, point_kind
 
 __all__ = [
     "LoopPoint",
@@ -112,16 +113,16 @@ class LoopPoint:
     after_stop: bool = False
     before_iter: bool = False
 
+    @property
+    def right_after_a_new_iter(self) -> bool:
+        """``iter()`` of an epoch after the first was called and no batch yet (`Position`'s twin)."""
+        return self.epoch > 0 and point_kind(self.batches, after_stop=self.after_stop,
+                                             before_iter=self.before_iter) == "after iter()"
+
     def describe(self, length: int | None = None) -> str:
-        if self.before_iter:
-            return f"after set_epoch({self.epoch}), before epoch {self.epoch}'s iter()"
-        if self.after_stop:
-            return f"after epoch {self.epoch}'s StopIteration"
-        if length is not None and self.batches == length and length > 0:
-            return f"after the last batch (batch {length}) of epoch {self.epoch}, before its StopIteration"
-        if self.batches == 0:
-            return f"after epoch {self.epoch}'s iter(), before its first batch"
-        return f"after {self.batches} batch{'es' if self.batches != 1 else ''} of epoch {self.epoch}"
+        """This point in the words every message uses (`stateful_contract._engine.vocabulary`)."""
+        return describe_point(self.epoch, self.batches, after_stop=self.after_stop, before_iter=self.before_iter,
+                              length=length, set_epoch=True)
 
     def as_code(self) -> str:
         args = [f"epoch={self.epoch}", f"batches={self.batches}"]

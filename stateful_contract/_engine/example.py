@@ -19,6 +19,7 @@ from . import status, steps
 from .advice import advise, collecting
 from .compare import Segment
 from .guard import LoaderHung, deadline
+from .hints import attach_hints
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment, RankLengths, expected_bounds, on_rank
 from .recording import Program, recording
@@ -85,6 +86,10 @@ class Example:
         if self._reference is None:
             self._reference = steps.uninterrupted(self.factory, self.config)
         return self._reference
+
+    def known_lengths(self) -> list[int] | None:
+        """The uninterrupted run's epoch lengths if this example took it already (None: not taken)."""
+        return self._reference[1] if self._reference is not None else None
 
     def resumed(self, state: Any, count: int) -> list[Any]:
         """The first ``count`` batches of a fresh loader given ``state``."""
@@ -158,6 +163,7 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
                 plan = on_rank(plan, rank_lengths)
             run.value = clause.scenario(example, plan)
     except (ClauseViolation, LoaderError, LoaderHung, steps.NotJudgeable, Exception) as e:
+        attach_hints(e, plan, example)
         _attach_note(e, program.source(config.as_code()))
         on = world.rank if world is not None and world.world_size > 1 else None
         run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=on,

@@ -35,6 +35,7 @@ from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .noise import ignore_set_vital
 from .processes import MARKER_ENV, die_with_parent
 
 __all__ = ["FILE_MODULE_PREFIX", "FRESH_INTERPRETER_ENV", "Interpreter", "another_hash_seed", "prepare", "start",
@@ -152,6 +153,7 @@ def zygote_main() -> None:
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     checker = int(sys.argv[2])
     die_with_parent(checker)
+    ignore_set_vital()  # a new interpreter has none of the checker's warning filters
     import torch  # noqa: F401  (the import every child would otherwise pay)
     import torchdata.stateful_dataloader  # noqa: F401
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,6 +27,7 @@ from . import status
 from .compare import Segment
 from .guard import LoaderHung
 from .recording import recorded
+from .vocabulary import PointKind, describe_point, point_kind
 
 __all__ = [
     "RESUME_EPOCHS",
@@ -106,6 +107,17 @@ _PASS_CONFIG: contextvars.ContextVar[LoaderConfig | None] = contextvars.ContextV
     "stateful_contract_pass_config", default=None)
 
 
+#: The class of the newest loader `fresh` built: a hint may depend on how it is written
+#: (`stateful_contract._engine.hints`).
+_LOADER_TYPE: contextvars.ContextVar[type | None] = contextvars.ContextVar(
+    "stateful_contract_loader_type", default=None)
+
+
+def last_loader_type() -> type | None:
+    """The class of the newest loader built in this context (None before any)."""
+    return _LOADER_TYPE.get()
+
+
 def check_pass_length(batches: int) -> None:
     """Raise `EndlessPass` once a pass has yielded more batches than its config allows."""
     config = _PASS_CONFIG.get()
@@ -124,6 +136,10 @@ class LoaderError(Exception):
         super().__init__(f"{step} raised {type(error).__name__}: {error}")
         self.step = step
         self.error = error
+
+
+def _length(lengths: Sequence[int] | None, epoch: int) -> int | None:
+    return lengths[epoch] if lengths is not None and 0 <= epoch < len(lengths) else None
 
 
 def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -160,6 +176,7 @@ def fresh(
     torch.manual_seed(config.seed)
     _PASS_CONFIG.set(config)
     loader = _user("factory(config)", factory, config)
+    _LOADER_TYPE.set(type(loader))
     if state is not None:
         load(loader, state, load_form)
     return loader
@@ -244,6 +261,7 @@ class Position:
 
     ``before_iter``: on a loader never iterated (only at epoch 0, batch 0).
     ``after_stop``: the epoch's iterator has already raised ``StopIteration``.
+    Otherwise ``iter()`` of the epoch was called and its iterator is open.
     """
 
     epoch: int = 0
@@ -255,11 +273,22 @@ class Position:
         """Index in the stream of the first batch after this point."""
         return sum(lengths[: self.epoch]) + self.batches
 
-    def describe(self) -> str:
-        if self.before_iter:
-            return "before the first iter()"
-        where = f"after {self.batches} batch{'es' if self.batches != 1 else ''} of epoch {self.epoch}"
-        return where + (" and its StopIteration" if self.after_stop else "")
+    def kind(self, lengths: Sequence[int] | None = None) -> PointKind:
+        """Which kind of point this is (`stateful_contract._engine.vocabulary`)."""
+        return point_kind(self.batches, after_stop=self.after_stop, before_iter=self.before_iter,
+                          length=_length(lengths, self.epoch))
+
+    @property
+    def right_after_a_new_iter(self) -> bool:
+        """``iter()`` of an epoch after the first was called and no batch yet: the point a lazy
+        ``__iter__`` gets wrong (`stateful_contract._engine.hints`)."""
+        return self.epoch > 0 and self.kind() == "after iter()"
+
+    def describe(self, lengths: Sequence[int] | None = None) -> str:
+        """This point in the words every message uses; ``lengths`` (the uninterrupted run's
+        epoch lengths) tell the last batch from the middle of an epoch."""
+        return describe_point(self.epoch, self.batches, after_stop=self.after_stop, before_iter=self.before_iter,
+                              length=_length(lengths, self.epoch))
 
     def as_code(self) -> str:
         args = [f"epoch={self.epoch}", f"batches={self.batches}"]

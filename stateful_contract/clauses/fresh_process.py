@@ -82,7 +82,7 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
     except Exception:
         return
     resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
-    where = f"{plan.position.describe()}; saved with torch.save and resumed in {_this_process()}"
+    where = f"{plan.position.describe(lengths)}; saved with torch.save and resumed in {_this_process()}"
     if first_difference(expected, resumed) is not None:
         where += _why_it_differs(example, start, stop, expected)
     same_stream(expected, resumed, clause_id="SC10", context=where)

@@ -23,6 +23,7 @@ from .._engine.impact import Impact
 from .._engine.outcome import ClauseViolation
 from .._engine.plans import Alignment
 from .._engine.search import Budget
+from .._faces import hint_strict, hint_world_size
 from ..config import LoaderConfig
 
 __all__ = [
@@ -53,8 +54,8 @@ PlanDrawer = Callable[[Any, list[int], LoaderConfig, Alignment], Any]
 WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], None]
 
 _SKIP_TEXT: dict[str, str] = {
-    "strict": "strict tier: run with strict=True / --strict",
-    "distributed": "multi-rank: run with world_size > 1 / --world-size",
+    "strict": f"strict tier: run with {hint_strict()}",
+    "distributed": f"multi-rank: run with {hint_world_size(2)}",
 }
 
 

@@ -32,6 +32,7 @@ from .._engine.steps import (
     stream_calling_state_dict,
     take,
 )
+from .._engine.vocabulary import batch_count
 from .epochs import no_epoch_lost
 from .fresh_process import (
     judged_on_the_process,
@@ -76,9 +77,10 @@ def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
     state = checkpoint(example.fresh(), plan.position)
     keep_for_a_fresh_process(example, "SC10", state, expected, example.reference()[1])  # before any load
     resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
-    same_stream(expected, resumed, clause_id="SC10", context=plan.position.describe())
+    lengths = example.reference()[1]
+    same_stream(expected, resumed, clause_id="SC10", context=plan.position.describe(lengths))
     # Epoch alignment: an empty pass is an epoch lost, except where torchdata's own loader has one.
-    no_epoch_lost(example.reference()[1], plan.position, passes, clause_id="SC10", context=plan.position.describe())
+    no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=plan.position.describe(lengths))
 
 
 @clause("SC11", "resume-survives-several-hops", tier="core", plan=hops_plan, needs=RESUMES)
@@ -100,10 +102,10 @@ def resume_survives_several_hops(example: Example, plan: Hops) -> None:
             take(loader, stop - previous, max_epochs=RESUME_EPOCHS)
         state = state_of(loader)
         previous = stop
-    hops = " -> ".join("iter() and no batch" if opened_ else f"{b - a} more batches"
+    hops = " -> ".join("iter() and no batch" if opened_ else "no iter()" if b == a else f"{batch_count(b - a)} more"
                        for a, b, opened_ in zip((start, *plan.stops), plan.stops, opened))
     same_stream(expected, example.resumed(state, len(expected)), clause_id="SC11",
-                context=f"run 1 checkpointed {plan.position.describe()}; then resumed and checkpointed after {hops}")
+                context=f"run 1 checkpointed {plan.position.describe(lengths)}; then resumed and checkpointed after {hops}")
 
 
 @clause("SC12", "state-before-first-batch-resumes", tier="core", needs=RESUMES)
@@ -125,7 +127,7 @@ def state_after_load_is_the_loaded_state(example: Example, plan: Checkpoint) -> 
     state = checkpoint(example.fresh(), plan.position)
     loaded = example.fresh(state)
     again = state_of(loaded)  # before iterating
-    where = f"state taken {plan.position.describe()}, loaded, then state_dict() before iterating"
+    where = f"state taken {plan.position.describe(example.reference()[1])}, loaded, then state_dict() before iterating"
     what = ("a loader resumed from state_dict() taken right after load_state_dict(state) to continue from "
             "the loaded point")
     same_stream(expected, example.resumed(again, len(expected)), clause_id="SC13", context=where, what=what)
@@ -172,7 +174,7 @@ def load_leaves_its_argument_alone(example: Example, plan: Checkpoint) -> None:
     expected = example.expected_after(plan.position)
     state = checkpoint(example.fresh(), plan.position)
     before = snapshot(state)
-    where = f"state taken {plan.position.describe()}"
+    where = f"state taken {plan.position.describe(example.reference()[1])}"
     first = example.resumed(state, len(expected))
     unchanged(before, state, clause_id="SC16", context=where + ", loaded into a loader that iterated",
               expected="load_state_dict(state) and iterating the loader to leave `state` unchanged (the same "
@@ -190,7 +192,7 @@ def state_survives_serialization(example: Example, plan: Checkpoint) -> None:
     `copy.deepcopy`, and the round-tripped state resumes exactly."""
     expected = example.expected_after(plan.position)
     state = checkpoint(example.fresh(), plan.position)
-    where = f"state taken {plan.position.describe()}"
+    where = f"state taken {plan.position.describe(example.reference()[1])}"
     for via in ROUND_TRIPS:
         try:
             copied = round_trip(state, via)

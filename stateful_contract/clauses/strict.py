@@ -18,6 +18,7 @@ from .._engine.plans import Alignment, Checkpoint, draw_position
 from .._engine.recording import asserts
 from .._engine.state_steps import BAD_STATES, bad_state, load_and_iterate
 from .._engine.steps import NotJudgeable
+from .._links import doc
 from ..config import ConfigSpace, LoaderConfig
 from .registry import LOAD, RESUMES, clause, violated
 from .trainer import (
@@ -124,7 +125,7 @@ def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint
                 (f"{type(outcome.refusal).__name__}: {outcome.refusal}" if str(outcome.refusal).strip()
                  else f"a bare {type(outcome.refusal).__name__} with no message")
                 + ": it does not name the two worker counts, so someone whose job is restarted with another num_workers is not told why it fails"
-                + (" (raised inside torchdata's StatefulDataLoader, docs/findings.md F13: record num_workers in "
+                + (f" (raised inside torchdata's StatefulDataLoader, {doc('findings.md', 'f13')}: record num_workers in "
                    "your state and check it in load_state_dict before the base loader does)"
                    if raised_in_torchdata(outcome.refusal) else "")),
                 impact=_unnamed("worker counts"))

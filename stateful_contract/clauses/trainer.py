@@ -7,7 +7,6 @@ and a resume with another number of worker processes.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -19,7 +18,6 @@ from .._engine.advice import advise
 from .._engine.compare import stream_difference
 from .._engine.example import Example
 from .._engine.impact import loud, samples_impact
-from .._engine.outcome import ClauseViolation
 from .._engine.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
 from .._engine.steps import (
     RESUME_EPOCHS,
@@ -34,6 +32,9 @@ from .._engine.steps import (
     uninterrupted,
 )
 from .._engine.trainer_steps import cut_short, dcp_load, dcp_save, into_cut_short_pass
+from .._engine.vocabulary import batch_count, pass_name
+from .._faces import hint_strict
+from .._links import doc
 from ..config import ConfigSpace, LoaderConfig
 from .judgements import same_stream
 from .rank_streams import id_list, sample_ids
@@ -62,7 +63,7 @@ def template_then_load_resumes(example: Example, plan: Checkpoint) -> None:
     loader = example.fresh()
     state_of(loader)  # the template DCP asks for before it loads
     example.load(loader, saved)
-    where = f"state taken {plan.position.describe()}"
+    where = f"state taken {plan.position.describe(example.reference()[1])}"
     same_stream(expected, take(loader, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC19",
                 context=where + "; a fresh loader's state_dict() was taken before load_state_dict(state)")
     # The real thing: DCP fills the fresh loader's template in place, then loads it.
@@ -104,8 +105,8 @@ def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
     advance(loader, plan.used)  # rollback, retry, eval then resume: the loader has run
     example.load(loader, saved)
     same_stream(expected, take(loader, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC20",
-                context=f"state taken {plan.position.describe()}, loaded into a loader that had run "
-                        f"{plan.used.describe().removeprefix('after ')}")
+                context=f"state taken {plan.position.describe(example.reference()[1])}, loaded into a loader "
+                        f"that had already been iterated until {plan.used.describe(example.reference()[1])}")
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,11 @@ class CutShort:
     limit: int
     passes: int
     into: int
+
+    @property
+    def right_after_a_new_iter(self) -> bool:
+        """The state is taken right after the ``iter()`` that follows a pass cut short (`hints`)."""
+        return self.into == 0 and self.passes > 0
 
 
 #: Cut-short passes the uninterrupted run makes: enough to cross an epoch boundary.
@@ -160,25 +166,11 @@ def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
         resumed = cut_short(example.fresh(state), CUT_SHORT_PASSES - plan.passes, plan.limit, first=plan.limit - k)
     got = example.program.expression("resumed", f"[b for p in {example.program.render(resumed)} for b in p]",
                                      [b for p in resumed for b in p])
-    try:
-        same_stream(expected, got, clause_id="SC22",
-                    context=f"passes of {plan.limit} batch{'es' if plan.limit != 1 else ''} each; state taken "
-                            + (f"{plan.into} batches into pass {plan.passes}" if plan.into else
-                               f"right after iter() of pass {plan.passes}, before its first batch"),
-                    what="the resumed run to finish the pass it was in and go on as the uninterrupted cut-short "
-                         "run")
-    except ClauseViolation as v:
-        if plan.into == 0 and plan.passes > 0 and inspect.isgeneratorfunction(getattr(type(loader), "__iter__", None)):
-            v.got += _GENERATOR_ITER
-        raise
-
-
-#: The likeliest cause of an SC22 failure right after iter(), for the wrapper most people write.
-_GENERATOR_ITER = (
-    "\n  The loader's __iter__ is a generator function: nothing in it runs until the first next(), so a "
-    "state taken right after iter() still holds the pass cut short. Start the inner loader's iterator in "
-    "__iter__ itself (it = iter(self.base); return (f(b) for b in it)), as StatefulDataLoader.__iter__ "
-    "does (docs/clauses.md, SC22).")
+    same_stream(expected, got, clause_id="SC22",
+                context=f"passes cut short after {batch_count(plan.limit)} each; state taken "
+                        + (f"after {batch_count(plan.into)} of {pass_name(plan.passes)}" if plan.into else
+                           f"after iter() of {pass_name(plan.passes)}, before its first batch"),
+                what="the resumed run to finish the pass it was in and go on as the uninterrupted cut-short run")
 
 
 @dataclass(frozen=True)
@@ -242,13 +234,13 @@ def refusal_kind(error: BaseException) -> str:
 def unnamed_worker_refusal(error: BaseException) -> str:
     """What a user is told where a worker-count change is refused without naming the counts."""
     where = (" It was raised inside torchdata's StatefulDataLoader, which refuses another worker count with a "
-             "bare assert or a message about its state keys (docs/findings.md, F13): a wrapper that hands its "
-             "state through inherits it." if raised_in_torchdata(error) else "")
+             f"bare assert or a message about its state keys ({doc('findings.md', 'f13')}): a wrapper that hands "
+             "its state through inherits it." if raised_in_torchdata(error) else "")
     return (f"a resume with another num_workers was refused before its first batch (nothing is lost, so SC23 "
             f"passes), but {refusal_kind(error)} does not name the two worker counts: whoever restarts "
             f"a job with another num_workers is not told why it fails.{where} Fix: record num_workers in "
             "state_dict() and, in load_state_dict(), raise e.g. ValueError(f\"state saved with num_workers={saved}, "
-            "this loader has num_workers={now}\"). SC41 (--strict) requires it.")
+            f"this loader has num_workers={{now}}\"). SC41 ({hint_strict()}) requires it.")
 
 
 @dataclass

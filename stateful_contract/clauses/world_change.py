@@ -236,7 +236,7 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         if not any(r.named for r in refusals):
             advise(unnamed_world_refusal(refusals[0]))
         return
-    where = "before the first batch" if plan.position.before_iter else plan.position.describe()
+    where = plan.position.describe()
     context = (f"every one of {saved} ranks checkpointed {where} and saved its state with torch.save to "
                f"rank{{r}}.pt; a fresh world of {_ranks(resumed)} resumed, rank r loading rank{{r % {saved}}}.pt")
     due = sorted(set(first.due))

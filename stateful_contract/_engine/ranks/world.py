@@ -22,6 +22,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from ..noise import ignore_set_vital
 from .launch import status_path
 
 __all__ = ["STOP", "World", "rank_main"]
@@ -73,6 +74,7 @@ class World:
 
 def rank_main(run_dir: str, phase: str) -> Any:
     """The function every rank runs: join the group, run the phase's entry, leave."""
+    ignore_set_vital()  # a rank is a new interpreter: none of the checker's warning filters
     path = Path(run_dir)
     spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
