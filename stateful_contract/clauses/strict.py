@@ -125,7 +125,7 @@ def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint
                 (f"{type(outcome.refusal).__name__}: {outcome.refusal}" if str(outcome.refusal).strip()
                  else f"a bare {type(outcome.refusal).__name__} with no message")
                 + ": it does not name the two worker counts, so someone whose job is restarted with another num_workers is not told why it fails"
-                + (f" (raised inside torchdata's StatefulDataLoader, {doc('findings.md', 'f13')}: record num_workers in "
+                + (f" (raised inside torchdata's StatefulDataLoader, F13 in {doc('findings.md', 'f13')}: record num_workers in "
                    "your state and check it in load_state_dict before the base loader does)"
                    if raised_in_torchdata(outcome.refusal) else "")),
                 impact=_unnamed("worker counts"))

@@ -234,7 +234,7 @@ def refusal_kind(error: BaseException) -> str:
 def unnamed_worker_refusal(error: BaseException) -> str:
     """What a user is told where a worker-count change is refused without naming the counts."""
     where = (" It was raised inside torchdata's StatefulDataLoader, which refuses another worker count with a "
-             f"bare assert or a message about its state keys ({doc('findings.md', 'f13')}): a wrapper that hands "
+             f"bare assert or a message about its state keys (F13, {doc('findings.md', 'f13')}): a wrapper that hands "
              "its state through inherits it." if raised_in_torchdata(error) else "")
     return (f"a resume with another num_workers was refused before its first batch (nothing is lost, so SC23 "
             f"passes), but {refusal_kind(error)} does not name the two worker counts: whoever restarts "
