@@ -67,7 +67,10 @@ ZYGOTE = textwrap.dedent("""
     import json, os, runpy, sys, traceback
     import torch, torchdata.stateful_dataloader, torchdata.nodes, stateful_contract.repro
     for name in sys.argv[1:]:  # the optional packages that are installed
-        __import__(name)
+        try:
+            __import__(name)
+        except Exception:  # a broken install (mosaicml-streaming's torchvision): the block shows it
+            pass
 
     def child(request):
         os.chdir(os.path.dirname(request["script"]))
