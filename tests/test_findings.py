@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings.md"
+FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings.md"  # and the reports in docs/upstream/
 
 #: The packages a block may need beyond torch and torchdata: import name -> distribution,
 #: for the skip message (the ``compat`` extra in pyproject.toml installs all of them).
@@ -140,8 +140,14 @@ class Block:
     """One fenced ``python`` block of docs/findings.md: ``F11.1`` is F11's first."""
 
     id: str
-    line: int  # where it starts in docs/findings.md, for the failure message
+    page: str  # docs/findings.md or docs/upstream/F18.md, and where it starts there: for the failure message
+    line: int
     source: str
+
+    @property
+    def finding(self) -> str:
+        """``F11`` for ``F11.2`` (and ``F18-report`` for a report's block)."""
+        return self.id.split(".")[0]
 
     @property
     def expected(self) -> list[str]:
@@ -160,11 +166,15 @@ class Block:
         return sorted(imported & OPTIONAL.keys())
 
 
-def blocks(text: str) -> list[Block]:
-    """Every fenced ``python`` block under a finding's anchor, named by finding and position."""
+def blocks(path: Path, page: str | None = None) -> list[Block]:
+    """Every fenced ``python`` block under a finding's anchor, named by finding and position.
+
+    A page without anchors (an upstream report, ``page="F18-report"``) names its blocks after itself.
+    """
     found: list[Block] = []
-    finding, count, current, start = None, 0, None, 0
-    for number, line in enumerate(text.splitlines(), start=1):
+    finding, count, current, start = page, 0, None, 0
+    name = path.relative_to(FINDINGS.parents[1]).as_posix()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         anchor = re.fullmatch(r'<a id="f(\d+)"></a>', line.strip())
         if anchor:
             finding, count = f"F{anchor.group(1)}", 0
@@ -172,7 +182,7 @@ def blocks(text: str) -> list[Block]:
             current, start = [], number
         elif current is not None and line.strip() == "```":
             count += 1
-            found.append(Block(f"{finding}.{count}", start, "\n".join(current) + "\n"))
+            found.append(Block(f"{finding}.{count}", name, start, "\n".join(current) + "\n"))
             current = None
         elif current is not None:
             current.append(line)
@@ -196,18 +206,19 @@ def run(block: Block, tmp_path: Path) -> tuple[list[str], str]:
     return [line.rstrip() for line in stdout.read_text(encoding="utf-8").splitlines()], errors
 
 
-ALL = blocks(FINDINGS.read_text(encoding="utf-8"))
+ALL = blocks(FINDINGS) + [block for report in sorted((FINDINGS.parent / "upstream").glob("F*.md"))
+                          for block in blocks(report, page=f"{report.stem}-report")]
 
 
 def test_the_page_has_reproductions_and_every_finding_states_its_output() -> None:
     """Guard the parser: the page's blocks are found, and a block that prints says what."""
     assert len(ALL) >= 30, [b.id for b in ALL]
-    silent = [b.id for b in ALL if "print(" in b.source and not b.expected and b.id.split(".")[0] not in PENDING]
+    silent = [b.id for b in ALL if "print(" in b.source and not b.expected and b.finding not in PENDING]
     assert not silent, f"blocks that print but state no '# -> ' output: {silent}"
 
 
 def test_the_convention_reads_comments_as_documented() -> None:
-    block = Block("F0.1", 1, 'print([1])  # -> [1]  # the rest\n# -> 2 ... s\nx = 1  # not output\n')
+    block = Block("F0.1", "docs/findings.md", 1, 'print([1])  # -> [1]  # the rest\n# -> 2 ... s\nx = 1  # not output\n')
     assert block.expected == ["[1]", "2 ... s"]
     assert matches("2 ... s", "2 0.153 s") and not matches("2 ... s", "3 0.1 s")
     assert matches("[[0], [1]]", "[[0], [1]]") and not matches("[[0], [1]]", "[[0], [1]] ")
@@ -215,17 +226,16 @@ def test_the_convention_reads_comments_as_documented() -> None:
 
 @pytest.mark.parametrize("block", ALL, ids=[b.id for b in ALL])
 def test_the_reproduction_prints_what_its_comments_say(block: Block, tmp_path: Path) -> None:
+    if block.finding in PENDING:
+        pytest.skip(f"not yet held to the '# -> ' convention: {PENDING[block.finding]}")
     missing = [OPTIONAL[p] for p in block.packages if importlib.util.find_spec(p) is None]
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (the compat extra: nox -s matrix runs it)")
     printed, stderr = run(block, tmp_path)
-    finding = block.id.split(".")[0]
-    if finding in PENDING:
-        pytest.skip(f"ran; not yet held to the '# -> ' convention: {PENDING[finding]}")
     expected = block.expected
     same = len(printed) == len(expected) and all(matches(e, p) for e, p in zip(expected, printed))
     assert same, (
-        f"docs/findings.md line {block.line}, {block.id}: the block's output and its '# -> ' comments disagree\n"
+        f"{block.page} line {block.line}, {block.id}: the block's output and its '# -> ' comments disagree\n"
         f"comments say ({len(expected)} lines):\n  " + "\n  ".join(expected)
         + f"\nit printed ({len(printed)} lines):\n  " + "\n  ".join(printed)
         + f"\nits standard error ended with:\n{stderr[-2000:]}"
