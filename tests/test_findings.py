@@ -2,8 +2,9 @@
 
 A finding is only as good as its reproduction: a reader pastes the block, runs it, and
 compares what it prints with the comments beside it. This test does exactly that, for
-every fenced ``python`` block under a finding's anchor (``<a id="f11"></a>``), each in a
-fresh interpreter as a pasted script would run (`python block.py`).
+every fenced ``python`` block under a finding's anchor (``<a id="f11"></a>``) and in the
+reports to file upstream (docs/upstream/F*.md), each in a new process as a pasted script
+would run (`python block.py`; see `ZYGOTE` for the one difference).
 
 The comment convention (docs/findings.md says it too, under "Reading the reproductions"):
 
@@ -19,8 +20,10 @@ The comment convention (docs/findings.md says it too, under "Reading the reprodu
 The blocks that use another package than torch and torchdata (datasets, accelerate,
 torchtitan, litdata, mosaicml-streaming) are skipped where it is not installed, as in
 the plain test session; ``nox -s matrix``, which installs them (the ``compat`` extra),
-runs this file too. Cost: about 1 to 2 s per block (a fresh interpreter imports torch),
-about a minute for all of them on 2 cores (measured in docs/findings.md).
+runs this file too. Cost, measured 2026-12-01 on 2 shared cores at load 3 (`nox -s tests --
+-n 0 tests/test_findings.py`): 43 s for 31 blocks, 5 skipped; of that F12's table script is
+about 10 s of CPU and F9's about 10 s of waiting (torch's 5 s join per worker), the rest well
+under a second each, since no block pays for importing torch.
 """
 
 from __future__ import annotations
@@ -46,8 +49,8 @@ FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings.md"  # and t
 OPTIONAL = {"datasets": "datasets", "accelerate": "accelerate", "torchtitan": "torchtitan",
             "litdata": "litdata", "streaming": "mosaicml-streaming"}
 
-#: A finding owned by another change in flight, run but not yet held to the convention:
-#: finding id -> why (empty once that change has landed).
+#: A finding whose text another change in flight owns, skipped until it follows the convention:
+#: finding id -> why (remove the entry once that change has landed).
 PENDING: dict[str, str] = {
     "F13": "F13's paragraph is being rewritten with SC23's refusal semantics (issue 18, verdicts); "
            "its block's comment becomes '# -> AssertionError' there",
