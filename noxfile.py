@@ -120,7 +120,9 @@ def matrix(session: nox.Session) -> None:
     session.install(TORCH)
     constraints = Path(session.create_tmp()) / "torch-constraint.txt"
     constraints.write_text(TORCH + "\n", encoding="utf-8")
-    session.install("-e", ".[compat]", "-c", str(constraints))
+    session.install("-e", ".[compat]", *group("test"), "-c", str(constraints))
+    # docs/findings.md's reproductions on these packages (the tests session skips them): about a minute.
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/test_findings.py")
     session.run("python", "-m", "stateful_contract.compat", *session.posargs)
 
 

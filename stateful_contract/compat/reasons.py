@@ -14,8 +14,9 @@ NODES_TEMPLATE = (
 )
 NODES_STALE_END = (
     "torchdata.nodes Loader: resumed from a state taken after an epoch's last batch, the loader starts the "
-    "next epoch but its state_dict() keeps returning the finished epoch's state (a cached look-ahead state is "
-    "never cleared), so a second resume repeats the new epoch's first batches (docs/findings.md, F18)"
+    "next epoch but its state_dict() returns the loaded state for the rest of the loader's life (a cached "
+    "look-ahead state is never cleared), so a second resume repeats what the run trained since the first "
+    "(docs/findings.md, F18)"
 )
 NODES_RANDOM_SAMPLER = (
     "torchdata.nodes SamplerWrapper saves a sampler's state only when the sampler object has state_dict(); "
@@ -70,7 +71,7 @@ LITDATA_AT_ITER = (
 LITDATA_AFTER_LOAD = (
     "litdata StreamingDataLoader: state_dict() right after load_state_dict(), before iterating, moves the "
     "loader's epoch counters: the loader, and a loader resumed from that state, finish the resumed epoch in "
-    "another epoch's shuffled order (docs/findings.md, F23)"
+    "another epoch's shuffled order, and it rewrites the caller's loaded dict in place (docs/findings.md, F23)"
 )
 MANUAL_SKIP = (
     "the hand-written resume skips the saved epoch's first n batches of a fresh pass, but a fresh process "
