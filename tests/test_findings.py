@@ -51,10 +51,7 @@ OPTIONAL = {"datasets": "datasets", "accelerate": "accelerate", "torchtitan": "t
 
 #: A finding whose text another change in flight owns, skipped until it follows the convention:
 #: finding id -> why (remove the entry once that change has landed).
-PENDING: dict[str, str] = {
-    "F13": "F13's paragraph is being rewritten with SC23's refusal semantics (issue 18, verdicts); "
-           "its block's comment becomes '# -> AssertionError' there",
-}
+PENDING: dict[str, str] = {}
 
 #: Seconds a block may take: the slowest (F9's 5 s join per worker, F12's table) take about 10.
 TIMEOUT = 120

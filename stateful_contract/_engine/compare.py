@@ -245,7 +245,7 @@ def _reordered(expected: Sequence[Any], got: Sequence[Any], i: int) -> str:
     e, g = _sample_ids(expected[i:stop]), _sample_ids(got[i:stop])
     if e is None or g is None or e == g or sorted(map(repr, e)) != sorted(map(repr, g)):
         return ""
-    epoch = f"epoch {where[0]}" if where is not None else "the resumed epochs"
+    epoch = f"epoch {where[0]}" if where is not None else "the resumed stream"
     return (f"\n  same samples, another order: {epoch} holds the expected samples in another order, so the "
             "epoch's shuffle was not restored (a resume that skips the batches already seen must also restore "
             "the generator or the sampler's seed and epoch)")
