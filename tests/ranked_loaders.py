@@ -303,6 +303,19 @@ class DropsItsOwnPadCount(PaddedReshard):
         return left[max(0, len(dealt) - len(order)):]
 
 
+class ReshardsEveryResume(PaddedReshard):
+    """`PaddedReshard`, but every resume deals the rest of the epoch anew, on the world that saved it too.
+
+    On that world the rest is padded again (with a copy of a sample due, where the saved pass
+    had a pad copy of one already yielded) and dealt from rank 0: a rank's stream is not its own.
+    """
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if self.offset:
+            self.passes, self.offset = [*self.passes, [self.config.world_size, self.offset]], 0
+
+
 def padded_reshard(config: LoaderConfig) -> PaddedReshard:
     return PaddedReshard(config)
 
@@ -313,6 +326,10 @@ def pads_from_the_epoch_start(config: LoaderConfig) -> PadsFromTheEpochStart:
 
 def drops_its_own_pad_count(config: LoaderConfig) -> DropsItsOwnPadCount:
     return DropsItsOwnPadCount(config)
+
+
+def reshards_every_resume(config: LoaderConfig) -> ReshardsEveryResume:
+    return ReshardsEveryResume(config)
 
 
 def skips_its_own_count(config: LoaderConfig) -> SkipsItsOwnCount:

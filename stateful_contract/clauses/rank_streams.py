@@ -148,13 +148,14 @@ def tally(epochs: Sequence[Counter[int]], before: Counter[int], after: Counter[i
     return Tally(+lost, +repeated, +extra, padding, dealt, padded, before, after)
 
 
-def padding_lines(t: Tally, saving: str, resuming: str | None = None) -> list[str]:
+def padding_lines(t: Tally, saving: str, resuming: str | None = None, *, span: str) -> list[str]:
     """Where padding is involved: how many copies each world's padding accounted for, so that a
-    user sees why a count is a loss or a repeat (empty when neither world padded)."""
+    user sees why a count is a loss or a repeat (empty when neither world padded). ``span``:
+    the epochs counted ("in epoch 0")."""
     lines = []
     if t.padded:
         involved = [i for i in sorted(t.padded) if t.lost[i] or t.repeated[i] or t.extra[i]] or sorted(t.padded)
-        shown = "; ".join(f"sample {i} dealt {t.dealt[i]} times, yielded "
+        shown = "; ".join(f"sample {i} dealt {t.dealt[i]} times {span}, yielded "
                           f"{t.before[i]} before the checkpoint and {t.after[i]} after it"
                           for i in involved[:SHOWN_IDS])
         lines.append(f"padding: the {saving}'s padding accounts for {sum(t.padded.values())} extra "
@@ -162,8 +163,9 @@ def padding_lines(t: Tally, saving: str, resuming: str | None = None) -> list[st
                      "already yielded is not due again")
     if resuming is not None and (t.padded or t.extra):
         used = sum(t.extra.values())
-        lines.append(f"padding: the {resuming}'s padding accounts for at most {t.padding} extra "
-                     f"cop{'ies' if t.padding != 1 else 'y'} of samples it yields itself"
+        lines.append(f"padding: the {resuming} pads nothing" if not t.padding else
+                     f"padding: the {resuming}'s padding accounts for at most {t.padding} extra "
+                     f"cop{'ies' if t.padding != 1 else 'y'}, of samples it is due to yield"
                      + (f"; it yielded {used}: {id_list(t.extra)}" if used else ""))
     return lines
 
@@ -199,7 +201,7 @@ def coverage(results: Sequence[RankResume]) -> list[str]:
         lines.append(f"over all {len(results)} ranks: of the {total} samples the uninterrupted run yields "
                      f"after the checkpoint, lost {id_list(lost_all) if lost_all else 'none'}, "
                      f"repeated {id_list(repeated_all) if repeated_all else 'none'}")
-        lines += padding_lines(t, world) if t is not None else []
+        lines += padding_lines(t, world, span="from the checkpoint's epoch on") if t is not None else []
     elif any(not r.exact for r in results):
         padded = t is not None and bool(t.padded)
         lines.append(f"over all {len(results)} ranks the same samples were covered"

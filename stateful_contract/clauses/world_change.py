@@ -249,7 +249,7 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
                      f"{id_list(t.lost) if t.lost else 'none'}, repeated {id_list(t.repeated) if t.repeated else 'none'}"
                      f"; the {saved}-rank world had yielded "
                      f"{id_list(Counter(first.consumed)) if consumed else 'nothing'} of epoch {first.epoch}")
-        lines += padding_lines(t, f"{saved}-rank world", f"{resumed}-rank world")
+        lines += padding_lines(t, f"{saved}-rank world", f"{resumed}-rank world", span=f"in epoch {first.epoch}")
     lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
     how = "raised without naming the world size" if errors else "resumed silently"
     violation = violated("SC31", context=context, expected=expected, got=(
