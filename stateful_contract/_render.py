@@ -10,10 +10,11 @@ from __future__ import annotations
 import textwrap
 from typing import TextIO
 
+from ._engine.advice import advisories
 from ._engine.coverage import describe_coverage, describe_space
-from .report import ClauseResult, Report
+from .report import ClauseResult, Report, same_causes
 
-__all__ = ["SHOWN", "coverage_line", "render_report", "render_result", "summary_line"]
+__all__ = ["SHOWN", "coverage_line", "impact_text", "render_failures", "render_report", "render_result", "summary_line"]
 
 #: How the statuses read in a terminal.
 SHOWN = {
@@ -26,13 +27,23 @@ SHOWN = {
 }
 
 
-def summary_line(result: ClauseResult) -> str:
-    """One line for a result: what came instead, the declared reason, or the example count."""
+def impact_text(result: ClauseResult) -> str:
+    """``silent: 1 sample lost in epoch 0``: what the failure does to a run ("" when unknown)."""
+    return result.impact.describe() if result.impact is not None else ""
+
+
+def summary_line(result: ClauseResult, same_as: str | None = None) -> str:
+    """One line for a result: what it does to a run, then what came instead; the declared reason,
+    or the example count. ``same_as``: the clause whose failure has the same cause."""
     if result.status in ("failed", "unexpected-pass", "not-judged"):
         text = result.got or result.message
         line = next((part for part in text.splitlines() if part.strip()), "")
         if result.rank is not None:
             line = f"rank {result.rank}: {line}"
+        if same_as is not None:
+            line = f"same cause as {same_as}"
+        if result.status == "failed" and impact_text(result):
+            line = f"{impact_text(result)}; {line}"
     elif result.status == "expected-failure":
         line = f"declared: {result.expected_failure_reason}"
     elif result.examples:
@@ -45,8 +56,12 @@ def summary_line(result: ClauseResult) -> str:
 def render_result(result: ClauseResult) -> str:
     """A failing clause in full: the rule, what happened, the notes, how to reproduce it."""
     lines = [] if result.message.startswith(result.id) else [f"{result.id} {result.name}"]
-    if result.message:
-        lines.append(result.message)
+    message = result.message.splitlines()
+    if message and message[0].startswith(result.id):
+        lines.append(message.pop(0))
+    if result.is_failure and impact_text(result):
+        lines.append(f"Impact: {impact_text(result)}")  # first: what a user triages by
+    lines.extend(message)
     lines.extend(f"note: {n}" for n in result.notes)
     if result.reproduction:
         lines += ["", "Reproduce:", textwrap.indent(result.reproduction, "    ")]
@@ -73,10 +88,14 @@ def render_report(report: Report, out: TextIO) -> None:
         out.write("  declared checkpoint alignment: window boundaries (every grad_acc_step batches)\n")
     elif report.checkpoint_alignment:
         out.write(f"  declared checkpoint alignment: every {report.checkpoint_alignment} batches\n")
+    same = same_causes(report.results)
     for r in report.results:
         if r.status == "skipped":
             continue
-        out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  {summary_line(r)}\n")
+        out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  "
+                  f"{summary_line(r, same.get(r.id))}\n")
+        for advice in advisories(r.notes):  # shown whatever the status: a pass can need a fix too
+            out.write(f"    advisory: {advice}\n")
     if coverage_line(report):
         out.write(f"  {coverage_line(report)}\n")
     for note in report.notes:
@@ -94,5 +113,23 @@ def render_report(report: Report, out: TextIO) -> None:
     else:
         out.write(f"Verdict: FAIL ({len(failing)} clause{'s' if len(failing) != 1 else ''}: "
                   f"{', '.join(r.id for r in failing)})\n")
-    for r in failing:
-        out.write(f"\n--- {r.id} {r.name} ---\n{render_result(r)}\n")
+    render_failures(report, out)
+
+
+def render_failures(report: Report, out: TextIO, label: str = "") -> None:
+    """Each failure in full, except one whose cause an earlier one shares: that one in a line.
+
+    One cause, one story: MindSpeed-MM's wrapper fails six resume clauses on one minimal
+    example with one difference, and six copies of it would hide the other failures.
+    """
+    same = same_causes(report.results)
+    told = True  # the previous failure was told in full: a blank line before the next
+    for r in report.results:
+        if not r.is_failure:
+            continue
+        if r.id in same:
+            out.write(("\n" if told else "") + f"--- {label}{r.id} {r.name}: same cause as {same[r.id]} (its own "
+                      "reproduction is in the JSON report) ---\n")
+        else:
+            out.write(f"\n--- {label}{r.id} {r.name} ---\n{render_result(r)}\n")
+        told = r.id not in same

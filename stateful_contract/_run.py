@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._engine.advice import collecting
 from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import Executor, StartFailed
 from ._engine.outcome import ClauseViolation, Outcome
@@ -113,7 +114,11 @@ class _Run:
         # now, its imports overlap the search.
         pending = (PendingSibling(self.executor) if fresh and worlds == (None,)
                    and isinstance(self.executor, Supervised) else None)
-        return self.judged(c, restarted, worlds, fresh, pending)
+        # What the clause's judgements advised, over every example, rank and fresh process: once each.
+        with collecting() as advised:
+            outcome = self.judged(c, restarted, worlds, fresh, pending)
+        outcome.notes[:0] = [a for a in advised if a not in outcome.notes]
+        return outcome
 
     def judged(self, c: Clause, restarted: Clause | None, worlds: tuple[int | None, ...], fresh: bool,
                pending: PendingSibling | None) -> Outcome:
@@ -271,7 +276,7 @@ class _Run:
         o = failed.outcome
         assert o is not None
         v = ClauseViolation(c.id, heading=c.heading, expected=o.expected, got=o.got, rank=o.rank,
-                            world_size=self.executor.world_size)
+                            world_size=self.executor.world_size, impact=o.impact)
         # The run's own message, headed by this clause: it may add what the loader's process was
         # doing and the Python stack of a crash.
         _, _, detail = o.message.partition("\n")

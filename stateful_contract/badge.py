@@ -5,7 +5,8 @@
 
 The label names the contract and its version; the message is the verdict a reader of a
 README needs: ``passing``, ``passing except SC17, window-aligned`` (declared deviations,
-named), ``failing 2 clauses (SC02, SC10)``, and the strict tier when it ran
+named), ``failing 2 clauses (SC02, SC10): crashes on resume, silent data loss`` (with a hint of
+what the failures do to a training run, from their impacts), and the strict tier when it ran
 (``passing + strict`` or ``passing, fails strict``); a partial report (Ctrl-C) is
 ``interrupted``, grey. The colour follows the core verdict
 only: torchdata's own `StatefulDataLoader` fails the strict tier, so a loader that behaves
@@ -32,6 +33,7 @@ __all__ = [
     "badge_label",
     "badge_message",
     "endpoint_json",
+    "impact_hint",
     "render_svg",
     "run",
     "svg_badge",
@@ -102,6 +104,32 @@ def _alignment(report: Report) -> str | None:
     return f"aligned to {align} batches"
 
 
+def _hint(result: ClauseResult) -> str:
+    impact = result.impact
+    if impact is None:
+        return ""
+    if impact.kind == "loud":
+        return {"save": "crashes at save", "build": "crashes at start"}.get(impact.where, "crashes on resume")
+    counts = impact.counts
+    if counts.get("lost") or counts.get("epochs lost"):
+        return "silent data loss"
+    if counts.get("repeated"):
+        return "silently repeats data"
+    if counts.get("reordered"):
+        return "silently reorders data"
+    return "silently breaks state" if impact.what.startswith("state unusable") else "silent data change"
+
+
+def impact_hint(results: list[ClauseResult]) -> str:
+    """What the failures do to a training run, in two hints at most: ``crashes on resume, silent data loss``."""
+    hints: list[str] = []
+    for r in sorted(results, key=lambda r: r.impact is None or r.impact.kind != "loud"):  # loud first
+        hint = _hint(r)
+        if hint and hint not in hints:
+            hints.append(hint)
+    return ", ".join(hints[:2])
+
+
 def badge_message(report: Report) -> str:
     """The verdict in a few words; see the module docstring for the forms it takes."""
     core = _ran(report, CORE_TIERS)
@@ -112,7 +140,8 @@ def badge_message(report: Report) -> str:
     failing = [r.id for r in core if r.is_failure]
     if failing:
         noun = "clause" if len(failing) == 1 else "clauses"
-        return f"failing {len(failing)} {noun} ({_named(failing)})"
+        hint = impact_hint([r for r in core if r.is_failure])
+        return f"failing {len(failing)} {noun} ({_named(failing)})" + (f": {hint}" if hint else "")
     message = "passing"
     deviations = [r.id for r in core if r.status == "expected-failure"]
     if deviations:

@@ -27,10 +27,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn, TextIO
 
-from ._render import SHOWN, render_report, render_result
+from ._render import SHOWN, impact_text, render_failures, render_report
 from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION, clause
 from .profiles import PROFILES
+from .report import same_causes
 
 __all__ = ["main"]
 
@@ -213,17 +214,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f"  done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     width = 45
     print(f"StatefulLoader contract v{CONTRACT_VERSION}: PrefetchGradAccDataLoader, profile {args.profile}\n")
-    print(f"  {'clause':<{width}} " + " ".join(f"{label:<20}" for label, _ in DEMO_TARGETS))
+    print(f"  {'clause':<{width}} " + " ".join(f"{label:<20}" for label, _ in DEMO_TARGETS)
+          + "what the MindSpeed-MM wrapper's failure does to a training run")
+    same = same_causes(reports[0].results)
     for c in CLAUSES:
         rows = [rep[c.id] for rep in reports]
         if all(r.status == "skipped" for r in rows):
             continue
-        print(f"  {c.id + ' ' + c.name:<{width}} " + " ".join(f"{SHOWN[r.status]:<20}" for r in rows))
+        story = f"same cause as {same[c.id]}" if c.id in same else impact_text(rows[0]) if rows[0].is_failure else ""
+        print((f"  {c.id + ' ' + c.name:<{width}} " + " ".join(f"{SHOWN[r.status]:<20}" for r in rows)
+               + story).rstrip())
     print("  " + " " * width + " " + " ".join(f"{'PASS' if rep.passed else 'FAIL':<20}" for rep in reports))
-    seed = reports[0]
-    for r in seed.results:
-        if r.is_failure:
-            print(f"\n--- MindSpeed-MM's wrapper, {r.id} {r.name} ---\n{render_result(r)}")
+    render_failures(reports[0], sys.stdout, label="MindSpeed-MM's wrapper, ")
     # The demo succeeds when the contract tells the two apart as it should.
     return 0 if (not reports[0].passed and reports[1].passed) else 1
 
@@ -260,7 +262,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="declare an expected failure (repeatable)")
     p.add_argument("--checkpoint-alignment", metavar="window|N",
                    help="declare the loader exact only at window boundaries (or every N batches)")
-    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40)")
+    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
     p.add_argument("--memory-limit", metavar="SIZE",

@@ -18,9 +18,10 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ._engine.advice import advisories
 from ._engine.coverage import POINT_PREFIX
 from ._render import SHOWN, coverage_line, render_result, summary_line
-from .report import ClauseResult, Report
+from .report import ClauseResult, Report, same_causes
 
 __all__ = ["junit_xml", "markdown_summary", "write_junit", "write_markdown"]
 
@@ -50,11 +51,13 @@ def junit_xml(report: Report) -> str:
                         ("checkpoint_alignment", report.checkpoint_alignment or "none"),
                         ("coverage", coverage_line(report).removeprefix("coverage: ") or "none")):
         ET.SubElement(properties, "property", {"name": name, "value": value})
+    same = same_causes(report.results)
     for r in ran:
         case = ET.SubElement(suite, "testcase", {"classname": report.target, "name": f"{r.id} {r.name}",
                                                  "time": f"{r.seconds:.3f}"})
         if r.is_failure:
-            failure = ET.SubElement(case, "failure", {"message": summary_line(r) or r.status, "type": r.status})
+            failure = ET.SubElement(case, "failure", {"message": summary_line(r, same.get(r.id)) or r.status,
+                                                      "type": r.status})
             failure.text = render_result(r)
         elif r.status == "expected-failure":
             ET.SubElement(case, "skipped", {"type": "xfail",
@@ -109,16 +112,28 @@ def markdown_summary(report: Report) -> str:
         facts.append("declared exact at window boundaries only" if report.checkpoint_alignment == "window"
                      else f"declared exact every {report.checkpoint_alignment} batches only")
     lines += [", ".join(facts), "", "| clause | status | time | detail |", "| --- | --- | ---: | --- |"]
+    same = same_causes(report.results)
     for r in ran:
         lines.append(f"| {r.id} {_cell(r.name)} | {_MARK.get(r.status, SHOWN[r.status])} | {r.seconds:.2f} s | "
-                     f"{_cell(summary_line(r))} |")
+                     f"{_cell(summary_line(r, same.get(r.id)))} |")
     lines.append("")
     if coverage_line(report):
         lines += [f"Search {coverage_line(report)}.", ""]
     for note in report.notes:
         lines += [f"> note: {_cell(note)}", ""]
+    for r in ran:  # under a passing clause too: the clause holds, and its user has something to fix
+        lines += [f"> advisory ({r.id}): {_cell(advice)}" for advice in advisories(r.notes)]
+        lines += [""] if advisories(r.notes) else []
     for r in failing:
-        lines += [f"#### ❌ {r.id} {r.name}", "", _code(r.message or r.status, "text"), ""]
+        if r.id in same:  # one cause, one story: told in full under the first clause it failed
+            lines += [f"#### ❌ {r.id} {r.name}: same cause as {same[r.id]}", "",
+                      f"Its own reproduction is in the JSON report (`stateful-contract replay REPORT.json {r.id}`).",
+                      ""]
+            continue
+        lines += [f"#### ❌ {r.id} {r.name}", ""]
+        if r.impact is not None:
+            lines += [f"**Impact: {r.impact.describe()}**", ""]
+        lines += [_code(r.message or r.status, "text"), ""]
         lines += [f"- note: {_cell(n)}" for n in r.notes] + ([""] if r.notes else [])
         if r.reproduction:
             lines += ["Reproduce:", "", _code(r.reproduction, "python"), ""]

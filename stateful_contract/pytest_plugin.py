@@ -234,12 +234,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     reports = config.stash.get(REPORTS, {})
     if reports:
-        from ._render import coverage_line  # the engine is loaded by now: a contract class ran
+        from ._render import coverage_line, impact_text  # the engine is loaded by now: a contract class ran
+        from .report import same_causes
 
         terminalreporter.write_sep("-", "StatefulLoader contract")
         for nodeid, report in reports.items():
             judged = sum(r.status != "skipped" for r in report.results)
             terminalreporter.write_line(f"{nodeid}: {report.verdict}, {judged} clauses, profile {report.profile}")
+            same = same_causes(report.results)
+            for r in report.results:  # what each failure does to a training run, first
+                if r.is_failure:
+                    story = f"same cause as {same[r.id]}" if r.id in same else (impact_text(r) or r.status)
+                    terminalreporter.write_line(f"  {r.id} {r.name}: {story}")
             if coverage_line(report):
                 terminalreporter.write_line(f"  {coverage_line(report)}")
     written = config.stash.get(_WRITTEN, [])

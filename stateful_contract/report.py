@@ -13,13 +13,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._engine.impact import Impact
 from ._engine.outcome import Outcome, Status
 from .clauses.registry import CONTRACT_VERSION
 
 if TYPE_CHECKING:
     from .clauses.registry import Clause
 
-__all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Report", "Status"]
+__all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Report", "Status", "same_causes"]
 
 #: Statuses that make the overall verdict fail: a clause broken, or a declared
 #: expected failure that no longer fails (the declaration list must stay current).
@@ -32,9 +33,12 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: version 4 adds what the search covered per clause (``coverage``) and the search seed
 #: (``seed``, null for a derandomized run); version 5 adds the worker counts of the
 #: configuration space searched (``num_workers``), which with the points each clause reached
-#: (``coverage`` keys ``point:...``) gives the share of the checkpoint space visited.
+#: (``coverage`` keys ``point:...``) gives the share of the checkpoint space visited; version 6
+#: adds what each failure does to a training run (``impact``: ``kind`` silent or loud, ``what``,
+#: ``where``, ``counts``, ``unit``, ``epoch``, ``at``; null where a clause did not fail) and, per
+#: report, which failures share one cause (``same_cause``: clause ID -> the ID told in full).
 #: Older reports still load.
-REPORT_FORMAT = 5
+REPORT_FORMAT = 6
 
 
 @dataclass
@@ -70,6 +74,14 @@ class ClauseResult:
     #: loader's process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed
     #: when it could not be) or ``"memory limit"``.
     killed_by: str = ""
+    #: What the failure does to a training run, measured on its minimal example: silent (samples
+    #: lost, repeated, reordered, a state unusable later) or loud (which of the trainer's calls
+    #: raises or stops). None for a clause that did not fail, and in reports before format 6.
+    impact: Impact | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.impact, Mapping):  # as read back from JSON
+            self.impact = Impact.from_dict(self.impact)
 
     @classmethod
     def from_outcome(cls, c: Clause, outcome: Outcome, *, seconds: float = 0.0) -> ClauseResult:
@@ -79,7 +91,9 @@ class ClauseResult:
                    seconds, outcome.examples, notes=list(outcome.notes), found_after=outcome.found_after,
                    expected=outcome.expected, got=outcome.got, context=outcome.context, rank=outcome.rank,
                    config=outcome.config if failed else "", plan=outcome.plan if failed else "",
-                   killed_by=outcome.killed_by, coverage=dict(outcome.coverage))
+                   killed_by=outcome.killed_by, coverage=dict(outcome.coverage),
+                   impact=dataclasses.replace(outcome.impact, counts=dict(outcome.impact.counts))
+                   if failed and outcome.impact is not None else None)
 
     def to_exception(self) -> AssertionError:
         """The failure as an exception to raise, its reproduction attached as a PEP 678 note.
@@ -180,6 +194,7 @@ class Report:
             "num_workers": list(self.num_workers),
             "notes": list(self.notes),
             "interrupted": self.interrupted,
+            "same_cause": same_causes(self.results),
             "clauses": [asdict(r) for r in self.results],
         }
 
@@ -211,3 +226,32 @@ class Report:
     @classmethod
     def from_json(cls, path: str | Path) -> Report:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def _cause(r: ClauseResult) -> tuple[object, ...] | None:
+    """What makes two failures one story: the same minimal example (its config, and where the
+    compared stream starts in the uninterrupted one, which is the checkpoint's position), the same
+    difference (what came instead, and its impact). Clauses whose examples differ in any of these
+    stay apart, even when their messages read alike."""
+    if r.impact is None or not r.config or not r.got:
+        return None
+    return r.config, r.rank, r.impact.at, r.impact.kind, r.impact.what, r.impact.where, r.got
+
+
+def same_causes(results: list[ClauseResult]) -> dict[str, str]:
+    """Failures that repeat an earlier one's cause: clause ID -> the ID of the first, told in full.
+
+    ``{"SC11": "SC10", "SC13": "SC10"}`` where SC11 and SC13 failed on SC10's minimal example
+    with SC10's difference. Each keeps its own reproduction; the faces show them in one line.
+    """
+    first: dict[tuple[object, ...], str] = {}
+    out: dict[str, str] = {}
+    for r in results:
+        key = _cause(r) if r.status in ("failed", "expected-failure") else None
+        if key is None:
+            continue
+        if key in first:
+            out[r.id] = first[key]
+        else:
+            first[key] = r.id
+    return out

@@ -59,7 +59,7 @@ class StatefulLoaderContract:
       report and the badge.
     - ``config_space``: a `ConfigSpace` narrowed to what the loader supports, e.g.
       ``ConfigSpace(num_workers=(0,), grad_acc_step=(1, 4), dataset_size=(1, 12))``.
-    - ``strict``: also run the strict tier (SC40), which `StatefulDataLoader` fails.
+    - ``strict``: also run the strict tier (SC40, SC41), which `StatefulDataLoader` fails.
     - ``profile``: the engine profile (``"dev"``, ``"ci"``, ``"thorough"``) when the run
       does not choose one with ``--stateful-contract-profile <profile>``.
     - ``timeout``: seconds one example may take, ``None`` for the profile's.

@@ -6,18 +6,21 @@ import pytest
 import zoo
 
 from stateful_contract import ConfigSpace, check
+from stateful_contract._engine.advice import advisories
 from stateful_contract.reference import factories
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
 #: The space a clause is searched in here: in-process, except SC23, which changes the worker
 #: count (the zoo's hand-written loaders run no worker processes, so it stays cheap).
-SPACES = {"SC23": ConfigSpace(num_workers=(0, 1, 2))}
+SPACES = {"SC23": ConfigSpace(num_workers=(0, 1, 2)), "SC41": ConfigSpace(num_workers=(0, 1, 2))}
+#: The strict tier runs only when asked for.
+STRICT = ("SC40", "SC41")
 WORKERS = ConfigSpace(num_workers=(1, 2), dataset_size=(1, 12))
 
 
 @pytest.mark.parametrize(("loader", "clause_id"), list(zoo.KILLS.items()), ids=lambda v: getattr(v, "__name__", v))
 def test_each_broken_loader_is_killed_by_its_clause(loader, clause_id):
-    report = check(loader, clauses=[clause_id], space=SPACES.get(clause_id, IN_PROCESS), strict=clause_id == "SC40")
+    report = check(loader, clauses=[clause_id], space=SPACES.get(clause_id, IN_PROCESS), strict=clause_id in STRICT)
     result = report[clause_id]
     assert result.status == "failed", (result.status, result.message)
     assert result.message.startswith(clause_id), result.message
@@ -70,12 +73,12 @@ def test_a_loader_without_set_epoch_is_not_judged_by_sc21_and_says_why():
 @pytest.mark.parametrize("factory", [factories.stateful_dataloader, factories.reference_wrapper],
                          ids=["StatefulDataLoader", "PrefetchGradAccDataLoader"])
 def test_correct_loaders_pass_with_worker_processes(factory):
-    # torchdata refuses 1 <-> 2 workers with a bare assert (F13); the reference wrapper names it.
-    declared = {"SC23": "F13"} if factory is factories.stateful_dataloader else {}
-    report = check(factory, space=WORKERS, profile="dev", expected_failures=declared)
-    assert not {cid: m for cid, m in _not_passed(report, "StatefulDataLoader" if factory is factories.stateful_dataloader
-                                                 else "PrefetchGradAccDataLoader").items()
-                if report[cid].status != "expected-failure"}
+    # No declarations: torchdata refuses 1 <-> 2 workers with a bare assert (F13), a refusal that
+    # loses nothing, so SC23 passes it; the reference wrapper names the counts.
+    report = check(factory, space=WORKERS, profile="dev")
+    assert not _not_passed(report, "StatefulDataLoader" if factory is factories.stateful_dataloader
+                           else "PrefetchGradAccDataLoader")
+    assert report.passed and not report.deviations
     assert report["SC10"].examples >= 2
 
 
@@ -107,16 +110,44 @@ class HandsTorchdataStateThrough:
         self.base.load_state_dict(state)
 
 
-def test_a_wrapper_inheriting_torchdatas_bare_assert_is_told_where_it_comes_from_and_what_to_do():
-    # 1 <-> 2 workers: torchdata refuses with `assert` and no message (F13).
-    report = check(HandsTorchdataStateThrough, clauses=["SC23"], profile="dev", seed=3,
+def test_a_wrapper_inheriting_torchdatas_bare_assert_passes_sc23_with_one_advisory_and_fails_sc41():
+    # 1 <-> 2 workers: torchdata refuses with `assert` and no message (F13): nothing is lost.
+    report = check(HandsTorchdataStateThrough, clauses=["SC23", "SC41"], profile="dev", seed=3, strict=True,
                    space=ConfigSpace(num_workers=(1, 2), dataset_size=(2, 8)))
     result = report["SC23"]
-    assert result.status == "failed", result.message
-    assert "raised inside torchdata's StatefulDataLoader" in result.message and "F13" in result.message
-    assert "--expect-fail 'SC23=torchdata F13'" in result.message
-    own = check(zoo.RescalesOffsetByWorkers, clauses=["SC23"], space=SPACES["SC23"])["SC23"]
-    assert own.status == "failed" and "torchdata" not in own.message, "the hint is only for torchdata's assert"
+    assert result.status == "passed", result.message
+    advice = advisories(result.notes)
+    assert len(advice) == 1 and result.examples > 1, ("one advisory over every example", result.notes)
+    assert "does not name the two worker counts" in advice[0] and "AssertionError" in advice[0]
+    assert "raised inside torchdata's StatefulDataLoader" in advice[0] and "F13" in advice[0]
+    assert "ValueError(" in advice[0], "the advisory says how to fix it"
+    strict = report["SC41"]
+    assert strict.status == "failed" and strict.message.startswith("SC41 refusals-name-the-mismatch")
+    assert "a bare AssertionError with no message" in strict.got and "torchdata" in strict.got
+    assert "the refusal to name the two worker counts (1 and 2)" in strict.expected or (
+        "(2 and 1)" in strict.expected), strict.expected
+    own = check(zoo.RefusesWorkerChangeBare, clauses=["SC23"], space=SPACES["SC23"])["SC23"]
+    assert own.status == "passed" and "torchdata" not in " ".join(own.notes), "the hint is only for torchdata's assert"
+    assert len(advisories(own.notes)) == 1
+
+
+def test_a_refusal_by_name_passes_sc23_and_sc41_without_an_advisory():
+    report = check(zoo.RefusesWorkerChangeByName, clauses=["SC23", "SC41"], space=SPACES["SC23"], strict=True)
+    assert report["SC23"].status == report["SC41"].status == "passed"
+    assert not advisories(report["SC23"].notes + report["SC41"].notes)
+
+
+def test_a_loader_whose_order_depends_on_num_workers_passes_sc23_when_later_epochs_follow_the_new_count():
+    """As litdata resumes (litData#878): the rest of the interrupted epoch is the samples still due, in
+    the new count's order, and later epochs are the new count's."""
+    space = ConfigSpace(num_workers=(0, 1, 2), dataset_size=(4, 12), batch_size=(1, 3))
+    report = check(zoo.WorkerOrderedEpochs, clauses=["SC10", "SC23"], space=space)
+    assert report["SC23"].status == "passed", report["SC23"].message
+    assert report["SC10"].status == "passed", report["SC10"].message
+    broken = check(zoo.SkipsTheOffsetInTheNewOrder, clauses=["SC23"], space=space)["SC23"]
+    assert broken.status == "failed", broken.message
+    assert "samples still due, once each, in any order" in broken.expected and "lost [" in broken.got
+    assert "uninterrupted(factory, LoaderConfig(" in broken.reproduction, broken.reproduction
 
 
 class GeneratorIter(HandsTorchdataStateThrough):

@@ -25,9 +25,24 @@ def test_a_correct_loader_exits_0_and_writes_the_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Verdict: PASS" in out and "SC10 resume-continues-the-stream" in out
     data = json.loads(report_path.read_text())
-    assert data["verdict"] == "pass" and data["contract_version"] == "2" and data["target"] == "zoo:epoch_loader"
+    assert data["verdict"] == "pass" and data["contract_version"] == "2.1" and data["target"] == "zoo:epoch_loader"
     assert {c["id"]: c["status"] for c in data["clauses"]}["SC10"] == "passed"
     assert Report.from_json(report_path).passed
+
+
+def test_an_advisory_shows_under_its_passing_clause_in_the_cli_the_markdown_and_the_json(tmp_path, capsys):
+    # A bare assert refusing another worker count: SC23 holds (nothing lost), with one advisory.
+    paths = {"json": tmp_path / "r.json", "markdown": tmp_path / "r.md"}
+    assert run(f"{ZOO}:RefusesWorkerChangeBare", "--clause", "SC23", *(f"--{k}={v}" for k, v in paths.items())) == 0
+    out = capsys.readouterr().out
+    assert "Verdict: PASS" in out
+    line = next(i for i, text in enumerate(out.splitlines()) if text.lstrip().startswith("SC23 "))
+    advice = out.splitlines()[line + 1]
+    assert advice.lstrip().startswith("advisory: ") and "does not name the two worker counts" in advice, out
+    assert out.count("advisory: ") == 1, "one advisory over every example"
+    assert "> advisory (SC23): " in paths["markdown"].read_text()
+    sc23 = next(c for c in json.loads(paths["json"].read_text())["clauses"] if c["id"] == "SC23")
+    assert sc23["status"] == "passed" and [n for n in sc23["notes"] if n.startswith("advisory: ")]
 
 
 def test_clauses_may_be_given_comma_separated_in_any_case(tmp_path):

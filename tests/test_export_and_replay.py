@@ -16,6 +16,7 @@ from stateful_contract._engine.steps import Position
 from stateful_contract.cli import main
 from stateful_contract.export import junit_xml, markdown_summary
 from stateful_contract.replay import ReplayError, parse_example, parse_value, replay, target_of
+from stateful_contract.report import same_causes
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
 TESTS = Path(__file__).parent
@@ -58,8 +59,11 @@ def test_the_markdown_renders_a_table_with_one_row_per_clause_that_ran(failing: 
     rows = body.count("<tr>")
     assert rows == len([r for r in failing.results if r.status != "skipped"])
     assert "SC10 resume-continues-the-stream" in body and "FAILED" in body
-    # Each failure follows with its reproduction as a code block.
-    assert html.count('<code class="language-python">') == 2
+    # Each failure follows with its reproduction as a code block, once per cause: SC11 fails on
+    # SC10's minimal example with SC10's difference, and says so in a line.
+    same = {cid: first for cid, first in same_causes(failing.results).items() if failing[cid].is_failure}
+    assert html.count('<code class="language-python">') == 2 - len(same)
+    assert all(f"{cid} {failing[cid].name}: same cause as {first}" in html for cid, first in same.items())
     assert "from zoo import OffByOneResume" in html
 
 
@@ -79,7 +83,7 @@ def test_check_writes_junit_and_markdown(tmp_path: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "coverage: checkpoints " in out and "(seed 5)" in out
     assert ET.parse(tmp_path / "out/r.xml").getroot().tag == "testsuites"
-    assert (tmp_path / "out/r.md").read_text().startswith("### StatefulLoader contract v2: `zoo:OffByOneResume`")
+    assert (tmp_path / "out/r.md").read_text().startswith("### StatefulLoader contract v2.1: `zoo:OffByOneResume`")
     assert Report.from_json(tmp_path / "r.json").seed == 5
 
 

@@ -27,6 +27,7 @@ import warnings
 import pytest
 
 from stateful_contract import CLAUSES, ConfigSpace, LoaderConfig, check
+from stateful_contract._engine.advice import advisories
 from stateful_contract.reference.factories import stateful_dataloader
 from stateful_contract.reference.matrix import MATRIX, MatrixEntry
 from stateful_contract.repro import epoch_setter
@@ -71,16 +72,19 @@ def test_entry_meets_the_contract_except_its_declared_deviations(name, caplog):
         assert report["SC21"].status in ("passed", "expected-failure"), report["SC21"].message
 
 
-def test_statefuldataloader_refuses_a_worker_count_change_without_saying_why():
-    """F13: 1 <-> 2 worker processes is refused by a bare assert; 0 <-> N names the state's keys."""
-    bare = check(stateful_dataloader, clauses=["SC23"], space=ConfigSpace(num_workers=(1, 2), dataset_size=(1, 8)),
-                 profile="dev")["SC23"]
-    assert bare.status == "failed", bare.message
-    assert "raised AssertionError: " in bare.got and "does not say that the number of workers changed" in bare.got
-    named = check(stateful_dataloader, clauses=["SC23"], space=ConfigSpace(num_workers=(0, 1), dataset_size=(1, 8)),
-                  profile="dev")["SC23"]
-    assert named.status == "passed", named.message
-    assert MATRIX["default_generator"].declared["SC23"] and "SC23" not in MATRIX["one_worker"].declared
+def test_statefuldataloader_refuses_a_worker_count_change_which_passes_sc23_with_an_advisory_and_fails_sc41():
+    """F13: 1 <-> 2 worker processes is refused by a bare assert; 0 <-> N names the state's keys, not the
+    counts. A refusal loses nothing: SC23 passes it, advising; the strict SC41 wants the counts named."""
+    bare = check(stateful_dataloader, clauses=["SC23", "SC41"], strict=True, profile="dev", seed=3,
+                 space=ConfigSpace(num_workers=(1, 2), dataset_size=(1, 8)))
+    assert bare["SC23"].status == "passed", bare["SC23"].message
+    assert any("(AssertionError) does not name the two worker counts" in a for a in advisories(bare["SC23"].notes))
+    assert bare["SC41"].status == "failed" and "a bare AssertionError with no message" in bare["SC41"].got
+    keys = check(stateful_dataloader, clauses=["SC23", "SC41"], strict=True, profile="dev", seed=3,
+                 space=ConfigSpace(num_workers=(0, 1), dataset_size=(1, 8)))
+    assert keys["SC23"].status == "passed", keys["SC23"].message
+    assert keys["SC41"].status == "failed" and "expected for " in keys["SC41"].got, keys["SC41"].got
+    assert not any("SC23" in entry.expected_failures for entry in MATRIX.values())
 
 
 def test_every_entry_is_a_cli_target_with_reasons():
@@ -91,5 +95,5 @@ def test_every_entry_is_a_cli_target_with_reasons():
         assert entry.factory.__name__ == name
         assert load_target(entry.target) is entry.factory
         assert entry.description
-        for clause_id, reason in entry.declared.items():
+        for clause_id, reason in entry.expected_failures.items():
             assert clause_id in ids and "docs/findings.md" in reason, (name, clause_id)

@@ -60,9 +60,9 @@ def test_a_report_round_trips_through_json_with_its_structured_fields(tmp_path: 
     report.to_json(tmp_path / "r.json")
     again = Report.from_json(tmp_path / "r.json")
     sc10 = again["SC10"]
-    assert again.to_dict()["report_format"] == REPORT_FORMAT == 5
+    assert again.to_dict()["report_format"] == REPORT_FORMAT == 6
     assert sc10.expected.startswith("the resumed loader to yield exactly")
-    assert sc10.got.startswith("batch 0 after the checkpoint differs")
+    assert sc10.got.startswith("batch 0 after the checkpoint (batch 1 of epoch 0) differs")
     assert sc10.context == "after 1 batch of epoch 0"
     assert sc10.config.startswith("LoaderConfig(") and sc10.plan.startswith("Checkpoint(position=Position(")
     assert sc10.rank is None

@@ -14,6 +14,7 @@ import pytest
 from ranked_loaders import target
 
 from stateful_contract import ConfigSpace, LoaderConfig
+from stateful_contract._engine.advice import advisories
 from stateful_contract.distributed import check_world
 from stateful_contract.reference.matrix import MULTI_RANK
 from stateful_contract.repro import Position
@@ -33,8 +34,6 @@ MID_EPOCH = (LoaderConfig(dataset_size=8, batch_size=1), Position(epoch=0, batch
     ("skips_its_own_count", "resumed silently:\n  rank 0 (from rank 0's state) yielded [2, 3] (2 samples) that the "
                             "2-rank world had already yielded in epoch 0"),
     ("warns_and_starts_over", "logged: WARNING"),
-    ("keyed_by_shard_count", "raised an exception that does not say the world size changed: iter(loader) raised "
-                             "KeyError: 'of_1'"),
 ])
 def test_a_loader_that_cannot_change_world_size_and_does_not_refuse_fails_sc31(name: str, says: str) -> None:
     report = check_world(target(name), world_size=2, clauses=["SC31"], replay=MID_EPOCH)
@@ -54,6 +53,24 @@ def test_a_loader_that_refuses_or_reshards_exactly_passes_sc30_and_sc31(name: st
         assert report[cid].status == "passed", report[cid].message
     assert report["SC31"].examples >= 15
     assert "examples resumed again in 1 rank and 3 ranks" in report["SC31"].notes[-1], report["SC31"].notes
+
+
+def test_a_refusal_that_does_not_name_the_world_sizes_passes_sc31_with_one_advisory_and_fails_sc41() -> None:
+    # A bare KeyError at iter() on the new world: refused before the first batch, nothing lost.
+    report = check_world(target("keyed_by_shard_count"), world_size=2, clauses=["SC31", "SC41"], strict=True,
+                         replay=MID_EPOCH)
+    sc31 = report["SC31"]
+    assert sc31.status == "passed", sc31.message
+    advice = advisories(sc31.notes)
+    assert len(advice) == 1, ("one advisory over both new worlds and every rank", sc31.notes)
+    assert "(KeyError) does not name the two world sizes" in advice[0] and "ValueError(" in advice[0]
+    sc41 = report["SC41"]
+    assert sc41.status == "failed" and sc41.message.startswith("SC41 refusals-name-the-mismatch"), sc41.message
+    assert "saved on 2 ranks, resumed on 1" in sc41.context and "KeyError: 'of_1'" in sc41.got, sc41.message
+    named = check_world(target("refuses_another_world"), world_size=2, clauses=["SC31", "SC41"], strict=True,
+                        replay=MID_EPOCH)
+    assert named["SC31"].status == named["SC41"].status == "passed", named["SC41"].message
+    assert not advisories(named["SC31"].notes + named["SC41"].notes)
 
 
 #: Why the loaders built on `LoaderConfig.stateful_dataloader()` fail SC31 at world size 2.

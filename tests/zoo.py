@@ -471,6 +471,105 @@ class RescalesOffsetByWorkers(EpochLoader):
         super().load_state_dict({"epoch": state_dict["epoch"], "offset": offset})
 
 
+class RefusesWorkerChangeBare(EpochLoader):
+    """SC41: refuses another worker count, as torchdata does between two pools (F13), with a bare assert.
+
+    Nothing is lost, so SC23 passes it (with an advisory); the strict tier wants the counts named.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "workers": self.config.num_workers}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        assert state_dict["workers"] == self.config.num_workers
+        super().load_state_dict({"epoch": state_dict["epoch"], "offset": state_dict["offset"]})
+
+
+class RefusesWorkerChangeByName(RefusesWorkerChangeBare):
+    """Correct: refuses another worker count, naming both (passes SC23 and SC41)."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if state_dict["workers"] != self.config.num_workers:
+            raise ValueError(f"state saved with num_workers={state_dict['workers']}, this loader has "
+                             f"num_workers={self.config.num_workers}")
+        super().load_state_dict(state_dict)
+
+
+class FailsAfterAWorkerChange(RefusesWorkerChangeBare):
+    """SC23: resumed with another worker count, it yields one batch and then raises: no refusal, a crash
+    after the run has started training on the resumed data."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.changed = state_dict["workers"] != self.config.num_workers
+        EpochLoader.load_state_dict(self, {"epoch": state_dict["epoch"], "offset": state_dict["offset"]})
+
+    def run(self) -> Iterator[Any]:
+        for i, batch in enumerate(super().run()):
+            if i == 1 and getattr(self, "changed", False):
+                raise RuntimeError(f"worker pool of {self.config.num_workers} lost its shard map")
+            yield batch
+
+
+class WorkerOrderedEpochs(EpochLoader):
+    """Correct, with an epoch order that depends on ``num_workers``, as litdata's does (litData#878).
+
+    The epoch's samples are dealt to ``max(1, num_workers)`` workers in turn, each worker batches its
+    own share, and the batches come one worker after the other. The state records the worker count
+    its epoch was dealt for. Resumed with another count, the rest of the interrupted epoch is the
+    old deal's remaining samples, in the order the new deal has them; later epochs are the new deal's.
+    """
+
+    def workers(self) -> int:
+        return max(1, self.config.num_workers)
+
+    def deal(self, epoch: int, workers: int, drop_last: bool) -> list[list[int]]:
+        c = self.config
+        order = (torch.randperm(c.dataset_size, generator=torch.Generator().manual_seed(c.seed + epoch)).tolist()
+                 if c.shuffle else list(range(c.dataset_size)))
+        shares = [order[k::workers] for k in range(workers)]
+        per_worker = [[s[i:i + c.batch_size] for i in range(0, len(s), c.batch_size)] for s in shares]
+        if drop_last:
+            per_worker = [[b for b in w if len(b) == c.batch_size] for w in per_worker]
+        rounds = max((len(w) for w in per_worker), default=0)
+        return [w[r] for r in range(rounds) for w in per_worker if r < len(w)]
+
+    dealt_for: int | None = None
+    rest: tuple[int, list[list[int]]] | None = None  # (epoch, its batches) after a resume with another count
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        if self.rest is not None and self.rest[0] == epoch:
+            return self.rest[1]
+        self.dealt_for = self.workers()
+        return self.deal(epoch, self.workers(), self.config.drop_last)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        saved, now, epoch = state["workers"], self.workers(), state["epoch"]
+        self.rest = None
+        if saved != now:  # the old deal's batches so far, then its remaining samples in the new deal's order
+            old = self.deal(epoch, saved, self.config.drop_last)
+            due = {i for b in old[self.offset:] for i in b}
+            new_order = [i for b in self.deal(epoch, now, False) for i in b]
+            rest = [i for i in new_order if i in due]
+            bs = self.config.batch_size
+            self.rest = (epoch, old[:self.offset] + [rest[i:i + bs] for i in range(0, len(rest), bs)])
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.pending is not None:
+            return copy.deepcopy(self.pending)
+        dealt = self.dealt_for if self.in_progress and self.dealt_for is not None else self.workers()
+        return {"epoch": self.epoch, "offset": self.offset, "workers": dealt}
+
+
+class SkipsTheOffsetInTheNewOrder(WorkerOrderedEpochs):
+    """SC23: an order that depends on ``num_workers``, resumed with another count by skipping the saved
+    number of batches of the new deal: samples of the interrupted epoch are lost and others repeated."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        EpochLoader.restore(self, state)
+        self.rest = None
+
+
 KILLS: dict[type, str] = {
     NoLoadStateDict: "SC01",
     KeywordOnlyLoad: "SC02",
@@ -490,6 +589,9 @@ KILLS: dict[type, str] = {
     ReloadKeepsItsEpoch: "SC20",
     LazyNewPass: "SC22",
     RescalesOffsetByWorkers: "SC23",
+    FailsAfterAWorkerChange: "SC23",
+    SkipsTheOffsetInTheNewOrder: "SC23",
+    RefusesWorkerChangeBare: "SC41",
     ProcessLocalState: "SC10",
     HashOrderedShards: "SC10",
     EndOfEpochStateIgnoresSetEpoch: "SC21",

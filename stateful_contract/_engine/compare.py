@@ -22,6 +22,7 @@ import torch
 __all__ = [
     "PROTOCOL_METHODS",
     "RESUME_WORDING",
+    "Segment",
     "Wording",
     "assert_protocol",
     "assert_refused",
@@ -66,7 +67,7 @@ def first_difference(expected: Any, got: Any, path: str = "") -> str | None:
         return None
     if (isinstance(expected, Sequence) and isinstance(got, Sequence)
             and not isinstance(expected, (str, bytes)) and not isinstance(got, (str, bytes))):
-        if type(expected) is not type(got) or len(expected) != len(got):
+        if _kind(expected) is not _kind(got) or len(expected) != len(got):
             return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
         for i, (e, g) in enumerate(zip(expected, got)):
             diff = first_difference(e, g, f"{path}[{i}]")
@@ -86,6 +87,32 @@ def first_difference(expected: Any, got: Any, path: str = "") -> str | None:
     if type(expected) is not type(got) or not _equal(expected, got):
         return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
     return None
+
+
+class Segment(list):  # type: ignore[type-arg]
+    """A stretch of the uninterrupted stream that knows where its batches lie: ``reference[start:stop]``.
+
+    A list like any other (it compares equal to one), which also answers `epoch_of`, so a
+    message can name the epoch of the batch where a resumed stream first departs from it.
+    """
+
+    def __init__(self, batches: Sequence[Any] = (), start: int = 0, lengths: Sequence[int] = ()) -> None:
+        super().__init__(batches)
+        self.start = start
+        self.lengths = tuple(lengths)
+
+    def epoch_of(self, i: int) -> tuple[int, int] | None:
+        """(epoch, batch within that epoch) of this segment's batch ``i``; None past the known epochs."""
+        at = self.start + i
+        for epoch, n in enumerate(self.lengths):
+            if at < n:
+                return epoch, at
+            at -= n
+        return None
+
+
+def _kind(value: Any) -> type:
+    return list if isinstance(value, Segment) else type(value)
 
 
 def _is_array(value: Any) -> bool:
@@ -138,7 +165,7 @@ def describe_value(value: Any) -> str:
     if isinstance(value, Mapping):
         text = "{" + ", ".join(f"{k!r}: {describe_value(v)}" for k, v in value.items()) + "}"
     elif isinstance(value, (list, tuple)) and len(value) > _SHOWN_ELEMENTS:
-        return f"{type(value).__name__} of {len(value)}"
+        return f"{_kind(value).__name__} of {len(value)}"
     else:
         text = repr(value)
     # A message lists several batches: each stays one readable line.
@@ -179,7 +206,9 @@ def stream_difference(expected: Sequence[Any], got: Sequence[Any], wording: Word
     for i, (e, g) in enumerate(zip(expected, got)):
         diff = first_difference(e, g)
         if diff is not None:
-            return (f"batch {i}{w.start} differs: {diff}.\n"
+            where = expected.epoch_of(i) if isinstance(expected, Segment) else None
+            at = f" (batch {where[1]} of epoch {where[0]})" if where is not None else ""
+            return (f"batch {i}{w.start}{at} differs: {diff}.{_reordered(expected, got, i)}\n"
                     f"  expected batches from there: {_ids(expected, i, 6)}\n"
                     f"  got:                         {_ids(got, i, 6)}")
     if len(got) < len(expected):
@@ -189,6 +218,37 @@ def stream_difference(expected: Sequence[Any], got: Sequence[Any], wording: Word
         return (f"{w.got} has {len(got)} batches, but {w.expected} yields "
                 f"only {len(expected)}{w.origin}; extra: {_ids(got, len(expected), 6)}")
     return None
+
+
+def _sample_ids(batches: Sequence[Any]) -> list[Any] | None:
+    ids: list[Any] = []
+    for b in batches:
+        if not isinstance(b, Mapping) or "index" not in b:
+            return None
+        index = b["index"]
+        values = index.tolist() if isinstance(index, torch.Tensor) or _is_array(index) else index
+        ids.extend(values if isinstance(values, list) else [values])
+    return ids
+
+
+def _reordered(expected: Sequence[Any], got: Sequence[Any], i: int) -> str:
+    """Where the resumed batches hold the same samples as expected in another order, that sentence.
+
+    Judged over the epoch of the first differing batch ``i`` (the rest of the compared
+    stream when its epochs are not known): the most common hand-written resume, skipping
+    the batches already seen, in a process whose shuffle was drawn anew, looks like this.
+    """
+    stop = len(expected)
+    where = expected.epoch_of(i) if isinstance(expected, Segment) else None
+    if isinstance(expected, Segment) and where is not None:
+        stop = min(stop, i + expected.lengths[where[0]] - where[1])
+    e, g = _sample_ids(expected[i:stop]), _sample_ids(got[i:stop])
+    if e is None or g is None or e == g or sorted(map(repr, e)) != sorted(map(repr, g)):
+        return ""
+    epoch = f"epoch {where[0]}" if where is not None else "the resumed epochs"
+    return (f"\n  same samples, another order: {epoch} holds the expected samples in another order, so the "
+            "epoch's shuffle was not restored (a resume that skips the batches already seen must also restore "
+            "the generator or the sampler's seed and epoch)")
 
 
 def assert_same_stream(expected: Sequence[Any], got: Sequence[Any]) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import LoaderConfig
+from .compare import Segment
 from .recording import recorded
 from .steps import Factory, LoaderError, NotJudgeable, _iter, _next, _user, check_pass_length, fresh, state_of
 
@@ -171,4 +172,4 @@ def take_epochs(loader: Any, count: int, *, max_epochs: int) -> tuple[list[Any],
                 break
             got += 1
         passes.append(got)
-    return batches, passes
+    return Segment(batches, 0, passes), passes  # the batches know their passes too (an impact is counted per pass)

@@ -16,6 +16,8 @@ from typing import Any, Literal, Protocol
 
 from ..config import LoaderConfig
 from . import status, steps
+from .advice import advise, collecting
+from .compare import Segment
 from .guard import LoaderHung, deadline
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment, RankLengths, expected_bounds, on_rank
@@ -89,9 +91,10 @@ class Example:
         return steps.take(self.fresh(state), count, max_epochs=RESUME_EPOCHS)
 
     def segment(self, base: str, start: int, stop: int) -> list[Any]:
-        """``reference[start:stop]``, recorded as such."""
-        reference, _ = self.reference()
-        return self.program.expression(base, f"reference[{start}:{stop}]", reference[start:stop])  # type: ignore[no-any-return]
+        """``reference[start:stop]``, recorded as such (a `Segment`: it knows the epoch of each batch)."""
+        reference, lengths = self.reference()
+        return self.program.expression(  # type: ignore[no-any-return]
+            base, f"reference[{start}:{stop}]", Segment(reference[start:stop], start, lengths))
 
     def scratch(self, name: str) -> str:
         """A fresh path under the executor's directory; the reproduction shows it as ``name``."""
@@ -120,6 +123,13 @@ class ExampleRun:
     final: bool = False
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What the scenario advised (`stateful_contract._engine.advice`), carried back to the caller.
+    advisories: list[str] = field(default_factory=list)
+
+    def readvise(self) -> None:
+        """Advise again, where the caller collects, what this run's scenario advised."""
+        for text in self.advisories:
+            advise(text)
 
 
 def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,
@@ -140,8 +150,9 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
     rank = world.rank if world is not None else 0
     run = ExampleRun(rank)
     started = time.perf_counter()
+    advised: list[str] = []
     try:
-        with recording(program), deadline(timeout):
+        with recording(program), deadline(timeout), collecting() as advised:
             example.drawn_plan = plan
             if rank_lengths is not None and plan is not None:
                 plan = on_rank(plan, rank_lengths)
@@ -154,6 +165,7 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
         # A hang would be waited out again by every shrink step; a loader that cannot be judged,
         # or that never ends a pass, stays so in any smaller example.
         run.final = isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
+    run.advisories = advised
     run.reproduction = program.source(config.as_code())
     run.seconds = time.perf_counter() - started
     return run

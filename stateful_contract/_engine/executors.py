@@ -19,6 +19,7 @@ from ..config import LoaderConfig
 from . import steps
 from .example import ClauseLike, ExampleRun, LoadFormProbe, probe_load_form, recorded_program, run_example
 from .guard import LoaderHung, current_children, deadline, reap_children
+from .impact import loud
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
 from .recording import recording
@@ -107,7 +108,7 @@ def factory_problem(factory: Factory, config: LoaderConfig, timeout: float | Non
     except LoaderHung as e:
         v = ClauseViolation("", heading="", expected="factory(config) to return a loader",
                             got=f"factory(config) did not return: {e}", rank=rank if world_size > 1 else None,
-                            world_size=world_size)
+                            world_size=world_size, impact=loud("factory(config)", "hangs: the job stops"))
         return ExampleRun(rank, Outcome.of_violation(v), final=True)
     if not hasattr(loader, "__iter__"):
         return f"the factory returned {type(loader).__name__} {loader!r:.80}, not a loader (it is not iterable)"

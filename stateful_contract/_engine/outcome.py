@@ -15,9 +15,10 @@ from typing import Literal
 
 from . import steps
 from .guard import LoaderHung
+from .impact import Impact, loud, where_of
 from .steps import EndlessPass, LoaderError, NotJudgeable
 
-__all__ = ["ClauseViolation", "Outcome", "Status", "outcome_of"]
+__all__ = ["ClauseViolation", "Impact", "Outcome", "Status", "outcome_of"]
 
 Status = Literal["passed", "failed", "expected-failure", "unexpected-pass", "not-judged", "skipped"]
 
@@ -26,8 +27,10 @@ class ClauseViolation(AssertionError):
     """A clause's statement does not hold: what was expected and what came instead."""
 
     def __init__(self, clause_id: str, *, heading: str, expected: str, got: str, context: str = "",
-                 rank: int | None = None, world_size: int = 1) -> None:
+                 rank: int | None = None, world_size: int = 1, impact: Impact | None = None) -> None:
         self.clause_id = clause_id
+        #: What this does to a training run (`stateful_contract._engine.impact`).
+        self.impact = impact
         self.heading = heading
         self.expected = expected
         self.got = got
@@ -49,18 +52,19 @@ class ClauseViolation(AssertionError):
 
     def on_rank(self, rank: int, world_size: int) -> ClauseViolation:
         return ClauseViolation(self.clause_id, heading=self.heading, expected=self.expected, got=self.got,
-                               context=self.context, rank=rank, world_size=world_size)
+                               context=self.context, rank=rank, world_size=world_size, impact=self.impact)
 
     def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields: pickle through a helper
         return (_violation, (self.clause_id, self.heading, self.expected, self.got, self.context, self.rank,
-                             self.world_size))
+                             self.world_size, self.impact))
 
 
 def _violation(*args: object) -> ClauseViolation:
-    cid, heading, expected, got, context, rank, world_size = args
+    cid, heading, expected, got, context, rank, world_size, impact = args
     return ClauseViolation(str(cid), heading=str(heading), expected=str(expected), got=str(got),
                            context=str(context), rank=rank if isinstance(rank, int) else None,
-                           world_size=world_size if isinstance(world_size, int) else 1)
+                           world_size=world_size if isinstance(world_size, int) else 1,
+                           impact=impact if isinstance(impact, Impact) else None)
 
 
 @dataclass
@@ -87,11 +91,14 @@ class Outcome:
     #: process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed when it
     #: could not be) or ``"memory limit"``.
     killed_by: str = ""
+    #: What the failure does to a training run: silent (lost, repeated, reordered, a state unusable
+    #: later) or loud (which of the trainer's calls raises or stops), on the minimal example.
+    impact: Impact | None = None
 
     @staticmethod
     def of_violation(v: ClauseViolation, **extra: object) -> Outcome:
         outcome = Outcome("failed", expected=v.expected, got=v.got, context=v.context, rank=v.rank,
-                          message=v.message)
+                          message=v.message, impact=v.impact)
         return replace(outcome, **extra)  # type: ignore[arg-type]
 
 
@@ -120,16 +127,24 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
             f"the loader hung{f' during {during}' if during else ''}: {error}; the run went on with the next clause "
             "(--timeout sets the limit)")
         trace = ""
+        impact = loud(during, "hangs: the job stops")  # a hang at resume stops the job as a crash does
     elif isinstance(error, EndlessPass):
         expected = (f"every pass over the loader to end with StopIteration, as one epoch of the config's dataset "
                     f"does (within {error.limit} batches)")
         got, trace = str(error), ""
+        # No call raises: the trainer's epoch never ends, and the loader's data comes round again.
+        impact = Impact("silent", "an epoch never ends: its data repeats without end")
     elif isinstance(error, LoaderError):
         expected, got = "every call the contract makes on the loader to succeed", str(error)
         tb = "".join(traceback.format_exception(type(error.error), error.error, error.error.__traceback__))
         trace = f"\n\nTraceback of the loader's exception:\n{tb.rstrip()}"
+        impact = loud(error.step, f"raises {type(error.error).__name__}")
     else:  # Hypothesis' own verdicts (a flaky loader), or a bug of the loader outside any step
         expected, got, trace = "a verdict that replays", f"{type(error).__name__}: {error}", ""
-    v = ClauseViolation(clause_id, heading=heading, expected=expected, got=got, rank=rank, world_size=world_size)
+        during = _call_in_progress(error)
+        impact = (loud(during, f"raises {type(error).__name__}") if where_of(during) else
+                  Impact("silent", "not reproducible: one example, two results"))
+    v = ClauseViolation(clause_id, heading=heading, expected=expected, got=got, rank=rank, world_size=world_size,
+                        impact=impact)
     return Outcome.of_violation(v, message=v.message + trace,
                                 killed_by="timeout" if isinstance(error, LoaderHung) else "")

@@ -79,6 +79,8 @@ class _Final(BaseException):
 
 def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfig, plan: Any) -> ExampleRun | None:
     """The run that failed the example, or None when it holds on every rank."""
+    for r in runs:  # once over the ranks: the caller collects (`stateful_contract._engine.advice`)
+        r.readvise()
     failed = [r for r in runs if r.outcome is not None]
     if not failed and len(runs) > 0:
         try:

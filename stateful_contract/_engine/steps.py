@@ -24,6 +24,7 @@ import torch
 
 from ..config import LoaderConfig
 from . import status
+from .compare import Segment
 from .guard import LoaderHung
 from .recording import recorded
 
@@ -115,6 +116,10 @@ def check_pass_length(batches: int) -> None:
 class LoaderError(Exception):
     """Code of the loader under test raised; ``step`` says what the contract was doing."""
 
+    #: Batches the `stream` it ended had yielded before it (None: raised outside a stream): a
+    #: refusal comes before the first batch (SC23, SC31).
+    batches_before: int | None = None
+
     def __init__(self, step: str, error: BaseException) -> None:
         super().__init__(f"{step} raised {type(error).__name__}: {error}")
         self.step = step
@@ -192,8 +197,13 @@ def stream(loader: Any, epochs: int, *, limit: int | None = None,
     ``StopIteration`` (clause SC14 calls ``state_dict()`` there).
     """
     out: list[Any] = []
+    passes: list[int] = []  # how many batches each pass gave: an impact is counted per pass
     for _ in range(epochs):
-        it = _iter(loader)
+        try:
+            it = _iter(loader)
+        except LoaderError as e:
+            e.batches_before = len(out)
+            raise
         started = len(out)
         while limit is None or len(out) < limit:
             if every_step is not None:
@@ -204,13 +214,16 @@ def stream(loader: Any, epochs: int, *, limit: int | None = None,
                 out.append(_next(it))
             except LoaderError as e:
                 if not isinstance(e.error, StopIteration):
+                    e.batches_before = len(out)
                     raise
                 if every_step is not None:
                     every_step()
                 break
         else:
-            return out
-    return out
+            passes.append(len(out) - started)
+            break
+        passes.append(len(out) - started)
+    return Segment(out, 0, passes)
 
 
 @recorded(("batches", "lengths"))

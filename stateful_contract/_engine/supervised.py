@@ -45,6 +45,7 @@ from . import interpreter, status
 from .child import ChildSpec, EngineError, child_main
 from .example import ClauseLike, ExampleRun, LoadFormProbe
 from .executors import BUILDING, FactoryProblem, StartFailed
+from .impact import died
 from .outcome import ClauseViolation, Outcome
 from .plans import Alignment
 from .processes import CRASH_SIGNALS, anon_rss, descendants, describe_exit, fault_excerpt, kill_session
@@ -301,7 +302,8 @@ class Supervised:
         crashes = self._crashes[clause.id] = self._crashes.get(clause.id, 0) + 1
         final = death.final or crashes > SHRINK_CRASHES
         v = ClauseViolation(clause.id, heading=clause.heading,
-                            expected="the example to finish, with the loader's process alive", got=death.got)
+                            expected="the example to finish, with the loader's process alive", got=death.got,
+                            impact=died(death.board.call if death.board.in_call else "", death.killed_by))
         message = v.message
         if death.board.command:
             message += f"\nDoing: {death.board.command}"

@@ -15,6 +15,7 @@ from .._engine.epoch_compare import epochs_difference, lost_epoch
 from .._engine.epoch_plans import EpochLoop, epoch_loop_plan
 from .._engine.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
 from .._engine.example import Example
+from .._engine.impact import epoch_lost, epochs_impact
 from .._engine.recording import asserts
 from .._engine.steps import Position
 from .registry import RESUMES, clause, violated
@@ -34,7 +35,7 @@ def same_epochs(expected: dict[int, list[Any]], got: dict[int, list[Any]], *, cl
     diff = epochs_difference(expected, got, reference)
     if diff is not None:
         shape = ", ".join(f"epoch {e}: {len(b)}" for e, b in expected.items())
-        raise violated(clause_id, context=context, got=diff,
+        raise violated(clause_id, context=context, got=diff, impact=epochs_impact(expected, got),
                        expected=f"every epoch after the resume to have exactly the uninterrupted loop's batches "
                                 f"({shape}): none empty, none lost, none replayed")
 
@@ -45,7 +46,7 @@ def no_epoch_lost(lengths: Sequence[int], position: Position, passes: Sequence[i
     """No pass of the loader resumed from ``position`` is empty where the uninterrupted run has no empty epoch."""
     diff = lost_epoch(lengths, position, passes)
     if diff is not None:
-        raise violated(clause_id, context=context, expected=NO_EMPTY_EPOCH, got=diff)
+        raise violated(clause_id, context=context, expected=NO_EMPTY_EPOCH, got=diff, impact=epoch_lost())
 
 
 @clause("SC21", "set-epoch-loop-resumes-epoch-by-epoch", tier="trainer", plan=epoch_loop_plan, needs=RESUMES)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
+from .._engine.impact import Impact
 from .._engine.outcome import ClauseViolation
 from .._engine.plans import Alignment
 from .._engine.search import Budget
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 #: Version of the contract text (CONTRACT.md) the clauses implement; shown on reports and badges.
-CONTRACT_VERSION = "2"
+CONTRACT_VERSION = "2.1"
 
 #: ``trainer``: the ways real trainers drive loaders (contract version 2), run by default.
 Tier = Literal["structure", "core", "trainer", "distributed", "strict"]
@@ -183,7 +184,10 @@ def run_order(wanted: Iterable[str]) -> list[Clause]:
     return order
 
 
-def violated(clause_id: str, *, expected: str, got: str, context: str = "") -> ClauseViolation:
-    """A violation rendered the same way for every clause: the rule, the context, expected, got."""
+def violated(clause_id: str, *, expected: str, got: str, context: str = "",
+             impact: Impact | None = None) -> ClauseViolation:
+    """A violation rendered the same way for every clause: the rule, the context, expected, got, and
+    what it does to a training run (``impact``)."""
     entry = lookup(clause_id)
-    return ClauseViolation(entry.id, heading=entry.heading, expected=expected, got=got, context=context)
+    return ClauseViolation(entry.id, heading=entry.heading, expected=expected, got=got, context=context,
+                           impact=impact)

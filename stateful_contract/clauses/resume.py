@@ -9,6 +9,7 @@ from __future__ import annotations
 from .._engine.compare import Wording
 from .._engine.epoch_steps import take_epochs
 from .._engine.example import Example
+from .._engine.impact import Impact
 from .._engine.plans import (
     WHOLE_STREAM_EPOCHS,
     Checkpoint,
@@ -160,7 +161,8 @@ def state_is_a_snapshot(example: Example, plan: Checkpoint) -> None:
                       "state_dict()",
               expected="the dict returned by state_dict() to stay as it was returned while the loader iterates "
                        "on (a checkpoint written later, e.g. asynchronously, must hold this point)",
-              got="it changed under the caller: {diff} (the state holds live references into the loader)")
+              got="it changed under the caller: {diff} (the state holds live references into the loader)",
+              impact="it changes after the save")
 
 
 @clause("SC16", "load-leaves-its-argument-alone", tier="core", plan=checkpoint_plan, needs=RESUMES)
@@ -175,7 +177,8 @@ def load_leaves_its_argument_alone(example: Example, plan: Checkpoint) -> None:
     unchanged(before, state, clause_id="SC16", context=where + ", loaded into a loader that iterated",
               expected="load_state_dict(state) and iterating the loader to leave `state` unchanged (the same "
                        "state is often loaded into several loaders, or kept for a retry)",
-              got="the argument was modified: {diff}")
+              got="the argument was modified: {diff}",
+              impact="load_state_dict modifies it")
     same_stream(first, example.resumed(state, len(expected)), clause_id="SC16",
                 context=where + ", loaded into two fresh loaders",
                 what="a second loader given the same state dict to yield the same batches as the first")
@@ -194,7 +197,8 @@ def state_survives_serialization(example: Example, plan: Checkpoint) -> None:
         except Exception as e:
             text = str(e).strip()
             raise violated("SC17", context=where, expected=f"the state to round-trip through {via}",
-                           got=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}") from None
+                           got=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}",
+                           impact=Impact("silent", f"state unusable later: {via.split(' + ')[-1]} fails on it")) from None
         same_stream(expected, example.resumed(copied, len(expected)), clause_id="SC17",
                     context=where + f", through {via}",
                     what=f"a loader given the state after a {via} round trip to resume exactly")

@@ -1,20 +1,40 @@
-"""Strict tier (SC40): beyond StatefulDataLoader, which accepts all of these silently.
+"""Strict tier (SC40, SC41): beyond StatefulDataLoader, which accepts all of these silently.
 
 Reported and badged apart from the core clauses, and run only when asked for.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import strategies as st
+
 from .._engine.compare import describe_batch
 from .._engine.example import Example
+from .._engine.impact import Impact, loud
+from .._engine.plans import Alignment, Checkpoint, draw_position
 from .._engine.recording import asserts
 from .._engine.state_steps import BAD_STATES, bad_state, load_and_iterate
-from .registry import LOAD, clause, violated
+from .._engine.steps import NotJudgeable
+from ..config import ConfigSpace, LoaderConfig
+from .registry import LOAD, RESUMES, clause, violated
+from .trainer import (
+    WorkerChange,
+    _worker_change_plan,
+    names_the_worker_counts,
+    raised_in_torchdata,
+    resume_with_other_workers,
+)
+from .world_change import (
+    WorldResume,
+    new_worlds,
+    resume_on_another_world,
+    world_size_change_is_exact_or_refused,
+)
 
-__all__ = ["bad_state_is_refused"]
+__all__ = ["bad_state_is_refused", "refusals_name_the_mismatch"]
 
 
 @asserts("assert_refused")
@@ -25,10 +45,12 @@ def _refused(error: BaseException | None, first: Any, *, kind: str) -> None:
         raise violated("SC40", context=context,
                        expected="an exception at load_state_dict or at the next iter() that names the problem "
                                 "(a silent restart re-trains on data the model has already seen)",
-                       got=f"accepted silently; the loader then yielded {shown}")
+                       got=f"accepted silently; the loader then yielded {shown}",
+                       impact=Impact("silent", "a bad state is accepted without an error"))
     if not str(error).strip():
         raise violated("SC40", context=context, expected="the exception to name the problem",
-                       got=f"a bare {type(error).__name__} with no message")
+                       got=f"a bare {type(error).__name__} with no message",
+                       impact=loud("loader.load_state_dict(state)", f"raises a bare {type(error).__name__}"))
 
 
 @clause("SC40", "bad-state-is-refused", tier="strict", budget="strict", needs=("SC01", LOAD))
@@ -42,3 +64,73 @@ def bad_state_is_refused(example: Example, plan: None) -> None:
         target = replace(example.config, world_size=2, rank=0) if "another rank" in kind else None
         error, first = load_and_iterate(example.fresh(config=target), bad, example.load_form)
         _refused(error, first, kind=kind)
+
+
+def _refusal_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment, *,
+                  space: ConfigSpace | None = None) -> WorkerChange | Checkpoint:
+    """SC23's plan (a checkpoint resumed with another worker count); where the space allows one count
+    only, a checkpoint alone, which a world-size change (SC31's, on several ranks) still resumes."""
+    change = _worker_change_plan(data, lengths, config, alignment, space=space)
+    return change if change is not None else Checkpoint(draw_position(data, lengths, config, alignment))
+
+
+def _unnamed(what: str) -> Impact:
+    """A refusal that does not name the mismatch: loud, and the job stops with no hint why."""
+    return Impact("loud", f"the resume is refused without naming the two {what}: the job stops, and whoever "
+                          "restarts it is not told why")
+
+
+def _names_the_world_sizes(values: Sequence[WorldResume], config: LoaderConfig, plan: Any) -> None:
+    """Over the new world: where the resume was refused, some rank's exception names the world sizes."""
+    refusals = [r for r in values if r.refused]
+    if refusals and not any(r.named for r in refusals):
+        first = refusals[0]
+        raise violated("SC41", context=(
+            f"a state saved on {first.saved_world_size} ranks, resumed on {len(values)} (an elastic restart, as "
+            "SC31 runs it)"), expected=(
+            f"the refusal to name the two world sizes ({first.saved_world_size} and {len(values)}), e.g. ValueError("
+            f"'state saved on world_size={first.saved_world_size}, this run has world_size={len(values)}')"), got=(
+            f"{first.error}: it does not name the two world sizes, so whoever restarts an elastic job on another "
+            "number of ranks is not told why it fails"), impact=_unnamed("world sizes"))
+
+
+def _other_worlds(world_size: int) -> tuple[int | None, ...]:
+    """SC31's new world sizes, on several ranks; on one, no world-size change (nothing to resume again)."""
+    return new_worlds(world_size) if world_size > 1 else ()
+
+
+@clause("SC41", "refusals-name-the-mismatch", tier="strict", plan=_refusal_plan, needs=RESUMES, budget="workers",
+        after_restart=(resume_on_another_world, _names_the_world_sizes),
+        restart_worlds=_other_worlds)
+def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint) -> None:
+    """Where a worker-count change (SC23) or, on several ranks, a world-size change (SC31) is refused,
+    the exception names what differs: the two worker counts, the two world sizes. torchdata 0.11's bare
+    `assert` (F13) does not.
+
+    A resume that is not refused has nothing to name: SC23 and SC31 judge what it yields.
+    """
+    several = example.world is not None and example.world.world_size > 1
+    if isinstance(plan, WorkerChange):
+        outcome, _ = resume_with_other_workers(example, plan)
+        if outcome.refusal is not None:
+            example.program.add(f"# refused: the exception must name num_workers {outcome.saved} and {outcome.resumed}")
+        if outcome.refusal is not None and not names_the_worker_counts(outcome.refusal, outcome.saved,
+                                                                      outcome.resumed):
+            raise violated("SC41", context=(
+                f"state taken {plan.position.describe()} with num_workers={outcome.saved}, resumed with "
+                f"num_workers={outcome.resumed}"), expected=(
+                f"the refusal to name the two worker counts ({outcome.saved} and {outcome.resumed}), e.g. "
+                f"ValueError('state saved with num_workers={outcome.saved}, this loader has "
+                f"num_workers={outcome.resumed}')"), got=(
+                (f"{type(outcome.refusal).__name__}: {outcome.refusal}" if str(outcome.refusal).strip()
+                 else f"a bare {type(outcome.refusal).__name__} with no message")
+                + ": it does not name the two worker counts, so someone whose job is restarted with another num_workers is not told why it fails"
+                + (" (raised inside torchdata's StatefulDataLoader, docs/findings.md F13: record num_workers in "
+                   "your state and check it in load_state_dict before the base loader does)"
+                   if raised_in_torchdata(outcome.refusal) else "")),
+                impact=_unnamed("worker counts"))
+    elif not several:
+        raise NotJudgeable("the configuration space allows one number of worker processes only "
+                           "(ConfigSpace.num_workers) and the check runs on one rank: no change to refuse")
+    if several:  # the world-size half: saved here, resumed on other world sizes (SC31's scenario)
+        world_size_change_is_exact_or_refused(example, Checkpoint(plan.position))

@@ -12,6 +12,7 @@ from typing import Any
 from .._engine.compare import PROTOCOL_METHODS, missing_methods
 from .._engine.example import Example
 from .._engine.executors import PROBE_CONFIG
+from .._engine.impact import Impact, loud
 from .._engine.recording import asserts
 from .._engine.steps import LoaderError, Position, checkpoint, load, state_of
 from .registry import clause, violated
@@ -24,7 +25,15 @@ def _has_the_protocols_methods(loader: Any) -> None:
     missing = missing_methods(loader)
     if missing:
         raise violated("SC01", expected=f"callable {', '.join(PROTOCOL_METHODS)} on {type(loader).__name__}",
-                       got=f"{type(loader).__name__} has no callable {', '.join(missing)}")
+                       got=f"{type(loader).__name__} has no callable {', '.join(missing)}",
+                       impact=_missing_impact(missing))
+
+
+def _missing_impact(missing: list[str]) -> Impact:
+    """A trainer calls the missing method and gets an AttributeError (state_dict at save first)."""
+    step = {"state_dict": "loader.state_dict()", "load_state_dict": "loader.load_state_dict(state)"}
+    first = next((m for m in ("state_dict", "load_state_dict") if m in missing), None)
+    return loud(step[first] if first else "iter(loader)", "raises AttributeError")
 
 
 @clause("SC01", "implements-protocol", tier="structure", budget="once", fixed_config=PROBE_CONFIG,
@@ -63,7 +72,12 @@ def load_accepts_positional_state(example: Example, plan: None) -> None:
                       "loader.load_state_dict(checkpoint[...]), so every resume crashes otherwise"),
             got=(f"{type(e.error).__name__}: {e.error}\n  declared as: {signature_text(target.load_state_dict)}\n"
                  "  fix: def load_state_dict(self, state_dict: dict[str, Any]) -> None"),
+            impact=loud(e.step, f"raises {type(e.error).__name__}"),
         ) from None
+
+
+#: What a state that is not a str-keyed dict does: the run goes on until checkpoint code meets it.
+_UNUSABLE = Impact("silent", "state unusable later: checkpoint code needs a dict with str keys")
 
 
 @asserts("assert_str_keyed_dict")
@@ -72,11 +86,12 @@ def _a_str_keyed_dict(state: Any, *, where: str) -> None:
         raise violated("SC03", context=where,
                        expected="state_dict() to return a dict (checkpoint code such as torch.distributed."
                                 "checkpoint and trainers' extra_state merge it as a dict)",
-                       got=f"{type(state).__name__}: {state!r:.200}")
+                       got=f"{type(state).__name__}: {state!r:.200}", impact=_UNUSABLE)
     bad = [k for k in state if not isinstance(k, str)]
     if bad:
         raise violated("SC03", context=where, expected="every key of the state dict to be a str",
-                       got=f"non-str keys {bad[:5]!r} (types {sorted({type(k).__name__ for k in bad})})")
+                       got=f"non-str keys {bad[:5]!r} (types {sorted({type(k).__name__ for k in bad})})",
+                       impact=_UNUSABLE)
 
 
 @clause("SC03", "state-is-a-str-keyed-dict", tier="structure", budget="once", fixed_config=PROBE_CONFIG,

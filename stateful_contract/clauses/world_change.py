@@ -18,8 +18,9 @@ loads ``rank{r % N}.pt`` (its own file when it exists, as trainers open their ra
 a rank that is new to the world opens an old rank's file instead of none, so a loader that
 could reshard from any one state can show it). Then the verdict over all new ranks:
 
-- some rank refused with an exception naming the world size: the resume is refused
-  (the job stops there); passed;
+- some rank refused, with an exception before its first batch (at ``load_state_dict``,
+  ``iter()`` or the first ``next()``): the resume is refused (the job stops there); passed,
+  with an advisory where no refusal names the world sizes (SC41, strict, fails that);
 - otherwise, the checkpoint was inside an epoch: the samples of that epoch the old world
   had not yet yielded must come out of the new ranks' first pass exactly once each, and
   none it had yielded; the checkpoint was between epochs (or before the first batch):
@@ -38,6 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .._engine.advice import advise
 from .._engine.example import Example
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .._engine.recording import Program, recording
@@ -46,6 +48,7 @@ from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, str
 from ..config import LoaderConfig
 from .rank_streams import Tally, example_folder, id_list, padding_lines, sample_ids, tally
 from .registry import LOAD, clause, violated
+from .trainer import refusal_kind
 
 __all__ = ["WorldResume", "names_the_world_size", "new_worlds", "world_size_change_is_exact_or_refused"]
 
@@ -68,6 +71,15 @@ def names_the_world_size(error: BaseException, saved: int, resumed: int) -> bool
     return {str(saved), str(resumed)} <= numbers and "rank" in text.lower()
 
 
+def unnamed_world_refusal(refused: WorldResume) -> str:
+    """What a user is told where a world-size change is refused without naming the sizes."""
+    return (f"a resume on another world size was refused before its first batch (nothing is lost, so SC31 passes), "
+            f"but {refused.refusal} does not name the two world sizes: whoever restarts an elastic job on "
+            "fewer or more ranks is not told why it fails. Fix: record world_size in state_dict() and, in "
+            "load_state_dict(), raise e.g. ValueError(f\"state saved on world_size={saved} ranks, this run has "
+            "world_size={now}\"). SC41 (--strict) requires it.")
+
+
 @dataclass
 class WorldResume:
     """What one rank of the new world saw: which old rank's state it loaded, and what it yielded."""
@@ -76,7 +88,12 @@ class WorldResume:
     source: int
     saved_world_size: int
     error: str | None = None
+    #: The exception came before the resumed loader's first batch: a refusal, not a crash mid-run.
     refused: bool = False
+    #: It names the world size (`names_the_world_size`); SC31 advises where not, SC41 fails.
+    named: bool = False
+    #: The refusing exception's type and whether it had a message (`refusal_kind`), for the advisory.
+    refusal: str = ""
     #: Sample ids the resumed loader yielded in the rest of the epoch (its first pass).
     yielded: list[int] = field(default_factory=list)
     #: Warnings and log records (WARNING or worse) while loading and iterating.
@@ -171,7 +188,9 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
                 batches = stream(loader, 1, limit=limit)
     except LoaderError as e:
         result.error = str(e)
-        result.refused = names_the_world_size(e.error, saved, world.world_size)
+        result.refused = not e.batches_before  # None (at load_state_dict) or 0: before the first batch
+        result.named = names_the_world_size(e.error, saved, world.world_size)
+        result.refusal = refusal_kind(e.error)
         return result
     result.yielded = sample_ids(batches) or []
     program.add(f"# Over the {_ranks(world.world_size)}, the batches must hold the samples "
@@ -213,21 +232,24 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
     """
     first = values[0]
     saved, resumed = first.saved_world_size, len(values)
-    if any(r.refused for r in values):
+    refusals = [r for r in values if r.refused]
+    if refusals:
+        if not any(r.named for r in refusals):
+            advise(unnamed_world_refusal(refusals[0]))
         return
     where = "before the first batch" if plan.position.before_iter else plan.position.describe()
     context = (f"every one of {saved} ranks checkpointed {where} and saved its state with torch.save to "
                f"rank{{r}}.pt; a fresh world of {_ranks(resumed)} resumed, rank r loading rank{{r % {saved}}}.pt")
     due = sorted(set(first.due) - set(first.consumed))  # a pad copy of a consumed sample is not due
-    expected = (f"the resume on {_ranks(resumed)} to be refused with an exception naming the world sizes "
-                f"({saved} and {resumed}), or the {resumed} resumed rank{'s together' if resumed != 1 else ''} to "
+    expected = (f"the resume on {_ranks(resumed)} to be refused before its first batch (best with an exception "
+                f"naming the world sizes, {saved} and {resumed}), or the {resumed} resumed rank{'s together' if resumed != 1 else ''} to "
                 f"yield exactly the {len(due)} sample{'s' if len(due) != 1 else ''} of epoch {first.epoch} not "
                 "yet consumed: none lost, none repeated"
                 + ("" if first.consumed else f" (or that epoch as a fresh {resumed}-rank world yields it)"))
     lines: list[str] = []
     errors = [r for r in values if r.error is not None]
     for r in errors:
-        lines.append(f"{_how(r)} raised an exception that does not say the world size changed: {r.error}")
+        lines.append(f"{_how(r)} raised after its first batch, so the job dies mid-run: {r.error}")
     if not errors:
         t = judged(values)
         if t.exact:
@@ -251,7 +273,7 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
                      f"{id_list(Counter(first.consumed)) if consumed else 'nothing'} of epoch {first.epoch}")
         lines += padding_lines(t, f"{saved}-rank world", f"{resumed}-rank world", span=f"in epoch {first.epoch}")
     lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
-    how = "raised without naming the world size" if errors else "resumed silently"
+    how = "raised after it had started" if errors else "resumed silently"
     violation = violated("SC31", context=context, expected=expected, got=(
         f"saved on {saved} ranks, resumed on {resumed}: the new world {how}:\n  " + "\n  ".join(lines)))
     violation.reproduce_on = next((r.rank for r in values if r.error), 0)  # type: ignore[attr-defined]
@@ -262,9 +284,9 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         needs=("SC01", LOAD), after_restart=(resume_on_another_world, judge_world_change),
         restart_worlds=new_worlds)
 def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) -> None:
-    """A state saved on N ranks and resumed on M != N ranks (an elastic restart) is either refused with
-    an exception naming the world sizes, or the M resumed ranks together cover exactly the samples not
-    yet consumed: none lost, none repeated."""
+    """A state saved on N ranks and resumed on M != N ranks (an elastic restart) is either refused (any
+    exception before the first batch; an advisory where it does not name the world sizes), or the M
+    resumed ranks together cover exactly the samples not yet consumed: none lost, none repeated."""
     world = example.world
     if world is None:
         raise RuntimeError("SC31 runs on the ranks of a multi-rank executor only")

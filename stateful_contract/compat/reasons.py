@@ -41,10 +41,6 @@ HF_WORLD = (
     "of another size it is applied to another split, without an error, so samples are lost or repeated "
     "(docs/findings.md, F21)"
 )
-HF_WORKER_COUNT = (
-    "StatefulDataLoader refuses a state saved with 1 worker process in a loader with 2 (or 2 in 1) with a bare "
-    "assert that names nothing (docs/findings.md, F13)"
-)
 HF_END_OF_EPOCH = (
     "in the set_epoch loop, a state after an epoch's last batch resumed at the next epoch yields an empty "
     "epoch: StatefulDataLoader's end-of-epoch state (docs/findings.md, F12), the next epoch is lost"
@@ -75,11 +71,6 @@ LITDATA_AFTER_LOAD = (
     "litdata StreamingDataLoader: state_dict() right after load_state_dict(), before iterating, moves the "
     "loader's epoch counters: the loader, and a loader resumed from that state, finish the resumed epoch in "
     "another epoch's shuffled order (docs/findings.md, F23)"
-)
-LITDATA_WORKERS = (
-    "litdata resumes a state saved with one number of worker processes in a loader with another without an "
-    "error, in another order: samples are split over workers by count, so the rest of the epoch is repeated "
-    "or reordered silently (docs/findings.md, F23)"
 )
 MANUAL_SKIP = (
     "the hand-written resume skips the saved epoch's first n batches of a fresh pass, but a fresh process "

@@ -119,7 +119,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     # --- Hugging Face datasets under StatefulDataLoader ---------------------------------------
     Row("hf_shards", "datasets", "datasets", "hf:hf_shards",
         "StatefulDataLoader(IterableDataset.from_generator(4 shards).with_format('torch'))",
-        {**_all(why.HF_REAPPLIED), "SC23": why.HF_WORKER_COUNT}, space=WORKERS, requires=HF),
+        _all(why.HF_REAPPLIED), space=WORKERS, requires=HF),
     Row("hf_set_epoch", "datasets", "datasets", "hf:hf_set_epoch",
         "the same, the loader's set_epoch(e) calling dataset.set_epoch(e) (the loop datasets documents)",
         {**_all(why.HF_REAPPLIED), "SC21": why.HF_END_OF_EPOCH}, requires=HF),
@@ -154,7 +154,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     # --- litdata and mosaicml-streaming -------------------------------------------------------------
     Row("litdata", "litdata", "litdata", "lit:litdata_streaming",
         "StreamingDataLoader(StreamingDataset(local optimized dir, 3 samples a chunk, shuffle, seed, drop_last))",
-        {"SC13": why.LITDATA_AFTER_LOAD, "SC22": why.LITDATA_AT_ITER, "SC23": why.LITDATA_WORKERS},
+        {"SC13": why.LITDATA_AFTER_LOAD, "SC22": why.LITDATA_AT_ITER},
         space=WORKERS, requires=("litdata",)),
     Row("mosaic_streaming", "mosaicml-streaming", "mosaicml-streaming", "mosaic:mosaic_streaming",
         "StreamingDataLoader(StreamingDataset(local=MDS dir, shuffle, shuffle_seed, batch_size))",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stateful_contract.badge import svg_badge
+from stateful_contract.badge import impact_hint, svg_badge
 
 from .rows import ROWS, Row, missing
 
@@ -55,6 +55,20 @@ class Measured:
         if not failing:
             return "resumes exactly" if self.ok else "declarations stale"
         return f"fails {', '.join(failing)}"
+
+    def risk(self) -> str:
+        """What a user of this loader risks, in one phrase, from the failures' impacts (loud first)."""
+        if self.report is None:
+            return "not measured"
+        failing = [r for r in self.report.results if r.status in ("expected-failure", "failed")]
+        if not failing:
+            return "nothing measured: resumes exactly"
+        told = [r for r in failing if r.impact is not None]
+        if not told:  # a report from before format 6
+            return "not measured (report without impacts)"
+        first = min(told, key=lambda r: r.impact is None or r.impact.kind != "loud")
+        assert first.impact is not None
+        return f"{impact_hint(told)} ({first.id}: {first.impact.describe()})"
 
     def badge(self) -> str:
         color = "lightgrey" if self.report is None else ("red" if self.verdict().startswith("fails") else "brightgreen")
@@ -142,14 +156,14 @@ def render(measured: list[Measured], *, command: str) -> str:
         "",
         "## Rows",
         "",
-        "| | row | package | configuration | part of the configuration space | verdict | seconds |",
-        "|---|---|---|---|---|---|---|",
+        "| | row | package | configuration | part of the configuration space | verdict | what a user risks | seconds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for m in measured:
         r = m.row
         lines.append(f"| ![{r.name}](compat-badges/{r.name}.svg) | `{r.name}` | {r.package} {m.version} | "
                      f"{r.configuration.replace('|', '/')} | {r.space_text()}; profile `{r.profile}` | "
-                     f"{m.verdict()} | {m.seconds:.0f} |")
+                     f"{m.verdict()} | {m.risk().replace('|', '/')} | {m.seconds:.0f} |")
     lines += ["", "## Every clause", "",
               "`pass`: holds; `**fail**`: a declared, measured failure (reason below); `n/j`: not judged "
               "(SC21 on a loader without `set_epoch`, SC23 with one worker count); `–`: does not apply "

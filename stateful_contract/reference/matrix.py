@@ -247,14 +247,6 @@ class MatrixEntry:
     def target(self) -> str:
         return f"{__name__}:{self.factory.__name__}"
 
-    @property
-    def declared(self) -> dict[str, str]:
-        """The expected failures on this entry's space: ``expected_failures``, plus SC23 where
-        the space resumes between 1 and 2 worker processes (torchdata's bare assert, F13)."""
-        space = self.space or ConfigSpace()
-        extra = {"SC23": _WORKER_COUNT_ASSERT} if {1, 2} <= set(space.num_workers) else {}
-        return {**self.expected_failures, **extra}
-
 
 #: Worker processes only, for options that mean nothing without them.
 WORKER_SPACE = ConfigSpace(num_workers=(1, 2))
@@ -278,12 +270,6 @@ _STATELESS_ITERABLE = (
     "torchdata fast-forwards an IterableDataset without state by calling next() _num_yielded times, "
     "and each call counts again: the state of a fast-forwarded loader reports twice the batches, so "
     "a state taken after such a resume (before or after iterating) skips batches (docs/findings.md, F3)"
-)
-_WORKER_COUNT_ASSERT = (
-    "torchdata 0.11 refuses a state saved with 1 worker process in a loader with 2 (or 2 in 1) with a "
-    "bare `assert` that has no message: AssertionError('') names neither the key nor the worker counts, "
-    "so the refusal does not say why (docs/findings.md, F13); 0 <-> N is refused naming the "
-    "single/multiprocess state keys, which SC23 accepts"
 )
 _END_OF_EPOCH_IN_THE_LOOP = (
     "in the set_epoch loop, a state taken after an epoch's last batch, resumed at the next epoch as trainers "
@@ -370,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         factory = entry.target if entry.world_size > 1 else entry.factory  # ranks import it by name
         report = check(factory, profile=args.profile, space=entry.space, world_size=entry.world_size,
-                       expected_failures=entry.declared, target=entry.target)
+                       expected_failures=entry.expected_failures, target=entry.target)
         verdict = {r.id: r.status for r in report.results if r.status not in ("passed", "skipped")}
         failed |= not report.passed
         print(f"{name:32s} {'PASS' if report.passed else 'FAIL':4s} {time.perf_counter() - started:6.1f}s "

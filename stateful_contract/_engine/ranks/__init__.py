@@ -34,6 +34,7 @@ from ...profiles import Profile
 from .. import status
 from ..example import ClauseLike, ExampleRun, LoadFormProbe
 from ..executors import BUILDING, FactoryProblem, StartFailed
+from ..impact import Impact
 from ..outcome import ClauseViolation, Outcome
 from ..plans import Alignment, Checkpoint, RankLengths
 from ..processes import anon_rss, descendants
@@ -297,7 +298,8 @@ class Ranks:
                  plan: Any = None) -> ExampleRun:
         what = down.describe()
         v = ClauseViolation(clause.id, heading=clause.heading, expected="every rank to finish the example",
-                            got=f"the multi-rank run failed: {what}")
+                            got=f"the multi-rank run failed: {what}",
+                            impact=Impact("loud", "a rank's process fails: the job stops"))
         rank = down.failures[0].rank if down.failures else 0
         if down.hung is not None or down.memory is not None:
             rank = (down.hung or down.memory or (0,))[0]

@@ -1,0 +1,281 @@
+"""What a failure does to a training run: the `Impact` every failed clause carries.
+
+A user triaging a report needs one question answered first: does the resumed run go on
+and quietly train on the wrong data (*silent*: samples lost, repeated, reordered, or a
+state that fails a later resume or save), or does a call the trainer makes raise, so the
+job stops (*loud*: at save, at load, at ``iter()``, at ``next()``)? The answer is computed
+here from what a judgement compared (the expected and the resumed batches of the minimal
+example) or from the call the loader was in when it raised, hung or died, never parsed
+back out of a message.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from .compare import Segment
+
+__all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "loud", "samples_impact", "stream_impact", "where_of"]
+
+ImpactKind = Literal["silent", "loud"]
+
+
+@dataclass
+class Impact:
+    """What one failure does to a training run, measured on its minimal example."""
+
+    kind: ImpactKind
+    #: A short phrase: ``"3 samples lost, 1 repeated in epoch 0"``, ``"load_state_dict raises TypeError"``.
+    what: str
+    #: For a loud failure, the trainer's call that raises or stops: ``"build"`` (the factory),
+    #: ``"save"`` (``state_dict``), ``"load"`` (``load_state_dict``), ``"iter()"``, ``"next()"``,
+    #: ``"set_epoch"``; empty for a silent one.
+    where: str = ""
+    #: The counts behind the phrase: ``lost``, ``repeated``, ``reordered``, ``changed`` (of
+    #: ``unit``), ``epochs lost``.
+    counts: dict[str, int] = field(default_factory=dict)
+    #: ``"sample"`` where the batches carry an ``index`` field, else ``"batch"``.
+    unit: str = ""
+    #: The epoch of the first difference, where known.
+    epoch: int | None = None
+    #: Where the compared stretch starts in the uninterrupted stream (its batch index), where
+    #: known: with the config and the difference, what makes two failures one cause.
+    at: int | None = None
+
+    def describe(self) -> str:
+        """``silent: 3 samples lost in epoch 0``: how every face shows it."""
+        return f"{self.kind}: {self.what}"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Impact:
+        return cls(kind=data["kind"], what=data.get("what", ""), where=data.get("where", ""),
+                   counts={str(k): int(v) for k, v in dict(data.get("counts", {})).items()},
+                   unit=data.get("unit", ""), epoch=data.get("epoch"), at=data.get("at"))
+
+
+#: The trainer's call a step of the contract stands for, by the start of the step's text
+#: (`stateful_contract._engine.steps._user`).
+_CALLS = (
+    ("factory(", "build"),
+    ("loader.state_dict(", "save"),
+    ("torch.distributed.checkpoint.save", "save"),
+    ("loader.load_state_dict(", "load"),
+    ("torch.distributed.checkpoint.load", "load"),
+    ("iter(loader)", "iter()"),
+    ("next(", "next()"),
+)
+
+
+def where_of(step: str) -> str:
+    """The trainer's call ``step`` (``loader.load_state_dict(state)``) stands for: ``"load"``."""
+    for start, where in _CALLS:
+        if step.startswith(start):
+            return where
+    return "set_epoch" if ".set_epoch(" in step else ""
+
+
+#: How each call reads in a phrase.
+_NAMED = {"build": "building the loader (factory(config))", "save": "state_dict() at save",
+          "load": "load_state_dict() at resume", "iter()": "iter(loader)", "next()": "next() on the loader",
+          "set_epoch": "set_epoch()"}
+
+
+def loud(step: str, how: str) -> Impact:
+    """A loud impact: the trainer's call ``step`` ``how`` (``"raises TypeError"``, ``"hangs"``)."""
+    where = where_of(step)
+    return Impact("loud", f"{_NAMED.get(where, step or 'a call into the loader')} {how}", where)
+
+
+def died(step: str, killed_by: str) -> Impact:
+    """The loader's process went down (``killed_by``: a signal, an exit code, the timeout, the memory
+    limit) in the call ``step`` ("" when between calls): the job stops, whatever the cause."""
+    how = {"timeout": "hangs: the job stops", "memory limit": "outgrows the memory limit: the job is killed"}
+    return loud(step, how.get(killed_by, f"kills the process ({killed_by}): the job stops"))
+
+
+def _ids(batch: Any) -> list[Hashable] | None:
+    """The sample ids of a batch with an ``index`` field (the contract's dataset has one)."""
+    if not isinstance(batch, Mapping) or "index" not in batch:
+        return None
+    index = batch["index"]
+    values = index.tolist() if isinstance(index, torch.Tensor) or hasattr(index, "tolist") else index
+    if not isinstance(values, list):
+        values = [values]
+    try:
+        return [v if isinstance(v, Hashable) else repr(v) for v in values]
+    except TypeError:
+        return None
+
+
+def _fingerprint(value: Any) -> Hashable:
+    """A hashable stand-in for a batch, equal for equal batches (batch-level accounting)."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", str(value.dtype), tuple(value.shape), tuple(value.flatten().tolist()))
+    if isinstance(value, Mapping):
+        return ("map", tuple((repr(k), _fingerprint(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_fingerprint(v) for v in value))
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy, without importing it
+        return ("array", str(value.dtype), repr(value.tolist()))
+    try:
+        hash(value)
+        return ("leaf", type(value).__name__, value)
+    except TypeError:
+        return ("repr", repr(value))
+
+
+def _units(batches: Sequence[Any], by_sample: bool) -> list[Hashable]:
+    if by_sample:
+        return [u for b in batches for u in _ids(b) or []]
+    return [_fingerprint(b) for b in batches]
+
+
+def _plural(n: int, unit: str) -> str:
+    return f"{n} {unit}{'es' if unit == 'batch' and n != 1 else 's' if n != 1 else ''}"
+
+
+def _shifted(e: list[Hashable], g: list[Hashable]) -> int | None:
+    """``g`` as ``e`` shifted by a few units, if that explains it: ``d`` > 0 units lost at the front
+    (``g`` starts ahead), ``-d`` repeated there (``g`` starts behind); the nearer shift wins.
+
+    A short periodic stream (two samples, no shuffle) reads both ways; it reads as a loss, the
+    commoner bug (a state taken ahead of what was yielded, as a prefetching wrapper's is).
+    """
+    n = min(len(e), len(g))
+    for d in range(1, n // 2 + 1):  # a shift that leaves fewer units matched than it moves explains nothing
+        if g[:n - d] == e[d:n]:
+            return d
+        if g[d:n] == e[:n - d]:
+            return -d
+    return None
+
+
+def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = True,
+                  epoch: int | None = None) -> Impact:
+    """What resuming with ``got`` instead of ``expected`` does to a run: a silent impact with counts.
+
+    Counted in samples where every batch carries an ``index`` (the contract's dataset does),
+    else in whole batches. Where ``got`` knows its passes (`stream`, `take_epochs`) and
+    ``expected`` its epochs (a `Segment`), over the first epoch the resumed run's pass of it
+    gets wrong, exactly as a trainer counts it. Otherwise over the epoch of the first differing
+    batch (the whole stretch where no epochs are known): the same samples in another
+    order is an order changed; ``got`` as ``expected`` shifted by a few units is a loss at the
+    front (``got`` starts ahead) or a repeat (it starts behind), the tail past the compared
+    stretch being where a shifted stream runs off its end (``cut``: ``got`` was cut at the
+    length of ``expected``); otherwise what the epoch lacks is lost and what it has more often
+    is repeated. ``epoch``: the epoch the streams are, where ``expected`` does not know it.
+    """
+    by_sample = all(_ids(b) is not None for b in [*expected, *got])
+    unit = "sample" if by_sample else "batch"
+    paired = _paired(expected, got, cut)
+    if paired is not None:  # the resumed run's own passes: each compared with its epoch, as a trainer counts
+        epoch, e_pass, g_pass = paired
+        return _counted(_units(e_pass, by_sample), _units(g_pass, by_sample), unit, epoch,
+                        getattr(expected, "start", None), e_pass, g_pass)
+    first = next((i for i, (a, b) in enumerate(zip(expected, got)) if _fingerprint(a) != _fingerprint(b)),
+                 min(len(expected), len(got)))
+    where_ = expected.epoch_of(first) if isinstance(expected, Segment) else None
+    stop = len(expected)
+    if isinstance(expected, Segment) and where_ is not None:
+        stop = min(stop, first + expected.lengths[where_[0]] - where_[1])
+    epoch = where_[0] if where_ is not None else epoch
+    at = getattr(expected, "start", None)
+    e, g = _units(expected[first:stop], by_sample), _units(got[first:stop], by_sample)
+    shift = _shifted(_units(expected[first:], by_sample), _units(got[first:], by_sample)) \
+        if cut and len(got) >= len(expected) and not _same_samples(e, g) else None
+    return _counted(e, g, unit, epoch, at, expected[first:stop], got[first:stop], shift)
+
+
+def _same_samples(e: list[Hashable], g: list[Hashable]) -> bool:
+    return e != g and Counter(e) == Counter(g)
+
+
+def _chunks(batches: Sequence[Any], lengths: Sequence[int], skip: int = 0) -> list[list[Any]]:
+    out, at = [], 0
+    for i, n in enumerate(lengths):
+        n -= skip if i == 0 else 0
+        out.append(list(batches[at:at + n]))
+        at += n
+    if at < len(batches):
+        out.append(list(batches[at:]))
+    return out
+
+
+def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int, list[Any], list[Any]] | None:
+    """The first epoch whose batches the resumed run's pass of it does not have: (epoch, expected, got).
+
+    Where both sides know their epochs: ``expected`` (a `Segment` of the uninterrupted stream)
+    its epochs, ``got`` (as `stream` and `take_epochs` return it) its passes. A state taken
+    after an epoch's last batch resumes into that epoch's empty rest (torchdata) or straight
+    into the next epoch (loaders that roll over): both pair with the epochs as they should.
+    """
+    if not (isinstance(expected, Segment) and isinstance(got, Segment) and got.start == 0):
+        return None
+    where = expected.epoch_of(0)
+    if where is None:
+        return None
+    first, skip = where
+    lengths = list(expected.lengths)[first:]
+    e_epochs = list(enumerate(_chunks(expected, lengths, skip), start=first))
+    g_passes = _chunks(got, got.lengths)
+    if e_epochs and g_passes and not e_epochs[0][1] and g_passes[0]:
+        e_epochs.pop(0)  # a state taken at an epoch's end, resumed by a loader that rolls over: no empty pass
+    for n, ((epoch, e), g) in enumerate(zip(e_epochs, g_passes)):
+        if cut and n == len(g_passes) - 1:  # the last pass was cut where the compared stretch ends
+            e, g = e[:len(g)], g[:len(e)]
+        if len(e) != len(g) or any(_fingerprint(a) != _fingerprint(b) for a, b in zip(e, g)):
+            return epoch, e, g
+    return None
+
+
+def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None, at: int | None,
+             e_batches: Sequence[Any], g_batches: Sequence[Any], shift: int | None = None) -> Impact:
+    """The impact of ``g`` where ``e`` was due (units of one epoch, or of the compared stretch)."""
+    where = f" in epoch {epoch}" if epoch is not None else ""
+    if _same_samples(e, g):
+        moved = sum(a != b for a, b in zip(e, g))
+        return Impact("silent", f"order changed: {_plural(moved, unit)} in another order{where}",
+                      counts={"reordered": moved}, unit=unit, epoch=epoch, at=at)
+    if shift is not None:
+        lost, repeated = (shift, 0) if shift > 0 else (0, -shift)
+    else:
+        lost, repeated = sum((Counter(e) - Counter(g)).values()), sum((Counter(g) - Counter(e)).values())
+    if lost or repeated:
+        parts = []
+        if lost:
+            parts.append(f"{_plural(lost, unit)} lost")
+        if repeated:
+            parts.append(f"{repeated} repeated" if lost else f"{_plural(repeated, unit)} repeated")
+        counts = {k: v for k, v in (("lost", lost), ("repeated", repeated)) if v}
+        return Impact("silent", ", ".join(parts) + where, counts=counts, unit=unit, epoch=epoch, at=at)
+    changed = sum(_fingerprint(a) != _fingerprint(b) for a, b in zip(e_batches, g_batches))
+    return Impact("silent", f"batch contents changed: {_plural(changed, 'batch')} of the same samples differ"
+                  f"{where}", counts={"changed": changed}, unit="batch", epoch=epoch, at=at)
+
+def samples_impact(due: Sequence[Hashable], got: Sequence[Hashable], *, epoch: int | None = None) -> Impact:
+    """The impact of a resume that yielded the sample ids ``got`` where ``due`` were due, in any
+    order (a resharded or worker-reordered epoch): the samples lost and the samples repeated."""
+    return _counted(sorted(due, key=repr), sorted(got, key=repr), "sample", epoch, None, (), ())
+
+
+def epoch_lost() -> Impact:
+    """A pass that yields nothing where the uninterrupted run has an epoch: no call raises."""
+    return Impact("silent", "an epoch lost: a trainer that counts passes trains one epoch less",
+                  counts={"epochs lost": 1})
+
+
+def epochs_impact(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Sequence[Any]]) -> Impact | None:
+    """The impact of the first epoch of a resumed epoch loop that is not the uninterrupted loop's."""
+    for epoch, batches in expected.items():
+        if epoch not in got:
+            return Impact("silent", f"epoch {epoch} lost: the resumed loop never runs it",
+                          counts={"epochs lost": 1}, epoch=epoch)
+        if len(batches) != len(got[epoch]) or any(_fingerprint(a) != _fingerprint(b)
+                                                  for a, b in zip(batches, got[epoch])):
+            return stream_impact(batches, got[epoch], cut=False, epoch=epoch)
+    return None
