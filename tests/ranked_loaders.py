@@ -200,6 +200,138 @@ class GlobalPosition(Shards):
         self.epoch, self.start, self.end, self.offset = state["epoch"], state["consumed"], state["end"], 0
 
 
+def _pad(dealt: list[int], world_size: int) -> list[int]:
+    """``dealt`` made a multiple of ``world_size`` long as ``DistributedSampler`` does: by repeating it from its start."""
+    short = -len(dealt) % world_size
+    return dealt + (dealt * -(-short // len(dealt)))[:short] if dealt else []
+
+
+class PaddedReshard(Shards):
+    """Reshards exactly, padded as ``DistributedSampler`` pads (``drop_last=False``): every rank has as many batches.
+
+    A fresh epoch deals ``order(e)`` as ``DistributedSampler`` does: padded to a multiple of W
+    by repeating its first samples (so 9 samples on 2 ranks deal the first sample twice), or,
+    with ``drop_last``, cut to one (and short batches dropped); rank r reads ``dealt[r::W]``.
+    Since the shards are even, every rank is at the same batch at the same step, and the state
+    (the same on every rank) is the epoch and, per pass of it so far, ``[world size, batches]``:
+    from that, any rank of any world can tell which samples the whole world has yielded.
+    A world of another size deals the rest of the epoch, the samples not yet yielded, once
+    each and in the epoch's order, padded the same way (never cut: a cut would lose them);
+    its later epochs are its own. A pad copy of a sample already yielded is not yielded again.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.passes: list[list[int]] = []  # the epoch's earlier passes: [world size, batches yielded]
+
+    def rest(self, order: list[int], world_size: int, batches: int, first: bool) -> list[int]:
+        """What a pass of ``batches`` batches on ``world_size`` ranks leaves of the epoch's samples ``order``."""
+        dealt = self.dealt(order, world_size, first)
+        yielded = set(dealt[: batches * self.config.batch_size * world_size])
+        return [i for i in dict.fromkeys(dealt) if i not in yielded]
+
+    def dealt(self, order: list[int], world_size: int, first: bool) -> list[int]:
+        """The pass's samples in dealing order (position p goes to rank p % W), pad copies included."""
+        c = self.config
+        if not (first and c.drop_last):
+            return _pad(order, world_size)
+        per_rank = len(order) // world_size // c.batch_size * c.batch_size
+        return order[: per_rank * world_size]
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        c, order = self.config, self.order(epoch)
+        for k, (world_size, batches) in enumerate(self.passes):
+            order = self.rest(order, world_size, batches, first=k == 0)
+        mine = self.dealt(order, c.world_size, first=not self.passes)[c.rank::c.world_size]
+        return [mine[i:i + c.batch_size] for i in range(0, len(mine), c.batch_size)]
+
+    def run(self) -> Iterator[Any]:
+        yield from super().run()
+        self.passes = []
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.pending is None and self.in_progress:
+            self.passes = []
+        return super().__iter__()
+
+    def position(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "passes": [*map(list, self.passes), [self.config.world_size, self.offset]]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        passes = [list(p) for p in state["passes"]]
+        self.epoch, (world_size, self.offset) = state["epoch"], passes.pop()
+        if world_size != self.config.world_size:  # the rest of the epoch, on this world
+            passes.append([world_size, self.offset])
+            self.offset = 0
+        self.passes = [p for p in passes if p[1] > 0]  # a pass that yielded nothing leaves the epoch whole
+
+
+class PadsFromTheEpochStart(PaddedReshard):
+    """`PaddedReshard`, but a world of another size pads the rest with the epoch's first samples.
+
+    ``DistributedSampler`` pads the list it deals by repeating that list's start; this loader
+    deals the rest but repeats the start of the whole epoch's list, which the old world yielded
+    first. So on 3 ranks the rest is evened out with samples already trained on (a repeat no
+    padding accounts for, except where the old world dealt that sample twice itself); on 1
+    rank nothing is padded and the resume is exact.
+    """
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        if not self.passes:
+            return super().batches(epoch)
+        c, order, rest = self.config, self.order(epoch), self.order(epoch)
+        for k, (world_size, batches) in enumerate(self.passes):
+            rest = self.rest(rest, world_size, batches, first=k == 0)
+        dealt = rest + (order * c.world_size)[: -len(rest) % c.world_size] if rest else []
+        mine = dealt[c.rank::c.world_size]
+        return [mine[i:i + c.batch_size] for i in range(0, len(mine), c.batch_size)]
+
+
+class DropsItsOwnPadCount(PaddedReshard):
+    """`PaddedReshard`, but a world of another size takes the old world's pad copies off the wrong end.
+
+    It resumes the old world's remaining dealt list, pad copies included, and knowing that the
+    old world padded p copies, drops p samples from that list to undo them: from its front,
+    where the rest starts, instead of its end, where ``DistributedSampler`` put them. So it
+    loses the next p samples due and yields, in their place, pad copies of samples already
+    trained on: the count of samples is right, one due sample is missing behind a pad copy.
+    """
+
+    def rest(self, order: list[int], world_size: int, batches: int, first: bool) -> list[int]:
+        dealt = self.dealt(order, world_size, first)
+        left = dealt[batches * self.config.batch_size * world_size:]
+        return left[max(0, len(dealt) - len(order)):]
+
+
+class ReshardsEveryResume(PaddedReshard):
+    """`PaddedReshard`, but every resume deals the rest of the epoch anew, on the world that saved it too.
+
+    On that world the rest is padded again (with a copy of a sample due, where the saved pass
+    had a pad copy of one already yielded) and dealt from rank 0: a rank's stream is not its own.
+    """
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if self.offset:
+            self.passes, self.offset = [*self.passes, [self.config.world_size, self.offset]], 0
+
+
+def padded_reshard(config: LoaderConfig) -> PaddedReshard:
+    return PaddedReshard(config)
+
+
+def pads_from_the_epoch_start(config: LoaderConfig) -> PadsFromTheEpochStart:
+    return PadsFromTheEpochStart(config)
+
+
+def drops_its_own_pad_count(config: LoaderConfig) -> DropsItsOwnPadCount:
+    return DropsItsOwnPadCount(config)
+
+
+def reshards_every_resume(config: LoaderConfig) -> ReshardsEveryResume:
+    return ReshardsEveryResume(config)
+
+
 def skips_its_own_count(config: LoaderConfig) -> SkipsItsOwnCount:
     return SkipsItsOwnCount(config)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import pickle
 import re
 from collections.abc import Mapping, Sequence
@@ -42,7 +43,7 @@ from .._engine.recording import Program, asserts, recording
 from .._engine.state_steps import TRAINER_KEYS, load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, Position, checkpoint, uninterrupted
 from ..config import LoaderConfig
-from .rank_streams import RankResume, every_rank_resumed, example_folder, sample_ids
+from .rank_streams import RankResume, every_rank_resumed, example_folder, sample_ids, window
 from .registry import LOAD, clause
 
 __all__ = ["RankResume", "every_rank_resumes", "sample_ids"]
@@ -222,6 +223,7 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankRe
     folder = example_folder(example, "SC30")
     rank = world.rank
     expected = torch.load(folder / f"expected-rank{rank}.pt", weights_only=False)
+    consumed, sizes = json.loads((folder / f"window-rank{rank}.json").read_text(encoding="utf-8"))
     from_file = RankResume(rank, via=f"{VIA_FILE}, resumed in a fresh process")
     own: Any = None
     try:
@@ -242,6 +244,8 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankRe
                                           f"{VIA_SHARED}, resumed in a fresh process")
     if other is not None:
         _replay_shared_key(example, other, position_on_rank(plan.position, example.reference()[1]), expected)
+    for r in (from_file, from_dcp, from_shared):  # to count the padding epoch by epoch
+        r.consumed_ids, r.epoch_sizes = consumed, sizes
     return [from_file, from_dcp, from_shared]
 
 
@@ -268,10 +272,12 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
         raise RuntimeError("SC30 runs on the ranks of a multi-rank executor only")
     folder = example_folder(example, "SC30")
     result = RankResume(world.rank, via=f"{VIA_FILE}, resumed in the saving process")
-    _, lengths = example.reference()
+    reference, lengths = example.reference()
     position = position_on_rank(plan.position, lengths)
     start, end = expected_bounds(lengths, position)
     expected = example.segment("expected", start, end)
+    consumed, sizes = window(reference, lengths, position.epoch, start, end)
+    (folder / f"window-rank{world.rank}.json").write_text(json.dumps([consumed, sizes]), encoding="utf-8")
     payload, state = b"", None
     path = str(folder / f"rank{world.rank}.pt")
     example.program.bind(path, repr(Path(path).name))  # the reproduction saves beside itself
@@ -308,4 +314,6 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
             _resume_and_compare(example, result, state, expected)
     if other is not None:
         _replay_shared_key(example, other, position, expected)
+    for r in (result, from_shared):  # to count the padding epoch by epoch
+        r.consumed_ids, r.epoch_sizes = consumed, sizes
     return [result, from_shared]

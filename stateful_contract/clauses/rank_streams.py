@@ -6,6 +6,11 @@ the contract's dataset) each stream held. `every_rank_resumed` raises the clause
 violation when a rank did not, saying which ranks failed and, over all ranks, which
 samples were lost and which were repeated, and whose they were: a rank that resumed
 another rank's position shows up as repeating that rank's samples.
+
+Padding is not data (`tally`): where a world pads its shards (``DistributedSampler``
+deals a few samples twice so that every rank has as many), a sample is lost when it is
+still due and no world yields it, and repeated when it comes more often than the
+worlds' own padding accounts for. A pad copy of a sample already yielded is not due.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import torch
 from .._engine.example import Example
 from .registry import violated
 
-__all__ = ["RankResume", "coverage", "every_rank_resumed", "example_folder", "id_list", "sample_ids"]
+__all__ = ["RankResume", "Tally", "coverage", "every_rank_resumed", "example_folder", "id_list", "sample_ids",
+           "tally", "window"]
 
 #: Sample ids a message lists before eliding.
 SHOWN_IDS = 12
@@ -49,6 +55,10 @@ class RankResume:
     expected_batches: int = 0
     #: Whose saved state this rank was given back (a shared DCP key), when it was not its own.
     loaded_from: str = ""
+    #: Of the uninterrupted stream: the sample ids of the checkpoint's epoch before the checkpoint,
+    #: and how many of ``expected_ids`` fall in each epoch from it on (to count padding per epoch).
+    consumed_ids: list[int] | None = None
+    epoch_sizes: list[int] | None = None
 
     @property
     def exact(self) -> bool:
@@ -78,6 +88,88 @@ def id_list(counter: Counter[int]) -> str:
     return f"[{shown}{', ...' if len(ids) > SHOWN_IDS else ''}] ({len(ids)} sample{'s' if len(ids) != 1 else ''})"
 
 
+@dataclass
+class Tally:
+    """A world's samples after a checkpoint, counted against the saving world's epochs (see `tally`)."""
+
+    #: Samples still due that no world yielded (a count above 1: due in that many epochs).
+    lost: Counter[int]
+    #: Copies beyond what the saving world dealt (its padding included) that no padding accounts for.
+    repeated: Counter[int]
+    #: Copies beyond that which only the resuming world's own padding can account for...
+    extra: Counter[int]
+    #: ...which adds at most this many (0 on the saving world itself).
+    padding: int
+    #: Per sample: copies the saving world deals, and of those its pad copies (beyond one per epoch).
+    dealt: Counter[int]
+    padded: Counter[int]
+    #: Per sample: copies yielded before the checkpoint and after it.
+    before: Counter[int]
+    after: Counter[int]
+
+    @property
+    def exact(self) -> bool:
+        return not self.lost and not self.repeated and sum(self.extra.values()) <= self.padding
+
+
+def tally(epochs: Sequence[Counter[int]], before: Counter[int], after: Counter[int], *, padding: int = 0,
+          resharded: bool = False) -> Tally:
+    """Lost and repeated samples, where padding is not data.
+
+    ``epochs``: what the saving world's uninterrupted run deals over all its ranks, epoch by
+    epoch from the checkpoint's epoch on (its pad copies included); ``before``: what it had
+    yielded of the first before the checkpoint; ``after``: what was yielded from the checkpoint
+    on, over all ranks (of the same world, or of a resuming world of another size, ``resharded``).
+
+    - Lost: a sample is due once in each epoch that deals it, in the first only if it was not
+      yielded before the checkpoint (a pad copy of a sample already yielded is not due).
+    - Allowed copies: as many as the saving world deals (one and its pad copies), over both
+      sides of the checkpoint; a resharded world may also yield once a sample the saving world
+      dropped (``drop_last``). Copies beyond that are extra when the resuming world can have
+      padded them: it pads with copies of samples it is due to yield, so all but its first copy
+      of such a sample, at most ``padding`` in all (``DistributedSampler`` evens M shards with
+      at most M - 1); all other copies are repeated.
+    """
+    dealt: Counter[int] = sum(epochs, Counter())
+    distinct = [set(e) for e in epochs]
+    padded = dealt - Counter(i for e in distinct for i in e)
+    due = Counter(i for k, e in enumerate(distinct) for i in e if k or not before[i])
+    lost = Counter({i: n - after[i] for i, n in due.items() if n > after[i]})
+    repeated: Counter[int] = Counter()
+    extra: Counter[int] = Counter()
+    for i in before | after:
+        over = before[i] + after[i] - (dealt[i] or int(resharded))
+        if over <= 0:
+            continue
+        first_allowed = before[i] < (dealt[i] or int(resharded))  # else not even its first copy was due
+        own = min(over, after[i] - 1) if padding and first_allowed else 0
+        extra[i] += own
+        repeated[i] += over - own
+    return Tally(+lost, +repeated, +extra, padding, dealt, padded, before, after)
+
+
+def padding_lines(t: Tally, saving: str, resuming: str | None = None, *, span: str) -> list[str]:
+    """Where padding is involved: how many copies each world's padding accounted for, so that a
+    user sees why a count is a loss or a repeat (empty when neither world padded). ``span``:
+    the epochs counted ("in epoch 0")."""
+    lines = []
+    if t.padded:
+        involved = [i for i in sorted(t.padded) if t.lost[i] or t.repeated[i] or t.extra[i]] or sorted(t.padded)
+        shown = "; ".join(f"sample {i} dealt {t.dealt[i]} times {span}, yielded "
+                          f"{t.before[i]} before the checkpoint and {t.after[i]} after it"
+                          for i in involved[:SHOWN_IDS])
+        lines.append(f"padding: the {saving}'s padding accounts for {sum(t.padded.values())} extra "
+                     f"cop{'ies' if sum(t.padded.values()) != 1 else 'y'} ({shown}); a pad copy of a sample "
+                     "already yielded is not due again")
+    if resuming is not None and (t.padded or t.extra):
+        used = sum(t.extra.values())
+        lines.append(f"padding: the {resuming} pads nothing" if not t.padding else
+                     f"padding: the {resuming}'s padding accounts for at most {t.padding} extra "
+                     f"cop{'ies' if t.padding != 1 else 'y'}, of samples it is due to yield"
+                     + (f"; it yielded {used}: {id_list(t.extra)}" if used else ""))
+    return lines
+
+
 def coverage(results: Sequence[RankResume]) -> list[str]:
     """Over all ranks: samples lost and repeated, attributed to ranks (empty when exact)."""
     if any(r.expected_ids is None or r.resumed_ids is None for r in results):
@@ -85,8 +177,12 @@ def coverage(results: Sequence[RankResume]) -> list[str]:
     expected = {r.rank: Counter(r.expected_ids) for r in results}
     resumed = {r.rank: Counter(r.resumed_ids) for r in results}
     lines = []
-    lost_all = sum(expected.values(), Counter()) - sum(resumed.values(), Counter())
-    repeated_all = sum(resumed.values(), Counter()) - sum(expected.values(), Counter())
+    t = _world_tally(results)
+    if t is not None:
+        lost_all, repeated_all = t.lost, t.repeated
+    else:
+        lost_all = sum(expected.values(), Counter()) - sum(resumed.values(), Counter())
+        repeated_all = sum(resumed.values(), Counter()) - sum(expected.values(), Counter())
     for r in results:
         lost = expected[r.rank] - resumed[r.rank]
         extra = resumed[r.rank] - expected[r.rank]
@@ -99,15 +195,53 @@ def coverage(results: Sequence[RankResume]) -> list[str]:
             whose = (f", which the uninterrupted run gives to rank{'s' if len(owners) > 1 else ''} "
                      f"{', '.join(map(str, owners))}" if owners else "")
             lines.append(f"rank {r.rank} yielded {id_list(extra)} more often than its uninterrupted run{whose}")
+    world = f"{len(results)}-rank world"
     if lost_all or repeated_all:
         total = sum(sum(c.values()) for c in expected.values())
         lines.append(f"over all {len(results)} ranks: of the {total} samples the uninterrupted run yields "
                      f"after the checkpoint, lost {id_list(lost_all) if lost_all else 'none'}, "
                      f"repeated {id_list(repeated_all) if repeated_all else 'none'}")
+        lines += padding_lines(t, world, span="from the checkpoint's epoch on") if t is not None else []
     elif any(not r.exact for r in results):
-        lines.append(f"over all {len(results)} ranks the same samples were covered, but not in the "
+        padded = t is not None and bool(t.padded)
+        lines.append(f"over all {len(results)} ranks the same samples were covered"
+                     f"{' (counting the padding as the ' + world + ' deals it)' if padded else ''}, but not in the "
                      "uninterrupted run's batches and order (or with other field values)")
     return lines
+
+
+def _world_tally(results: Sequence[RankResume]) -> Tally | None:
+    """Over all ranks of one world, epoch by epoch (None where a rank's epochs are not known)."""
+    epochs: list[Counter[int]] = [Counter(), Counter(), Counter()]
+    before: Counter[int] = Counter()
+    after: Counter[int] = Counter()
+    for r in results:
+        if r.consumed_ids is None or r.epoch_sizes is None or r.expected_ids is None or r.resumed_ids is None:
+            return None
+        before.update(r.consumed_ids)
+        after.update(r.resumed_ids)
+        start = 0
+        for k, size in enumerate(r.epoch_sizes[:len(epochs)]):
+            epochs[k].update(r.expected_ids[start:start + size])
+            start += size
+    epochs[0].update(before)
+    return tally(epochs, before, after)
+
+
+def window(reference: Sequence[Any], lengths: Sequence[int], epoch: int, start: int, end: int,
+           ) -> tuple[list[int] | None, list[int] | None]:
+    """For `RankResume`: the sample ids of ``epoch`` before the stream index ``start``, and how many ids
+    of ``reference[start:end]`` fall in each epoch from ``epoch`` on (None without an ``index`` field)."""
+    first = sum(lengths[:epoch])
+    consumed = sample_ids(reference[first:min(start, sum(lengths[:epoch + 1]))])
+    sizes = []
+    for k in range(epoch, epoch + 3):
+        lo, hi = max(start, sum(lengths[:k])), min(end, sum(lengths[:k + 1]))
+        ids = sample_ids(reference[lo:hi]) if hi > lo else []
+        if ids is None:
+            return consumed, None
+        sizes.append(len(ids))
+    return consumed, sizes
 
 
 def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context: str,

@@ -46,7 +46,7 @@ from .._engine.recording import Program, recording
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream
 from ..config import LoaderConfig
-from .rank_streams import example_folder, id_list, sample_ids
+from .rank_streams import Tally, example_folder, id_list, padding_lines, sample_ids, tally
 from .registry import LOAD, clause, violated
 from .trainer import refusal_kind
 
@@ -193,26 +193,27 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
         result.refusal = refusal_kind(e.error)
         return result
     result.yielded = sample_ids(batches) or []
-    program.add(f"# Over the {_ranks(world.world_size)}, the batches must hold the samples {sorted(due)} "
-                f"(not yet yielded in epoch {epoch}), and none of {sorted(set(consumed) - set(due))}")
+    program.add(f"# Over the {_ranks(world.world_size)}, the batches must hold the samples "
+                f"{sorted(set(due) - set(consumed))} (not yet yielded in epoch {epoch}), and none of "
+                f"{sorted(set(consumed))} more often than the {saved}-rank world's padding deals them")
     return result
 
 
-def judged(values: Sequence[WorldResume], due_ids: Sequence[int] | None = None,
-           ) -> tuple[Counter[int], Counter[int], Counter[int]]:
-    """Over the new world: samples lost, consumed samples yielded again, and extra copies of due ones.
+def judged(values: Sequence[WorldResume], due_ids: Sequence[int] | None = None) -> Tally:
+    """Over the new world's first pass: samples lost, repeated, and copies only its padding explains.
 
-    Lost: due and never yielded. Repeated: yielded before the checkpoint and not due again.
-    Extra copies: a sample yielded more often than the old world would still have yielded it
-    (a sample it had dropped, with ``drop_last``, may come once).
+    Counted against the old world's epoch as it deals it, its pad copies included (`tally`): a
+    sample is lost when it is due and no rank of either world yields it, so a pad copy of a sample
+    the old world had yielded is not still due; it is repeated when both worlds together yield it
+    more often than the old world deals it and the new world's padding can account for (a sample
+    the old world had dropped, with ``drop_last``, may come once). ``due_ids``: judge against that
+    epoch instead (as a fresh world of the new size deals it), nothing yielded before.
     """
     first = values[0]
     got = Counter(i for r in values for i in r.yielded)
-    due, consumed = Counter(first.due if due_ids is None else due_ids), Counter(first.consumed)
-    lost = Counter({i: 1 for i in due if not got[i]})
-    repeated = Counter({i: n for i, n in got.items() if consumed[i] and not due[i]})
-    extra = Counter({i: n - max(due[i], 1) for i, n in got.items() if not repeated[i] and n > max(due[i], 1)})
-    return lost, repeated, extra
+    before = Counter(first.consumed) if due_ids is None else Counter()
+    epoch = before + Counter(first.due if due_ids is None else due_ids)
+    return tally([epoch], before, got, padding=len(values) - 1, resharded=True)
 
 
 def _ranks(n: int) -> str:
@@ -226,8 +227,8 @@ def _how(r: WorldResume) -> str:
 def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan: Checkpoint) -> None:
     """The resume on the new world was refused, naming the world size, or it covered exactly what was due.
 
-    Up to M - 1 extra copies of due samples are padding (``DistributedSampler`` pads an epoch to a
-    multiple of the world size), not repeats.
+    Padding is not data (`judged`): each world's pad copies (``DistributedSampler`` pads an epoch to
+    a multiple of the world size, up to M - 1 copies on M ranks) are neither due nor repeats.
     """
     first = values[0]
     saved, resumed = first.saved_world_size, len(values)
@@ -239,7 +240,7 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
     where = plan.position.describe()
     context = (f"every one of {saved} ranks checkpointed {where} and saved its state with torch.save to "
                f"rank{{r}}.pt; a fresh world of {_ranks(resumed)} resumed, rank r loading rank{{r % {saved}}}.pt")
-    due = sorted(set(first.due))
+    due = sorted(set(first.due) - set(first.consumed))  # a pad copy of a consumed sample is not due
     expected = (f"the resume on {_ranks(resumed)} to be refused before its first batch (best with an exception "
                 f"naming the world sizes, {saved} and {resumed}), or the {resumed} resumed rank{'s together' if resumed != 1 else ''} to "
                 f"yield exactly the {len(due)} sample{'s' if len(due) != 1 else ''} of epoch {first.epoch} not "
@@ -250,27 +251,27 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
     for r in errors:
         lines.append(f"{_how(r)} raised after its first batch, so the job dies mid-run: {r.error}")
     if not errors:
-        lost, repeated, extra = judged(values)
-        padding = sum(extra.values()) <= resumed - 1
-        if not lost and not repeated and padding:
+        t = judged(values)
+        if t.exact:
             return
         fresh = [r.fresh for r in values]
         if all(f is not None for f in fresh):  # a whole epoch, as a fresh world of the new size has it
-            lost_, repeated_, extra_ = judged(values, [i for f in fresh for i in f or []])
-            if not lost_ and not repeated_ and sum(extra_.values()) <= resumed - 1:
+            if judged(values, [i for f in fresh for i in f or []]).exact:
                 return
         consumed = set(first.consumed)
         for r in values:
-            again = Counter(i for i in r.yielded if repeated[i])
+            again = Counter(i for i in r.yielded if t.repeated[i])
             if again:
                 lines.append(f"{_how(r)} yielded {id_list(again)} that the {saved}-rank world had already yielded "
                              f"in epoch {first.epoch}")
-        if not padding:
-            lines.append(f"yielded {id_list(extra)} more often than the {saved}-rank world would have (more than "
-                         f"the {resumed - 1} copies padding may add)")
-        lines.append(f"over {'all ' if resumed > 1 else ''}{_ranks(resumed)}: lost {id_list(lost) if lost else 'none'}"
-                     f", repeated {id_list(repeated) if repeated else 'none'}; the {saved}-rank world had yielded "
+        if sum(t.extra.values()) > t.padding:
+            lines.append(f"yielded {id_list(t.extra)} more often than the {saved}-rank world would have (more than "
+                         f"the {t.padding} copies padding may add)")
+        lines.append(f"over {'all ' if resumed > 1 else ''}{_ranks(resumed)}: lost "
+                     f"{id_list(t.lost) if t.lost else 'none'}, repeated {id_list(t.repeated) if t.repeated else 'none'}"
+                     f"; the {saved}-rank world had yielded "
                      f"{id_list(Counter(first.consumed)) if consumed else 'nothing'} of epoch {first.epoch}")
+        lines += padding_lines(t, f"{saved}-rank world", f"{resumed}-rank world", span=f"in epoch {first.epoch}")
     lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
     how = "raised after it had started" if errors else "resumed silently"
     violation = violated("SC31", context=context, expected=expected, got=(
