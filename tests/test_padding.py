@@ -138,6 +138,7 @@ def test_a_loader_that_pads_the_rest_with_samples_already_yielded_fails_sc31() -
     assert sc31.status == "failed" and sc31.message.startswith("SC31 world-size-change-is-exact-or-refused")
     assert "saved on 2 ranks, resumed on 3" in sc31.message, sc31.message
     assert "lost none, repeated [1] (1 sample)" in sc31.message, sc31.message
+    assert sc31.impact is not None and sc31.impact.describe() == "silent: 1 sample repeated in epoch 0", sc31.impact
     assert ("padding: the 2-rank world's padding accounts for 1 extra copy (sample 0 dealt 2 times in epoch 0, yielded 1 "
             "before the checkpoint and 1 after it)") in sc31.message, sc31.message
     assert "the 3-rank world's padding accounts for at most 2 extra copies" in sc31.message, sc31.message
@@ -154,6 +155,7 @@ def test_a_loader_that_loses_a_sample_behind_a_pad_copy_fails_sc31() -> None:
     assert sc31.status == "failed" and sc31.message.startswith("SC31 world-size-change-is-exact-or-refused")
     assert "saved on 2 ranks, resumed on 1" in sc31.message, sc31.message
     assert "lost [2] (1 sample), repeated none" in sc31.message, sc31.message
+    assert sc31.impact is not None and sc31.impact.describe() == "silent: 1 sample lost in epoch 0", sc31.impact
     assert "sample 0 dealt 2 times in epoch 0, yielded 1 before the checkpoint and 1 after it" in sc31.message, sc31.message
     assert "padding: the 1-rank world pads nothing" in sc31.message, sc31.message
 
@@ -176,4 +178,5 @@ def test_a_loader_that_pads_again_on_its_own_world_fails_sc30_and_the_pad_copy_i
     assert sc30.status == "failed" and sc30.message.startswith("SC30 every-rank-resumes"), sc30.message
     assert "rank 1 lost [2] (1 sample) that its uninterrupted run yields" in sc30.message, sc30.message
     assert "lost none, repeated [5] (1 sample)" in sc30.message, sc30.message
+    assert sc30.impact is not None and sc30.impact.kind == "silent" and sc30.impact.counts, sc30.impact
     assert "padding: the 2-rank world's padding accounts for" in sc30.message, sc30.message

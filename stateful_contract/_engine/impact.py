@@ -20,7 +20,7 @@ import torch
 
 from .compare import Segment
 
-__all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "loud", "samples_impact", "stream_impact", "where_of"]
+__all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "losses", "loud", "samples_impact", "stream_impact", "where_of"]
 
 ImpactKind = Literal["silent", "loud"]
 
@@ -246,16 +246,21 @@ def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None,
     else:
         lost, repeated = sum((Counter(e) - Counter(g)).values()), sum((Counter(g) - Counter(e)).values())
     if lost or repeated:
-        parts = []
-        if lost:
-            parts.append(f"{_plural(lost, unit)} lost")
-        if repeated:
-            parts.append(f"{repeated} repeated" if lost else f"{_plural(repeated, unit)} repeated")
-        counts = {k: v for k, v in (("lost", lost), ("repeated", repeated)) if v}
-        return Impact("silent", ", ".join(parts) + where, counts=counts, unit=unit, epoch=epoch, at=at)
+        return losses(lost, repeated, unit=unit, epoch=epoch, at=at)
     changed = sum(_fingerprint(a) != _fingerprint(b) for a, b in zip(e_batches, g_batches))
     return Impact("silent", f"batch contents changed: {_plural(changed, 'batch')} of the same samples differ"
                   f"{where}", counts={"changed": changed}, unit="batch", epoch=epoch, at=at)
+
+def losses(lost: int, repeated: int, *, unit: str = "sample", epoch: int | None = None,
+           at: int | None = None) -> Impact:
+    """``3 samples lost, 1 repeated in epoch 0``: the silent impact of counted losses and repeats."""
+    parts = [f"{_plural(lost, unit)} lost"] if lost else []
+    if repeated:
+        parts.append(f"{repeated} repeated" if lost else f"{_plural(repeated, unit)} repeated")
+    counts = {k: v for k, v in (("lost", lost), ("repeated", repeated)) if v}
+    where = f" in epoch {epoch}" if epoch is not None else ""
+    return Impact("silent", ", ".join(parts) + where, counts=counts, unit=unit, epoch=epoch, at=at)
+
 
 def samples_impact(due: Sequence[Hashable], got: Sequence[Hashable], *, epoch: int | None = None) -> Impact:
     """The impact of a resume that yielded the sample ids ``got`` where ``due`` were due, in any

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from .._engine.example import Example
+from .._engine.impact import Impact, losses
 from .registry import violated
 
 __all__ = ["RankResume", "Tally", "coverage", "every_rank_resumed", "example_folder", "id_list", "sample_ids",
@@ -244,6 +245,29 @@ def window(reference: Sequence[Any], lengths: Sequence[int], epoch: int, start: 
     return consumed, sizes
 
 
+def _impact(failed: Sequence[RankResume]) -> Impact:
+    """What the failing ranks do to a run: a rank that raises or hangs stops the job; otherwise the
+    samples the resumed streams lose, repeat or reorder, over the failing ranks."""
+    errors = [r for r in failed if r.error is not None]
+    if errors:
+        how = "hangs" if any(r.hung for r in errors) else "raises"
+        return Impact("loud", f"the resume {how} on {len(errors)} rank{'s' if len(errors) != 1 else ''}: the job stops")
+    if any(r.expected_ids is None or r.resumed_ids is None for r in failed):
+        return Impact("silent", f"{len(failed)} rank{'s' if len(failed) != 1 else ''} resume another stream",
+                      counts={"changed": len(failed)}, unit="batch")
+    expected = [i for r in failed for i in r.expected_ids or []]
+    resumed = [i for r in failed for i in r.resumed_ids or []]
+    if Counter(expected) == Counter(resumed):
+        if expected != resumed:
+            moved = sum(a != b for a, b in zip(expected, resumed))
+            return Impact("silent", f"order changed: {moved} samples in another order", counts={"reordered": moved},
+                          unit="sample")
+        return Impact("silent", "batch contents changed: the same samples with other fields",
+                      counts={"changed": len(failed)}, unit="batch")
+    return losses(sum((Counter(expected) - Counter(resumed)).values()),
+                  sum((Counter(resumed) - Counter(expected)).values()))
+
+
 def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context: str,
                        refusal: str = "") -> None:
     """Every rank resumed its own stream exactly (or, where ``refusal`` says what may be refused,
@@ -259,7 +283,7 @@ def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context
     lines += coverage([r for r in results if not r.refused])
     n = len(results)
     violation = violated(
-        clause_id, context=context,
+        clause_id, context=context, impact=_impact(failed),
         expected=(f"each of the {n} ranks to resume its own stream exactly from its own saved state{refusal}, "
                   f"and the {n} resumed streams together to cover exactly the samples of the uninterrupted run: "
                   "none lost, none repeated"),

@@ -41,6 +41,7 @@ from typing import Any
 
 from .._engine.advice import advise
 from .._engine.example import Example
+from .._engine.impact import Impact, losses
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .._engine.recording import Program, recording
 from .._engine.state_steps import load_checkpoint, save_checkpoint
@@ -274,7 +275,14 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         lines += padding_lines(t, f"{saved}-rank world", f"{resumed}-rank world", span=f"in epoch {first.epoch}")
     lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
     how = "raised after it had started" if errors else "resumed silently"
-    violation = violated("SC31", context=context, expected=expected, got=(
+    if errors:
+        impact = Impact("loud", f"the resume on {_ranks(resumed)} raises mid-run: the job dies after training on "
+                                "resumed batches", where="next()")
+    else:
+        t = judged(values)
+        impact = losses(sum(t.lost.values()), sum(t.repeated.values()) + max(0, sum(t.extra.values()) - t.padding),
+                        epoch=first.epoch)
+    violation = violated("SC31", context=context, expected=expected, impact=impact, got=(
         f"saved on {saved} ranks, resumed on {resumed}: the new world {how}:\n  " + "\n  ".join(lines)))
     violation.reproduce_on = next((r.rank for r in values if r.error), 0)  # type: ignore[attr-defined]
     raise violation
