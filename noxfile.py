@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 # 2025.02.09: nox.project.dependency_groups.
 nox.needs_version = ">=2025.2.9"
@@ -91,6 +92,55 @@ def tests(session: nox.Session) -> None:
     # 15.5 min on 2 shared cores, measured 2026-12-01); a contract class stays on one worker.
     # tests/typing runs mypy and pyright (about 30 s of CPU): the typecheck session runs it.
     session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--ignore=tests/typing"]))
+
+
+#: The oldest and the newest release of each runtime dependency that install here and pass
+#: `compat_range`, measured 2026-12-01 (docs/nox.md, "The tested range"); pyproject.toml's
+#: floors are the oldest. Older releases install but fail, each for a reason measured then:
+#: before 2.7.0, torch.distributed.checkpoint's save() and load() take no `no_dist=`, which
+#: trainer_steps.py passes (SC17 and SC19 crash on every loader; 2.4.0 and 2.5.0 measured);
+#: torchdata 0.10.0 and 0.10.1 resume a state taken after StopIteration into an empty
+#: epoch, which 0.11 fixed (meta-pytorch/data#1439): their own StatefulDataLoader loses an
+#: epoch (SC10) and so does every correct wrapper built on it; Hypothesis before 6.139.0
+#: has no `settings.get_current_profile_name()`, so the pytest plugin stops every pytest run.
+COMPAT_RANGE: dict[str, tuple[str, ...]] = {
+    "oldest": ("torch==2.7.0", "torchdata==0.11.0", "hypothesis==6.139.0"),
+    # pip on these machines is capped at torch 2.14.1 (/etc/xdg/pip), which lies on disk.
+    "newest": ("torch==2.14.1", "torchdata==0.11.0", "hypothesis==6.170.17"),
+}
+#: Why an end may not install, said when it does not. torch is the CUDA build from PyPI at
+#: both ends: the only CPU build on these machines is 2.13.0 (the `tests` pin), and
+#: download.pytorch.org's CPU index is unreachable from them.
+COMPAT_NEEDS = {
+    "oldest": "torch 2.7.0 comes from PyPI only, as its CUDA build: an 865 MB wheel plus about 2 GB of "
+              "nvidia-*-cu12 wheels and triton, downloaded (no network, no install)",
+    "newest": "torch 2.14.1 is a CUDA build (about 5.5 GB installed with its nvidia-* wheels), taken from "
+              "this machine's disk or downloaded from PyPI",
+}
+#: The subset it runs: the reference loaders checked by hand against torchdata (no engine),
+#: and every core clause, each failing its broken loader and passing the correct ones.
+COMPAT_TESTS = ("tests/test_reference_wrapper.py", "tests/test_clauses.py")
+
+
+@nox.session
+@nox.parametrize("bound", list(COMPAT_RANGE), ids=list(COMPAT_RANGE))
+def compat_range(session: nox.Session, bound: str) -> None:
+    """The declared dependency range's two ends: the reference loaders and the core clauses on the oldest and newest torch, torchdata and Hypothesis."""
+    pins = COMPAT_RANGE[bound]
+    # The pins hold for everything installed after them (the package and the test tools ask
+    # for torch and Hypothesis too, and pip would otherwise move them).
+    constraints = Path(session.create_tmp()) / "compat-pins.txt"
+    constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    try:
+        session.install(*pins)
+        session.install("-e", ".", *group("test"), "-c", str(constraints))
+    except CommandFailed:
+        session.error(f"{bound} ({', '.join(pins)}) does not install here: {COMPAT_NEEDS[bound]}")
+    # Says which releases really ran, in the log CI keeps.
+    session.run("python", "-c", "import hypothesis, torch, torchdata; "
+                "print('torch', torch.__version__, '| torchdata', torchdata.__version__, "
+                "'| hypothesis', hypothesis.__version__)")
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "-p", "no:cacheprovider", *COMPAT_TESTS]))
 
 
 @nox.session

@@ -18,6 +18,8 @@ import torch
 from hypothesis import strategies as st
 from torch.utils.data import Dataset
 
+from .iterables import StatefulTokenIterable, TokenIterable, hf_iterable_dataset, sample_order
+
 __all__ = ["ConfigSpace", "LoaderConfig", "TokenDataset", "loader_configs"]
 
 #: Value used for labels that do not count as tokens, as in Hugging Face / Megatron.
@@ -187,9 +189,8 @@ class LoaderConfig:
         offset); without, a ``StatefulDataLoader`` resumes it by fast-forwarding
         (`stateful_contract.iterables`).
         """
-        from .iterables import StatefulTokenIterable, TokenIterable
-
-        return (StatefulTokenIterable if stateful else TokenIterable)(self, shuffle=shuffle)
+        order = self.sample_order(self.shuffle if shuffle is None else shuffle)
+        return (StatefulTokenIterable if stateful else TokenIterable)(self.dataset, order)
 
     def hf_iterable_dataset(self, n_shards: int = 4, *, shuffle: bool = False) -> Any:
         """The config's samples as a Hugging Face ``datasets.IterableDataset`` of ``n_shards``
@@ -198,9 +199,12 @@ class LoaderConfig:
         it. ``shuffle=True`` permutes the samples once from ``seed`` before sharding
         (`stateful_contract.iterables.hf_iterable_dataset`).
         """
-        from .iterables import hf_iterable_dataset
+        return hf_iterable_dataset(self.dataset, self.sample_order(shuffle), n_shards)
 
-        return hf_iterable_dataset(self, n_shards, shuffle=shuffle)
+    def sample_order(self, shuffle: bool) -> list[int]:
+        """The order an iterable dataset of this config yields: ``range(dataset_size)``, or with
+        ``shuffle`` one permutation of it drawn from ``seed`` (`stateful_contract.iterables.sample_order`)."""
+        return sample_order(self.dataset_size, shuffle=shuffle, seed=self.seed)
 
     def as_code(self) -> str:
         """A Python expression that rebuilds this config (used in reproductions)."""

@@ -1,8 +1,10 @@
 """A `LoaderConfig`'s samples as an iterable dataset: for factories of streaming loaders.
 
-`LoaderConfig.iterable_dataset()` and `LoaderConfig.hf_iterable_dataset()` call these.
-Both yield the same samples as ``config.dataset`` (``index``, ``input_ids``, ``labels``),
-so the contract can still say which samples a resumed loader lost or repeated:
+`LoaderConfig.iterable_dataset()` and `LoaderConfig.hf_iterable_dataset()` call these
+with the config's samples and their order (`sample_order`); this module knows nothing
+of the config itself, which builds on it. Both yield the same samples as
+``config.dataset`` (``index``, ``input_ids``, ``labels``), so the contract can still say
+which samples a resumed loader lost or repeated:
 
 - `TokenIterable`, a torch ``IterableDataset`` sharded over the loader's worker
   processes (worker ``w`` of ``W`` yields every ``W``-th sample), with or without a
@@ -15,24 +17,21 @@ so the contract can still say which samples a resumed loader lost or repeated:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
-
-if TYPE_CHECKING:
-    from .config import LoaderConfig
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 __all__ = ["StatefulTokenIterable", "TokenIterable", "hf_iterable_dataset", "sample_order", "shards"]
 
 
-def sample_order(config: LoaderConfig, *, shuffle: bool | None = None) -> list[int]:
-    """``range(dataset_size)``, or with ``shuffle`` (default: ``config.shuffle``) one fixed
-    permutation of it drawn from ``config.seed``: an iterable dataset shuffles itself."""
-    if config.shuffle if shuffle is None else shuffle:
-        generator = torch.Generator().manual_seed(config.seed)
-        return [int(i) for i in torch.randperm(config.dataset_size, generator=generator)]
-    return list(range(config.dataset_size))
+def sample_order(size: int, *, shuffle: bool, seed: int) -> list[int]:
+    """``range(size)``, or with ``shuffle`` one fixed permutation of it drawn from ``seed``:
+    an iterable dataset shuffles itself."""
+    if shuffle:
+        generator = torch.Generator().manual_seed(seed)
+        return [int(i) for i in torch.randperm(size, generator=generator)]
+    return list(range(size))
 
 
 def shards(order: list[int], n_shards: int) -> list[list[int]]:
@@ -50,17 +49,16 @@ def shards(order: list[int], n_shards: int) -> list[list[int]]:
 
 
 class TokenIterable(IterableDataset):  # type: ignore[type-arg]
-    """The config's samples as a torch ``IterableDataset``, sharded over worker processes.
+    """``samples`` in ``order`` as a torch ``IterableDataset``, sharded over worker processes.
 
-    The order is `sample_order` (``shuffle=None`` follows ``config.shuffle``). Worker ``w``
-    of ``W`` yields ``order[w::W]``, so the workers together yield each sample once per
-    epoch. It has no ``state_dict``: a ``StatefulDataLoader`` can only resume it by
+    Worker ``w`` of ``W`` yields ``order[w::W]``, so the workers together yield each sample
+    once per epoch. It has no ``state_dict``: a ``StatefulDataLoader`` can only resume it by
     fast-forwarding (`StatefulTokenIterable` has one).
     """
 
-    def __init__(self, config: LoaderConfig, *, shuffle: bool | None = None) -> None:
-        self.samples = config.dataset
-        self.order = sample_order(config, shuffle=shuffle)
+    def __init__(self, samples: Dataset[dict[str, Any]], order: list[int]) -> None:
+        self.samples = samples
+        self.order = order
         self.offset = 0
         self.pending: int | None = None
 
@@ -103,11 +101,10 @@ def _generate(shards: list[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
         yield from shard
 
 
-def hf_iterable_dataset(config: LoaderConfig, n_shards: int = 4, *, shuffle: bool = False) -> Any:
-    """A Hugging Face ``datasets.IterableDataset`` of the config's samples, in ``n_shards``
-    shards of consecutive samples (`shards` of `sample_order`), formatted as torch tensors.
+def hf_iterable_dataset(samples: Dataset[dict[str, Any]], order: list[int], n_shards: int = 4) -> Any:
+    """A Hugging Face ``datasets.IterableDataset`` of ``samples`` in ``order``, in ``n_shards``
+    shards of consecutive samples (`shards`), formatted as torch tensors.
 
-    ``shuffle=True`` permutes the samples once, from ``config.seed``, before sharding;
     ``IterableDataset.shuffle(seed, buffer_size)`` (which shuffles the shards and a buffer
     of samples) is the caller's to apply. The dataset is built from a generator
     (``IterableDataset.from_generator``): nothing is written to disk, nothing downloaded.
@@ -120,8 +117,7 @@ def hf_iterable_dataset(config: LoaderConfig, n_shards: int = 4, *, shuffle: boo
         "labels": datasets.Sequence(datasets.Value("int64")),
     })
     # A list in gen_kwargs is how datasets knows the shards: shard k's generator gets [split[k]].
-    samples = config.dataset
     split = [[{"index": i, "input_ids": samples[i]["input_ids"].tolist(), "labels": samples[i]["labels"].tolist()}
-              for i in shard] for shard in shards(sample_order(config, shuffle=shuffle), n_shards)]
+              for i in shard] for shard in shards(order, n_shards)]
     dataset = datasets.IterableDataset.from_generator(_generate, features=features, gen_kwargs={"shards": split})
     return dataset.with_format("torch")

@@ -1,14 +1,14 @@
 """The layout keeps the flow visible: configuration -> engine -> clauses -> report -> faces.
 
-Read from the source (``ast``), not by importing: an import cycle, an engine that reaches
-up into the clauses or the faces, or a core that imports the reference wrappers shows
-up here as a failing test rather than as a surprise in a later refactoring.
+Read from the source (``ast``), not by importing: an import cycle (function-level and
+``TYPE_CHECKING`` imports included), an engine that reaches up into the clauses or the
+faces, or a core that imports the reference wrappers shows up here as a failing test
+rather than as a surprise in a later refactoring.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
 from pathlib import Path
 
 import pytest
@@ -18,8 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "stateful_contract"
 MAX_LINES = 400
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -33,20 +33,26 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _imports() -> dict[str, set[str]]:
-    """Module -> the package modules it imports, at any depth (TYPE_CHECKING blocks left out)."""
-    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    graph: dict[str, set[str]] = {}
+def _imports(package: Path = PACKAGE) -> dict[str, dict[str, str]]:
+    """Module -> {package module it imports: where (``path:line``, and how if not at module level)}.
+
+    Every import counts, at any depth: at module level, inside a function (run later, but
+    the two modules still need each other) and under ``if TYPE_CHECKING:`` (never run, but
+    neither module can be read, type-checked or moved without the other).
+    """
+    modules = {_module_name(p, package): p for p in package.rglob("*.py")}
+    graph: dict[str, dict[str, str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip: set[int] = set()
+        how: dict[int, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                how.update((id(n), "in a function") for n in ast.walk(node) if id(n) not in how)
         for node in ast.walk(tree):
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                skip.update(id(n) for n in ast.walk(node))
-        found: set[str] = set()
+                how.update((id(n), "under TYPE_CHECKING") for n in ast.walk(node))
+        found: dict[str, str] = {}
         for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -56,41 +62,91 @@ def _imports() -> dict[str, set[str]]:
             for t in targets:
                 while t and t not in modules:
                     t = t.rpartition(".")[0]
-                if t and t != name and t.startswith("stateful_contract"):
-                    found.add(t)
+                if t and t != name and t.startswith(package.name) and t not in found:
+                    where = f"{path.relative_to(package.parent)}:{node.lineno}"
+                    found[t] = f"{where} ({how[id(node)]})" if id(node) in how else where
         graph[name] = found
     return graph
 
 
-GRAPH = _imports()
+IMPORTS = _imports()
+GRAPH = {module: set(targets) for module, targets in IMPORTS.items()}
 
 
-def _cycle_through(start: str) -> list[str] | None:
-    stack = [(start, [start])]
-    seen: set[str] = set()
-    while stack:
-        node, path = stack.pop()
-        for nxt in GRAPH.get(node, ()):
-            # A package's __init__ importing its own submodules is how packages work, not a cycle.
-            if nxt == start and not start.startswith(node + ".") and not node.startswith(start + "."):
-                return [*path, nxt]
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append((nxt, [*path, nxt]))
-    return None
+def _cycles(imports: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The import cycles: each strongly connected set of modules, sorted (Tarjan's algorithm).
+
+    A package's ``__init__`` importing its own submodules is how packages work, not a cycle;
+    a submodule importing its package back is one (its ``__init__`` is half-run then).
+    """
+    edges = {m: sorted(t for t in ts if not t.startswith(m + ".")) for m, ts in imports.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for nxt in edges.get(module, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[module] = min(low[module], low[nxt])
+            elif nxt in on_stack:
+                low[module] = min(low[module], index[nxt])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return sorted(found)
 
 
-def _parents_skipped(a: str, b: str) -> bool:
-    return a.startswith(b + ".") or b.startswith(a + ".")
+def _describe(cycle: list[str], imports: dict[str, dict[str, str]]) -> str:
+    members = set(cycle)
+    return "\n".join(f"  {m} imports {t} at {where}" for m in cycle
+                     for t, where in sorted(imports[m].items()) if t in members and not t.startswith(m + "."))
 
 
-def test_no_module_imports_itself_back() -> None:
-    cycles = []
-    for module in GRAPH:
-        cycle = _cycle_through(module)
-        if cycle and not any(_parents_skipped(x, y) for x, y in itertools.pairwise(cycle)):
-            cycles.append(" -> ".join(cycle))
-    assert not cycles, "import cycles:\n" + "\n".join(sorted(cycles))
+def test_no_import_cycles() -> None:
+    cycles = _cycles(IMPORTS)
+    assert not cycles, (
+        "import cycles (function-level and TYPE_CHECKING imports count): break each by moving what "
+        "both modules need into the lower one, or into a module both import:\n"
+        + "\n\n".join(_describe(c, IMPORTS) for c in cycles)
+    )
+
+
+@pytest.mark.parametrize("how", ["module", "function", "type-only"])
+def test_a_cycle_is_found_however_the_import_back_is_written(tmp_path: Path, how: str) -> None:
+    """The cycle test is not blind to imports that run late or never."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import a, b\n", encoding="utf-8")
+    (package / "a.py").write_text("from .b import B\n", encoding="utf-8")
+    back = {
+        "module": "from .a import A\n",
+        "function": "def f():\n    from .a import A\n    return A\n",
+        "type-only": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\n",
+    }[how]
+    (package / "b.py").write_text(back, encoding="utf-8")
+    imports = _imports(package)
+    assert _cycles(imports) == [["pkg.a", "pkg.b"]]
+    assert "pkg/b.py:" in _describe(["pkg.a", "pkg.b"], imports)
+    # The package importing its own submodules is no cycle.
+    (package / "b.py").write_text("B = 1\n", encoding="utf-8")
+    assert _cycles(_imports(package)) == []
 
 
 def _reaches(module: str) -> set[str]:

@@ -39,7 +39,7 @@ __all__ = [
     "violated",
 ]
 
-#: Version of the contract text (CONTRACT.md) the clauses implement; shown on reports and badges.
+#: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
 CONTRACT_VERSION = "2.1"
 
 #: ``trainer``: the ways real trainers drive loaders (contract version 2), run by default.

@@ -219,12 +219,12 @@ def distributed_batch_sampler(config: LoaderConfig) -> Any:
 
 def iterable_stateful(config: LoaderConfig) -> Any:
     """An ``IterableDataset`` with its own ``state_dict``/``load_state_dict``, sharded over workers."""
-    return _loader(StatefulShardedTokens(config), **_common(config))
+    return _loader(config.iterable_dataset(stateful=True), **_common(config))
 
 
 def iterable_stateless(config: LoaderConfig) -> Any:
     """An ``IterableDataset`` without state, sharded over workers: torchdata fast-forwards it."""
-    return _loader(ShardedTokens(config), **_common(config))
+    return _loader(config.iterable_dataset(), **_common(config))
 
 
 # --- the matrix -------------------------------------------------------------------------

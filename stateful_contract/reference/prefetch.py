@@ -57,12 +57,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sized
 from typing import Any
 
-from typing_extensions import Protocol, runtime_checkable
-
-from .window import WindowIterator, copy_state, decorate_window, snapshot_of
+from .window import StatefulBaseLoader, WindowIterator, copy_state, decorate_window, snapshot_of
 
 __all__ = [
     "AVG_TOKEN_COUNT_KEY",
@@ -98,20 +97,10 @@ _STATE_KEYS = frozenset({_VERSION, _GRAD_ACC_STEP, _BASE_STATE, _YIELDED, _NUM_W
 _BARE_BASE_STATE_HINTS = frozenset({"_snapshot", "_num_yielded", "_iterator_finished"})
 
 
-@runtime_checkable
-class StatefulBaseLoader(Protocol):
-    """What the wrapper needs from its base loader: torchdata's `StatefulDataLoader` API.
-
-    Each ``iter()`` is one epoch of mapping batches; ``load_state_dict`` is lazy (the next
-    ``iter()`` resumes from the loaded state) and a state taken at any point resumes
-    exactly there.
-    """
-
-    def __iter__(self) -> Iterator[Mapping[str, Any]]: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state_dict: dict[str, Any], /) -> None: ...
+def _current_pass(loader: weakref.ref[PrefetchGradAccDataLoader]) -> WindowIterator | None:
+    # Weakly: the loader holds its pass, and the pass must not hold the loader (WindowIterator).
+    owner = loader()
+    return None if owner is None else owner._active
 
 
 class PrefetchGradAccDataLoader:
@@ -186,7 +175,10 @@ class PrefetchGradAccDataLoader:
         # torchdata 0.11 with StatefulDistributedSampler reports the start of the epoch
         # at that point (docs/findings.md), which resumed with batches repeated.
         window_start = copy.deepcopy(pending[_BASE_STATE]) if pending is not None else self._snapshot_base()
-        active = WindowIterator(self, base_iter, window_start, skip)
+        active = WindowIterator(
+            self.base_dataloader, base_iter, window_start, skip, grad_acc_step=self.grad_acc_step,
+            decorate=self._decorator(), current_pass=functools.partial(_current_pass, weakref.ref(self)),
+        )
         self._active = active
         if skip:
             # Re-read the interrupted window now, so that a state that does not fit this

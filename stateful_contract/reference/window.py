@@ -3,22 +3,36 @@
 `WindowIterator` reads a whole gradient-accumulation window from the base iterator,
 counts its tokens, and yields the window's batches one by one; `position` says where
 a checkpoint taken now must resume. Kept apart from the wrapper's state handling,
-which is in `stateful_contract.reference.prefetch`.
+which is in `stateful_contract.reference.prefetch` and builds on this module (never the
+other way round): the iterator is handed what it reads, not the wrapper.
 """
 
 from __future__ import annotations
 
 import copy
-import weakref
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import torch
+from typing_extensions import Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from .prefetch import PrefetchGradAccDataLoader, StatefulBaseLoader
+__all__ = ["StatefulBaseLoader", "WindowIterator", "copy_state", "decorate_window", "snapshot_of"]
 
-__all__ = ["WindowIterator", "copy_state", "decorate_window", "snapshot_of"]
+
+@runtime_checkable
+class StatefulBaseLoader(Protocol):
+    """What the wrapper needs from its base loader: torchdata's `StatefulDataLoader` API.
+
+    Each ``iter()`` is one epoch of mapping batches; ``load_state_dict`` is lazy (the next
+    ``iter()`` resumes from the loaded state) and a state taken at any point resumes
+    exactly there.
+    """
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any], /) -> None: ...
 
 
 def snapshot_of(base: StatefulBaseLoader) -> dict[str, Any]:
@@ -88,22 +102,28 @@ class WindowIterator(Iterator[dict[str, Any]]):
     resume). Once a window is read, ``next_start`` is the base state right after it,
     i.e. the start of the next window; a fully yielded window reports that instead.
 
-    The loader is referenced weakly: it holds its current pass strongly (its position
-    lives here), and a cycle would keep a dropped loader's worker processes alive until
-    the garbage collector runs, possibly inside a freshly forked worker.
+    ``current_pass`` returns the owning loader's current pass (None once the loader is
+    gone): only that pass records positions. It must not hold the loader strongly: the
+    loader holds its current pass strongly (its position lives here), and a cycle would
+    keep a dropped loader's worker processes alive until the garbage collector runs,
+    possibly inside a freshly forked worker.
     """
 
     def __init__(
         self,
-        owner: PrefetchGradAccDataLoader,
+        base: StatefulBaseLoader,
         base_iter: Iterator[Mapping[str, Any]],
         window_start: dict[str, Any],
         skip: int,
+        *,
+        grad_acc_step: int,
+        decorate: Callable[[list[Mapping[str, Any]]], list[dict[str, Any]]],
+        current_pass: Callable[[], object],
     ) -> None:
-        self._owner = weakref.ref(owner)
-        self._base = owner.base_dataloader
-        self._grad_acc_step = owner.grad_acc_step
-        self._decorate = owner._decorator()
+        self._current_pass = current_pass
+        self._base = base
+        self._grad_acc_step = grad_acc_step
+        self._decorate = decorate
         self._base_iter = base_iter
         self._window_start = window_start
         self._consumed = skip
@@ -202,5 +222,4 @@ class WindowIterator(Iterator[dict[str, Any]]):
         return self._window_start, self._consumed
 
     def _is_active(self) -> bool:
-        owner = self._owner()
-        return owner is not None and owner._active is self
+        return self._current_pass() is self

@@ -2,11 +2,12 @@
 
 Every rank runs the same commands in the same order, because collectives
 (``all_gather``, ``torch.distributed.checkpoint.save``) need all ranks at once. Rank 0
-*leads*: it decides the next command (Hypothesis draws the examples on rank 0 only),
-broadcasts it, runs it itself and gathers every rank's result. The other ranks
-*follow*: receive, run, send back, until told to stop. So Hypothesis' search, its
-shrinking included, stays in step on all ranks without relying on every rank drawing
-the same examples.
+*leads*: it receives the next command from the engine in the caller's process
+(`stateful_contract._engine.ranks.server`), broadcasts it, runs it itself and gathers
+every rank's result. The other ranks *follow*: receive, run, send back, until told to
+stop. Hypothesis runs in the caller only, never on a rank: it draws each example and
+shrinks a failure there, so every rank runs the very same example without drawing
+anything itself.
 """
 
 from __future__ import annotations
