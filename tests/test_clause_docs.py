@@ -76,7 +76,7 @@ def test_the_tier_table_matches_the_registry() -> None:
 
 
 def test_the_page_states_the_contract_version_of_the_registry() -> None:
-    stated = re.search(r"The StatefulLoader contract, version (\S+?)\.", TEXT)
+    stated = re.search(r"The StatefulLoader contract, version (\S+?)\.(?:\s|$)", TEXT)
     assert stated, "docs/clauses.md should open with 'The StatefulLoader contract, version N.'"
     assert stated.group(1) == CONTRACT_VERSION, (
         f"docs/clauses.md states contract version {stated.group(1)}, "

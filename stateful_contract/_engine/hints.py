@@ -14,15 +14,24 @@ field is asked through that field.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._faces import hint_alignment
 from .._links import doc
+from ..config import LoaderConfig
 from .outcome import ClauseViolation
+from .plans import Alignment
 from .steps import LoaderError, Position, last_loader_type
 
-if TYPE_CHECKING:
-    from .example import Example
+
+class Example(Protocol):
+    """What a hint reads of the example it explains (`stateful_contract._engine.example.Example`,
+    which calls `attach_hints`: named here as a protocol, not imported back)."""
+
+    config: LoaderConfig
+    alignment: Alignment
+
+    def known_lengths(self) -> list[int] | None: ...
 
 __all__ = ["GENERATOR_ITER", "attach_hints", "inside_a_window", "lazy_iter_applies", "right_after_a_new_iter"]
 
