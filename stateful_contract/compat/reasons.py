@@ -1,80 +1,83 @@
 """Why each row of the compatibility matrix fails the clauses it declares: one text per mechanism.
 
-Each names its finding in docs/findings.md, where a reproduction that uses only torch and
-the package shows it, with what the package's maintainers would need to change.
+Each names its finding in docs/findings.md, linked in the published docs (`_links.doc`): a pip
+user has no docs/ directory. There a reproduction that uses only torch and the package shows
+it, with what the package's maintainers would need to change.
 """
 
 from __future__ import annotations
+
+from stateful_contract._links import doc
 
 NODES_TEMPLATE = (
     "torchdata.nodes Loader: a state_dict() before the first iter() creates the iterator and marks it "
     "'pre-called', and the next iter() returns that iterator without applying a load_state_dict() made in "
     "between: a loader given a template state first (as torch.distributed.checkpoint does) restarts from "
-    "the beginning (docs/findings.md, F17)"
+    f"the beginning (F17, {doc('findings.md', 'f17')})"
 )
 NODES_STALE_END = (
     "torchdata.nodes Loader: resumed from a state taken after an epoch's last batch, the loader starts the "
     "next epoch but its state_dict() returns the loaded state for the rest of the loader's life (a cached "
     "look-ahead state is never cleared), so a second resume repeats what the run trained since the first "
-    "(docs/findings.md, F18)"
+    f"(F18, {doc('findings.md', 'f18')})"
 )
 NODES_RANDOM_SAMPLER = (
     "torchdata.nodes SamplerWrapper saves a sampler's state only when the sampler object has state_dict(); "
     "torchdata's stateful RandomSampler keeps its state on the iterator it returns, so none is saved and a "
     "resume fast-forwards a fresh permutation of the sampler's generator, which is epoch 0's in a fresh "
-    "process and a later one in a used loader (docs/findings.md, F19); also F17 (SC19) and F18 (SC11) "
+    f"process and a later one in a used loader (F19, {doc('findings.md', 'f19')}); also F17 (SC19) and F18 (SC11) "
     "without shuffling"
 )
 NODES_SET_EPOCH = (
     "torchdata.nodes SamplerWrapper restores the saved epoch but, for a sampler with state_dict(), never "
     "calls its set_epoch(epoch) on resume: StatefulDistributedSampler resumes into epoch 0's permutation "
-    "(docs/findings.md, F20); the sampler itself reports the epoch's start until its first index (F11), "
+    f"(F20, {doc('findings.md', 'f20')}); the sampler itself reports the epoch's start until its first index (F11), "
     "and F17 (SC19) and F18 (SC11) apply too"
 )
 HF_REAPPLIED = (
     "datasets IterableDataset: a loaded state is applied at every iter() whose epoch number equals the saved "
     "one, and the epoch number changes only through dataset.set_epoch(): a trainer that iterates without "
     "set_epoch resumes every later epoch at the saved position, silently losing the samples before it "
-    "(docs/findings.md, F21)"
+    f"(F21, {doc('findings.md', 'f21')})"
 )
 HF_WORLD = (
     "datasets' state is the position in this rank's split (shard and example indices): resumed by a world "
     "of another size it is applied to another split, without an error, so samples are lost or repeated "
-    "(docs/findings.md, F21)"
+    f"(F21, {doc('findings.md', 'f21')})"
 )
 HF_END_OF_EPOCH = (
     "in the set_epoch loop, a state after an epoch's last batch resumed at the next epoch yields an empty "
-    "epoch: StatefulDataLoader's end-of-epoch state (docs/findings.md, F12), the next epoch is lost"
+    f"epoch: StatefulDataLoader's end-of-epoch state (F12, {doc('findings.md', 'f12')}), the next epoch is lost"
 )
 ACCELERATE = (
     "accelerate DataLoaderShard: state_dict() returns a copy taken in __init__ and refreshed only as batches "
     "are yielded, so right after load_state_dict() or iter() it is the wrong position; the state_dict() in "
     "__init__ also creates the base iterator, which draws from torch's global RNG, and a load discards it, "
     "so a resumed shuffled loader draws another permutation; the epoch (iteration) is not saved, so "
-    "set_epoch-seeded shuffling resumes into epoch 0's order (docs/findings.md, F22)"
+    f"set_epoch-seeded shuffling resumes into epoch 0's order (F22, {doc('findings.md', 'f22')})"
 )
 ACCELERATE_WORLD = (
     "accelerate's state is StatefulDataLoader's, which records neither the number of processes nor the rank: "
     "resumed by a world of another size, each process skips its count of batches in its new shard, so samples "
-    "are repeated or lost silently (docs/findings.md, F22; the same mechanism as F16)"
+    f"are repeated or lost silently (F22, {doc('findings.md', 'f22')}; the same mechanism as F16)"
 )
 TORCHTITAN = (
     "torchtitan ParallelAwareDataloader adds nothing to what it wraps: its state is StatefulDataLoader's "
     "(pickled under dp_rank_N) and the dataset is datasets' split_dataset_by_node, whose loaded state is "
-    "re-applied at every later epoch (docs/findings.md, F21)"
+    f"re-applied at every later epoch (F21, {doc('findings.md', 'f21')})"
 )
 LITDATA_AT_ITER = (
     "litdata StreamingDataLoader: its position moves at a pass's first batch, not at iter(), so a state taken "
     "right after iter() of a pass that follows one cut short still counts the abandoned pass' batches and the "
-    "resume skips them (docs/findings.md, F23)"
+    f"resume skips them (F23, {doc('findings.md', 'f23')})"
 )
 LITDATA_AFTER_LOAD = (
     "litdata StreamingDataLoader: state_dict() right after load_state_dict(), before iterating, moves the "
     "loader's epoch counters: the loader, and a loader resumed from that state, finish the resumed epoch in "
-    "another epoch's shuffled order, and it rewrites the caller's loaded dict in place (docs/findings.md, F23)"
+    f"another epoch's shuffled order, and it rewrites the caller's loaded dict in place (F23, {doc('findings.md', 'f23')})"
 )
 MANUAL_SKIP = (
     "the hand-written resume skips the saved epoch's first n batches of a fresh pass, but a fresh process "
     "draws epoch 0's permutation from the generator seeded at construction (and a used loader a later one): "
-    "after epoch 0 the skip is in the wrong order, silently (docs/findings.md, F24)"
+    f"after epoch 0 the skip is in the wrong order, silently (F24, {doc('findings.md', 'f24')})"
 )

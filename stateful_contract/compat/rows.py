@@ -155,7 +155,13 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     Row("litdata", "litdata", "litdata", "lit:litdata_streaming",
         "StreamingDataLoader(StreamingDataset(local optimized dir, 3 samples a chunk, shuffle, seed, drop_last))",
         {"SC13": why.LITDATA_AFTER_LOAD, "SC22": why.LITDATA_AT_ITER},
-        space=WORKERS, requires=("litdata",)),
+        space=WORKERS, requires=("litdata",),
+        note="SC23 passes on the ci profile's 12 examples, but not everywhere: measured by hand (litdata 0.2.76, "
+             "12 samples, batches of 2, drop_last=True, shuffled or not), a state taken after 1 batch with 0 or 1 "
+             "workers and resumed with 2 yields 8 of the 10 samples still due (samples 10 and 11 never come), "
+             "while uninterrupted loaders with 0 and with 2 workers both yield all 12: the rest of the epoch is "
+             "restriped over the new workers and drop_last then drops each worker's odd sample. A silent loss "
+             "of litdata's elastic resume under drop_last (litData#878), which the ci search does not reach."),
     Row("mosaic_streaming", "mosaicml-streaming", "mosaicml-streaming", "mosaic:mosaic_streaming",
         "StreamingDataLoader(StreamingDataset(local=MDS dir, shuffle, shuffle_seed, batch_size))",
         space=WORKERS, requires=("streaming",),

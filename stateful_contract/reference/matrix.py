@@ -3,7 +3,7 @@
 Each function here is a loader factory, ``factory(config) -> fresh loader``, and a CLI
 target ``stateful_contract.reference.matrix:NAME``. `MATRIX` maps each name to its
 factory, a description, the clauses it is *measured* to violate (with the reason;
-docs/findings.md has the reproductions) and, where the configuration needs it, the
+the published docs' findings page has the reproductions) and, where the configuration needs it, the
 part of the configuration space it is checked on (worker-only options such as
 ``persistent_workers`` or ``snapshot_every_n_steps``).
 
@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from stateful_contract._links import doc
 from stateful_contract.config import ConfigSpace, LoaderConfig
 
 from .iterable_loaders import ShardedTokens, StatefulShardedTokens
@@ -255,7 +256,7 @@ _LOADER_GENERATOR = (
     "torchdata 0.11, num_workers=0: each iterator draws its workers' base seed from the loader's "
     "generator=, which is also the sampler's; a resumed iterator restores the sampler's generator "
     "to before that draw and does not replay it, so every epoch after the resumed one is shuffled "
-    "differently (docs/findings.md, F1; with worker processes the saved generator state already "
+    f"differently (F1, {doc('findings.md', 'f1')}; with worker processes the saved generator state already "
     "follows the draw and the resume is exact)"
 )
 _STATELESS_SAMPLER = (
@@ -264,22 +265,23 @@ _STATELESS_SAMPLER = (
     "generator= or from the freshly seeded global RNG); a state taken in epoch e >= 1 resumes into "
     "epoch 0's order and stays e epochs behind; without a generator each epoch's seed also comes "
     "from the global RNG when the epoch starts, so anything else drawing from it in between changes "
-    "later epochs (SC13) (docs/findings.md, F2; SC17 fails through the same resume, not the round trip)"
+    f"later epochs (SC13) (F2, {doc('findings.md', 'f2')}; SC17 fails through the same resume, not the round trip)"
 )
 _STATELESS_ITERABLE = (
     "torchdata fast-forwards an IterableDataset without state by calling next() _num_yielded times, "
     "and each call counts again: the state of a fast-forwarded loader reports twice the batches, so "
-    "a state taken after such a resume (before or after iterating) skips batches (docs/findings.md, F3)"
+    f"a state taken after such a resume (before or after iterating) skips batches (F3, {doc('findings.md', 'f3')})"
 )
 _END_OF_EPOCH_IN_THE_LOOP = (
     "in the set_epoch loop, a state taken after an epoch's last batch, resumed at the next epoch as trainers "
     "do, skips the new epoch's indices by the finished epoch's count: the next epoch is lost (verl#7401; "
-    "docs/findings.md, F12)"
+    f"F12, {doc('findings.md', 'f12')})"
 )
 _STATEFUL_DISTRIBUTED = (
     "StatefulDistributedSampler resets its count only at an epoch's first index: states after StopIteration "
-    "or after a later epoch's iter() resume into an empty epoch, an epoch lost (SC10, SC21; docs/findings.md, "
-    "F4, F12); a state right after a load reports the epoch's start, and resumes repeat batches (SC11, SC13; F11); "
+    "or after a later epoch's iter() resume into an empty epoch, an epoch lost (SC10, SC21; F4 and F12, "
+    f"{doc('findings.md', 'f4')}, {doc('findings.md', 'f12')}); a state right after a load reports the epoch's "
+    f"start, and resumes repeat batches (SC11, SC13; F11, {doc('findings.md', 'f11')}); "
     "the same lazy count makes a state right after the iter() of a pass cut short the abandoned pass's (SC22)"
 )
 MATRIX: dict[str, MatrixEntry] = {
@@ -326,7 +328,7 @@ _WORLD_CHANGE = (
     "torchdata 0.11's StatefulDistributedSampler saves only how many indices this rank has yielded "
     "('yielded'), not num_replicas: resumed on another world size, each rank skips that many indices of "
     "its new shard, so a smaller world repeats samples and a larger one loses some, silently "
-    "(docs/findings.md, F16)"
+    f"(F16, {doc('findings.md', 'f16')})"
 )
 #: Entries checked on several ranks (``check(entry.target, world_size=entry.world_size)``).
 MULTI_RANK: dict[str, MatrixEntry] = {"stateful_distributed_sampler": MatrixEntry(
