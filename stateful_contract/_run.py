@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ._engine.advice import collecting
@@ -125,8 +125,8 @@ class _Run:
         if self.replay is not None and c.budget != "once":
             config, plan = self.replay[0], self.replay[1] if c.has_plan else None  # SC18: the config alone
             failed = replay_one(c, self.executor, config, plan)
-            outcome = Outcome("passed", examples=1) if failed is None or failed.outcome is None else Outcome(
-                **{**failed.outcome.__dict__, "reproduction": failed.reproduction, "examples": 1})
+            outcome = Outcome("passed", examples=1) if failed is None or failed.outcome is None else replace(
+                failed.outcome, reproduction=failed.reproduction, examples=1)
             passed = [(config, plan)] if outcome.status == "passed" else []
         else:
             passed = []
@@ -311,7 +311,7 @@ class _Run:
         if interrupted and c in run_order(self.selected):
             why = ("the check was interrupted while this clause ran" if c == self.current
                    else "the check was interrupted before this clause")
-            return ClauseResult(c.id, c.name, c.tier, "not-judged", why)
-        return ClauseResult(c.id, c.name, c.tier, "skipped", c.skip_reason)
+            return ClauseResult(c.id, c.name, c.tier, Outcome("not-judged", message=why))
+        return ClauseResult(c.id, c.name, c.tier, Outcome("skipped", message=c.skip_reason))
 
 
