@@ -29,7 +29,7 @@ from ._parallel import default_jobs
 from ._run import Progress, _Run
 from ._storage import no_hypothesis_files
 from ._target import describe_factory, factory_import_line, import_line, load_target
-from .clauses import CLAUSES, clause
+from .clauses import CLAUSES, clause, default_selection
 from .config import ConfigSpace, LoaderConfig
 from .profiles import get_profile
 from .report import Report
@@ -57,9 +57,7 @@ def _alignment_text(alignment: Alignment) -> str | None:
 def selected_clauses(clauses: Iterable[str] | None, strict: bool, world_size: int) -> list[str]:
     """The clause IDs a run judges: the named ones, or every clause of the tiers that apply."""
     if clauses is None:
-        tiers = {"structure", "core", "trainer"} | ({"strict"} if strict else set()) | (
-            {"distributed"} if world_size > 1 else set())
-        return [c.id for c in CLAUSES if c.tier in tiers]
+        return [c.id for c in default_selection(strict=strict, world_size=world_size)]
     return [clause(c).id for c in clauses]
 
 

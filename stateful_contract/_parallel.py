@@ -33,11 +33,7 @@ from ._engine.executors import Executor
 from ._engine.outcome import Outcome
 from .clauses import Clause
 
-__all__ = ["SLOW_FIRST", "Speedup", "default_jobs", "judge_apart"]
-
-#: Clauses handed out first: each takes longest in a ci run on a correct loader (measured,
-#: docs/performance.md), and a long clause started last would leave the other cores idle.
-SLOW_FIRST = ("SC19", "SC22", "SC17", "SC20", "SC16", "SC11", "SC23", "SC12", "SC10", "SC13", "SC15", "SC14")
+__all__ = ["Speedup", "default_jobs", "judge_apart"]
 
 
 def default_jobs() -> int:
@@ -78,7 +74,8 @@ def judge_apart(clauses: Sequence[Clause], jobs: int, *, judge: Judge, executor:
     ``judge(clause, executor)`` runs in the job; ``started`` and ``done(clause, outcome, seconds)``
     run here, in the order the clauses are handed out and come back.
     """
-    order = sorted(clauses, key=lambda c: (SLOW_FIRST.index(c.id) if c.id in SLOW_FIRST else len(SLOW_FIRST), c.id))
+    # The costliest first (`Clause.cost`): a long clause started last would leave the other cores idle.
+    order = sorted(clauses, key=lambda c: (-c.cost, c.id))
     speed = Speedup(jobs=min(jobs, len(order)), clauses=len(order))
     began = time.perf_counter()
     ctx = multiprocessing.get_context("fork")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ._engine.advice import collecting
@@ -22,7 +22,7 @@ from ._engine.plans import Alignment
 from ._engine.search import judge_runs, replay_one, search
 from ._engine.siblings import PendingSibling
 from ._engine.supervised import Supervised
-from .clauses import Clause, clause, run_order
+from .clauses import Clause, clause, load_prober, run_order
 from .clauses.registry import LOAD, load_blocks
 from .config import ConfigSpace, LoaderConfig
 from .profiles import get_profile
@@ -104,8 +104,8 @@ class _Run:
         return None
 
     def judge(self, c: Clause) -> Outcome:
-        if c.id == "SC02" and self.load_failed is not None:
-            # The probe was SC02's example: running it again would hang or crash the same way.
+        if c.probes_load and self.load_failed is not None:
+            # The probe was this clause's example: running it again would hang or crash the same way.
             return self.outcome_of_run(c, self.load_failed)
         restarted = c.restarted()
         worlds = c.fresh_worlds(self.executor.world_size)
@@ -125,8 +125,8 @@ class _Run:
         if self.replay is not None and c.budget != "once":
             config, plan = self.replay[0], self.replay[1] if c.has_plan else None  # SC18: the config alone
             failed = replay_one(c, self.executor, config, plan)
-            outcome = Outcome("passed", examples=1) if failed is None or failed.outcome is None else Outcome(
-                **{**failed.outcome.__dict__, "reproduction": failed.reproduction, "examples": 1})
+            outcome = Outcome("passed", examples=1) if failed is None or failed.outcome is None else replace(
+                failed.outcome, reproduction=failed.reproduction, examples=1)
             passed = [(config, plan)] if outcome.status == "passed" else []
         else:
             passed = []
@@ -201,10 +201,11 @@ class _Run:
         self.load_probe, self.load_detail, self.load_failed = found.form, found.detail, found.failed
         if self.load_probe in ("positional", "keyword"):
             self.executor.load_form = self.load_probe
-        if self.load_probe == "unusable" and "SC02" not in self.selected:
+        prober = load_prober().id
+        if self.load_probe == "unusable" and prober not in self.selected:
             # Otherwise every clause selected would be "not judged" and the run would pass.
-            self.selected.append("SC02")
-            self.notes.append("SC02 was judged too: load_state_dict cannot take a state, which every clause "
+            self.selected.append(prober)
+            self.notes.append(f"{prober} was judged too: load_state_dict cannot take a state, which every clause "
                               "selected needs")
 
     def run(self) -> None:
@@ -216,8 +217,8 @@ class _Run:
         self.probe()
         keyword_note = ""
         if self.load_probe == "keyword" and any(LOAD in clause(s).needs for s in self.selected):
-            keyword_note = ("load_state_dict(state) rejects a positional state (SC02); the other clauses ran "
-                            "through load_state_dict(state_dict=state)")
+            keyword_note = (f"load_state_dict(state) rejects a positional state ({load_prober().id}); the other "
+                            "clauses ran through load_state_dict(state_dict=state)")
             self.notes.append(keyword_note)
         order = run_order(self.selected)
         needed = {n for c in order for n in c.needs}
@@ -236,10 +237,10 @@ class _Run:
                 self.emit(c, 0, 1)
                 outcome = self.judge(c)
                 self.current = None
-            if c.id == "SC02" and keyword_note:
+            if c.probes_load and keyword_note:
                 outcome.notes.append(keyword_note)
             seconds = time.perf_counter() - started
-            if c.id == "SC02" and self.load_failed is not None:
+            if c.probes_load and self.load_failed is not None:
                 seconds += self.load_failed.seconds  # its example was the probe's
             self.record(c, outcome, seconds)
         if apart:
@@ -310,7 +311,7 @@ class _Run:
         if interrupted and c in run_order(self.selected):
             why = ("the check was interrupted while this clause ran" if c == self.current
                    else "the check was interrupted before this clause")
-            return ClauseResult(c.id, c.name, c.tier, "not-judged", why)
-        return ClauseResult(c.id, c.name, c.tier, "skipped", c.skip_reason)
+            return ClauseResult(c.id, c.name, c.tier, Outcome("not-judged", message=why))
+        return ClauseResult(c.id, c.name, c.tier, Outcome("skipped", message=c.skip_reason))
 
 

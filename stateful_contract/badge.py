@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from .clauses.registry import TIERS
 from .report import ClauseResult, Report
 
 __all__ = [
@@ -53,9 +54,10 @@ COLORS: dict[str, str] = {
 #: covers MindSpeed-MM's wrapper (SC02 and four clauses showing its mid-window bug).
 MAX_NAMED_CLAUSES = 5
 
-#: Tiers whose verdict decides the colour. The strict tier goes beyond StatefulDataLoader
-#: and is only mentioned in the text.
-CORE_TIERS = frozenset({"structure", "core", "trainer", "distributed"})
+#: Tiers whose verdict decides the colour (`TIERS`: ``on_badge``); the others (the strict
+#: tier, beyond StatefulDataLoader) are only mentioned in the text.
+CORE_TIERS = frozenset(t.name for t in TIERS.values() if t.on_badge)
+_MENTIONED_TIERS = frozenset(TIERS) - CORE_TIERS
 
 # Advance widths in pixels of Verdana at 11px for printable ASCII (32..126), the font and
 # size shields.io measures badge text with; one row per 16 characters starting at " ".
@@ -149,7 +151,7 @@ def badge_message(report: Report) -> str:
     alignment = _alignment(report)
     if alignment:
         message += (", " if deviations else " ") + alignment
-    strict = _ran(report, frozenset({"strict"}))
+    strict = _ran(report, _MENTIONED_TIERS)
     if strict:
         message += ", fails strict" if any(r.is_failure for r in strict) else " + strict"
     return message

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from ._engine.impact import Impact
 from ._engine.outcome import Outcome, Status
@@ -21,7 +21,7 @@ from .clauses.registry import CONTRACT_VERSION
 if TYPE_CHECKING:
     from .clauses.registry import Clause
 
-__all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Report", "Status", "same_causes"]
+__all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Outcome", "Report", "Status", "same_causes"]
 
 #: Statuses that make the overall verdict fail: a clause broken, or a declared
 #: expected failure that no longer fails (the declaration list must stay current).
@@ -41,60 +41,86 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: Older reports still load.
 REPORT_FORMAT = 6
 
+T = TypeVar("T")
+_OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
+
+
+class _OfOutcome(Generic[T]):
+    """A field of the result's `Outcome`, read and written through the result (``result.got``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _OfOutcome[T]: ...
+    @overload
+    def __get__(self, obj: ClauseResult, owner: type) -> T: ...
+    def __get__(self, obj: ClauseResult | None, owner: type) -> T | _OfOutcome[T]:
+        return self if obj is None else cast(T, getattr(obj.outcome, self.name))
+
+    def __set__(self, obj: ClauseResult, value: T) -> None:
+        setattr(obj.outcome, self.name, value)
+
 
 @dataclass
 class ClauseResult:
-    """The verdict on one clause."""
+    """The verdict on one clause: what the engine found (its `Outcome`), under the clause's name.
+
+    The outcome's fields read as the result's own (``result.status``, ``result.expected``,
+    ``result.got``, ...); see `stateful_contract._engine.outcome.Outcome` for what each
+    holds. The JSON record is flat, as in every report format.
+    """
 
     id: str
     name: str
     tier: str
-    status: Status
-    message: str = ""
-    reproduction: str = ""
+    outcome: Outcome
     seconds: float = 0.0
-    examples: int = 0
     expected_failure_reason: str | None = None
-    notes: list[str] = field(default_factory=list)
-    #: For a search that failed: how many examples had run when the first counterexample
-    #: appeared (the rest were spent shrinking it).
-    found_after: int | None = None
-    #: What the clause expected, what came instead, at which checkpoint, on which rank.
-    expected: str = ""
-    got: str = ""
-    context: str = ""
-    rank: int | None = None
-    #: The minimal failing example: its config (``LoaderConfig(...)``) and plan.
-    config: str = ""
-    plan: str = ""
-    #: What the search's examples covered: checkpoints ``mid-window``, at ``window-boundary``,
-    #: at ``epoch-end``, ``after-stop-iteration``, ``before-first-iter``; examples
-    #: ``with-workers``; ``hops`` (`stateful_contract._engine.coverage`).
-    coverage: dict[str, int] = field(default_factory=dict)
-    #: What ended the failing example when it did not end by itself: a signal that killed the
-    #: loader's process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed
-    #: when it could not be) or ``"memory limit"``.
-    killed_by: str = ""
-    #: What the failure does to a training run, measured on its minimal example: silent (samples
-    #: lost, repeated, reordered, a state unusable later) or loud (which of the trainer's calls
-    #: raises or stops). None for a clause that did not fail, and in reports before format 6.
-    impact: Impact | None = None
 
-    def __post_init__(self) -> None:
-        if isinstance(self.impact, Mapping):  # as read back from JSON
-            self.impact = Impact.from_dict(self.impact)
+    status = _OfOutcome[Status]()
+    message = _OfOutcome[str]()
+    reproduction = _OfOutcome[str]()
+    examples = _OfOutcome[int]()
+    notes = _OfOutcome[list[str]]()
+    found_after = _OfOutcome[int | None]()
+    expected = _OfOutcome[str]()
+    got = _OfOutcome[str]()
+    context = _OfOutcome[str]()
+    rank = _OfOutcome[int | None]()
+    config = _OfOutcome[str]()
+    plan = _OfOutcome[str]()
+    coverage = _OfOutcome[dict[str, int]]()
+    killed_by = _OfOutcome[str]()
+    impact = _OfOutcome[Impact | None]()
 
     @classmethod
     def from_outcome(cls, c: Clause, outcome: Outcome, *, seconds: float = 0.0) -> ClauseResult:
-        """The record of one clause, from what the engine found."""
+        """The record of one clause, from what the engine found: the failing example's parts only
+        for a failure."""
         failed = outcome.status == "failed"
-        return cls(c.id, c.name, c.tier, outcome.status, outcome.message, outcome.reproduction if failed else "",
-                   seconds, outcome.examples, notes=list(outcome.notes), found_after=outcome.found_after,
-                   expected=outcome.expected, got=outcome.got, context=outcome.context, rank=outcome.rank,
-                   config=outcome.config if failed else "", plan=outcome.plan if failed else "",
-                   killed_by=outcome.killed_by, coverage=dict(outcome.coverage),
-                   impact=dataclasses.replace(outcome.impact, counts=dict(outcome.impact.counts))
-                   if failed and outcome.impact is not None else None)
+        impact = outcome.impact if failed else None
+        kept = dataclasses.replace(
+            outcome, notes=list(outcome.notes), coverage=dict(outcome.coverage),
+            reproduction=outcome.reproduction if failed else "", config=outcome.config if failed else "",
+            plan=outcome.plan if failed else "",
+            impact=None if impact is None else dataclasses.replace(impact, counts=dict(impact.counts)))
+        return cls(c.id, c.name, c.tier, kept, seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat JSON record: the clause, its outcome's fields, the time and the declaration."""
+        return {"id": self.id, "name": self.name, "tier": self.tier, **asdict(self.outcome),
+                "seconds": self.seconds, "expected_failure_reason": self.expected_failure_reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClauseResult:
+        """A record of any report format: unknown fields (a newer format) are dropped, missing ones
+        (older formats) take their defaults."""
+        fields = {k: v for k, v in data.items() if k in _OUTCOME_FIELDS}
+        if isinstance(fields.get("impact"), Mapping):
+            fields["impact"] = Impact.from_dict(fields["impact"])
+        return cls(data["id"], data["name"], data["tier"], Outcome(**fields), seconds=data.get("seconds", 0.0),
+                   expected_failure_reason=data.get("expected_failure_reason"))
 
     def to_exception(self) -> AssertionError:
         """The failure as an exception to raise, its reproduction attached as a PEP 678 note.
@@ -196,7 +222,7 @@ class Report:
             "notes": list(self.notes),
             "interrupted": self.interrupted,
             "same_cause": same_causes(self.results),
-            "clauses": [asdict(r) for r in self.results],
+            "clauses": [r.to_dict() for r in self.results],
         }
 
     def to_json(self, path: str | Path | None = None) -> str:
@@ -207,9 +233,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
-        known = {f.name for f in dataclasses.fields(ClauseResult)}
-        # Unknown fields (a newer format) are dropped; missing ones (format 1) take their defaults.
-        results = [ClauseResult(**{k: v for k, v in r.items() if k in known}) for r in data["clauses"]]
+        results = [ClauseResult.from_dict(r) for r in data["clauses"]]
         return cls(
             target=data["target"],
             results=results,

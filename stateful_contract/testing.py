@@ -35,7 +35,7 @@ from ._engine.supervised import Isolation
 from ._faces import speaking
 from ._render import render_result
 from ._target import factory_import_line
-from .clauses import CLAUSES, Clause
+from .clauses import CLAUSES, Clause, default_selection
 from .config import ConfigSpace, LoaderConfig
 from .protocol import StatefulLoader
 from .pytest_plugin import LEGACY_PREFIX, MARKER, REPORTS, run_profile, run_seed
@@ -162,10 +162,8 @@ class StatefulLoaderContract:
 
 
 def clauses_for(cls: type[StatefulLoaderContract]) -> list[Clause]:
-    """Structure and core always, the strict tier on request."""
-    wanted = {"structure", "core", "trainer"} | ({"strict"} if cls.strict else set()) | (
-        {"distributed"} if cls.world_size > 1 else set())
-    return [c for c in CLAUSES if c.tier in wanted]
+    """The class's default selection: the strict tier on request, the multi-rank one on several ranks."""
+    return default_selection(strict=cls.strict, world_size=cls.world_size)
 
 
 def selected_clauses(session: pytest.Session, cls: type) -> list[str]:

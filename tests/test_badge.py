@@ -19,6 +19,7 @@ from stateful_contract.badge import (
     write_badge,
 )
 from stateful_contract.cli import main
+from stateful_contract.report import Outcome
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -37,7 +38,7 @@ def make_report(
             c.id,
             c.name,
             c.tier,
-            statuses.get(c.id, "passed" if c.tier in ("structure", "core") else "skipped"),  # type: ignore[arg-type]
+            Outcome(statuses.get(c.id, "passed" if c.tier in ("structure", "core") else "skipped")),  # type: ignore[arg-type]
             expected_failure_reason=reasons.get(c.id),
         )
         for c in CLAUSES

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from stateful_contract._engine.impact import Impact, epochs_impact, stream_impac
 from stateful_contract._render import render_report, summary_line
 from stateful_contract.badge import badge_message
 from stateful_contract.export import junit_xml, markdown_summary
-from stateful_contract.report import REPORT_FORMAT, ClauseResult, same_causes
+from stateful_contract.report import REPORT_FORMAT, ClauseResult, Outcome, same_causes
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
 
@@ -144,9 +143,10 @@ def test_an_epoch_loop_counts_the_epoch_that_differs() -> None:
 def _failed(cid: str, *, got: str = "batch 0 differs", config: str = "LoaderConfig(dataset_size=2)",
             impact: Impact | None = None) -> ClauseResult:
     entry = next(c for c in CLAUSES if c.id == cid)
-    return ClauseResult(cid, entry.name, entry.tier, "failed", message=f"{cid} {entry.name}\nGot: {got}",
-                        got=got, config=config, reproduction=f"# the program of {cid}",
-                        impact=impact or Impact("silent", "1 sample lost in epoch 0", counts={"lost": 1}, at=1))
+    return ClauseResult(cid, entry.name, entry.tier, Outcome(
+        "failed", message=f"{cid} {entry.name}\nGot: {got}", got=got, config=config,
+        reproduction=f"# the program of {cid}",
+        impact=impact or Impact("silent", "1 sample lost in epoch 0", counts={"lost": 1}, at=1)))
 
 
 def test_failures_with_one_cause_are_one_story_and_keep_their_reproductions() -> None:
@@ -192,11 +192,11 @@ def test_the_impact_round_trips_through_json_and_a_format_5_report_still_loads(t
     (Impact("silent", "order changed", counts={"reordered": 2}), "silently reorders data"),
 ])
 def test_the_badge_hints_at_what_the_failures_do(impact: Impact, hint: str) -> None:
-    report = Report(target="t", results=[replace(_failed("SC10"), impact=impact)])
+    report = Report(target="t", results=[_failed("SC10", impact=impact)])
     assert badge_message(report) == f"failing 1 clause (SC10): {hint}"
 
 
 def test_the_badge_names_a_crash_before_a_silent_loss() -> None:
-    crash = replace(_failed("SC02"), impact=Impact("loud", "load_state_dict() at resume raises TypeError", "load"))
+    crash = _failed("SC02", impact=Impact("loud", "load_state_dict() at resume raises TypeError", "load"))
     report = Report(target="t", results=[crash, _failed("SC10")])
     assert badge_message(report) == "failing 2 clauses (SC02, SC10): crashes on resume, silent data loss"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from stateful_contract import Report
+from stateful_contract import CONTRACT_VERSION, Report
 from stateful_contract.cli import main
 from stateful_contract.pytest_plugin import report_paths
 
@@ -131,6 +131,6 @@ def test_downstream_flow_in_a_fresh_process(pytester: pytest.Pytester, monkeypat
     monkeypatch.chdir(pytester.path)
     assert main(["badge", "reports/seed.json", "--svg", "reports/seed.svg", "--endpoint", "reports/seed.endpoint.json"]) == 0
     endpoint = json.loads((pytester.path / "reports/seed.endpoint.json").read_text())
-    assert endpoint == {"schemaVersion": 1, "label": "StatefulLoader contract v2",
+    assert endpoint == {"schemaVersion": 1, "label": f"StatefulLoader contract v{CONTRACT_VERSION}",
                         "message": "failing 1 clause (SC02): crashes on resume", "color": "red"}
     assert (pytester.path / "reports/seed.svg").read_text().startswith("<svg ")

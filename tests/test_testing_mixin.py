@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from stateful_contract import CLAUSES, Report
+from stateful_contract import Report
+from stateful_contract.clauses import default_selection
 from stateful_contract.testing import StatefulLoaderContract, clauses_for, engine_profile
 
 pytest_plugins = ["pytester"]
@@ -27,7 +28,7 @@ SMALL = ConfigSpace(num_workers=(0,), dataset_size=(1, 6), batch_size=(1, 2), gr
 """
 
 #: The ids pytest must show for a class that runs the default tiers (structure, core, trainer).
-CORE_IDS = [f"{c.id}-{c.name}" for c in CLAUSES if c.tier in ("structure", "core", "trainer")]
+CORE_IDS = [f"{c.id}-{c.name}" for c in default_selection()]
 
 
 def downstream(loader: str, body: str = "", *, profile: str = "dev") -> str:

@@ -80,12 +80,16 @@ class Outcome:
     message: str = ""
     reproduction: str = ""
     examples: int = 0
+    #: For a search that failed: how many examples had run when the first counterexample
+    #: appeared (the rest were spent shrinking it).
     found_after: int | None = None
     notes: list[str] = field(default_factory=list)
     #: The plan of the failing example (for a replay), as ``repr``.
     plan: str = ""
     config: str = ""
-    #: What the search's examples covered (`stateful_contract._engine.coverage`): category -> count.
+    #: What the search's examples covered (`stateful_contract._engine.coverage`): category -> count;
+    #: checkpoints ``mid-window``, at ``window-boundary``, at ``epoch-end``, ``after-stop-iteration``,
+    #: ``before-first-iter``; examples ``with-workers``; ``hops``.
     coverage: dict[str, int] = field(default_factory=dict)
     #: What ended the example when it did not end by itself: a signal that killed the loader's
     #: process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed when it
@@ -93,6 +97,7 @@ class Outcome:
     killed_by: str = ""
     #: What the failure does to a training run: silent (lost, repeated, reordered, a state unusable
     #: later) or loud (which of the trainer's calls raises or stops), on the minimal example.
+    #: On a report: None for a clause that did not fail, and in reports before format 6.
     impact: Impact | None = None
 
     @staticmethod

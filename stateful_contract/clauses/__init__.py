@@ -8,9 +8,18 @@ See `stateful_contract.clauses.registry` for how a clause is defined, and
 from __future__ import annotations
 
 from . import distributed, epochs, resume, strict, structure, trainer, world_change
-from .registry import CONTRACT_VERSION, Clause, all_clauses, lookup, run_order
+from .registry import (
+    CONTRACT_VERSION,
+    TIERS,
+    Clause,
+    all_clauses,
+    default_selection,
+    load_prober,
+    lookup,
+    run_order,
+)
 
-__all__ = ["CLAUSES", "CONTRACT_VERSION", "Clause", "clause", "run_order"]
+__all__ = ["CLAUSES", "CONTRACT_VERSION", "TIERS", "Clause", "clause", "default_selection", "load_prober", "run_order"]
 
 #: Every clause of the contract, in ID order.
 CLAUSES: tuple[Clause, ...] = all_clauses()

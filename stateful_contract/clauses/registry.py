@@ -6,9 +6,12 @@
         ...  # steps, then a pure judgement that raises ClauseViolation
 
 The decorator attaches a `Clause` to the function (as Hypothesis' ``@rule`` attaches a
-``Rule``) and registers it. The run order, the selection by tier, the "not judged
-because SCxx failed" texts and the skip texts are all derived from these objects;
-nothing about a clause is kept anywhere else. IDs are public names that downstream
+``Rule``) and registers it. The tiers are data too (`TIERS`: which run by default, from
+which world size, which decide the badge, their skip texts). The run order, the default
+selection (`default_selection`), the order of parallel jobs (``cost``), the clause that
+judges the load probe (``probes_load``), the "not judged because SCxx failed" texts and
+the skip texts are all derived from these objects; nothing about a clause is kept
+anywhere else. IDs are public names that downstream
 reports, badges and expected-failure lists refer to: never renumber, only add.
 """
 
@@ -30,10 +33,14 @@ __all__ = [
     "CONTRACT_VERSION",
     "LOAD",
     "RESUMES",
+    "TIERS",
     "Clause",
     "Tier",
+    "TierInfo",
     "all_clauses",
     "clause",
+    "default_selection",
+    "load_prober",
     "lookup",
     "run_order",
     "violated",
@@ -53,10 +60,35 @@ F = TypeVar("F", bound=Callable[..., Any])
 PlanDrawer = Callable[[Any, list[int], LoaderConfig, Alignment], Any]
 WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], None]
 
-_SKIP_TEXT: dict[str, str] = {
-    "strict": f"strict tier: run with {hint_strict()}",
-    "distributed": f"multi-rank: run with {hint_world_size(2)}",
-}
+@dataclass(frozen=True)
+class TierInfo:
+    """What a tier means for a run: whether it runs unasked, from which world size, on the badge."""
+
+    name: Tier
+    #: Run without being asked for (the others need ``strict=True``).
+    default: bool
+    #: Decides the badge's colour; the others are only mentioned in its text.
+    on_badge: bool
+    #: Runs only on at least this many ranks.
+    min_world_size: int = 1
+    #: Why one of its clauses was skipped, and how to run it.
+    skip_text: str = "not selected"
+
+    def applies(self, *, strict: bool, world_size: int) -> bool:
+        """Whether a run with no clause named judges this tier."""
+        return (self.default or strict) and world_size >= self.min_world_size
+
+
+#: Every tier. The strict tier goes beyond StatefulDataLoader's own semantics: it runs on
+#: request and never turns the badge red.
+TIERS: dict[Tier, TierInfo] = {t.name: t for t in (
+    TierInfo("structure", default=True, on_badge=True),
+    TierInfo("core", default=True, on_badge=True),
+    TierInfo("trainer", default=True, on_badge=True),
+    TierInfo("distributed", default=True, on_badge=True, min_world_size=2,
+             skip_text=f"multi-rank: run with {hint_world_size(2)}"),
+    TierInfo("strict", default=False, on_badge=False, skip_text=f"strict tier: run with {hint_strict()}"),
+)}
 
 
 @dataclass(frozen=True)
@@ -87,6 +119,12 @@ class Clause:
     #: The world sizes the fresh processes of ``after_restart`` run on, given the check's
     #: (an elastic restart, SC31); None: the check's own.
     restart_worlds: Callable[[int], tuple[int | None, ...]] | None = field(default=None, compare=False, repr=False)
+    #: Relative time of its search in a ci run on a correct loader (the order measured for
+    #: docs/performance.md): parallel jobs take the costliest first, so none starts last.
+    cost: int = 0
+    #: Its one example is the run's load probe (``load_state_dict(state)`` positionally): when
+    #: the probe hung or crashed, that is its verdict, and it is judged whenever no form loads.
+    probes_load: bool = False
 
     @property
     def heading(self) -> str:
@@ -98,7 +136,7 @@ class Clause:
 
     @property
     def skip_reason(self) -> str:
-        return _SKIP_TEXT.get(self.tier, "not selected")
+        return TIERS[self.tier].skip_text
 
     def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment,
                   space: Any = None) -> Any:
@@ -128,14 +166,15 @@ _REGISTRY: dict[str, Clause] = {}
 
 def load_blocks(detail: str = "") -> str:
     """Why a clause cannot be judged when no form of ``load_state_dict`` takes a state."""
-    return f"load_state_dict cannot be called with a state at all{f' ({detail})' if detail else ''}; see SC02"
+    return f"load_state_dict cannot be called with a state at all{f' ({detail})' if detail else ''}; see {load_prober().id}"
 
 
 def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), budget: Budget = "search",
            plan: PlanDrawer | None = None, fixed_config: LoaderConfig | None = None, blocks: str = "",
            world: WorldJudgement | None = None,
            after_restart: tuple[Callable[..., Any], WorldJudgement] | None = None,
-           restart_worlds: Callable[[int], tuple[int | None, ...]] | None = None) -> Callable[[F], F]:
+           restart_worlds: Callable[[int], tuple[int | None, ...]] | None = None, cost: int = 0,
+           probes_load: bool = False) -> Callable[[F], F]:
     """Register the decorated scenario as a clause; its docstring's first paragraph is the statement."""
 
     def register(fn: F) -> F:
@@ -145,7 +184,7 @@ def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), 
         if clause_id in _REGISTRY:
             raise ValueError(f"clause {clause_id} is registered twice")
         entry = Clause(clause_id, name, tier, " ".join(doc.split()), fn, budget, plan, tuple(needs), fixed_config,
-                       blocks, world, after_restart, restart_worlds)
+                       blocks, world, after_restart, restart_worlds, cost, probes_load)
         _REGISTRY[clause_id] = entry
         fn.clause = entry  # type: ignore[attr-defined]
         return fn
@@ -156,6 +195,16 @@ def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), 
 def all_clauses() -> tuple[Clause, ...]:
     """Every registered clause, in ID order (the catalogue)."""
     return tuple(_REGISTRY[cid] for cid in sorted(_REGISTRY))
+
+
+def default_selection(*, strict: bool = False, world_size: int = 1) -> list[Clause]:
+    """The clauses a run judges when none is named: every clause of the tiers that apply."""
+    return [c for c in all_clauses() if TIERS[c.tier].applies(strict=strict, world_size=world_size)]
+
+
+def load_prober() -> Clause:
+    """The clause whose example is the load probe (``probes_load``)."""
+    return next(c for c in all_clauses() if c.probes_load)
 
 
 def lookup(clause_id: str) -> Clause:

@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 
-@clause("SC10", "resume-continues-the-stream", tier="core", plan=checkpoint_plan, needs=RESUMES,
+@clause("SC10", "resume-continues-the-stream", tier="core", cost=4, plan=checkpoint_plan, needs=RESUMES,
         after_restart=(resume_in_a_fresh_process, judged_on_the_process),
         restart_worlds=one_process_only)
 def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
@@ -83,7 +83,7 @@ def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
     no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=plan.position.describe(lengths))
 
 
-@clause("SC11", "resume-survives-several-hops", tier="core", plan=hops_plan, needs=RESUMES)
+@clause("SC11", "resume-survives-several-hops", tier="core", cost=7, plan=hops_plan, needs=RESUMES)
 def resume_survives_several_hops(example: Example, plan: Hops) -> None:
     """A state taken from a resumed loader, before or after it iterated, resumes exactly too
     (run 1, run 2, run 3)."""
@@ -108,7 +108,7 @@ def resume_survives_several_hops(example: Example, plan: Hops) -> None:
                 context=f"run 1 checkpointed {plan.position.describe(lengths)}; then resumed and checkpointed after {hops}")
 
 
-@clause("SC12", "state-before-first-batch-resumes", tier="core", needs=RESUMES)
+@clause("SC12", "state-before-first-batch-resumes", tier="core", cost=5, needs=RESUMES)
 def state_before_first_batch_resumes(example: Example, plan: None) -> None:
     """`state_dict()` before any iteration works and resumes to the full stream."""
     _, lengths = example.reference()
@@ -119,7 +119,7 @@ def state_before_first_batch_resumes(example: Example, plan: None) -> None:
                 what="the resumed loader to yield the full stream from its first batch")
 
 
-@clause("SC13", "state-after-load-is-the-loaded-state", tier="core", plan=checkpoint_plan, needs=RESUMES)
+@clause("SC13", "state-after-load-is-the-loaded-state", tier="core", cost=3, plan=checkpoint_plan, needs=RESUMES)
 def state_after_load_is_the_loaded_state(example: Example, plan: Checkpoint) -> None:
     """`state_dict()` right after `load_state_dict`, before iterating, resumes to the same point as
     the loaded state."""
@@ -135,7 +135,7 @@ def state_after_load_is_the_loaded_state(example: Example, plan: Checkpoint) -> 
                 context=where + "; the loaded loader itself then iterated", what=what)
 
 
-@clause("SC14", "state-dict-does-not-disturb", tier="core", plan=state_calls_plan, needs=RESUMES)
+@clause("SC14", "state-dict-does-not-disturb", tier="core", cost=1, plan=state_calls_plan, needs=RESUMES)
 def state_dict_does_not_disturb(example: Example, plan: StateCalls) -> None:
     """Calling `state_dict()` at any point, even every step, leaves the stream unchanged."""
     _, lengths = example.reference()
@@ -148,7 +148,7 @@ def state_dict_does_not_disturb(example: Example, plan: StateCalls) -> None:
                 what="the same batches as a loader on which state_dict() is never called")
 
 
-@clause("SC15", "state-is-a-snapshot", tier="core", plan=snapshot_plan, needs=RESUMES)
+@clause("SC15", "state-is-a-snapshot", tier="core", cost=2, plan=snapshot_plan, needs=RESUMES)
 def state_is_a_snapshot(example: Example, plan: Checkpoint) -> None:
     """A state already returned does not change when the loader iterates on (no live references)."""
     loader = example.fresh()
@@ -167,7 +167,7 @@ def state_is_a_snapshot(example: Example, plan: Checkpoint) -> None:
               impact="it changes after the save")
 
 
-@clause("SC16", "load-leaves-its-argument-alone", tier="core", plan=checkpoint_plan, needs=RESUMES)
+@clause("SC16", "load-leaves-its-argument-alone", tier="core", cost=8, plan=checkpoint_plan, needs=RESUMES)
 def load_leaves_its_argument_alone(example: Example, plan: Checkpoint) -> None:
     """`load_state_dict` does not modify the dict it is given; the same state loads into several
     loaders with the same result."""
@@ -186,7 +186,7 @@ def load_leaves_its_argument_alone(example: Example, plan: Checkpoint) -> None:
                 what="a second loader given the same state dict to yield the same batches as the first")
 
 
-@clause("SC17", "state-survives-serialization", tier="core", plan=checkpoint_plan, needs=RESUMES)
+@clause("SC17", "state-survives-serialization", tier="core", cost=10, plan=checkpoint_plan, needs=RESUMES)
 def state_survives_serialization(example: Example, plan: Checkpoint) -> None:
     """The state round-trips through `torch.save` + `torch.load(weights_only=True)`, `pickle` and
     `copy.deepcopy`, and the round-tripped state resumes exactly."""

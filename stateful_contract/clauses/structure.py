@@ -51,7 +51,7 @@ def signature_text(method: Any) -> str:
 
 
 @clause("SC02", "load-accepts-positional-state", tier="structure", budget="once", fixed_config=PROBE_CONFIG,
-        needs=("SC01",))
+        needs=("SC01",), probes_load=True)
 def load_accepts_positional_state(example: Example, plan: None) -> None:
     """`load_state_dict(state)` with one positional argument works, as
     `StatefulDataLoader.load_state_dict(state_dict)` does.
