@@ -95,7 +95,7 @@ def test_expected_failures_are_strict():
     assert report["SC17"].status == "expected-failure"
     assert report["SC17"].expected_failure_reason == "state holds a dataclass"
     assert report["SC15"].status == "unexpected-pass"
-    assert "remove it" in report["SC15"].message
+    assert "remove the declaration" in report["SC15"].message
     assert not report.passed
 
 
