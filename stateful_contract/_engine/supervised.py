@@ -47,7 +47,7 @@ from .example import ClauseLike, ExampleRun, LoadFormProbe
 from .executors import BUILDING, FactoryProblem, StartFailed
 from .outcome import ClauseViolation, Outcome
 from .plans import Alignment
-from .processes import CRASH_SIGNALS, anon_rss, descendants, describe_exit, fault_excerpt, kill_session
+from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
 from .steps import Factory, LoadForm
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "Supervised", "choose_isolation", "grace",
@@ -248,20 +248,9 @@ class Supervised:
                 return self._died(hung=now - sent)
             if self.memory_limit and now >= next_memory:
                 next_memory = now + MEMORY_EVERY
-                gained = self._gained(baseline)
-                if gained > self.memory_limit:
-                    return self._died(memory=gained)
-
-    def _gained(self, baseline: dict[int, int]) -> int:
-        """Memory the loader's processes gained since the example began (a worker: since first seen)."""
-        assert self._proc is not None
-        total = 0
-        for pid in [self._proc.pid, *descendants(self._proc.pid)]:
-            rss = anon_rss(pid)
-            if rss is None:
-                continue
-            total += max(0, rss - baseline.setdefault(pid, rss))
-        return total
+                grown = gained(self._proc.pid, baseline)
+                if grown > self.memory_limit:
+                    return self._died(memory=grown)
 
     def _died(self, hung: float | None = None, memory: int | None = None) -> Death:
         assert self._proc is not None and self._spec is not None
