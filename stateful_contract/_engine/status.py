@@ -17,6 +17,7 @@ process that installed no log (in-process checks).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -155,21 +156,10 @@ class _Calling:
         self.board.leave()
 
 
-class _Nothing:
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        return None
+_NOTHING = contextlib.nullcontext()
 
 
-_NOTHING = _Nothing()
-
-
-def calling(label: str) -> _Calling | _Nothing:
+def calling(label: str) -> contextlib.AbstractContextManager[None]:
     """Around one call into the loader: the board says which while it runs."""
     board = _BOARD
     return _NOTHING if board is None else _Calling(board, label)
