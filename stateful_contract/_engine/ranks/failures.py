@@ -149,7 +149,7 @@ class LaunchOutcome:
     hung: tuple[int, float, float] | None = None
     #: ... or because the ranks' processes grew past the memory limit: (rank, grown, limit).
     memory: tuple[int, int, int] | None = None
-    #: Each rank's reproduction of the example it was in, up to where it stopped (status boards).
+    #: Each rank's reproduction of the example it was in, up to where it stopped (status logs).
     programs: dict[int, str] = field(default_factory=dict)
 
     @property

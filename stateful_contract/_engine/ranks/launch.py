@@ -68,7 +68,7 @@ def status_path(run_dir: Path, rank: int) -> Path:
 
 
 def board_path(run_dir: Path, rank: int) -> Path:
-    """``rank``'s status board (`stateful_contract._engine.status`): the call into the loader, the program."""
+    """``rank``'s status log (`stateful_contract._engine.status`): the call into the loader, the program."""
     return run_dir / "status" / f"rank{rank}.board"
 
 
