@@ -16,7 +16,7 @@ What it must not inherit is put right before it runs anything:
 - the parent's threads, timers (``setitimer``) and ``atexit`` handlers do not carry over
   (``fork`` and `multiprocessing`'s exit), and its signal handlers are reset;
 - ``faulthandler`` writes the Python stack of a fatal signal to a file the supervisor
-  quotes; the status board (`stateful_contract._engine.status`) says what it was doing.
+  quotes; the status log (`stateful_contract._engine.status`) says what it was doing.
 """
 
 from __future__ import annotations

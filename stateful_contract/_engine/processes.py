@@ -1,10 +1,10 @@
-"""Finding, measuring and killing the processes a loader runs in (Linux ``/proc``).
+"""Finding, measuring and killing the processes a loader runs in (psutil).
 
 A supervised child starts a session of its own, so that it and every DataLoader worker it
 forks share one session id (and process group); processes it starts with ``exec`` carry
 `MARKER_ENV` in their environment. The ranks' processes carry the marker too (they are
-started with ``exec``). Between them, nothing a loader starts escapes `kill_session` and
-`kill_stragglers`, unless it both leaves the session and re-forks without ``exec``.
+started with ``exec``). Between them, nothing a loader starts escapes `kill_session`, unless it
+both leaves the session and re-forks without ``exec``.
 """
 
 from __future__ import annotations
@@ -14,145 +14,88 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = [
-    "MARKER_ENV",
-    "anon_rss",
-    "descendants",
-    "describe_exit",
-    "fault_excerpt",
-    "kill_session",
-    "kill_stragglers",
-    "live",
-    "processes_of",
-    "session_members",
-]
+import psutil
+
+__all__ = ["CRASH_SIGNALS", "MARKER_ENV", "anon_rss", "describe_exit", "die_with_parent", "fault_excerpt", "gained",
+           "kill_session", "processes_of"]
 
 #: Environment variable every process of a run carries (value: the run directory), so
 #: that stragglers can be found and killed even if they left the process group.
 MARKER_ENV = "STATEFUL_CONTRACT_RUN"
-_PROC = Path("/proc")
 
 #: Signals with which a program kills itself (a crash), as opposed to being stopped from outside.
 CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT,
                            signal.SIGTRAP, signal.SIGSYS})
 
 
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name (state first), or None when gone."""
-    try:
-        text = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    return text.rpartition(")")[2].split()
-
-
-def live(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    fields = _stat(pid)
-    return fields is not None and fields[0] not in ("Z", "X")
-
-
-def session_members(sid: int) -> list[int]:
-    """Live processes of session ``sid`` (zombies left out: they are dead already)."""
-    if not _PROC.is_dir():
-        return []
+def _members(sid: int | None, marker: Path | None) -> list[psutil.Process]:
+    """Live processes of session ``sid`` or carrying ``marker``'s `MARKER_ENV` (zombies are dead already)."""
     found = []
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        fields = _stat(int(entry.name))
-        # Fields after the name: state, ppid, pgrp, session, ...
-        if fields is not None and len(fields) > 3 and fields[3] == str(sid) and fields[0] not in ("Z", "X"):
-            found.append(int(entry.name))
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    """``pid``'s children, their children, ... (as the kernel lists them per thread)."""
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
+    for p in psutil.process_iter():
         try:
-            tasks = list((_PROC / str(parent) / "task").iterdir())
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                children = (task / "children").read_text().split()
-            except OSError:
+            if p.pid == os.getpid() or p.status() == psutil.STATUS_ZOMBIE:
                 continue
-            for child in map(int, children):
-                if child not in out:
-                    out.append(child)
-                    todo.append(child)
-    return out
-
-
-def anon_rss(pid: int) -> int | None:
-    """Resident anonymous memory of ``pid`` in bytes (heap, arrays, tensors), or None when gone."""
-    try:
-        text = (_PROC / str(pid) / "status").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-    return None
+            if (sid is not None and os.getsid(p.pid) == sid) or (
+                    marker is not None and p.environ().get(MARKER_ENV) == str(marker)):
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return found
 
 
 def processes_of(run_dir: Path) -> list[int]:
-    """Live processes carrying ``run_dir``'s marker in their environment (Linux only)."""
-    if not _PROC.is_dir():
-        return []
-    needle = f"{MARKER_ENV}={run_dir}".encode() + b"\0"
-    found = []
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ + b"\0" and live(int(entry.name)):
-            found.append(int(entry.name))
-    return found
+    """Live processes carrying ``run_dir``'s marker in their environment."""
+    return [p.pid for p in _members(None, run_dir)]
 
 
-def _kill(pids: Iterable[int]) -> list[int]:
-    killed = []
+def anon_rss(pid: int) -> int | None:
+    """Resident anonymous memory of ``pid`` in bytes (heap, arrays, tensors), or None when gone.
+
+    On Linux psutil's ``rss - shared`` (``/proc/PID/statm``) is ``RssAnon``: file-backed pages (the
+    libraries a worker touches) are left out; elsewhere it is the resident set.
+    """
+    try:
+        info = psutil.Process(pid).memory_info()
+    except psutil.Error:
+        return None
+    return int(info.rss - getattr(info, "shared", 0))
+
+
+def gained(root: int, baseline: dict[int, int]) -> int:
+    """Bytes ``root`` and its descendants gained (`anon_rss`) since ``baseline`` (a process: since first seen)."""
+    try:
+        top = psutil.Process(root)
+        pids = [root, *(c.pid for c in top.children(recursive=True))]
+    except psutil.Error:
+        return 0
+    total = 0
     for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        except (ProcessLookupError, PermissionError):
-            pass
+        rss = anon_rss(pid)
+        if rss is not None:
+            total += max(0, rss - baseline.setdefault(pid, rss))
+    return total
+
+
+def _kill(processes: list[psutil.Process]) -> list[int]:
+    killed = []
+    for p in processes:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+            killed.append(p.pid)
     return killed
-
-
-def kill_stragglers(run_dir: Path) -> list[int]:
-    """Kill the run's processes that escaped its process group; returns their pids."""
-    return _kill(processes_of(run_dir))
 
 
 def kill_session(sid: int, marker: Path | None = None, wait: float = 2.0) -> list[int]:
     """Kill session ``sid`` (its process group, then any member or marked process left), and wait
     up to ``wait`` seconds until none of them is alive; returns the pids killed."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    killed = _kill(session_members(sid))
-    if marker is not None:
-        killed += kill_stragglers(marker)
+    killed = _kill(_members(sid, marker))
     limit = time.monotonic() + wait
     while time.monotonic() < limit:
-        left = [p for p in session_members(sid) if p != sid]
-        if marker is not None:
-            left += processes_of(marker)
+        left = [p for p in _members(sid, marker) if p.pid != sid]
         if not left:
             break
         _kill(left)
@@ -167,7 +110,7 @@ def describe_exit(exitcode: int) -> tuple[str, str]:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        return name, f"was killed by {name}"
+        return name, f"was killed by signal {name}"
     return f"exit code {exitcode}", f"exited with code {exitcode}"
 
 

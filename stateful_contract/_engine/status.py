@@ -1,24 +1,26 @@
 """What the process running the loader is doing, readable after that process died.
 
-A supervised child and every rank keep a *status board*: a small file mapped into their
-memory, holding the command being run (clause, config, plan), the call into the loader
-in progress (``loader.load_state_dict(state)``), the reproduction recorded so far and the
-example timeout currently running. Writing is a memory copy, with no system call, so it
-is done before and after every call into the loader; and what was written outlives the
-writer (the page belongs to the kernel's page cache), so the supervisor reads it after
-a SIGSEGV, an ``os._exit`` or a SIGKILL and says what the loader was doing, with the
-example's reproduction up to the line that never returned.
+A supervised child and every rank keep a *status log*: a file to which they append one
+JSON line per event: the command being run (clause, config, plan), each call into the
+loader as it begins and ends (``loader.load_state_dict(state)``), the reproduction recorded
+so far (what each step added) and the example timeout currently running. Each event is one
+``write`` to a file opened with ``O_APPEND``, so once it returned the line is the kernel's
+(its page cache): it outlives the writer, and the supervisor reads it after a SIGSEGV, an
+``os._exit`` or a SIGKILL and says what the loader was doing, with the example's
+reproduction up to the line that never returned. The supervisor, which looks every 0.1 s
+while it waits, reads only what was appended since its last look.
 
 The steps report through `calling`, `stateful_contract._engine.guard.deadline` through
 `deadline_started`, and a recorded `Program` through `watch`; all three do nothing in a
-process that installed no board (in-process checks).
+process that installed no log (in-process checks).
 """
 
 from __future__ import annotations
 
-import mmap
+import contextlib
+import json
 import os
-import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -27,24 +29,7 @@ from typing import Any
 __all__ = ["Board", "BoardView", "calling", "command", "deadline_ended", "deadline_started", "install", "read",
            "watch"]
 
-_MAGIC = b"SCBOARD1"
-_SIZE = 64 * 1024
-#: Layout: magic, then the running deadline (monotonic start, seconds; 0 s: none), the
-#: writer's pid, the loader call (active flag, length, text), the command (length, text), the program.
-_DEADLINE = 8
-_PID = 24
-_CALL, _CALL_TEXT = 32, 256
-_COMMAND, _COMMAND_TEXT = 296, 4096 - 296 - 4
-_PROGRAM = 4096
-_PROGRAM_TEXT = _SIZE - _PROGRAM - 4
-
-
-def _clip(text: str, size: int) -> bytes:
-    data = text.encode("utf-8", "replace")
-    if len(data) <= size:
-        return data
-    marker = b"\n# ... (cut: too long for the status board)"
-    return data[: size - len(marker)] + marker
+_LEAVE = b'{"in_call": false}\n'
 
 
 class Board:
@@ -52,55 +37,46 @@ class Board:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.ftruncate(fd, _SIZE)
-            self._mm = mmap.mmap(fd, _SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            os.close(fd)
-        self._mm[0:8] = _MAGIC
-        struct.pack_into("<q", self._mm, _PID, os.getpid())
-        self._call_label = b""
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        self._enter = b""
+        self._label = ""
+        self._program = ""
+        # The first line tells this log from an earlier one at the same path (a reader's cache).
+        self._write({"pid": os.getpid(), "opened": time.time_ns()})
+
+    def _write(self, event: dict[str, Any]) -> None:
+        os.write(self._fd, (json.dumps(event) + "\n").encode())
 
     def command(self, text: str) -> None:
         """What the process was asked to do (a clause's example, the uninterrupted run...)."""
-        data = _clip(text, _COMMAND_TEXT)
-        struct.pack_into("<I", self._mm, _COMMAND, len(data))
-        self._mm[_COMMAND + 4 : _COMMAND + 4 + len(data)] = data
-        self.call_label("", active=False)
-        self.program("")
-
-    def call_label(self, label: str, *, active: bool) -> None:
-        data = _clip(label, _CALL_TEXT)
-        self._mm[_CALL + 3 : _CALL + 3 + len(data)] = data
-        struct.pack_into("<BH", self._mm, _CALL, int(active), len(data))
+        self._program = ""
+        self._write({"command": text})
 
     def enter(self, label: str) -> None:
-        data = label.encode()
-        if data != self._call_label:
-            self._call_label = data
-            self.call_label(label, active=True)
-        else:
-            self._mm[_CALL] = 1
+        if label != self._label:
+            self._label, self._enter = label, (json.dumps({"call": label}) + "\n").encode()
+        os.write(self._fd, self._enter)
 
     def leave(self) -> None:
-        self._mm[_CALL] = 0
+        os.write(self._fd, _LEAVE)
 
     def program(self, source: str) -> None:
-        data = _clip(source, _PROGRAM_TEXT)
-        self._mm[_PROGRAM + 4 : _PROGRAM + 4 + len(data)] = data
-        struct.pack_into("<I", self._mm, _PROGRAM, len(data))
+        if source.startswith(self._program):  # a step added lines: only they are written
+            self._write({"more": source[len(self._program):]})
+        else:
+            self._write({"program": source})
+        self._program = source
 
     def deadline(self, started: float, seconds: float) -> None:
-        struct.pack_into("<dd", self._mm, _DEADLINE, started, seconds)
+        self._write({"deadline": [started, seconds] if seconds > 0 else None})
 
     def close(self) -> None:
-        self._mm.close()
+        os.close(self._fd)
 
 
 @dataclass(frozen=True)
 class BoardView:
-    """What a board said when it was read."""
+    """What a log said when it was read."""
 
     command: str = ""
     call: str = ""
@@ -108,7 +84,7 @@ class BoardView:
     program: str = ""
     #: The example timeout running (``time.monotonic()`` start, seconds), if any.
     deadline: tuple[float, float] | None = None
-    #: The process that wrote the board (0: none yet).
+    #: The process that wrote the log (0: none yet).
     pid: int = 0
 
     @property
@@ -119,29 +95,43 @@ class BoardView:
         return f"during {self.call}" if self.in_call else f"after {self.call} returned"
 
 
+#: Per log: its first line, how far it was read, and what it said by then.
+_READ: dict[Path, tuple[bytes, int, dict[str, Any]]] = {}
+
+
 def read(path: Path) -> BoardView:
-    """The board at ``path`` (empty when it was never written)."""
+    """The log at ``path`` (empty when it was never written), read on from where the last look ended."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            first = f.readline()
+            seen, offset, state = _READ.pop(path, (b"", 0, {}))
+            if first != seen or not first.endswith(b"\n"):
+                offset, state = 0, {}
+            f.seek(offset)
+            data = f.read()
     except OSError:
         return BoardView()
-    if len(data) < _SIZE or data[:8] != _MAGIC:
-        return BoardView()
-    started, seconds = struct.unpack_from("<dd", data, _DEADLINE)
-    (pid,) = struct.unpack_from("<q", data, _PID)
-    active, call_len = struct.unpack_from("<BH", data, _CALL)
-    (command_len,) = struct.unpack_from("<I", data, _COMMAND)
-    (program_len,) = struct.unpack_from("<I", data, _PROGRAM)
-
-    def text(offset: int, length: int, size: int) -> str:
-        return data[offset : offset + min(length, size)].decode("utf-8", "replace")
-
-    return BoardView(command=text(_COMMAND + 4, command_len, _COMMAND_TEXT),
-                     call=text(_CALL + 3, call_len, _CALL_TEXT), in_call=bool(active),
-                     program=text(_PROGRAM + 4, program_len, _PROGRAM_TEXT),
-                     deadline=(started, seconds) if seconds > 0 else None, pid=pid)
-
-
+    end = data.rfind(b"\n") + 1  # a line still being written is read at the next look
+    for line in data[:end].splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if "command" in event:
+            state = {"pid": state.get("pid", 0), "command": event["command"]}
+        elif "call" in event:
+            state.update(call=event["call"], in_call=True)
+        elif "more" in event:
+            state["program"] = state.get("program", "") + event["more"]
+        else:
+            state.update(event)
+    _READ[path] = (first, offset + end, state)
+    if len(_READ) > 64:  # the logs of children long gone
+        del _READ[next(iter(_READ))]
+    deadline = state.get("deadline")
+    return BoardView(command=state.get("command", ""), call=state.get("call", ""),
+                     in_call=bool(state.get("in_call")), program=state.get("program", ""),
+                     deadline=(deadline[0], deadline[1]) if deadline else None, pid=state.get("pid", 0))
 _BOARD: Board | None = None
 
 
@@ -166,21 +156,10 @@ class _Calling:
         self.board.leave()
 
 
-class _Nothing:
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        return None
+_NOTHING = contextlib.nullcontext()
 
 
-_NOTHING = _Nothing()
-
-
-def calling(label: str) -> _Calling | _Nothing:
+def calling(label: str) -> contextlib.AbstractContextManager[None]:
     """Around one call into the loader: the board says which while it runs."""
     board = _BOARD
     return _NOTHING if board is None else _Calling(board, label)

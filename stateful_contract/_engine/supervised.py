@@ -10,13 +10,13 @@ ranks' rank 0 does. While it waits for an answer the supervisor watches three th
   exit code (``os._exit(7)``);
 - the example timeout: the child interrupts ordinary hangs itself (``SIGALRM``, and the
   clause fails as in-process); when that cannot work (the signal is blocked, or native
-  code never returns to Python) the child stops answering, and once its status board
+  code never returns to Python) the child stops answering, and once its status log
   shows the timeout passed by `grace` seconds the supervisor kills it;
 - memory: what the child and its workers gained during the example, against the memory
   limit, five times a second.
 
 Either way the supervisor kills the child's whole session (no worker is left behind),
-reads the status board to say what the loader was doing, and answers the engine with a
+reads the status log to say what the loader was doing, and answers the engine with a
 failed `ExampleRun`: the clause fails with "the loader killed the process with SIGSEGV
 during loader.load_state_dict(state)" and the reproduction up to that line. The next
 command starts a fresh child. A crash is cheap to repeat, so it shrinks like any failure
@@ -48,7 +48,7 @@ from .executors import BUILDING, FactoryProblem, StartFailed
 from .impact import died
 from .outcome import ClauseViolation, Outcome
 from .plans import Alignment
-from .processes import CRASH_SIGNALS, anon_rss, descendants, describe_exit, fault_excerpt, kill_session
+from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
 from .steps import Factory, LoadForm
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "Supervised", "choose_isolation", "grace",
@@ -249,20 +249,9 @@ class Supervised:
                 return self._died(hung=now - sent)
             if self.memory_limit and now >= next_memory:
                 next_memory = now + MEMORY_EVERY
-                gained = self._gained(baseline)
-                if gained > self.memory_limit:
-                    return self._died(memory=gained)
-
-    def _gained(self, baseline: dict[int, int]) -> int:
-        """Memory the loader's processes gained since the example began (a worker: since first seen)."""
-        assert self._proc is not None
-        total = 0
-        for pid in [self._proc.pid, *descendants(self._proc.pid)]:
-            rss = anon_rss(pid)
-            if rss is None:
-                continue
-            total += max(0, rss - baseline.setdefault(pid, rss))
-        return total
+                grown = gained(self._proc.pid, baseline)
+                if grown > self.memory_limit:
+                    return self._died(memory=grown)
 
     def _died(self, hung: float | None = None, memory: int | None = None) -> Death:
         assert self._proc is not None and self._spec is not None
@@ -368,7 +357,7 @@ class Supervised:
 
         A resume in a fresh process (SC10's second half) runs there, so this child keeps the
         uninterrupted runs it has taken for the clauses still to come (with workers, about
-        0.4 s each). Its own directory, boards and process marker keep the two apart.
+        0.4 s each). Its own directory, status logs and process marker keep the two apart.
         ``new_interpreter``: started anew rather than forked (`interpreter`), about 2 s of
         imports, for a string hash secret of its own; `start` it to know it could be.
         """

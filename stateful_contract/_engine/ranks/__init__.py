@@ -37,7 +37,7 @@ from ..executors import BUILDING, FactoryProblem, StartFailed
 from ..impact import Impact
 from ..outcome import ClauseViolation, Outcome
 from ..plans import Alignment, Checkpoint, RankLengths
-from ..processes import anon_rss, descendants
+from ..processes import gained
 from ..steps import LoadForm
 from ..supervised import DEFAULT_MEMORY_LIMIT, MEMORY_EVERY, POLL, grace
 from .launch import LaunchOutcome, board_path, finish_world, start_world
@@ -223,13 +223,8 @@ class Ranks:
             pid = status.read(board_path(self.run_dir, rank)).pid
             if not pid:
                 continue
-            grown = 0
-            for p in [pid, *descendants(pid)]:
-                rss = anon_rss(p)
-                if rss is not None:
-                    grown += max(0, rss - baseline.setdefault(p, rss))
-            by_rank[rank] = grown
-            total += grown
+            by_rank[rank] = gained(pid, baseline)
+            total += by_rank[rank]
         if total <= self.memory_limit:
             return None
         rank = max(by_rank, key=lambda r: by_rank[r])

@@ -19,6 +19,8 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..processes import describe_exit
+
 __all__ = ["COMMUNICATION", "KILLED", "OWN", "STOPPED", "LaunchOutcome", "RankFailure", "order_failures"]
 
 #: Seconds the agent gives a rank to exit after SIGTERM before SIGKILL, once another failed.
@@ -57,15 +59,11 @@ class RankFailure:
     @property
     def killed_by(self) -> str:
         """``"SIGSEGV"``, ``"exit code 7"``, ... (as in a report's ``killed_by``)."""
-        if self.exitcode is not None and self.exitcode < 0 and -self.exitcode in signal.valid_signals():
-            return signal.Signals(-self.exitcode).name
-        return f"exit code {self.exitcode}"
+        return describe_exit(self.exitcode)[0] if self.exitcode is not None else "exit code None"
 
     @property
     def how(self) -> str:
-        if self.exitcode is not None and self.exitcode < 0 and -self.exitcode in signal.valid_signals():
-            return "was killed by signal " + signal.Signals(-self.exitcode).name
-        return f"exited with code {self.exitcode}"
+        return describe_exit(self.exitcode)[1] if self.exitcode is not None else "exited with code None"
 
     def describe(self) -> str:
         text = f"rank {self.rank} {self.how} in the {self.phase} phase, while {self.doing or 'starting up'}"
@@ -151,7 +149,7 @@ class LaunchOutcome:
     hung: tuple[int, float, float] | None = None
     #: ... or because the ranks' processes grew past the memory limit: (rank, grown, limit).
     memory: tuple[int, int, int] | None = None
-    #: Each rank's reproduction of the example it was in, up to where it stopped (status boards).
+    #: Each rank's reproduction of the example it was in, up to where it stopped (status logs).
     programs: dict[int, str] = field(default_factory=dict)
 
     @property

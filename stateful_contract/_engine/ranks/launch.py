@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from .. import status
-from ..processes import MARKER_ENV, fault_excerpt, kill_stragglers, processes_of
+from ..processes import MARKER_ENV, fault_excerpt, kill_session, processes_of
 from .failures import LaunchOutcome, RankFailure, order_failures
 
 __all__ = [
@@ -48,7 +47,6 @@ __all__ = [
     "RankFailure",
     "board_path",
     "finish_world",
-    "kill_stragglers",
     "processes_of",
     "run_isolated",
     "start_world",
@@ -70,7 +68,7 @@ def status_path(run_dir: Path, rank: int) -> Path:
 
 
 def board_path(run_dir: Path, rank: int) -> Path:
-    """``rank``'s status board (`stateful_contract._engine.status`): the call into the loader, the program."""
+    """``rank``'s status log (`stateful_contract._engine.status`): the call into the loader, the program."""
     return run_dir / "status" / f"rank{rank}.board"
 
 
@@ -112,9 +110,8 @@ def finish_world(proc: subprocess.Popen[bytes], run_dir: Path, world_size: int, 
         proc.wait(wait)
     except subprocess.TimeoutExpired:
         timed_out = True
-    _kill_group(proc.pid)
+    kill_session(proc.pid, marker=run_dir)  # before reaping: the pid stays the group's until then
     proc.wait()
-    kill_stragglers(run_dir)
     outcome = _read_outcome(run_dir, world_size)
     outcome.timed_out = timed_out and outcome.failed_phase is None
     outcome.timeout = timeout
@@ -135,27 +132,13 @@ def run_isolated(command: Sequence[str], *, marker: Path, output: Path, timeout:
     with open(output, "wb") as out:
         proc = subprocess.Popen(list(command), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
-        returncode: int | None = None
-        try:
-            returncode = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
-        except BaseException:  # KeyboardInterrupt in the caller: take the run down with it
-            _kill_group(proc.pid)
-            proc.wait()
-            kill_stragglers(marker)
-            raise
-        _kill_group(proc.pid)  # what the command left in its group (orphaned workers), or all of it
-        proc.wait()
-    kill_stragglers(marker)
-    return returncode
-
-
-def _kill_group(pgid: int) -> None:
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:  # the whole run after a timeout or the caller's KeyboardInterrupt; else what it left (orphaned workers)
+        kill_session(proc.pid, marker=marker)
+        proc.wait()
 
 
 def _tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
