@@ -101,7 +101,8 @@ def test_a_recorded_config_and_plan_read_back_as_the_dataclasses(failing: Report
 
 def test_the_clauses_own_plans_read_back_too() -> None:
     from stateful_contract._engine.epoch_plans import EpochLoop
-    from stateful_contract.clauses.trainer import CutShort, Reload, WorkerChange
+    from stateful_contract.clauses.trainer import CutShort, Reload
+    from stateful_contract.clauses.worker_change import WorkerChange
 
     for plan in (Reload(Position(0, 1), Position(1, 0, after_stop=True)), CutShort(2, 1, 0),
                  WorkerChange(Position(0, 2), 1), EpochLoop(1, "after StopIteration", 0, 3)):

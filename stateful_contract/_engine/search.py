@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal, Protocol, cast
 
-from hypothesis import event, given, seed, settings
+from hypothesis import currently_in_test_context, event, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 
@@ -57,6 +57,8 @@ class SearchClause(ClauseLike, Protocol):
 
     @property
     def has_plan(self) -> bool: ...
+
+    def explicit_examples(self, space: ConfigSpace) -> Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]: ...
 
     def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None: ...
 
@@ -121,9 +123,24 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
     phases = [(False, in_process)]
     if clause.budget in ("search", "workers"):
         phases.append((True, worker_examples))
-    total = sum(n for _, n in phases)
+    explicit = list(clause.explicit_examples(space))
+    total = len(explicit) + sum(n for _, n in phases)
     examples = 0
     found_after: int | None = None
+    # The clause's explicit examples first, as Hypothesis runs @example: not shrunk (each is small
+    # already), and the same on every run whatever the seed or the Hypothesis release.
+    for config, plan_of in explicit:
+        examples += 1
+        on_example(examples, total)
+        lengths = executor.lengths(clause, config)
+        if isinstance(lengths, ExampleRun):
+            return _covered(_verdict(lengths, examples, examples), covered)
+        plan = plan_of(lengths, alignment)
+        failed = run_one(clause, executor, config, plan)
+        if failed is not None:
+            return _covered(_verdict(failed, examples, examples), covered)
+        if passed is not None:
+            passed.append((config, plan))
     for workers, budget in phases:
         # Worker examples draw from the check's pool (`pool.py`): their uninterrupted runs are shared.
         strategy = (worker_configs(space, budget, search_seed) if workers and executor.world_size == 1
@@ -195,7 +212,7 @@ class _Counting:
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         reached = coverage_of(config, plan, self.last if plan is not None else None)
         self.covered.update(reached)
-        for category in sorted(reached):
+        for category in sorted(reached) if currently_in_test_context() else ():  # not an explicit example
             event(EVENTS.get(category, category))
         return self.executor.run(clause, config, plan)
 

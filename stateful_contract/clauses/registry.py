@@ -59,6 +59,9 @@ RESUMES = ("SC01", LOAD, "SC18")
 F = TypeVar("F", bound=Callable[..., Any])
 PlanDrawer = Callable[[Any, list[int], LoaderConfig, Alignment], Any]
 WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], None]
+#: A clause's explicit examples over a space: each a config and how its plan follows from the
+#: uninterrupted run's epoch lengths (and the checkpoint alignment).
+ExplicitExamples = Callable[[Any], Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]]
 
 @dataclass(frozen=True)
 class TierInfo:
@@ -125,6 +128,9 @@ class Clause:
     #: Its one example is the run's load probe (``load_state_dict(state)`` positionally): when
     #: the probe hung or crashed, that is its verdict, and it is judged whenever no form loads.
     probes_load: bool = False
+    #: Examples run before the search, as Hypothesis runs ``@example``s: the cases a clause's random
+    #: search reaches too rarely in a small budget (SC23: each pair of worker counts, mid-epoch).
+    explicit: ExplicitExamples | None = field(default=None, compare=False, repr=False)
 
     @property
     def heading(self) -> str:
@@ -137,6 +143,9 @@ class Clause:
     @property
     def skip_reason(self) -> str:
         return TIERS[self.tier].skip_text
+
+    def explicit_examples(self, space: Any) -> Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]:
+        return () if self.explicit is None else self.explicit(space)
 
     def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment,
                   space: Any = None) -> Any:
@@ -174,7 +183,7 @@ def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), 
            world: WorldJudgement | None = None,
            after_restart: tuple[Callable[..., Any], WorldJudgement] | None = None,
            restart_worlds: Callable[[int], tuple[int | None, ...]] | None = None, cost: int = 0,
-           probes_load: bool = False) -> Callable[[F], F]:
+           probes_load: bool = False, explicit: ExplicitExamples | None = None) -> Callable[[F], F]:
     """Register the decorated scenario as a clause; its docstring's first paragraph is the statement."""
 
     def register(fn: F) -> F:
@@ -184,7 +193,7 @@ def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), 
         if clause_id in _REGISTRY:
             raise ValueError(f"clause {clause_id} is registered twice")
         entry = Clause(clause_id, name, tier, " ".join(doc.split()), fn, budget, plan, tuple(needs), fixed_config,
-                       blocks, world, after_restart, restart_worlds, cost, probes_load)
+                       blocks, world, after_restart, restart_worlds, cost, probes_load, explicit)
         _REGISTRY[clause_id] = entry
         fn.clause = entry  # type: ignore[attr-defined]
         return fn

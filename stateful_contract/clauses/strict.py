@@ -21,12 +21,13 @@ from .._engine.steps import NotJudgeable
 from .._links import doc
 from ..config import ConfigSpace, LoaderConfig
 from .registry import LOAD, RESUMES, clause, violated
-from .trainer import (
+from .worker_change import (
     WorkerChange,
     _worker_change_plan,
     names_the_worker_counts,
     raised_in_torchdata,
     resume_with_other_workers,
+    worker_change_examples,
 )
 from .world_change import (
     WorldResume,
@@ -100,6 +101,7 @@ def _other_worlds(world_size: int) -> tuple[int | None, ...]:
 
 
 @clause("SC41", "refusals-name-the-mismatch", tier="strict", plan=_refusal_plan, needs=RESUMES, budget="workers",
+        explicit=worker_change_examples,
         after_restart=(resume_on_another_world, _names_the_world_sizes),
         restart_worlds=_other_worlds)
 def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint) -> None:

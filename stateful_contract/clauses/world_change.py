@@ -49,7 +49,7 @@ from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, str
 from ..config import LoaderConfig
 from .rank_streams import Tally, example_folder, id_list, padding_lines, sample_ids, tally
 from .registry import LOAD, clause, violated
-from .trainer import refusal_kind
+from .worker_change import refusal_kind
 
 __all__ = ["WorldResume", "names_the_world_size", "new_worlds", "world_size_change_is_exact_or_refused"]
 

@@ -1,0 +1,279 @@
+"""Trainer usage, continued (SC23): a resume with another number of worker processes.
+
+Trainers change ``num_workers`` between jobs (another machine, a memory limit); torchdata refuses
+some changes with a bare assert (F13) and loaders whose order depends on the count (litdata)
+must finish the interrupted epoch with exactly the samples still due.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hypothesis import strategies as st
+
+from .._engine.advice import advise
+from .._engine.compare import stream_difference
+from .._engine.example import Example
+from .._engine.impact import loud, samples_impact
+from .._engine.plans import Alignment, draw_position, window_of
+from .._engine.steps import (
+    RESUME_EPOCHS,
+    LoaderError,
+    NotJudgeable,
+    Position,
+    checkpoint,
+    stream,
+    take,
+    uninterrupted,
+)
+from .._faces import hint_strict
+from .._links import doc
+from ..config import ConfigSpace, LoaderConfig
+from .judgements import same_stream
+from .rank_streams import id_list, sample_ids
+from .registry import RESUMES, clause, violated
+
+__all__ = [
+    "WorkerChange",
+    "WorkerResume",
+    "names_the_worker_counts",
+    "raised_in_torchdata",
+    "refusal_kind",
+    "resume_with_other_workers",
+    "worker_change_examples",
+    "worker_count_change_is_exact_or_refused",
+]
+@dataclass(frozen=True)
+class WorkerChange:
+    """The state taken at ``position`` is resumed by a loader with ``workers`` worker processes."""
+
+    position: Position
+    workers: int
+
+
+def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment, *,
+                        space: ConfigSpace | None = None) -> WorkerChange | None:
+    """Another worker count the configuration space allows (None: it allows only one)."""
+    others = [n for n in (space or ConfigSpace()).num_workers if n != config.num_workers]
+    if not others:
+        return None
+    # A change between two worker pools (1 <-> 2) takes another path than one to or from the
+    # main process (0 <-> n): torchdata checks the first with a bare assert (F13), and a
+    # per-worker offset is remapped only there. Worker examples are few: ask for it half the time.
+    pools = [n for n in others if n > 0] if config.num_workers > 0 else []
+    if pools and len(pools) < len(others) and bool(data.draw(st.booleans(), label="a change between worker pools")):
+        others = pools
+    workers = data.draw(st.sampled_from(others), label="worker processes on resume")
+    # Every example starts worker processes, so there are few: a checkpoint after the first
+    # batch at least, where a worker-dependent offset (batches handed out per worker) shows.
+    position = draw_position(data, lengths, config, alignment)
+    if position.epoch == 0 and position.batches == 0 and lengths[0] > 0:
+        position = Position(0, data.draw(st.integers(1, lengths[0]), label="batches before the checkpoint"))
+    return WorkerChange(position, workers)
+
+
+def _clamp(value: int, bounds: tuple[int, int]) -> int:
+    return min(max(value, bounds[0]), bounds[1])
+
+
+def _mid_epoch_change(lengths: list[int], alignment: Alignment, *, config: LoaderConfig,
+                      workers: int) -> WorkerChange:
+    """A checkpoint inside the first epoch, near its middle, after a batch count that neither worker
+    count divides where one exists: where a per-worker offset or a deal by worker shows."""
+    n = lengths[0]
+    inner = [k for k in range(1, n) if k % window_of(alignment, config) == 0] or [min(n, 1)]
+    counts = max(2, config.num_workers, workers)
+    uneven = [k for k in inner if k % counts] or inner
+    return WorkerChange(Position(0, min(uneven, key=lambda k: abs(2 * k - n))), workers)
+
+
+def worker_change_examples(space: ConfigSpace | None) -> list[tuple[LoaderConfig, Any]]:
+    """SC23's explicit examples: every ordered pair of worker counts the space allows, each a shuffled
+    epoch of several batches checkpointed mid-epoch (growing the count with drop_last, shrinking it
+    without). A random search of a few worker examples reaches such a pair with a mid-epoch checkpoint
+    only now and then; these make the verdict on a worker-count change independent of the seed."""
+    space = space or ConfigSpace()
+    counts = sorted(set(space.num_workers))
+    size, batch = _clamp(11, space.dataset_size), _clamp(2, space.batch_size)
+    examples: list[tuple[LoaderConfig, Any]] = []
+    for saved in counts:
+        for resumed in (n for n in counts if n != saved):
+            config = LoaderConfig(dataset_size=size, batch_size=batch, shuffle=True, seed=5, num_workers=saved,
+                                  drop_last=resumed > saved)
+            examples.append((config, functools.partial(_mid_epoch_change, config=config, workers=resumed)))
+    return examples
+
+
+#: Words that say a message is about worker processes (``num_workers``), and how a zero count reads.
+_WORKER_WORDS = re.compile(r"worker|process", re.IGNORECASE)
+_NO_WORKERS = re.compile(r"main process|single[ -]?process|no worker", re.IGNORECASE)
+
+
+def names_the_worker_counts(error: BaseException, saved: int, resumed: int) -> bool:
+    """Whether an exception refuses the state for the worker count: it is about workers (or
+    processes) and names both counts (a count of 0 may read "main process", "single-process")."""
+    text = f"{type(error).__name__}: {error}"
+    if not _WORKER_WORDS.search(text):
+        return False
+    numbers = set(re.findall(r"\d+", text))
+    return all(str(n) in numbers or (n == 0 and bool(_NO_WORKERS.search(text))) for n in (saved, resumed))
+
+
+def raised_in_torchdata(error: BaseException) -> bool:
+    """The innermost frame of ``error`` is torchdata's StatefulDataLoader (its bare assert, F13)."""
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and "torchdata/stateful_dataloader" in last.tb_frame.f_code.co_filename.replace("\\", "/")
+
+
+def refusal_kind(error: BaseException) -> str:
+    """The refusing exception as an advisory names it: its type only, so that one advisory covers
+    every example (each example's message names its own keys and counts)."""
+    return f"the exception ({type(error).__name__})"
+
+
+def unnamed_worker_refusal(error: BaseException) -> str:
+    """What a user is told where a worker-count change is refused without naming the counts."""
+    where = (" It was raised inside torchdata's StatefulDataLoader, which refuses another worker count with a "
+             f"bare assert or a message about its state keys (F13, {doc('findings.md', 'f13')}): a wrapper that hands "
+             "its state through inherits it." if raised_in_torchdata(error) else "")
+    return (f"a resume with another num_workers was refused before its first batch (nothing is lost, so SC23 "
+            f"passes), but {refusal_kind(error)} does not name the two worker counts: whoever restarts "
+            f"a job with another num_workers is not told why it fails.{where} Fix: record num_workers in "
+            "state_dict() and, in load_state_dict(), raise e.g. ValueError(f\"state saved with num_workers={saved}, "
+            f"this loader has num_workers={{now}}\"). SC41 ({hint_strict()}) requires it.")
+
+
+@dataclass
+class WorkerResume:
+    """What a state saved with ``saved`` workers came to in a loader with ``resumed`` workers."""
+
+    saved: int
+    resumed: int
+    #: The state, as saved with ``saved`` workers.
+    state: Any = None
+    #: The exception that refused the state before the resumed loader yielded any batch (None: not refused).
+    refusal: BaseException | None = None
+    #: The loader's exception after the resumed loader had yielded a batch: no refusal, a crash mid-run.
+    crash: LoaderError | None = None
+
+
+def resume_with_other_workers(example: Example, plan: WorkerChange) -> tuple[WorkerResume, list[Any]]:
+    """The state taken at ``plan.position``, loaded into a loader with ``plan.workers`` workers:
+    the refusal, or the first batches of the resumed stream (as many as the uninterrupted run has
+    from the checkpoint to the end of two further epochs). SC23 judges the stream, SC41 the refusal.
+
+    An exception after the resumed loader yielded a batch is no refusal (the run has started
+    training on the resumed data), but a crash mid-run: SC23 fails it.
+    """
+    expected = example.expected_after(plan.position)
+    saved = checkpoint(example.fresh(), plan.position)
+    result = WorkerResume(example.config.num_workers, plan.workers, saved)
+    try:
+        return result, take(example.fresh(saved, config=other_config(example.config, plan)), len(expected),
+                            max_epochs=RESUME_EPOCHS)
+    except LoaderError as e:
+        if e.batches_before:
+            result.crash = e
+        else:
+            result.refusal = e.error
+        return result, []
+
+
+def _where(plan: WorkerChange, config: LoaderConfig) -> str:
+    return (f"state taken {plan.position.describe()} with num_workers={config.num_workers}, "
+            f"resumed with num_workers={plan.workers}")
+
+
+@clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", cost=6, plan=_worker_change_plan,
+        needs=RESUMES, budget="workers", explicit=worker_change_examples)
+def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange | None) -> None:
+    """A state resumed with another `num_workers` either continues the stream exactly or is refused
+    (an exception at `load_state_dict`, `iter()` or the first `next()`, before any batch); never a
+    silent loss or repeat.
+
+    "Exactly": the stream the uninterrupted run has from the checkpoint on, or, where the loader's
+    order depends on ``num_workers`` (its uninterrupted runs with the two counts differ), the rest
+    of the interrupted epoch holding exactly the samples still due and each later epoch equal to
+    that epoch of an uninterrupted loader built with the new count (litData#878). A refusal that
+    does not name the two counts passes with an advisory; SC41 (strict) fails it.
+    """
+    if plan is None:
+        raise NotJudgeable("the configuration space allows one number of worker processes only "
+                           "(ConfigSpace.num_workers), so there is no other count to resume with")
+    outcome, resumed = resume_with_other_workers(example, plan)
+    if outcome.crash is not None:
+        n = outcome.crash.batches_before
+        raise violated("SC23", context=_where(plan, example.config), expected=(
+            "the resume to continue the stream exactly, or to be refused before its first batch (at "
+            "load_state_dict, iter() or the first next())"), got=(
+            f"{outcome.crash}, after {n} batch{'es' if n != 1 else ''} of the resumed stream: a run that had "
+            "started training on the resumed data dies mid-run"),
+            impact=loud(outcome.crash.step, f"raises {type(outcome.crash.error).__name__} mid-run, "
+                                            "after resumed batches"))
+    if outcome.refusal is not None:
+        if not names_the_worker_counts(outcome.refusal, outcome.saved, outcome.resumed):
+            advise(unnamed_worker_refusal(outcome.refusal))
+        return  # refused before any batch: nothing lost, the job stops there
+    expected = example.expected_after(plan.position)
+    if stream_difference(expected, resumed) is None:
+        return  # the uninterrupted run's own stream
+    reference, lengths = example.reference()
+    new_run = uninterrupted(example.factory, other_config(example.config, plan))
+    if stream_difference(reference, new_run[0]) is None:  # the order does not depend on num_workers
+        same_stream(expected, resumed, clause_id="SC23", context=_where(plan, example.config),
+                    what="the loader resumed with another num_workers to continue the stream exactly (or to "
+                         "refuse)")
+        return
+    _exact_with_the_new_count(example, plan, outcome, lengths, new_run)
+
+
+#: What the later epochs of a loader whose order depends on num_workers are compared with.
+_LATER = ("each epoch after the interrupted one to equal that epoch of an uninterrupted loader built with the "
+          "new num_workers (the loader's order depends on num_workers)")
+
+
+def _exact_with_the_new_count(example: Example, plan: WorkerChange, outcome: WorkerResume, lengths: list[int],
+                              new_run: tuple[list[Any], list[int]]) -> None:
+    """For a loader whose order depends on ``num_workers``: the rest of the interrupted epoch holds
+    exactly the samples still due (in any order), and each later epoch is the new count's."""
+    p, where, program = plan.position, _where(plan, example.config), example.program
+    reference, _ = example.reference()
+    new_reference, new_lengths = new_run
+    start = sum(lengths[:p.epoch])
+    due = sample_ids([] if p.after_stop else reference[start + p.batches:start + lengths[p.epoch]])
+    first, stop = sum(new_lengths[:p.epoch + 1]), sum(new_lengths[:p.epoch + 3])
+    later = program.expression("expected", f"{program.render(new_reference)}[{first}:{stop}]",
+                               new_reference[first:stop])
+    loader = example.fresh(outcome.state, config=other_config(example.config, plan))
+    if due:  # a checkpoint inside the epoch: its first pass is the rest of that epoch
+        rest = sample_ids(stream(loader, 1))
+        if rest is None:
+            raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
+                               "so the samples the resumed epoch holds cannot be counted")
+        program.add(f"# The rest of epoch {p.epoch} must hold the samples {sorted(due)}, once each, in any order")
+        if Counter(rest) != Counter(due):
+            lost, extra = Counter(due) - Counter(rest), Counter(rest) - Counter(due)
+            raise violated("SC23", context=where, expected=(
+                f"the rest of epoch {p.epoch} to hold exactly the {len(due)} samples still due, once each, in any "
+                f"order (the loader's order depends on num_workers): {id_list(Counter(due))}"), got=(
+                f"the resumed epoch held {id_list(Counter(rest))}: lost {id_list(lost) if lost else 'none'}, "
+                f"repeated {id_list(extra) if extra else 'none'}"),
+                impact=samples_impact(due, rest, epoch=p.epoch))
+    elif due is None:
+        raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
+                           "so the samples the resumed epoch holds cannot be counted")
+    # After the epoch's last batch (and after the rest of it), the later epochs; an empty pass first is
+    # a state taken before StopIteration (F5), which take() goes past as the other resume clauses do.
+    same_stream(later, take(loader, len(later), max_epochs=RESUME_EPOCHS), clause_id="SC23", context=where,
+                what=_LATER)
+
+
+def other_config(config: LoaderConfig, plan: WorkerChange) -> LoaderConfig:
+    """The config the state is resumed with: the same but for the number of worker processes."""
+    return replace(config, num_workers=plan.workers)
