@@ -8,14 +8,13 @@ fixed world size; each other class changes one thing, the way real loaders went 
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import default_collate
+from loader_base import EpochOffsetLoader
 
 from stateful_contract import LoaderConfig
 
@@ -28,60 +27,10 @@ def target(name: str) -> str:
     return f"{HERE}:{name}"
 
 
-class Shards:
-    """A correct loader at a fixed world size: rank r reads ``order[r::W]``, epoch e shuffled with seed + e.
-
-    The state is ``{"epoch", "offset"}`` plus what a subclass adds; loading is lazy, and a
-    new ``iter()`` abandons an unfinished epoch, as with ``StatefulDataLoader``.
-    """
-
-    def __init__(self, config: LoaderConfig) -> None:
-        self.config = config
-        self.epoch, self.offset = 0, 0
-        self.in_progress = False
-        self.pending: dict[str, Any] | None = None
-
-    def order(self, epoch: int) -> list[int]:
-        c = self.config
-        if not c.shuffle:
-            return list(range(c.dataset_size))
-        return torch.randperm(c.dataset_size, generator=torch.Generator().manual_seed(c.seed + epoch)).tolist()
-
-    def shard(self, epoch: int) -> list[int]:
-        return self.order(epoch)[self.config.rank::self.config.world_size]
-
-    def batches(self, epoch: int) -> list[list[int]]:
-        c, mine = self.config, self.shard(epoch)
-        out = [mine[i:i + c.batch_size] for i in range(0, len(mine), c.batch_size)]
-        return [b for b in out if len(b) == c.batch_size] if c.drop_last else out
-
-    def __iter__(self) -> Iterator[Any]:
-        if self.pending is not None:
-            self.restore(self.pending)
-            self.pending = None
-        elif self.in_progress:
-            self.epoch, self.offset = self.epoch + 1, 0
-        self.in_progress = True
-        return self.run()
-
-    def run(self) -> Iterator[Any]:
-        batches = self.batches(self.epoch)
-        while self.offset < len(batches):
-            self.offset += 1
-            yield default_collate([self.config.dataset[i] for i in batches[self.offset - 1]])
-        self.epoch, self.offset, self.in_progress = self.epoch + 1, 0, False
-
-    def position(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "offset": self.offset}
-
-    def restore(self, state: dict[str, Any]) -> None:
-        self.epoch, self.offset = state["epoch"], state["offset"]
-
-    def state_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self.pending) if self.pending is not None else self.position()
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.pending, self.in_progress = copy.deepcopy(state_dict), False
+class Shards(EpochOffsetLoader):
+    """A correct loader at a fixed world size (`loader_base.EpochOffsetLoader`): rank r reads
+    ``order[r::W]``, epoch e shuffled with seed + e; each subclass adds to its ``{"epoch", "offset"}``
+    state or changes how it is restored."""
 
 
 # --- broken on a world-size change ------------------------------------------------------

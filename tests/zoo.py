@@ -17,61 +17,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import default_collate
+from loader_base import EpochOffsetLoader
 
 from stateful_contract import LoaderConfig
 
 
-class EpochLoader:
-    """A correct stateful loader written from scratch: epoch number + offset in the epoch.
+class EpochLoader(EpochOffsetLoader):
+    """A correct stateful loader written from scratch: epoch number + offset in the epoch
+    (`loader_base.EpochOffsetLoader`, the one base of the test loaders).
 
     Epoch ``e`` shuffles with ``torch.Generator().manual_seed(seed + e)``; like
     StatefulDataLoader, a new ``iter()`` abandons an unfinished epoch, loading is lazy,
     and a state taken after the last batch resumes into an empty epoch.
     """
-
-    def __init__(self, config: LoaderConfig) -> None:
-        self.config = config
-        self.epoch = 0
-        self.offset = 0
-        self.in_progress = False
-        self.pending: dict[str, Any] | None = None
-
-    def batches(self, epoch: int) -> list[list[int]]:
-        c = self.config
-        order = (torch.randperm(c.dataset_size, generator=torch.Generator().manual_seed(c.seed + epoch)).tolist()
-                 if c.shuffle else list(range(c.dataset_size)))
-        out = [order[i:i + c.batch_size] for i in range(0, len(order), c.batch_size)]
-        return [b for b in out if len(b) == c.batch_size] if c.drop_last else out
-
-    def __iter__(self) -> Iterator[Any]:
-        if self.pending is not None:
-            self.restore(self.pending)
-            self.pending = None
-        elif self.in_progress:
-            self.epoch, self.offset = self.epoch + 1, 0
-        self.in_progress = True
-        return self.run()
-
-    def run(self) -> Iterator[Any]:
-        batches = self.batches(self.epoch)
-        while self.offset < len(batches):
-            indices = batches[self.offset]
-            self.offset += 1
-            yield default_collate([self.config.dataset[i] for i in indices])
-        self.epoch, self.offset, self.in_progress = self.epoch + 1, 0, False
-
-    def restore(self, state: dict[str, Any]) -> None:
-        self.epoch, self.offset = state["epoch"], state["offset"]
-
-    def state_dict(self) -> dict[str, Any]:
-        if self.pending is not None:
-            return copy.deepcopy(self.pending)
-        return {"epoch": self.epoch, "offset": self.offset}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.pending = copy.deepcopy(state_dict)
-        self.in_progress = False
 
 
 class StrictEpochLoader(EpochLoader):

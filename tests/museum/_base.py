@@ -23,23 +23,27 @@ path in every rank process of a multi-rank check, and imports it by its plain na
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-import torch
-from torch.utils.data import default_collate
-
 from stateful_contract import LoaderConfig
+
+# The one test base is tests/loader_base.py; rank processes put only this folder on sys.path.
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from loader_base import EpochOffsetLoader
 
 __all__ = ["ContinuingLoader", "Piece", "ShardedEpochLoader", "WorkerPoolLoader", "piece"]
 
 
-class ShardedEpochLoader:
-    """A correct stateful loader: ``{"epoch", "offset"}``, lazy load, StatefulDataLoader's epoch semantics.
+class ShardedEpochLoader(EpochOffsetLoader):
+    """A correct stateful loader (`loader_base.EpochOffsetLoader`, the one base of the test loaders)
+    plus what the reports need: ``set_epoch``, and a state that records the world size.
 
     Epoch ``e`` shuffles with ``torch.Generator().manual_seed(seed + e)`` (the
     ``DistributedSampler`` recipe) and rank ``r`` of ``w`` reads ``order[r::w]``. A new
@@ -47,53 +51,6 @@ class ShardedEpochLoader:
     into an empty epoch, one taken after ``StopIteration`` into the next epoch.
     ``set_epoch(e)`` chooses the epoch of the next fresh pass, as trainers call it.
     """
-
-    def __init__(self, config: LoaderConfig) -> None:
-        self.config = config
-        self.epoch = 0
-        self.offset = 0
-        self.in_progress = False
-        self.pending: dict[str, Any] | None = None
-
-    # -- the data ---------------------------------------------------------------------
-    def order(self, epoch: int) -> list[int]:
-        """The indices this rank reads in ``epoch``."""
-        c = self.config
-        if c.shuffle:
-            full = torch.randperm(c.dataset_size, generator=torch.Generator().manual_seed(c.seed + epoch)).tolist()
-        else:
-            full = list(range(c.dataset_size))
-        return full[c.rank::c.world_size]
-
-    def batches(self, epoch: int) -> list[list[int]]:
-        c = self.config
-        order = self.order(epoch)
-        out = [order[i:i + c.batch_size] for i in range(0, len(order), c.batch_size)]
-        return [b for b in out if len(b) == c.batch_size] if c.drop_last else out
-
-    def collate(self, indices: list[int]) -> Any:
-        return default_collate([self.config.dataset[i] for i in indices])
-
-    # -- iteration --------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Any]:
-        if self.pending is not None:
-            self.restore(self.pending)
-            self.pending = None
-        elif self.in_progress:
-            self.epoch, self.offset = self.epoch + 1, 0
-        self.in_progress = True
-        return self.run()
-
-    def run(self) -> Iterator[Any]:
-        batches = self.batches(self.epoch)
-        while self.offset < len(batches):
-            indices = batches[self.offset]
-            self.offset += 1
-            yield self.collate(indices)
-        self.end_of_epoch()
-
-    def end_of_epoch(self) -> None:
-        self.epoch, self.offset, self.in_progress = self.epoch + 1, 0, False
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch of the next fresh pass; a loaded state at the end of an earlier epoch gives way to it.
@@ -135,15 +92,6 @@ class ShardedEpochLoader:
         if state.get("world_size", self.config.world_size) != self.config.world_size:
             raise ValueError(f"the state was saved on world size {state['world_size']}, this loader runs on "
                              f"world size {self.config.world_size}: resharding a loader state is not supported")
-
-    def state_dict(self) -> dict[str, Any]:
-        if self.pending is not None:
-            return copy.deepcopy(self.pending)
-        return self.position()
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.pending = copy.deepcopy(state_dict)
-        self.in_progress = False
 
 
 class WorkerPoolLoader(ShardedEpochLoader):

@@ -102,7 +102,7 @@ class ShuffleBufferNotSaved(ShardedEpochLoader):
 
     def stream(self, epoch: int, start: int) -> list[tuple[int, int]]:
         """``(sample, source samples read)`` of ``epoch``, read from source position ``start`` with an empty buffer."""
-        source = self.order(epoch)
+        source = self.shard(epoch)
         if not self.config.shuffle:
             return [(s, i + 1) for i, s in enumerate(source)][start:]
         generator = torch.Generator().manual_seed(self.config.seed + epoch)

@@ -74,9 +74,9 @@ class MidEpochGlobalRngRestore(ShardedEpochLoader):
             self.permutation = torch.randperm(self.config.dataset_size).tolist()
         return it
 
-    def order(self, epoch: int) -> list[int]:
+    def shard(self, epoch: int) -> list[int]:
         if self.permutation is None:
-            return super().order(epoch)
+            return super().shard(epoch)
         return self.permutation[self.config.rank::self.config.world_size]
 
     def position(self) -> dict[str, Any]:

@@ -70,9 +70,9 @@ class UnsavedSynchronizedGenerator(ShardedEpochLoader):
             self.permutation = torch.randperm(self.config.dataset_size, generator=self.generator).tolist()
         return it
 
-    def order(self, epoch: int) -> list[int]:
+    def shard(self, epoch: int) -> list[int]:
         if self.permutation is None:
-            return super().order(epoch)
+            return super().shard(epoch)
         return self.permutation[self.config.rank::self.config.world_size]
 
 
@@ -135,7 +135,7 @@ class SkipDividedAcrossRanks(ShardedEpochLoader):
 
     def batches_after_skip(self) -> list[list[int]]:
         c = self.config
-        order = self.order(self.epoch)[self.skipped:]
+        order = self.shard(self.epoch)[self.skipped:]
         out = [order[i:i + c.batch_size] for i in range(0, len(order), c.batch_size)]
         return [b for b in out if len(b) == c.batch_size] if c.drop_last else out
 
