@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from ._checking import FactoryError as FactoryError
     from ._checking import Progress as Progress
     from ._checking import check as check
+    from .options import CheckOptions as CheckOptions
+    from .options import OptionError as OptionError
+    from .options import UnknownClauseWarning as UnknownClauseWarning
     from ._engine.outcome import ClauseViolation as ClauseViolation
     from ._target import TargetError as TargetError
     from .clauses import CLAUSES as CLAUSES
@@ -41,6 +44,9 @@ _EXPORTS = {
     "FactoryError": "_checking",
     "Progress": "_checking",
     "check": "_checking",
+    "CheckOptions": "options",
+    "OptionError": "options",
+    "UnknownClauseWarning": "options",
     "CLAUSES": "clauses",
     "CONTRACT_VERSION": "clauses",
     "Clause": "clauses",
