@@ -22,9 +22,6 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from ._checking import FactoryError as FactoryError
     from ._checking import Progress as Progress
     from ._checking import check as check
-    from .options import CheckOptions as CheckOptions
-    from .options import OptionError as OptionError
-    from .options import UnknownClauseWarning as UnknownClauseWarning
     from ._engine.outcome import ClauseViolation as ClauseViolation
     from ._target import TargetError as TargetError
     from .clauses import CLAUSES as CLAUSES
@@ -34,6 +31,9 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .config import LoaderConfig as LoaderConfig
     from .config import TokenDataset as TokenDataset
     from .config import loader_configs as loader_configs
+    from .options import CheckOptions as CheckOptions
+    from .options import OptionError as OptionError
+    from .options import UnknownClauseWarning as UnknownClauseWarning
     from .protocol import StatefulLoader as StatefulLoader
     from .report import ClauseResult as ClauseResult
     from .report import Report as Report

@@ -225,6 +225,16 @@ class _Run:
             keyword_note = (f"load_state_dict(state) rejects a positional state ({load_prober().id}); the other "
                             "clauses ran through load_state_dict(state_dict=state)")
             self.notes.append(keyword_note)
+        self.judge_in_order(keyword_note)
+        if keyword_note and not any(LOAD in clause(cid).needs for cid in self.results):
+            # Stopped at the load's own failure (exitfirst): no other clause ran through either form.
+            self.notes.remove(keyword_note)
+            for r in self.results.values():
+                if keyword_note in r.notes:
+                    r.notes.remove(keyword_note)
+
+    def judge_in_order(self, keyword_note: str) -> None:
+        """Each clause after what it needs; those nothing else needs in parallel jobs, with several."""
         order = run_order(self.selected)
         needed = {n for c in order for n in c.needs}
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
