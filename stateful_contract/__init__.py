@@ -31,6 +31,9 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .config import LoaderConfig as LoaderConfig
     from .config import TokenDataset as TokenDataset
     from .config import loader_configs as loader_configs
+    from .options import CheckOptions as CheckOptions
+    from .options import OptionError as OptionError
+    from .options import UnknownClauseWarning as UnknownClauseWarning
     from .protocol import StatefulLoader as StatefulLoader
     from .report import ClauseResult as ClauseResult
     from .report import Report as Report
@@ -41,6 +44,9 @@ _EXPORTS = {
     "FactoryError": "_checking",
     "Progress": "_checking",
     "check": "_checking",
+    "CheckOptions": "options",
+    "OptionError": "options",
+    "UnknownClauseWarning": "options",
     "CLAUSES": "clauses",
     "CONTRACT_VERSION": "clauses",
     "Clause": "clauses",

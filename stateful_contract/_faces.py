@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Face", "current", "hint_alignment", "hint_clauses", "hint_expect_fail", "hint_remove_expected",
-           "hint_strict", "hint_world_size", "in_face", "speaking"]
+__all__ = ["Face", "current", "hint_alignment", "hint_clauses", "hint_exitfirst", "hint_expect_fail",
+           "hint_expected_failures", "hint_remove_expected", "hint_strict", "hint_world_size", "in_face", "speaking"]
 
 Face = Literal["python", "cli", "pytest"]
 
@@ -70,6 +70,16 @@ def hint_expect_fail(clause_id: str, reason: str) -> str:
     return _token("expect-fail", clause_id, reason)
 
 
+def hint_expected_failures() -> str:
+    """Where the expected failures are declared (the option, argument or class attribute)."""
+    return _token("expected-failures")
+
+
+def hint_exitfirst() -> str:
+    """How to stop at the first failure (and, said of a stopped check, how not to)."""
+    return _token("exitfirst")
+
+
 def hint_remove_expected(clause_id: str) -> str:
     """How to take ``clause_id`` off the expected failures."""
     return _token("remove-expected", clause_id)
@@ -107,6 +117,12 @@ def _spell(kind: str, args: list[object], speaker: _Speaker) -> str:
         return {"cli": f"--expect-fail '{cid}={reason}'",
                 "python": f"check(..., expected_failures={{{json.dumps(cid)}: {json.dumps(reason)}}})",
                 "pytest": f"expected_failures = {{{json.dumps(cid)}: {json.dumps(reason)}}} on {on}"}[face]
+    if kind == "expected-failures":
+        return {"cli": "--expect-fail", "python": "expected_failures", "pytest": f"{speaker.owner}.expected_failures" if speaker.owner
+                else "expected_failures on the test class"}[face]
+    if kind == "exitfirst":
+        return {"cli": "-x/--exitfirst", "python": "exitfirst=True",
+                "pytest": f"pytest -x (or exitfirst = True on {on})"}[face]
     if kind == "remove-expected":
         return {"cli": f"drop --expect-fail {value}", "python": f"remove {value!r} from expected_failures",
                 "pytest": f"remove {value!r} from {on}.expected_failures"}[face]

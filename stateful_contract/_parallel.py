@@ -33,15 +33,7 @@ from ._engine.executors import Executor
 from ._engine.outcome import Outcome
 from .clauses import Clause
 
-__all__ = ["Speedup", "default_jobs", "judge_apart"]
-
-
-def default_jobs() -> int:
-    """Every core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+__all__ = ["Speedup", "judge_apart"]
 
 
 @dataclass
@@ -68,14 +60,17 @@ Done = Callable[[Clause, Outcome, float], None]
 
 
 def judge_apart(clauses: Sequence[Clause], jobs: int, *, judge: Judge, executor: Callable[[], Executor],
-                started: Callable[[Clause], None], done: Done) -> Speedup:
+                started: Callable[[Clause], None], done: Done, stop: Callable[[], bool] | None = None) -> Speedup:
     """Judge ``clauses`` in ``jobs`` forked processes, each with its own ``executor()``.
 
     ``judge(clause, executor)`` runs in the job; ``started`` and ``done(clause, outcome, seconds)``
-    run here, in the order the clauses are handed out and come back.
+    run here, in the order the clauses are handed out and come back. ``stop`` (exitfirst): asked
+    after each verdict; once it says so, no clause is handed out and the jobs still judging one
+    are ended, so those clauses have no verdict.
     """
-    # The costliest first (`Clause.cost`): a long clause started last would leave the other cores idle.
-    order = sorted(clauses, key=lambda c: (-c.cost, c.id))
+    # The costliest first (`Clause.cost`): a long clause started last would leave the other cores
+    # idle. Stopping at the first failure, the order given instead: the likeliest failure first.
+    order = list(clauses) if stop is not None else sorted(clauses, key=lambda c: (-c.cost, c.id))
     speed = Speedup(jobs=min(jobs, len(order)), clauses=len(order))
     began = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
@@ -115,13 +110,16 @@ def judge_apart(clauses: Sequence[Clause], jobs: int, *, judge: Judge, executor:
                 speed.clause_seconds += seconds
                 done(c, payload, seconds)
                 idle.append(conn)
+            if stop is not None and stop():
+                speed.clauses -= len(todo) + len(running)
+                return speed  # the jobs still judging are ended below, their executors closed
         for _, conn in workers:
             conn.send_bytes(pickle.dumps(("close", None)))
             _, notes, _ = pickle.loads(conn.recv_bytes())
             speed.notes.extend(n for n in notes if n not in speed.notes)
     finally:
         _end(workers)
-    speed.wall_seconds = time.perf_counter() - began
+        speed.wall_seconds = time.perf_counter() - began
     return speed
 
 

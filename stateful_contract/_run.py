@@ -4,7 +4,8 @@
 after the clauses it needs (a clause whose prerequisite failed is not judged, saying
 which and why), reruns the examples of a clause with a fresh-process half, and hands
 the clauses no other clause needs to `stateful_contract._parallel` when the run has
-more than one job.
+more than one job. With ``exitfirst`` it stops at the first clause that fails; the
+clauses it did not reach are reported as not run (`_Run.not_run`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ._engine.plans import Alignment
 from ._engine.search import judge_runs, replay_one, search
 from ._engine.siblings import PendingSibling
 from ._engine.supervised import Supervised
+from ._faces import hint_exitfirst
 from .clauses import Clause, clause, load_prober, run_order
 from .clauses.registry import LOAD, load_blocks
 from .config import ConfigSpace, LoaderConfig
@@ -62,7 +64,7 @@ class _Run:
     def __init__(self, executor: Executor, *, selected: list[str], expected: dict[str, str], profile: str,
                  space: ConfigSpace, alignment: Alignment, progress: Callable[[Progress], None] | None,
                  replay: tuple[LoaderConfig, Any] | None, notes: list[str], seed: int | None = None,
-                 jobs: int = 1, make_executor: Callable[[], Executor] | None = None) -> None:
+                 jobs: int = 1, make_executor: Callable[[], Executor] | None = None, exitfirst: bool = False) -> None:
         self.executor = executor
         #: Processes the clauses no other clause needs are judged in (`stateful_contract._parallel`),
         #: each with an executor of its own from ``make_executor``.
@@ -84,6 +86,9 @@ class _Run:
         self.load_failed: ExampleRun | None = None
         #: The clause being judged (named as interrupted if the run is stopped there).
         self.current: Clause | None = None
+        #: Stop at the first failure (`CheckOptions.exitfirst`), and the clause it was.
+        self.exitfirst = exitfirst
+        self.stopped_at: str | None = None
 
     def emit(self, c: Clause, done: int, total: int, status: Status | None = None, seconds: float = 0.0) -> None:
         if self.progress is not None:
@@ -220,12 +225,24 @@ class _Run:
             keyword_note = (f"load_state_dict(state) rejects a positional state ({load_prober().id}); the other "
                             "clauses ran through load_state_dict(state_dict=state)")
             self.notes.append(keyword_note)
+        self.judge_in_order(keyword_note)
+        if keyword_note and not any(LOAD in clause(cid).needs for cid in self.results):
+            # Stopped at the load's own failure (exitfirst): no other clause ran through either form.
+            self.notes.remove(keyword_note)
+            for r in self.results.values():
+                if keyword_note in r.notes:
+                    r.notes.remove(keyword_note)
+
+    def judge_in_order(self, keyword_note: str) -> None:
+        """Each clause after what it needs; those nothing else needs in parallel jobs, with several."""
         order = run_order(self.selected)
         needed = {n for c in order for n in c.needs}
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
         apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
         for c in order:
+            if self.stopped_at is not None:
+                return
             if c in apart:
                 continue
             why = self.blocked(c)
@@ -243,7 +260,7 @@ class _Run:
             if c.probes_load and self.load_failed is not None:
                 seconds += self.load_failed.seconds  # its example was the probe's
             self.record(c, outcome, seconds)
-        if apart:
+        if apart and self.stopped_at is None:
             self.judge_apart(apart)
 
     def judge_apart(self, clauses: list[Clause]) -> None:
@@ -268,7 +285,8 @@ class _Run:
             return self.judge(c)
 
         speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor,
-                            started=lambda c: self.emit(c, 0, 1), done=self.record)
+                            started=lambda c: self.emit(c, 0, 1), done=self.record,
+                            stop=(lambda: self.stopped_at is not None) if self.exitfirst else None)
         self.notes.extend(n for n in speed.notes if n not in self.notes)
         self.notes.append(speed.describe())
 
@@ -295,9 +313,17 @@ class _Run:
         if c.id in self.expected:  # a declaration holds for a clause run as a prerequisite too
             result.declare_expected_failure(self.expected[c.id])
         self.results[c.id] = result
+        if self.exitfirst and result.is_failure and self.stopped_at is None:
+            self.stopped_at = c.id
         # Also for a prerequisite run but not selected (SC18 before a resume clause): the
         # work shows, though the report lists it as skipped.
         self.emit(c, 1, 1, result.status, result.seconds)
+
+    def not_run(self) -> list[str]:
+        """The selected clauses left without a verdict because the check stopped at its first failure."""
+        if self.stopped_at is None:
+            return []
+        return sorted(s for s in self.selected if s not in self.results)
 
     def report(self, c: Clause, interrupted: bool = False) -> ClauseResult:
         result = self.results.get(c.id)
@@ -312,6 +338,9 @@ class _Run:
             why = ("the check was interrupted while this clause ran" if c == self.current
                    else "the check was interrupted before this clause")
             return ClauseResult(c.id, c.name, c.tier, Outcome("not-judged", message=why))
+        if c.id in self.not_run():
+            return ClauseResult(c.id, c.name, c.tier, Outcome("not-judged", message=(
+                f"not run: the check stopped at the first failure, {self.stopped_at} ({hint_exitfirst()})")))
         return ClauseResult(c.id, c.name, c.tier, Outcome("skipped", message=c.skip_reason))
 
 

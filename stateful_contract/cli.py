@@ -1,6 +1,6 @@
 """The ``stateful-contract`` command line.
 
-    stateful-contract check package.module:factory [--profile ci] [--clause SC10] [--json report.json]
+    stateful-contract check package.module:factory [--profile ci] [--clause SC10] [-x] [--json report.json]
     stateful-contract demo                 # MindSpeed-MM's wrapper and the reference one, side by side
     stateful-contract badge report.json --svg badge.svg --endpoint badge.json
     stateful-contract replay report.json SC10   # only the recorded failing example of SC10, again
@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn, TextIO
@@ -30,7 +31,7 @@ from typing import Any, NoReturn, TextIO
 from ._faces import speaking
 from ._render import SHOWN, impact_text, render_failures, render_report, summary_line
 from ._version import __version__
-from .clauses import CLAUSES, CONTRACT_VERSION, clause
+from .clauses import CLAUSES, CONTRACT_VERSION
 from .profiles import PROFILES
 from .report import same_causes
 
@@ -84,25 +85,27 @@ class _Usage(Exception):
 
 
 def _expected(items: Sequence[str]) -> dict[str, str]:
+    """``--expect-fail ID=REASON`` as the one form of expected failures (ID -> reason)."""
     out = {}
     for item in items:
         cid, sep, reason = item.partition("=")
         if not sep or not cid.strip() or not reason.strip():
             raise _Usage(f"--expect-fail takes ID=REASON (e.g. SC17='state holds a dataclass'), got {item!r}")
-        out[clause(cid.strip()).id] = reason.strip()
+        out[cid.strip()] = reason.strip()
     return out
 
 
 def _alignment(value: str | None) -> Any:
-    if value is None or value == "window":
-        return value
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise _Usage(f"--checkpoint-alignment takes 'window' or a whole number of batches >= 1, got {value!r}")
-    return n
+    """``window`` or a number; `CheckOptions` says what a check can take."""
+    return int(value) if value is not None and value.strip().isdigit() else value
+
+
+#: The flag of each `CheckOptions` field whose flag is not its name with dashes.
+_FLAGS = {"clauses": "--clause", "expected_failures": "--expect-fail", "isolation": "--in-process"}
+
+
+def _flag(option: str) -> str:
+    return _FLAGS.get(option, "--" + option.replace("_", "-"))
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
@@ -143,33 +146,38 @@ def _stopped_by_sigterm() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _options(args: argparse.Namespace) -> Any:
+    """The `CheckOptions` of ``check``'s command line; an expected failure naming no clause is a usage error."""
+    from .options import CheckOptions, UnknownClauseWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownClauseWarning)  # a typo on a command line is caught now
+        return CheckOptions(
+            profile=args.profile, clauses=[c for given in args.clause for c in given.split(",")] or None,
+            expected_failures=_expected(args.expect_fail), checkpoint_alignment=_alignment(args.checkpoint_alignment),
+            strict=args.strict, timeout=args.timeout, world_size=args.world_size,
+            isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
+            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst)
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from ._checking import CheckInterrupted, FactoryError, check
     from ._target import TargetError
+    from .options import OptionError, UnknownClauseWarning
 
     try:
-        expected = _expected(args.expect_fail)
-        clauses = [clause(c).id for given in args.clause for c in given.split(",") if c.strip()] or None
-        options = {"checkpoint_alignment": _alignment(args.checkpoint_alignment),
-                   "memory_limit": _memory(args.memory_limit)}
-        if args.jobs is not None and args.jobs < 1:
-            raise _Usage(f"--jobs takes a number >= 1, got {args.jobs}")
-        if args.world_size < 1:
-            raise _Usage(f"--world-size takes a number >= 1, got {args.world_size}")
-        if args.timeout is not None and args.timeout < 0:
-            raise _Usage(f"--timeout takes seconds >= 0 (0: none), got {args.timeout:g}")
-    except KeyError as e:
-        return _usage(e.args[0])
+        options = _options(args)
+    except OptionError as e:
+        return _usage(f"{_flag(e.option)} {e.problem}")
+    except UnknownClauseWarning as e:
+        return _usage(str(e))
     except _Usage as e:
         return _usage(str(e))
     status = 0
     live = None if args.quiet else _Live(sys.stderr)
     with _stopped_by_sigterm() as terminated:
         try:
-            report = check(args.target, profile=args.profile, clauses=clauses, expected_failures=expected,
-                           strict=args.strict, timeout=args.timeout, world_size=args.world_size,
-                           isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
-                           progress=live, **options)
+            report = check(args.target, options, progress=live)
         except (TargetError, FactoryError) as e:
             if args.verbose:
                 traceback.print_exc()
@@ -306,7 +314,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="run the loader in this process, not a supervised child (for a debugger; a crash then "
                         "ends the check)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="judge clauses in N parallel processes (default: every core for thorough, else 1)")
+                   help="judge clauses in N parallel processes (default: every core; 1 under pytest-xdist)")
+    p.add_argument("-x", "--exitfirst", action="store_true",
+                   help="stop at the first clause that fails (the likeliest to fail run first); "
+                        "the report names the clauses not run")
     p.add_argument("--json", metavar="PATH", help="write the report as JSON")
     p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause)")
     p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause)")

@@ -4,7 +4,8 @@ Every profile includes worker configurations (1 and 2 worker processes), with fe
 examples, because each one costs 0.1 to 1 s of worker start-up on a 2-core machine
 against a few ms for an in-process example. The worker examples of a check draw from one
 pool of configurations (`stateful_contract._engine.pool`), so their uninterrupted runs
-are shared by every clause; ``thorough`` judges clauses in parallel on every core.
+are shared by every clause. Every profile judges clauses in parallel on every core
+(`stateful_contract.options.default_jobs`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ class Profile:
     #: Seconds one example may take before the loader counts as hung.
     timeout: float
     description: str
-    #: Judges clauses in parallel processes, one per core, by default (`check(jobs=...)`).
-    parallel: bool = False
     #: Worker examples per clause on several ranks (None: ``worker_examples``): there each one
     #: starts workers on every rank, and the ranks share the machine's cores.
     rank_worker_examples: int | None = None
@@ -63,7 +62,7 @@ PROFILES: dict[str, Profile] = {
                   description="derandomized, deterministic verdicts (default)", rank_worker_examples=4),
     # Before a release or after a bug: many more examples, still bounded.
     "thorough": Profile("thorough", examples=400, worker_examples=64, derandomize=False, timeout=60.0,
-                        description="many more examples, on every core", parallel=True),
+                        description="many more examples"),
 }
 
 

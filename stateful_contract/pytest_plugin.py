@@ -13,6 +13,8 @@ It adds what a downstream suite needs without touching its conftest:
   ``--hypothesis-profile stateful-contract-dev`` still picks the engine's profile of that
   name (deprecated: it also switches every other Hypothesis test of the run to it);
 - ``--stateful-contract-seed N``: seed every class's search (the summary shows the seeds);
+- pytest's own ``-x`` (``--maxfail=1``): every class's check stops at its first failing
+  clause, the clauses it did not reach skipped as not run (`run_options`);
 - ``--contract-report PATH``, which writes the JSON report of each contract class that
   ran, in the format the CLI writes (``{name}`` in PATH is replaced by the class name);
 - a terminal summary: each class's verdict and what its search covered;
@@ -37,9 +39,11 @@ from hypothesis import settings
 from .profiles import PROFILES, register_hypothesis_profiles
 
 if TYPE_CHECKING:
+    from .options import CheckKeywords
     from .report import Report
 
-__all__ = ["LEGACY_PREFIX", "MARKER", "PROFILE_ENV", "PROFILE_INI", "REPORTS", "report_paths", "run_profile", "run_seed"]
+__all__ = ["LEGACY_PREFIX", "MARKER", "PROFILE_ENV", "PROFILE_INI", "REPORTS", "report_paths", "run_options", "run_profile",
+           "run_seed"]
 
 #: The marker put on every clause test.
 MARKER = "stateful_contract"
@@ -154,6 +158,22 @@ def run_seed(config: pytest.Config | None) -> int | None:
     """The search seed ``--stateful-contract-seed`` chooses (None: the profile decides)."""
     seed = config.getoption("stateful_contract_seed", default=None) if config is not None else None
     return None if seed is None else int(seed)
+
+
+def run_options(config: pytest.Config | None) -> CheckKeywords:
+    """The `CheckOptions` fields this pytest run chooses for every contract class (the mixin
+    applies them over the class's own): the profile and the seed chosen above, and
+    ``exitfirst`` under pytest's own ``-x`` (``--maxfail=1``), which would stop at the first
+    failing clause test anyway: the check then stops at the first failing clause too."""
+    chosen: CheckKeywords = {}
+    profile, seed = run_profile(config), run_seed(config)
+    if profile is not None:
+        chosen["profile"] = profile
+    if seed is not None:
+        chosen["seed"] = seed
+    if config is not None and config.getoption("maxfail", default=0) == 1:
+        chosen["exitfirst"] = True
+    return chosen
 
 
 def _ini(config: pytest.Config | None) -> str | None:

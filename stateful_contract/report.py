@@ -37,9 +37,11 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: (``coverage`` keys ``point:...``) gives the share of the checkpoint space visited; version 6
 #: adds what each failure does to a training run (``impact``: ``kind`` silent or loud, ``what``,
 #: ``where``, ``counts``, ``unit``, ``epoch``, ``at``; null where a clause did not fail) and, per
-#: report, which failures share one cause (``same_cause``: clause ID -> the ID told in full).
-#: Older reports still load.
-REPORT_FORMAT = 6
+#: report, which failures share one cause (``same_cause``: clause ID -> the ID told in full);
+#: version 7 adds the clause a check stopped at when it stops at the first failure
+#: (``stopped_at``, null otherwise; the clauses it did not reach are ``not-judged``, their
+#: message starting "not run"). Older reports still load.
+REPORT_FORMAT = 7
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -175,6 +177,8 @@ class Report:
     #: The worker counts of the configuration space searched (``ConfigSpace.num_workers``; empty in
     #: reports before format 5): a dimension of the checkpoint space the coverage line measures.
     num_workers: list[int] = field(default_factory=list)
+    #: The clause whose failure stopped the check (``exitfirst``); None when it ran to the end.
+    stopped_at: str | None = None
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:
@@ -221,6 +225,7 @@ class Report:
             "num_workers": list(self.num_workers),
             "notes": list(self.notes),
             "interrupted": self.interrupted,
+            "stopped_at": self.stopped_at,
             "same_cause": same_causes(self.results),
             "clauses": [r.to_dict() for r in self.results],
         }
@@ -246,6 +251,7 @@ class Report:
             interrupted=bool(data.get("interrupted", False)),
             seed=data.get("seed"),
             num_workers=list(data.get("num_workers", [])),
+            stopped_at=data.get("stopped_at"),
         )
 
     @classmethod

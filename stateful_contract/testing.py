@@ -23,8 +23,7 @@ helpers are ``@final``.
 from __future__ import annotations
 
 import sys
-import warnings
-from collections.abc import Mapping
+import weakref
 from typing import Any, ClassVar, final
 
 import pytest
@@ -35,13 +34,15 @@ from ._engine.supervised import Isolation
 from ._faces import speaking
 from ._render import render_result
 from ._target import factory_import_line
-from .clauses import CLAUSES, Clause, default_selection
+from .clauses import Clause
+from .clauses.registry import lookup
 from .config import ConfigSpace, LoaderConfig
+from .options import CheckOptions, ExpectedFailures
 from .protocol import StatefulLoader
-from .pytest_plugin import LEGACY_PREFIX, MARKER, REPORTS, run_profile, run_seed
+from .pytest_plugin import LEGACY_PREFIX, MARKER, REPORTS, run_options, run_profile
 from .report import ClauseResult, Report
 
-__all__ = ["StatefulLoaderContract", "judge"]
+__all__ = ["StatefulLoaderContract", "class_options", "judge"]
 
 #: Hypothesis profiles registered by the plugin are named ``stateful-contract-<profile>``.
 PROFILE_PREFIX = LEGACY_PREFIX
@@ -71,13 +72,18 @@ class StatefulLoaderContract:
     - ``memory_limit``: bytes the loader's processes may gain during one example
       (default 4 GiB; ``None``: no limit). Supervised runs only.
 
+    - ``jobs``: parallel processes the check judges clauses in (default: every core, one
+      under pytest-xdist, whose workers already share the cores).
+    - ``exitfirst``: stop the check at the first failing clause (pytest's own ``-x`` does
+      this for every class); the clauses not reached are skipped as not run.
+
     - ``world_size``: more than 1 runs the contract on that many ranks
       (torch.distributed, gloo) and adds the multi-rank clauses SC30 and SC31. Every rank imports
       this test module by its file path and calls ``make_loader`` on a fresh instance of
       this class, so the class must be importable at module level.
     """
 
-    expected_failures: ClassVar[Mapping[str, str]] = {}
+    expected_failures: ClassVar[ExpectedFailures] = {}
     checkpoint_alignment: ClassVar[Alignment] = None
     config_space: ClassVar[ConfigSpace] = ConfigSpace()
     strict: ClassVar[bool] = False
@@ -86,6 +92,8 @@ class StatefulLoaderContract:
     world_size: ClassVar[int] = 1
     isolation: ClassVar[Isolation | None] = None
     memory_limit: ClassVar[int | None] = DEFAULT_MEMORY_LIMIT
+    jobs: ClassVar[int | None] = None
+    exitfirst: ClassVar[bool] = False
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
         """The hook: return a fresh loader for ``config`` on every call.
@@ -101,20 +109,13 @@ class StatefulLoaderContract:
         if "clause_id" not in metafunc.fixturenames:
             return
         cls = type(self)
-        known = {c.id for c in CLAUSES}
-        for unknown in sorted(set(cls.expected_failures) - known):
-            warnings.warn(
-                f"{cls.__qualname__}.expected_failures names {unknown!r}, which is no clause "
-                f"of the contract (known: {', '.join(sorted(known))})",
-                UserWarning,
-                stacklevel=1,
-            )
+        options = class_options(cls)  # built (and warned about) here, once
         # The marker is registered by the plugin; without it (-p no:stateful_contract)
         # an unregistered mark would break --strict-markers runs.
         marks = [getattr(pytest.mark, MARKER)] if metafunc.config.pluginmanager.has_plugin(MARKER) else []
         metafunc.parametrize(
             "clause_id",
-            [pytest.param(c.id, id=f"{c.id}-{c.name}", marks=marks) for c in clauses_for(cls)],
+            [pytest.param(cid, id=f"{cid}-{lookup(cid).name}", marks=marks) for cid in options.selected],
         )
 
     @final
@@ -131,24 +132,12 @@ class StatefulLoaderContract:
         factory_import = factory_import_line(factory)
         if cls.world_size > 1:
             factory = f"{sys.modules[cls.__module__].__file__}:{cls.__qualname__}"
+        # The class's options, on the clauses pytest selected, with the run's own choices.
+        options = class_options(cls).replace(**run_options(request.config)).replace(
+            clauses=selected_clauses(request.session, cls))
         try:
             with speaking("pytest", cls.__qualname__):  # hints name the class's attributes, not CLI options
-                report = check(
-                    factory,
-                    profile=engine_profile(cls.profile, request.config),
-                    clauses=selected_clauses(request.session, cls),
-                    expected_failures=dict(cls.expected_failures),
-                    checkpoint_alignment=cls.checkpoint_alignment,
-                    strict=cls.strict,
-                    space=cls.config_space,
-                    timeout=cls.timeout,
-                    target=request.node.nodeid,
-                    world_size=cls.world_size,
-                    factory_import=factory_import,
-                    seed=run_seed(request.config),
-                    isolation=cls.isolation,
-                    memory_limit=cls.memory_limit,
-                )
+                report = check(factory, options, target=request.node.nodeid, factory_import=factory_import)
         except FactoryError as e:
             # No loader at all: one clear line on every test, not a traceback into the engine.
             pytest.fail(f"{cls.__qualname__}.make_loader cannot build a loader: {e}", pytrace=False)
@@ -161,9 +150,27 @@ class StatefulLoaderContract:
         judge(stateful_contract_report[clause_id])
 
 
+#: Each class's options, built once: an expected failure naming no clause is warned about once.
+_OPTIONS: weakref.WeakKeyDictionary[type, CheckOptions] = weakref.WeakKeyDictionary()
+
+
+def class_options(cls: type[StatefulLoaderContract]) -> CheckOptions:
+    """The `CheckOptions` the class's attributes declare (the run's choices are applied over them)."""
+    options = _OPTIONS.get(cls)
+    if options is None:
+        with speaking("pytest", cls.__qualname__):  # a warning names the class's attribute
+            options = CheckOptions(
+                profile=cls.profile, strict=cls.strict, expected_failures=cls.expected_failures,
+                checkpoint_alignment=cls.checkpoint_alignment, space=cls.config_space, world_size=cls.world_size,
+                timeout=cls.timeout, isolation=cls.isolation, memory_limit=cls.memory_limit, jobs=cls.jobs,
+                exitfirst=cls.exitfirst)
+        _OPTIONS[cls] = options
+    return options
+
+
 def clauses_for(cls: type[StatefulLoaderContract]) -> list[Clause]:
     """The class's default selection: the strict tier on request, the multi-rank one on several ranks."""
-    return default_selection(strict=cls.strict, world_size=cls.world_size)
+    return [lookup(cid) for cid in class_options(cls).selected]
 
 
 def selected_clauses(session: pytest.Session, cls: type) -> list[str]:

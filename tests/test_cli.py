@@ -126,7 +126,7 @@ def test_the_badge_subcommand_turns_a_report_into_svg_and_endpoint(tmp_path):
     [
         (["--expect-fail", "SC17"], "--expect-fail takes ID=REASON"),
         (["--expect-fail", "=no id"], "--expect-fail takes ID=REASON"),
-        (["--expect-fail", "SC99=typo"], "unknown clause 'SC99'"),
+        (["--expect-fail", "SC99=typo"], "--expect-fail names 'SC99', which is no clause"),
         (["--checkpoint-alignment", "windows"], "--checkpoint-alignment takes 'window' or a whole number"),
         (["--checkpoint-alignment", "0"], "--checkpoint-alignment takes 'window' or a whole number"),
         (["--clause", "SC99"], "unknown clause 'SC99'"),

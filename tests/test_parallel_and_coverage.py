@@ -19,13 +19,16 @@ IN_PROCESS = ConfigSpace(num_workers=(0,))
 
 
 def _verdicts(report):  # type: ignore[no-untyped-def]
-    return [(r.id, r.status, r.examples, r.plan, r.config, r.coverage) for r in report.results]
+    """Everything a clause's record says but its time (and the notes, where the speed-up is noted)."""
+    return [(r.id, r.status, r.examples, r.plan, r.config, r.coverage, r.message, r.got, r.reproduction,
+             r.impact) for r in report.results]
 
 
 def test_parallel_jobs_reach_the_verdicts_of_one_job_and_note_their_speed_up() -> None:
     kwargs = {"clauses": ["SC10", "SC11", "SC13", "SC14"], "space": IN_PROCESS, "profile": "dev", "seed": 5}
     one, two = check(zoo.OffByOneResume, jobs=1, **kwargs), check(zoo.OffByOneResume, jobs=2, **kwargs)
     assert _verdicts(one) == _verdicts(two)
+    assert (one.verdict, one.stopped_at, one.seed) == (two.verdict, two.stopped_at, two.seed)
     assert one["SC10"].status == "failed" and one["SC14"].status == "passed"
     assert any("in 2 parallel processes" in n and "x one core" in n for n in two.notes)
     assert not any("parallel" in n for n in one.notes)
@@ -36,12 +39,6 @@ def test_a_crash_in_a_parallel_job_fails_its_clause_and_the_run_goes_on() -> Non
                    profile="dev", seed=1, jobs=2)
     assert report["SC10"].status == "failed" and report["SC10"].killed_by == "SIGSEGV"
     assert report["SC14"].status == "passed"  # it never resumes
-
-
-def test_the_thorough_profile_runs_on_every_core_by_default() -> None:
-    from stateful_contract.profiles import get_profile
-
-    assert get_profile("thorough").parallel and not get_profile("ci").parallel
 
 
 def test_the_checkpoint_space_counts_each_point_once_per_cell() -> None:

@@ -6,6 +6,7 @@ whole module stays fast; the clauses themselves are the engine's tests' business
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -134,16 +135,16 @@ def test_the_check_runs_once_per_class_on_the_selected_clauses(
     calls: list[dict[str, Any]] = []
     from stateful_contract._checking import check as real_check
 
-    def spy(factory: Any, **kwargs: Any) -> Report:
-        calls.append(kwargs)
-        return real_check(factory, **kwargs)
+    def spy(factory: Any, options: Any, **kwargs: Any) -> Report:
+        calls.append({**{f.name: getattr(options, f.name) for f in dataclasses.fields(options)}, **kwargs})
+        return real_check(factory, options, **kwargs)
 
     monkeypatch.setattr("stateful_contract.testing.check", spy)
     pytester.makepyfile(test_loader=downstream("stateful_dataloader", "expected_failures = {'SC17': 'why'}"))
     result = pytester.runpytest_inprocess("-k", "SC01 or SC12 or SC17")
     result.assert_outcomes(passed=2, failed=1)  # SC17 passes although declared: a stale declaration
     assert len(calls) == 1
-    assert calls[0]["clauses"] == ["SC01", "SC12", "SC17"]
+    assert calls[0]["clauses"] == ("SC01", "SC12", "SC17")
     assert calls[0]["profile"] == "dev" and calls[0]["expected_failures"] == {"SC17": "why"}
     assert calls[0]["target"] == "test_loader.py::TestLoader"
 

@@ -49,7 +49,7 @@ def no_epoch_lost(lengths: Sequence[int], position: Position, passes: Sequence[i
         raise violated(clause_id, context=context, expected=NO_EMPTY_EPOCH, got=diff, impact=epoch_lost())
 
 
-@clause("SC21", "set-epoch-loop-resumes-epoch-by-epoch", tier="trainer", plan=epoch_loop_plan, needs=RESUMES)
+@clause("SC21", "set-epoch-loop-resumes-epoch-by-epoch", tier="trainer", kills=11, plan=epoch_loop_plan, needs=RESUMES)
 def set_epoch_loop_resumes_epoch_by_epoch(example: Example, plan: EpochLoop) -> None:
     """In the loop `for epoch in range(start, n): set_epoch(epoch); for batch in loader`, with
     checkpoints mid-epoch, after the last batch and after `StopIteration` (the latter two resumed at

@@ -8,7 +8,8 @@
 The decorator attaches a `Clause` to the function (as Hypothesis' ``@rule`` attaches a
 ``Rule``) and registers it. The tiers are data too (`TIERS`: which run by default, from
 which world size, which decide the badge, their skip texts). The run order, the default
-selection (`default_selection`), the order of parallel jobs (``cost``), the clause that
+selection (`default_selection`), the order of parallel jobs (``cost``), the order of a run
+(``cost`` and the museum's ``kills``: the likeliest failure first), the clause that
 judges the load probe (``probes_load``), the "not judged because SCxx failed" texts and
 the skip texts are all derived from these objects; nothing about a clause is kept
 anywhere else. IDs are public names that downstream
@@ -125,12 +126,21 @@ class Clause:
     #: Relative time of its search in a ci run on a correct loader (the order measured for
     #: docs/performance.md): parallel jobs take the costliest first, so none starts last.
     cost: int = 0
+    #: Pieces of the bug museum it fails (docs/museum.md, "caught today"; a test keeps the two
+    #: equal): with ``cost``, how soon a run judges it (`priority`).
+    kills: int = 0
     #: Its one example is the run's load probe (``load_state_dict(state)`` positionally): when
     #: the probe hung or crashed, that is its verdict, and it is judged whenever no form loads.
     probes_load: bool = False
     #: Examples run before the search, as Hypothesis runs ``@example``s: the cases a clause's random
     #: search reaches too rarely in a small budget (SC23: each pair of worker counts, mid-epoch).
     explicit: ExplicitExamples | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def priority(self) -> float:
+        """How likely it is to fail a broken loader per unit of its cost: the run judges the
+        highest first (after what it needs), so the first failure comes soon (exitfirst)."""
+        return self.kills / (self.cost + 1)
 
     @property
     def heading(self) -> str:
@@ -183,7 +193,7 @@ def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), 
            world: WorldJudgement | None = None,
            after_restart: tuple[Callable[..., Any], WorldJudgement] | None = None,
            restart_worlds: Callable[[int], tuple[int | None, ...]] | None = None, cost: int = 0,
-           probes_load: bool = False, explicit: ExplicitExamples | None = None) -> Callable[[F], F]:
+           kills: int = 0, probes_load: bool = False, explicit: ExplicitExamples | None = None) -> Callable[[F], F]:
     """Register the decorated scenario as a clause; its docstring's first paragraph is the statement."""
 
     def register(fn: F) -> F:
@@ -193,7 +203,7 @@ def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), 
         if clause_id in _REGISTRY:
             raise ValueError(f"clause {clause_id} is registered twice")
         entry = Clause(clause_id, name, tier, " ".join(doc.split()), fn, budget, plan, tuple(needs), fixed_config,
-                       blocks, world, after_restart, restart_worlds, cost, probes_load, explicit)
+                       blocks, world, after_restart, restart_worlds, cost, kills, probes_load, explicit)
         _REGISTRY[clause_id] = entry
         fn.clause = entry  # type: ignore[attr-defined]
         return fn
@@ -225,21 +235,26 @@ def lookup(clause_id: str) -> Clause:
 
 
 def run_order(wanted: Iterable[str]) -> list[Clause]:
-    """``wanted`` and everything they need, each after its prerequisites, otherwise in ID order."""
-    order: list[Clause] = []
-    seen: set[str] = set()
+    """``wanted`` and everything they need, each after its prerequisites; of the clauses whose
+    prerequisites have run, the highest `Clause.priority` first (then by ID)."""
+    todo: dict[str, Clause] = {}
 
     def visit(cid: str) -> None:
-        if cid in seen or cid == LOAD:
+        if cid in todo or cid == LOAD:
             return
-        seen.add(cid)
-        entry = lookup(cid)
+        todo[cid] = entry = lookup(cid)
         for need in entry.needs:
             visit(need)
-        order.append(entry)
 
     for cid in sorted(wanted):
         visit(cid)
+    order: list[Clause] = []
+    done: set[str] = {LOAD}
+    while todo:
+        ready = [c for c in todo.values() if done.issuperset(c.needs)]
+        nxt = min(ready, key=lambda c: (-c.priority, c.id))
+        order.append(todo.pop(nxt.id))
+        done.add(nxt.id)
     return order
 
 

@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 
-@clause("SC10", "resume-continues-the-stream", tier="core", cost=4, plan=checkpoint_plan, needs=RESUMES,
+@clause("SC10", "resume-continues-the-stream", tier="core", kills=13, cost=4, plan=checkpoint_plan, needs=RESUMES,
         after_restart=(resume_in_a_fresh_process, judged_on_the_process),
         restart_worlds=one_process_only)
 def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
@@ -83,7 +83,7 @@ def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
     no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=plan.position.describe(lengths))
 
 
-@clause("SC11", "resume-survives-several-hops", tier="core", cost=7, plan=hops_plan, needs=RESUMES)
+@clause("SC11", "resume-survives-several-hops", tier="core", kills=17, cost=7, plan=hops_plan, needs=RESUMES)
 def resume_survives_several_hops(example: Example, plan: Hops) -> None:
     """A state taken from a resumed loader, before or after it iterated, resumes exactly too
     (run 1, run 2, run 3)."""
@@ -108,7 +108,7 @@ def resume_survives_several_hops(example: Example, plan: Hops) -> None:
                 context=f"run 1 checkpointed {plan.position.describe(lengths)}; then resumed and checkpointed after {hops}")
 
 
-@clause("SC12", "state-before-first-batch-resumes", tier="core", cost=5, needs=RESUMES)
+@clause("SC12", "state-before-first-batch-resumes", tier="core", kills=1, cost=5, needs=RESUMES)
 def state_before_first_batch_resumes(example: Example, plan: None) -> None:
     """`state_dict()` before any iteration works and resumes to the full stream."""
     _, lengths = example.reference()
@@ -119,7 +119,8 @@ def state_before_first_batch_resumes(example: Example, plan: None) -> None:
                 what="the resumed loader to yield the full stream from its first batch")
 
 
-@clause("SC13", "state-after-load-is-the-loaded-state", tier="core", cost=3, plan=checkpoint_plan, needs=RESUMES)
+@clause("SC13", "state-after-load-is-the-loaded-state", tier="core", kills=14, cost=3, plan=checkpoint_plan,
+        needs=RESUMES)
 def state_after_load_is_the_loaded_state(example: Example, plan: Checkpoint) -> None:
     """`state_dict()` right after `load_state_dict`, before iterating, resumes to the same point as
     the loaded state."""
@@ -186,7 +187,7 @@ def load_leaves_its_argument_alone(example: Example, plan: Checkpoint) -> None:
                 what="a second loader given the same state dict to yield the same batches as the first")
 
 
-@clause("SC17", "state-survives-serialization", tier="core", cost=10, plan=checkpoint_plan, needs=RESUMES)
+@clause("SC17", "state-survives-serialization", tier="core", kills=12, cost=10, plan=checkpoint_plan, needs=RESUMES)
 def state_survives_serialization(example: Example, plan: Checkpoint) -> None:
     """The state round-trips through `torch.save` + `torch.load(weights_only=True)`, `pickle` and
     `copy.deepcopy`, and the round-tripped state resumes exactly."""

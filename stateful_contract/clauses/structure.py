@@ -36,7 +36,7 @@ def _missing_impact(missing: list[str]) -> Impact:
     return loud(step[first] if first else "iter(loader)", "raises AttributeError")
 
 
-@clause("SC01", "implements-protocol", tier="structure", budget="once", fixed_config=PROBE_CONFIG,
+@clause("SC01", "implements-protocol", tier="structure", kills=1, budget="once", fixed_config=PROBE_CONFIG,
         blocks="the loader lacks the protocol's methods")
 def implements_protocol(example: Example, plan: None) -> None:
     """The loader has callable `__iter__`, `state_dict` and `load_state_dict`."""

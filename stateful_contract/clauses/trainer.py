@@ -30,7 +30,7 @@ from .registry import RESUMES, clause
 __all__ = ["cut_short_passes_resume", "reload_into_a_used_loader", "template_then_load_resumes"]
 
 
-@clause("SC19", "template-then-load-resumes", tier="trainer", cost=12, plan=checkpoint_plan, needs=RESUMES)
+@clause("SC19", "template-then-load-resumes", tier="trainer", kills=15, cost=12, plan=checkpoint_plan, needs=RESUMES)
 def template_then_load_resumes(example: Example, plan: Checkpoint) -> None:
     """`state_dict()` on a fresh loader first (as torch.distributed.checkpoint does to get a
     template), then `load_state_dict(saved)`, resumes exactly; so does a real DCP save and load
@@ -68,7 +68,7 @@ def _reload_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, 
     return Reload(position, used)
 
 
-@clause("SC20", "reload-into-a-used-loader", tier="trainer", cost=9, plan=_reload_plan, needs=RESUMES)
+@clause("SC20", "reload-into-a-used-loader", tier="trainer", kills=13, cost=9, plan=_reload_plan, needs=RESUMES)
 def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
     """`load_state_dict(saved)` on a loader that already iterated (some batches, whole epochs, an
     open iterator, persistent workers) resumes exactly from `saved`.
@@ -115,7 +115,7 @@ def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
     return CutShort(steps * window, passes, into * window)
 
 
-@clause("SC22", "cut-short-passes-resume", tier="trainer", cost=11, plan=_cut_short_plan, needs=RESUMES)
+@clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES)
 def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
     """Passes that `break` after some batches (step limits, eval every N steps), checkpointed
     inside a pass, resume exactly.

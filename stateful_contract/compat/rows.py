@@ -14,10 +14,10 @@ import importlib.metadata
 import importlib.util
 import subprocess
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stateful_contract.config import ConfigSpace
+from stateful_contract.options import ExpectedFailures
 
 from . import reasons as why
 
@@ -41,7 +41,7 @@ class Row:
     #: The configuration, for a reader: what the factory builds.
     configuration: str
     #: Clause ID -> why the package violates it here (measured), naming its finding.
-    expected_failures: Mapping[str, str] = field(default_factory=dict)
+    expected_failures: ExpectedFailures = field(default_factory=dict)
     space: ConfigSpace = IN_PROCESS
     world_size: int = 1
     #: Modules the factory imports (a row whose modules are absent is reported, not run).

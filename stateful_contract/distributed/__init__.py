@@ -13,47 +13,29 @@ example can be replayed with ``python -m stateful_contract.distributed TARGET
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from .._checking import check
-from .._engine.plans import Alignment, Checkpoint
+from .._engine.plans import Checkpoint
 from .._engine.ranks import default_run_timeout
 from .._engine.steps import Position
-from ..config import ConfigSpace, LoaderConfig
+from ..config import LoaderConfig
+from ..options import CheckOptions
 from ..report import Report
 
 __all__ = ["check_world", "default_run_timeout"]
 
 
-def check_world(
-    target: str,
-    *,
-    world_size: int,
-    profile: str = "ci",
-    clauses: Iterable[str] | None = None,
-    expected_failures: Mapping[str, str] | None = None,
-    checkpoint_alignment: Alignment = None,
-    strict: bool = False,
-    space: ConfigSpace | None = None,
-    timeout: float | None = None,
-    run_timeout: float | None = None,
-    replay: tuple[LoaderConfig, Position] | None = None,
-    run_dir: str | Path | None = None,
-    **kwargs: Any,
-) -> Report:
+def check_world(target: str, options: CheckOptions | None = None, *, world_size: int,
+                replay: tuple[LoaderConfig, Position] | None = None, **keywords: Any) -> Report:
     """Run the contract on ``world_size`` ranks (torch.distributed, gloo) and return one `Report`.
 
     ``target`` is ``"package.module:factory"`` or ``"path/to/file.py:factory"``: every rank
-    imports it by that name. ``run_timeout`` bounds the run (`default_run_timeout`), after
-    which every process of it is killed and the clause running fails, naming where each
-    rank was. ``replay=(config, position)`` runs that one checkpoint instead of searching.
-    ``run_dir`` keeps the run's files (states, DCP checkpoints, rank logs) there.
+    imports it by that name. The options are `check`'s (`CheckOptions`, or its fields as
+    keywords); two matter most here: ``run_timeout`` bounds the run (`default_run_timeout`),
+    after which every process of it is killed and the clause running fails, naming where
+    each rank was; ``run_dir`` keeps the run's files (states, DCP checkpoints, rank logs) there.
+    ``replay=(config, position)`` runs that one checkpoint instead of searching.
     """
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    return check(target, world_size=world_size, profile=profile, clauses=clauses,
-                 expected_failures=expected_failures, checkpoint_alignment=checkpoint_alignment, strict=strict,
-                 space=space, timeout=timeout, run_timeout=run_timeout, run_dir=run_dir,
-                 replay=(replay[0], Checkpoint(replay[1])) if replay is not None else None, **kwargs)
+    return check(target, options, world_size=world_size, **keywords,
+                 replay=(replay[0], Checkpoint(replay[1])) if replay is not None else None)

@@ -20,7 +20,7 @@ Regenerate the verdicts (one line per entry; about 7 minutes on 2 cores, mostly 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ import torch
 
 from stateful_contract._links import doc
 from stateful_contract.config import ConfigSpace, LoaderConfig
+from stateful_contract.options import ExpectedFailures
 
 from .iterable_loaders import ShardedTokens, StatefulShardedTokens
 
@@ -238,7 +239,7 @@ class MatrixEntry:
     factory: Callable[[LoaderConfig], Any]
     description: str
     #: Clause ID -> why torchdata violates it in this configuration (measured).
-    expected_failures: Mapping[str, str] = field(default_factory=dict)
+    expected_failures: ExpectedFailures = field(default_factory=dict)
     #: The configuration space it is checked on (None: the whole default space).
     space: ConfigSpace | None = None
     #: Ranks it is checked on (`MULTI_RANK` entries: with ``world_size > 1``).
@@ -357,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         entry = entries[name]
         started = time.perf_counter()
         factory = entry.target if entry.world_size > 1 else entry.factory  # ranks import it by name
-        report = check(factory, profile=args.profile, space=entry.space, world_size=entry.world_size,
+        report = check(factory, profile=args.profile, space=entry.space or ConfigSpace(), world_size=entry.world_size,
                        expected_failures=entry.expected_failures, target=entry.target)
         verdict = {r.id: r.status for r in report.results if r.status not in ("passed", "skipped")}
         failed |= not report.passed

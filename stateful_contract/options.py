@@ -1,0 +1,219 @@
+"""`CheckOptions`: every option a check takes, in one frozen object, validated in one place.
+
+    >>> from stateful_contract import CheckOptions, check
+    >>> options = CheckOptions(profile="dev", clauses=["SC10"], expected_failures={"SC17": "holds a file"})
+    >>> report = check(factory, options)              # or check(factory, profile="dev", ...)
+    >>> report = check(factory, options, seed=3)      # the same options, one changed
+
+Every face builds one: the command line from its arguments (the GitHub Action and the nox
+contract sessions run the command line), the pytest mixin from the class's attributes and
+the run's own choices (`stateful_contract.pytest_plugin.run_options`), `check` from its
+keywords and `stateful_contract.distributed.check_world` with ``world_size`` required.
+A wrong value raises `OptionError` (a `ValueError` naming the option), whichever face
+gave it; an expected failure naming no clause is warned about once
+(`UnknownClauseWarning`), when the object is built, and noted on the report.
+
+Expected failures have one form in every face and table: a mapping from clause ID to
+the reason the loader is known to fail it (`ExpectedFailures`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, TypedDict
+
+from ._engine.plans import Alignment
+from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
+from ._faces import hint_expected_failures, in_face
+from .clauses import CLAUSES, default_selection
+from .clauses.registry import lookup
+from .config import ConfigSpace
+from .profiles import PROFILES
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["XDIST_WORKER_ENV", "CheckKeywords", "CheckOptions", "ExpectedFailures", "OptionError",
+           "UnknownClauseWarning", "default_jobs"]
+
+#: The one form of expected failures: clause ID -> why the loader is known to fail it.
+ExpectedFailures = Mapping[str, str]
+
+#: Set by pytest-xdist in each of its workers: they already share the cores, one job each.
+XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
+
+_ISOLATIONS = ("supervised", "in-process")
+
+
+def default_jobs() -> int:
+    """Every core this process may run on; one under pytest-xdist, whose workers share them already."""
+    if os.environ.get(XDIST_WORKER_ENV):
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no sched_getaffinity off Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class OptionError(ValueError):
+    """An option with a value no check can take; ``option`` is its `CheckOptions` field."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"{option} {problem}")
+        self.option = option
+        self.problem = problem
+
+
+class UnknownClauseWarning(UserWarning):
+    """An expected failure names no clause of the contract (a typo, or a clause not yet released)."""
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Every option of a check (`stateful_contract.check`); each face builds one of these.
+
+    Build a changed copy with `replace`. What each field does is in `check`'s documentation
+    and docs/cli.md; a field left at its default means what the default of that option means.
+    """
+
+    #: ``"dev"``, ``"ci"`` (derandomized, the default) or ``"thorough"``.
+    profile: str = "ci"
+    #: Clause IDs to judge (and what they need); None: every clause of the tiers that apply.
+    clauses: Sequence[str] | None = None
+    #: Also run the strict tier (beyond StatefulDataLoader's semantics).
+    strict: bool = False
+    #: Clause ID -> reason, for clauses the loader is known to fail (strict: a pass fails the check).
+    expected_failures: ExpectedFailures = field(default_factory=dict)
+    #: None (checkpoints anywhere), ``"window"`` or a number of batches.
+    checkpoint_alignment: Alignment = None
+    #: The part of the configuration space searched.
+    space: ConfigSpace = field(default_factory=ConfigSpace)
+    #: Ranks of torch.distributed; more than one adds the multi-rank clauses.
+    world_size: int = 1
+    #: Seconds one example may take (None: the profile's; 0: no limit).
+    timeout: float | None = None
+    #: Seconds a multi-rank run may take (None: `stateful_contract.distributed.default_run_timeout`).
+    run_timeout: float | None = None
+    #: Bytes the loader's processes may gain during one example (None: no limit; supervised only).
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT
+    #: ``"supervised"`` (the default where ``os.fork`` exists) or ``"in-process"``.
+    isolation: Isolation | None = None
+    #: Parallel processes the searched clauses are judged in; None: `default_jobs`.
+    jobs: int | None = None
+    #: Seeds the search (recorded on the report; None: the profile decides).
+    seed: int | None = None
+    #: Stop at the first clause that fails; the clauses not run are reported as such.
+    exitfirst: bool = False
+    #: Keeps a multi-rank run's files (states, checkpoints, rank logs) there.
+    run_dir: str | Path | None = None
+    #: Expected failures given that name no clause: warned about once, when given, and left out.
+    unknown_expected: tuple[str, ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: object) -> None:
+            object.__setattr__(self, name, value)
+
+        if self.profile not in PROFILES:
+            raise OptionError("profile", f"takes one of {', '.join(PROFILES)}, got {self.profile!r}")
+        if self.clauses is not None:
+            given = self.clauses.split(",") if isinstance(self.clauses, str) else self.clauses
+            put("clauses", tuple(_known(c) for c in given if c.strip()))
+        put("expected_failures", MappingProxyType(self._expected(self.expected_failures)))
+        alignment = self.checkpoint_alignment
+        if not (alignment is None or alignment == "window" or _whole(alignment, 1)):
+            raise OptionError("checkpoint_alignment",
+                              f"takes 'window' or a whole number of batches >= 1, got {alignment!r}")
+        if not _whole(self.world_size, 1):
+            raise OptionError("world_size", f"takes a number >= 1, got {self.world_size!r}")
+        if self.jobs is None:
+            put("jobs", default_jobs())
+        elif not _whole(self.jobs, 1):
+            raise OptionError("jobs", f"takes a number >= 1, got {self.jobs!r}")
+        for name, least in (("timeout", 0.0), ("run_timeout", 0.0)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < least):
+                raise OptionError(name, f"takes seconds >= 0 (0: none), got {value!r}")
+        if self.memory_limit is not None and not _whole(self.memory_limit, 1):
+            raise OptionError("memory_limit", f"takes a number of bytes >= 1 or None, got {self.memory_limit!r}")
+        if self.isolation is not None and self.isolation not in _ISOLATIONS:
+            raise OptionError("isolation", f"takes one of {', '.join(_ISOLATIONS)}, got {self.isolation!r}")
+        if self.seed is not None and not _whole(self.seed, 0):
+            raise OptionError("seed", f"takes a whole number >= 0, got {self.seed!r}")
+        if self.space is None:  # what check(space=None) always meant: the whole default space
+            put("space", ConfigSpace())
+        elif not isinstance(self.space, ConfigSpace):
+            raise OptionError("space", f"takes a ConfigSpace, got {type(self.space).__name__}")
+
+    def _expected(self, given: ExpectedFailures | None) -> dict[str, str]:
+        """The declarations by clause ID; those naming no clause are warned about (once) and left out."""
+        if given is not None and not isinstance(given, Mapping):
+            raise OptionError("expected_failures", "takes a mapping of clause ID -> reason, e.g. "
+                              f"{{'SC17': 'the state holds a file handle'}}, got {type(given).__name__}")
+        known = {c.id for c in CLAUSES}
+        out: dict[str, str] = {}
+        unknown = list(self.unknown_expected)
+        for cid, reason in (given or {}).items():
+            key = str(cid).strip().upper()
+            if key in known:
+                out[key] = str(reason)
+            elif key not in unknown:
+                unknown.append(key)
+                warnings.warn(f"{in_face(hint_expected_failures())} names {key!r}, which is no clause of the "
+                              f"contract (known: {', '.join(sorted(known))})", UnknownClauseWarning, stacklevel=4)
+        object.__setattr__(self, "unknown_expected", tuple(unknown))
+        return out
+
+    def replace(self, **changes: Unpack[CheckKeywords]) -> CheckOptions:
+        """These options with ``changes``, validated again (an unknown ID already warned about is not again)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def selected(self) -> list[str]:
+        """The clause IDs the check judges: the named ones, or every clause of the tiers that apply."""
+        if self.clauses is None:
+            return [c.id for c in default_selection(strict=self.strict, world_size=self.world_size)]
+        return list(self.clauses)
+
+
+class CheckKeywords(TypedDict, total=False):
+    """`CheckOptions`' fields as keywords (`check`'s ``**options``), for type checkers."""
+
+    profile: str
+    clauses: Sequence[str] | None
+    strict: bool
+    expected_failures: ExpectedFailures
+    checkpoint_alignment: Alignment
+    space: ConfigSpace
+    world_size: int
+    timeout: float | None
+    run_timeout: float | None
+    memory_limit: int | None
+    isolation: Isolation | None
+    jobs: int | None
+    seed: int | None
+    exitfirst: bool
+    run_dir: str | Path | None
+
+
+def _known(clause_id: str) -> str:
+    try:
+        return lookup(clause_id.strip()).id
+    except KeyError as e:
+        raise OptionError("clauses", f"names an {e.args[0]}") from None
+
+
+def _whole(value: object, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def options_of(options: CheckOptions | None, overrides: CheckKeywords) -> CheckOptions:
+    """``options`` (default ones if None) with ``overrides``: what `check` runs with."""
+    if options is None:
+        return CheckOptions(**overrides)
+    return dataclasses.replace(options, **overrides) if overrides else options
