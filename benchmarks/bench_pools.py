@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import statistics
@@ -97,6 +98,10 @@ def install() -> None:
     lengths = steps.epoch_lengths
 
     def reference_lengths(*args: Any, **kwargs: Any) -> Any:
+        config = steps._PASS_CONFIG.get()  # `uninterrupted` built the loader of this config just before
+        if config is not None and config.num_workers > 0 and not _in_reference[0]:
+            digest = hashlib.sha1(repr(config).encode()).hexdigest()[:10]
+            _log(f"run:{digest}")  # one uninterrupted run with workers: a second one of a config is a recomputation
         _in_reference[0] += 1
         try:
             return lengths(*args, **kwargs)
@@ -117,7 +122,7 @@ if os.environ.get(LOG_ENV):  # imported by the new interpreter that unpickles `c
     install()
 
 
-def one_run(factory: str) -> tuple[dict[str, collections.Counter[str]], dict[str, float], dict[str, Any]]:
+def one_run(factory: str, jobs: int) -> tuple[dict[str, collections.Counter[str]], dict[str, float], dict[str, Any]]:
     """Pool starts per clause and kind, seconds per clause, and facts of one supervised ci check."""
     import bench_pools  # this file as a module of its name: the new interpreter unpickles `counted` by it
 
@@ -130,16 +135,22 @@ def one_run(factory: str) -> tuple[dict[str, collections.Counter[str]], dict[str
         bench_pools.install()
         load = os.getloadavg()[0]
         started = time.perf_counter()
-        report = check(bench_pools.counted, profile="ci", jobs=1,
+        report = check(bench_pools.counted, profile="ci", jobs=jobs,
                        factory_import=f"from stateful_contract.reference.factories import {factory} as factory")
         total = time.perf_counter() - started
         per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+        runs: collections.Counter[tuple[str, str]] = collections.Counter()
         for line in log.read_text().splitlines() if log.exists() else []:
-            clause, kind, _ = line.split("\t")
-            per[clause][kind] += 1
+            clause, kind, pid = line.split("\t")
+            if kind.startswith("run:"):
+                runs[(pid, kind)] += 1
+            else:
+                per[clause][kind] += 1
     seconds = {r.id: r.seconds for r in report.results}
     workers = {r.id: r.outcome.coverage.get("with-workers", 0) for r in report.results}
-    facts = {"total": total, "load": load, "passed": report.passed, "workers": workers,
+    facts = {"total": total, "load": load, "passed": report.passed, "workers": workers, "jobs": jobs,
+             "runs": sum(runs.values()), "recomputed": sum(n - 1 for n in runs.values()),
+             "processes": len({pid for pid, _ in runs}),
              "statuses": {r.id: r.status for r in report.results}}
     return dict(per), seconds, facts
 
@@ -148,6 +159,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--factory", default="reference_wrapper", help="a factory of stateful_contract.reference.factories")
+    parser.add_argument("--jobs", type=int, default=1, help="check(jobs=N): each job's child keeps runs of its own")
     parser.add_argument("--json", metavar="PATH", help="also write the counts and times as JSON")
     args = parser.parse_args()
     os.environ["CI"] = "true"  # Hypothesis' CI settings, as a downstream CI runs the check
@@ -155,7 +167,7 @@ def main() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
-    runs = [one_run(args.factory) for _ in range(args.repeat)]
+    runs = [one_run(args.factory, args.jobs) for _ in range(args.repeat)]
     counts = [r[0] for r in runs]
     stable = all(c == counts[0] for c in counts)
     first, seconds, facts = runs[0]
@@ -177,9 +189,11 @@ def main() -> None:
     rows.append(f"| **all** | | {sum(facts['workers'].values())} | **{total}** | {reference} | "
                 f"{statistics.median(r[2]['total'] for r in runs):.1f} s |")
     print("\n".join(rows))
+    print(f"\nuninterrupted runs with workers: {facts['runs']} in {facts['processes']} loader processes, "
+          f"{facts['recomputed']} of them a second run of a config in the same process")
     loads = [r[2]["load"] for r in runs]
-    print(f"\n(`python benchmarks/bench_pools.py --repeat {args.repeat}`: {args.factory}, ci profile, CI=true, "
-          f"supervised, one job; counts {'the same in every run' if stable else 'DIFFERED between runs'}; "
+    print(f"\n(`python benchmarks/bench_pools.py --repeat {args.repeat} --jobs {args.jobs}`: {args.factory}, ci profile, CI=true, "
+          f"supervised, {args.jobs} job{'s' if args.jobs > 1 else ''}; counts {'the same in every run' if stable else 'DIFFERED between runs'}; "
           f"load average (1 min) {min(loads):.1f} to {max(loads):.1f}; python {sys.version.split()[0]}, "
           f"{time.strftime('%Y-%m-%d %H:%M')})")
     if not stable:
