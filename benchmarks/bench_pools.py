@@ -170,8 +170,8 @@ def main() -> None:
     runs = [one_run(args.factory, args.jobs) for _ in range(args.repeat)]
     counts = [r[0] for r in runs]
     stable = all(c == counts[0] for c in counts)
-    first, seconds, facts = runs[0]
-    order = [c for c in facts["statuses"]]
+    first, _, facts = runs[0]
+    order = list(facts["statuses"])
     rows = ["| clause | verdict | worker examples | pool starts | of which uninterrupted runs | median time |",
             "|---|---|---|---|---|---|"]
     for name in ["-", *order]:
