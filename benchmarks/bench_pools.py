@@ -128,24 +128,25 @@ def one_run(factory: str, jobs: int) -> tuple[dict[str, collections.Counter[str]
 
     from stateful_contract import check
 
-    with tempfile.TemporaryDirectory() as d:
-        log = Path(d) / "starts.tsv"
-        os.environ[LOG_ENV] = str(log)
-        os.environ[FACTORY_ENV] = factory
-        bench_pools.install()
-        load = os.getloadavg()[0]
-        started = time.perf_counter()
-        report = check(bench_pools.counted, profile="ci", jobs=jobs,
-                       factory_import=f"from stateful_contract.reference.factories import {factory} as factory")
-        total = time.perf_counter() - started
-        per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-        runs: collections.Counter[tuple[str, str]] = collections.Counter()
-        for line in log.read_text().splitlines() if log.exists() else []:
-            clause, kind, pid = line.split("\t")
-            if kind.startswith("run:"):
-                runs[(pid, kind)] += 1
-            else:
-                per[clause][kind] += 1
+    # One log for every run of this process: the new interpreter SC10 resumes in is a child of a
+    # zygote started once per process, with the environment of the first run.
+    log = Path(os.environ.setdefault(LOG_ENV, str(Path(tempfile.mkdtemp(prefix="bench-pools-")) / "starts.tsv")))
+    log.unlink(missing_ok=True)
+    os.environ[FACTORY_ENV] = factory
+    bench_pools.install()
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    report = check(bench_pools.counted, profile="ci", jobs=jobs,
+                   factory_import=f"from stateful_contract.reference.factories import {factory} as factory")
+    total = time.perf_counter() - started
+    per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    runs: collections.Counter[tuple[str, str]] = collections.Counter()
+    for line in log.read_text().splitlines() if log.exists() else []:
+        clause, kind, pid = line.split("\t")
+        if kind.startswith("run:"):
+            runs[(pid, kind)] += 1
+        else:
+            per[clause][kind] += 1
     seconds = {r.id: r.seconds for r in report.results}
     workers = {r.id: r.outcome.coverage.get("with-workers", 0) for r in report.results}
     facts = {"total": total, "load": load, "passed": report.passed, "workers": workers, "jobs": jobs,
