@@ -19,6 +19,13 @@ to it), or with ``--compare PATH`` also another one (a copy of main, say) in the
   in-process ci check; target 2x;
 - with ``--floor``, in the same invocation, the least the worker examples can cost
   (`bench_worker_floor.py`: worker-pool starts counted in the ci check, times the cost of one).
+
+``--issue21`` measures instead what issue 21's done-when asks, in one run, each figure with the
+load average (1 min) it was taken at: the import (``python -c "import stateful_contract"``, and
+the stack alone, the baseline above), (a) the full ci check of the reference wrapper with the
+default options (whatever ``--jobs`` defaults to), (b) SC02 alone, (c) ``--exitfirst`` on
+MindSpeed-MM's wrapper, if the CLI accepts it (else "not available yet"), and whether it
+printed the failing clause's reproduction. Targets: (a) <= 10x, (b) <= 1.5x, (c) <= 3x.
 """
 
 from __future__ import annotations
@@ -112,6 +119,69 @@ def facts(report: dict) -> dict[str, float]:  # type: ignore[type-arg]
     return out
 
 
+IMPORT = [PY, "-c", "import stateful_contract"]
+FULL_DEFAULT = [*CHECK, "stateful_contract.reference.factories:reference_wrapper", "--quiet"]
+EXITFIRST = [*CHECK, "stateful_contract.reference.factories:mindspeed_wrapper", "--exitfirst"]
+
+
+def accepts_exitfirst(tree: Path) -> bool:
+    """Whether this checkout's ``check`` has ``--exitfirst`` (issue 21; another branch adds it)."""
+    return "--exitfirst" in run([*CHECK, "--help"], tree)[1]
+
+
+def issue21(repeat: int, tree: Path) -> list[tuple[str, str, str, str, str]]:
+    """The rows of issue 21's done-when: measurement, median, ratio to ``import stateful_contract``,
+    ratio to the stack's import, load averages; medians of ``repeat`` rounds, every command once a round."""
+    exitfirst = accepts_exitfirst(tree)
+    commands = {"import": IMPORT, "stack": BASELINE, "full": FULL_DEFAULT, "sc02": SC02}
+    if exitfirst:
+        commands["x"] = EXITFIRST
+    run(IMPORT, tree)  # warm the file cache
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    loads: dict[str, list[float]] = {k: [] for k in commands}
+    printed: list[bool] = []
+    for _ in range(repeat):
+        for name, cmd in commands.items():
+            loads[name].append(os.getloadavg()[0])
+            seconds, out = run(cmd, tree)
+            times[name].append(seconds)
+            if name == "x":
+                printed.append("Reproduce" in out or "reproduc" in out.lower())
+    med = {k: statistics.median(v) for k, v in times.items()}
+
+    def row(label: str, name: str, target: str) -> tuple[str, str, str, str, str]:
+        load = f"{min(loads[name]):.1f} to {max(loads[name]):.1f}"
+        return (label, f"{med[name]:.2f} s", f"{med[name] / med['import']:.2f}x", f"{med[name] / med['stack']:.2f}x",
+                f"{load}; {target}" if target else load)
+
+    rows = [row('`python -c "import stateful_contract"` (the import)', "import", ""),
+            row('`python -c "import torch, torchdata.stateful_dataloader, hypothesis"`', "stack", ""),
+            row("(a) `check reference_wrapper`, default options (ci)", "full", "target <= 10x"),
+            row("(b) `check mindspeed_wrapper --clause SC02`", "sc02", "target <= 1.5x")]
+    if exitfirst:
+        shown = "reproduction printed" if all(printed) else "reproduction NOT printed"
+        rows.append(row("(c) `check mindspeed_wrapper --exitfirst`", "x", f"target <= 3x; {shown}"))
+    else:
+        rows.append(("(c) `check mindspeed_wrapper --exitfirst`", "not available yet", "", "",
+                     "this checkout's CLI has no --exitfirst"))
+    return rows
+
+
+def main_issue21(repeat: int, write: str | None) -> None:
+    rows = issue21(repeat, ROOT)
+    table = ["| measurement | median | vs. the import | vs. the stack | load average (1 min); note |",
+             "|---|---|---|---|---|"]
+    table += [f"| {' | '.join(r)} |" for r in rows]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    footer = (f"`python benchmarks/bench_check.py --issue21 --repeat {repeat}`: medians of {repeat}, {cores} cores, "
+              f"python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d %H:%M')}")
+    print("\n".join(table))
+    print(f"({footer})")
+    if write:
+        with Path(write).open("a", encoding="utf-8") as f:
+            f.write("\n" + "\n".join(table) + f"\n\n({footer}.)\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
@@ -123,7 +193,12 @@ def main() -> None:
     parser.add_argument("--no-thorough", action="store_true", help="skip the thorough measurement (minutes)")
     parser.add_argument("--floor", action="store_true",
                         help="also measure the floor of the worker examples (bench_worker_floor.py, 2 minutes)")
+    parser.add_argument("--issue21", action="store_true",
+                        help="measure issue 21's done-when instead: the import, the default ci check, SC02, -x")
     args = parser.parse_args()
+    if args.issue21:
+        main_issue21(args.repeat, args.write)
+        return
 
     thorough = [*CHECK, "stateful_contract.reference.factories:reference_wrapper", "--quiet", "--profile", "thorough",
                 *[a for c in THOROUGH_CLAUSES for a in ("--clause", c)]]

@@ -216,7 +216,12 @@ _TWO_FRESH_LOADERS = Wording(got="the second stream", expected="the first loader
 def same_config_same_stream(example: Example, plan: None) -> None:
     """Two fresh loaders from one config yield the same stream; where this fails, resume clauses
     are not judgeable."""
-    first = stream(example.fresh(), WHOLE_STREAM_EPOCHS)
+    # The first loader's stream is the uninterrupted run the resume clauses compare with (taken
+    # once per config and check, `steps.uninterrupted`): comparing a fresh loader with that very
+    # run is what makes it safe to share, and it saves the worker pools of a second uninterrupted
+    # run of the same config (issue 21). The second loader is always built and iterated here.
+    _, lengths = example.reference()
+    first = example.segment("first", 0, sum(lengths[:WHOLE_STREAM_EPOCHS]))
     second = stream(example.fresh(), WHOLE_STREAM_EPOCHS)
     same_stream(first, second, clause_id="SC18", wording=_TWO_FRESH_LOADERS,
                 context="two fresh loaders from one config, torch.manual_seed(config.seed) before each",
