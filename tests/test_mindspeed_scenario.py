@@ -24,6 +24,8 @@ import pytest
 from stateful_contract._engine.ranks.launch import processes_of
 from stateful_contract.scenarios.mindspeed import (
     PARTS,
+    _check_keyword_only_crash,
+    _check_resume,
     RUN1_ITERS,
     RUN2_ITERS,
     SEED_ERROR,
@@ -183,3 +185,24 @@ def test_the_data_comparison_names_what_a_mid_window_resume_lost() -> None:
     assert lost.describe()[1] == "rank 0 lost 2 samples [3, 4] and trained on 2 of later windows instead [9, 10]"
     missing = compare_data(_logged(("1.1", "1,2", 9)), _logged(), uninterrupted, world_size=1, iterations=2)
     assert not missing.exact and "rank 0 has no micro-batch 1.2" in missing.missing
+
+
+def _iterations(*lines: str) -> str:
+    return "".join(f"iteration {line}\n" for line in lines)
+
+
+def test_a_resume_that_loses_data_or_does_not_crash_is_judged_failed() -> None:
+    """The verdict (and so the exit status) is not ok when a wrapper misbehaves in the report's flow."""
+    uninterrupted = _logged(("1.1", "1,2", 9), ("1.2", "3,4", 9), ("2.1", "5,6", 7), ("2.2", "7,8", 7))
+    uninterrupted.rank_stdout[0] += _iterations("1/2 | consumed samples: 16 | loss: 1.0",
+                                                "2/2 | consumed samples: 32 | loss: 2.0")
+    run1 = _logged(("1.1", "1,2", 9))
+    run2 = _logged(("1.2", "5,6", 7), ("2.1", "7,8", 7), ("2.2", "9,10", 5))
+    run2.rank_stdout[0] += _iterations("4/5 | consumed samples: 64 | loss: 1.5", "5/5 | consumed samples: 80 | loss: 2.0")
+    story: list[str] = []
+    finding = _check_resume("boundary", run1, run2, uninterrupted, 2, story)
+    assert not finding.ok
+    assert "the data differ from the uninterrupted run's" in finding.detail
+    assert "rank 0 lost 2 samples [3, 4] and trained on 2 of later windows instead [9, 10]" in story
+    # The keyword-only wrapper's part fails when run 2 does not crash.
+    assert not _check_keyword_only_crash(run1, run2, 1).ok

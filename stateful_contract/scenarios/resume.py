@@ -63,7 +63,7 @@ class DataComparison:
                              f"{len(self.instead.get(rank, []))} of later windows instead {_ids(self.instead.get(rank, []))}")
             changes = self.tokens.get(rank, [])
             if changes:
-                quoted = ", ".join(f"{mb}: {a} -> {b}" for mb, a, b in changes[:QUOTED])
+                quoted = ", ".join(f"micro-batch {mb}: {a} -> {b}" for mb, a, b in changes[:QUOTED])
                 more = f" and {len(changes) - QUOTED} more" if len(changes) > QUOTED else ""
                 lines.append(f"rank {rank} window token counts changed in {len(changes)} micro-batches ({quoted}{more})")
         return lines
