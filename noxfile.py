@@ -5,7 +5,7 @@
     nox -s "contract(reference)"           # report + badge for one implementation, under reports/
     nox -s contract -- --profile thorough    # every implementation; arguments go to `check`
     nox -s demo                              # MindSpeed-MM's wrapper and the reference one, side by side
-    nox -s scenario                          # MindSpeed-MM's bug report's trainer resume, end to end on 2 ranks
+    nox -s scenario                          # MindSpeed-MM's bug report's two jobs (save, resume) under torchrun, 2 ranks
     nox -s matrix                            # real loaders (datasets, accelerate, ...): docs/compatibility.md
 
 Each session installs what it needs, the package and the pyproject's dependency groups
@@ -152,7 +152,14 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def scenario(session: nox.Session) -> None:
-    """MindSpeed-MM's bug report as a scenario end to end: a per-token-loss trainer under torchrun, 2 ranks on gloo."""
+    """MindSpeed-MM's bug report end to end: per wrapper, run 1 saves and a second torchrun resumes (docs/scenario.md).
+
+    A per-token-loss trainer on 2 ranks (gloo, CPU): MindSpeed-MM's wrapper must crash run 2
+    on every rank, the reference wrapper must resume exactly (consumed 64 -> 80, an
+    uninterrupted run's samples and token counts), the report's proposed fix must lose
+    samples mid-window. Exits 0 when every expectation holds. Arguments go to the driver:
+    `nox -s scenario -- --parts shipped boundary --workdir /tmp/seed` keeps the checkpoints.
+    """
     install(session)
     session.run("python", "-m", "stateful_contract.scenarios.mindspeed", *session.posargs)
 
