@@ -157,14 +157,15 @@ def check(
     example_timeout = prof.timeout if timeout is None else timeout
     executor: Executor
     if world_size > 1:
-        from ._engine.ranks import Ranks
+        from ._engine.ranks import rank_executor
 
         if spec is None:
             raise TypeError("a multi-rank check needs the factory as a 'module:factory' or "
                             "'path/file.py:factory' string: every rank process imports it by name")
-        executor = Ranks(spec, world_size=world_size, factory_import=factory_import, alignment=checkpoint_alignment,
-                         timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=run_dir,
-                         run_timeout=run_timeout, memory_limit=memory_limit)
+        executor = rank_executor(spec, world_size=world_size, factory_import=factory_import,
+                                 alignment=checkpoint_alignment, timeout=example_timeout, profile=prof,
+                                 clauses=len(selected), run_dir=run_dir, run_timeout=run_timeout,
+                                 memory_limit=memory_limit)
     elif choose_isolation(isolation) == "supervised":
         executor = Supervised(factory, factory_import, checkpoint_alignment, example_timeout, memory_limit)
     else:
