@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -171,12 +172,13 @@ def test_a_rank_that_dies_is_named_and_no_process_is_left(tmp_path: Path) -> Non
 
 
 def test_a_rank_that_hangs_past_its_alarm_is_named_and_every_process_ends(tmp_path: Path) -> None:
-    exits, report = two_nodes(f"{HERE / 'test_distributed.py'}:blocks_on_rank_1",
-                              ["--clause", "SC30", "--timeout", "2", *EXAMPLE], tmp_path)
-    assert [code for code, _ in exits] == [1, 1], exits
+    exits, report = slurm(f"{HERE / 'test_distributed.py'}:blocks_on_rank_1",
+                          ["--clause", "SC30", "--timeout", "2", *EXAMPLE], tmp_path, ntasks=2, name="hangs")
+    # Rank 0 reports, ends the stuck rank on its host (srun may wait for it), and exits.
+    assert exits[0][0] == 1 and exits[1][0] == -signal.SIGTERM, exits
     message = _message(report, "SC30")
     assert "rank 1 did not finish its example within 2 s" in message, message
-    assert processes_of(tmp_path / "marker") == []
+    assert processes_of(tmp_path / "marker-hangs") == []
 
 
 # --- two jobs, as the seed resumed ------------------------------------------------------
@@ -195,3 +197,17 @@ def test_a_4_rank_save_is_resumed_on_4_2_and_3_ranks(tmp_path: Path) -> None:
         assert [code for code, _ in exits] == [0] * ntasks, exits
         assert _status(resumed, "SC31") == "passed", _message(resumed, "SC31")
         assert _status(resumed, "SC30") == "not-judged"
+
+
+def test_a_resume_on_another_world_that_starts_over_silently_fails_sc31_on_every_rank(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    target = "tests/ranked_loaders.py:warns_and_starts_over"
+    exits, saved = slurm(target, ["--clause", "SC31", "--phase", "save", "--dir", str(shared), *EXAMPLE],
+                         tmp_path, ntasks=2, name="save")
+    assert [code for code, _ in exits] == [0, 0], exits
+    exits, resumed = slurm(target, ["--phase", "resume", "--dir", str(shared)], tmp_path, ntasks=1, name="resume")
+    assert [code for code, _ in exits] == [1], exits
+    assert _status(resumed, "SC31") == "failed"
+    message = _message(resumed, "SC31")
+    assert "saved on 2 ranks, resumed on 1: the new world resumed silently" in message, message
+    assert "starting from scratch" in message

@@ -20,6 +20,7 @@ check in two jobs, as a trainer resumes (`stateful_contract.distributed.phases`)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -92,8 +93,8 @@ def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> 
 
     clauses = [c.strip().upper() for c in args.clause.split(",")] if args.clause else None
     if args.phase == "resume":
-        return _verdict(phases.resume(world, run_dir, clauses=clauses, profile=args.profile, timeout=args.timeout,
-                                      launch=launch))
+        return _verdict(phases.resume(world, run_dir, args.target, clauses=clauses, profile=args.profile,
+                                      timeout=args.timeout, launch=launch))
     replay = None
     if args.config is not None:
         replay = (parse_call(args.config, LoaderConfig), Checkpoint(parse_call(args.position, Position)))
@@ -179,14 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             render_report(report, sys.stdout)
         executor = last_executor()
         if executor is not None and executor.down:
-            # A rank is gone or stuck in a collective: no verdict can reach it. Exiting is what tells the launcher.
+            # A rank is gone or stuck: no verdict can reach it. The ranks left on this host are ended here
+            # (a launcher would, but srun and mpirun may wait for a stuck one); exiting tells the launcher.
             sys.stdout.flush()
+            _end_local_ranks(run_dir, world.world_size)
             os._exit(code or 1)
         world.stop((STOP, code))  # every rank exits with rank 0's status
-        if code:
-            # Exiting first with a failure, rank 0 would have the launcher stop the others (SIGTERM):
-            # let them exit with the verdict themselves, so each rank's own exit status is the verdict.
-            _wait_for_local_ranks(run_dir, world.world_size, seconds=10.0)
+        # Rank 0 leaves last. Exiting first with a failure, it would have the launcher stop the others
+        # (SIGTERM) before they exit with the verdict themselves; and without a launcher's store (srun,
+        # mpirun) it hosts the group's store, which must outlive the others' goodbyes.
+        _wait_for_local_ranks(run_dir, world.world_size, seconds=10.0)
         if not keep:
             shutil.rmtree(run_dir, ignore_errors=True)
         return code
@@ -201,6 +204,19 @@ def _wait_for_local_ranks(run_dir: Path, world_size: int, *, seconds: float) -> 
     while pids and time.monotonic() < deadline:
         pids = [pid for pid in pids if alive(pid)]
         time.sleep(0.05)
+
+
+def _end_local_ranks(run_dir: Path, world_size: int) -> None:
+    """SIGTERM, then SIGKILL after a second, to the other ranks on this host still running."""
+    pids = [pid for rank, pid in local_pids(run_dir, world_size).items() if rank and alive(pid)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 1.0
+        while pids and time.monotonic() < deadline:
+            pids = [pid for pid in pids if alive(pid)]
+            time.sleep(0.05)
 
 
 def _leave() -> None:

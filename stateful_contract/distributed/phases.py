@@ -65,16 +65,22 @@ def _why_not(cid: str, saved: int, size: int) -> str | None:
     return None
 
 
-def resume(world: World, run_dir: Path, *, clauses: list[str] | None, profile: str, timeout: float | None,
-           launch: str) -> Report:
-    """Rank 0 of the resume launch: every saved example resumed on this world's ranks, judged."""
+def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | None, profile: str,
+           timeout: float | None, launch: str) -> Report:
+    """Rank 0 of the resume launch: every saved example resumed by ``target`` on this world's ranks, judged.
+
+    ``target`` is the factory that resumes: the saving one, or (as a fix is tried on the states a
+    job left) another.
+    """
     manifest = read_manifest(run_dir)
     saved, examples = int(manifest["world_size"]), manifest["examples"]
-    executor = InWorld(manifest["target"], world=world, mode="resume", factory_import=manifest["factory_import"],
+    executor = InWorld(target, world=world, mode="resume", factory_import=manifest["factory_import"],
                        alignment=manifest["alignment"], timeout=timeout, launch=launch)
     wanted = [c.upper() for c in clauses] if clauses else sorted(examples)
     notes = [f"resumed {sum(len(examples.get(c, [])) for c in wanted)} examples saved on {saved} ranks "
              f"in {run_dir}, on {world.world_size} ranks in a fresh launch"]
+    if executor.target != manifest["target"]:
+        notes.append(f"saved by {manifest['target']}, resumed by {executor.target}")
     run = _Run(executor, selected=list(wanted), expected={}, profile=profile, space=ConfigSpace(),
                alignment=manifest["alignment"], progress=None, replay=None, notes=notes)
     try:
@@ -101,5 +107,5 @@ def resume(world: World, run_dir: Path, *, clauses: list[str] | None, profile: s
     finally:
         executor.close()
     notes.extend(executor.notes)
-    return Report(target=manifest["target"], results=[run.report(c) for c in CLAUSES], profile=profile,
+    return Report(target=executor.target, results=[run.report(c) for c in CLAUSES], profile=profile,
                   world_size=world.world_size, notes=notes)
