@@ -138,7 +138,7 @@ def test_a_correct_wrapper_passes_on_two_nodes_and_every_agent_exits_0(tmp_path:
     assert processes_of(tmp_path / "marker") == []
 
 
-@pytest.mark.parametrize("target", [ONE_AHEAD, RANK_BLIND])
+@pytest.mark.parametrize("target", [ONE_AHEAD, RANK_BLIND], ids=["one-ahead", "rank-blind"])
 def test_a_loader_broken_only_on_several_ranks_fails_and_every_agent_exits_1(target: str, tmp_path: Path) -> None:
     exits, report = two_nodes(target, ["--clause", "SC30", *EXAMPLE], tmp_path)
     assert [code for code, _ in exits] == [1, 1], exits
@@ -205,6 +205,7 @@ def test_a_resume_on_another_world_that_starts_over_silently_fails_sc31_on_every
     exits, saved = slurm(target, ["--clause", "SC31", "--phase", "save", "--dir", str(shared), *EXAMPLE],
                          tmp_path, ntasks=2, name="save")
     assert [code for code, _ in exits] == [0, 0], exits
+    assert _status(saved, "SC31") == "not-judged" and "--phase resume" in _message(saved, "SC31")
     exits, resumed = slurm(target, ["--phase", "resume", "--dir", str(shared)], tmp_path, ntasks=1, name="resume")
     assert [code for code, _ in exits] == [1], exits
     assert _status(resumed, "SC31") == "failed"
