@@ -151,14 +151,14 @@ def check(
     alignment, world_size = opts.checkpoint_alignment, opts.world_size
     executor: Executor
     if world_size > 1:
-        from ._engine.ranks import Ranks
+        from ._engine.ranks import rank_executor
 
         if spec is None:
             raise TypeError("a multi-rank check needs the factory as a 'module:factory' or "
                             "'path/file.py:factory' string: every rank process imports it by name")
-        executor = Ranks(spec, world_size=world_size, factory_import=factory_import, alignment=alignment,
-                         timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=opts.run_dir,
-                         run_timeout=opts.run_timeout, memory_limit=opts.memory_limit)
+        executor = rank_executor(spec, world_size=world_size, factory_import=factory_import, alignment=alignment,
+                                 timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=opts.run_dir,
+                                 run_timeout=opts.run_timeout, memory_limit=opts.memory_limit)
     elif choose_isolation(opts.isolation) == "supervised":
         executor = Supervised(factory, factory_import, alignment, example_timeout, opts.memory_limit)
     else:

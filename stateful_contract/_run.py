@@ -142,8 +142,9 @@ class _Run:
             if fresh:
                 outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
             else:
-                outcome.notes.append(f"its {len(passed)} examples were not resumed again in a fresh process: "
-                                     "the loader ran in the checker's process (isolation='in-process')")
+                why = getattr(self.executor, "why_not_fresh", "the loader ran in the checker's process "
+                              "(isolation='in-process')")  # or, in a launcher's world, a later launch does it
+                outcome.notes.append(f"its {len(passed)} examples were not resumed again in a fresh process: {why}")
         return outcome
 
     def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome,
@@ -187,7 +188,9 @@ class _Run:
                 sibling.close()
             elif worlds != (None,):
                 self.executor.restart("search", world_size=None)  # the check goes on with its own world
-        where = (("a fresh process" if self.executor.world_size == 1 else "a fresh set of processes")
+        place = getattr(self.executor, "restart_place", None)  # a launcher's world restarts nothing itself
+        where = (place(worlds) if place is not None else
+                 ("a fresh process" if self.executor.world_size == 1 else "a fresh set of processes")
                  if worlds == (None,) else
                  " and ".join(f"{s} rank{'s' if s != 1 else ''}" for s in worlds if s is not None))
         if sibling is not None and sibling.hash_seed is not None:

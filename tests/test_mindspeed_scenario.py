@@ -24,13 +24,13 @@ import pytest
 from stateful_contract._engine.ranks.launch import processes_of
 from stateful_contract.scenarios.mindspeed import (
     PARTS,
-    _check_keyword_only_crash,
-    _check_resume,
     RUN1_ITERS,
     RUN2_ITERS,
     SEED_ERROR,
     MindSpeedScenario,
     TrainingRun,
+    _check_keyword_only_crash,
+    _check_resume,
     run_mindspeed_scenario,
 )
 from stateful_contract.scenarios.resume import compare_data

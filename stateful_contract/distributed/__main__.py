@@ -1,5 +1,8 @@
 """``python -m stateful_contract.distributed TARGET --world-size N``: one clause on real ranks.
 
+``python -m stateful_contract.distributed run TARGET``, under torchrun, srun or mpirun, runs
+the contract in that world instead (`stateful_contract.distributed.in_world`).
+
 Without ``--config``/``--position`` it searches like ``stateful-contract check TARGET
 --world-size N --clause SC30``. With both it replays one example, the line a multi-rank
 failure prints::
@@ -15,10 +18,8 @@ Exit status: 0 when the clause passed, 1 when it failed, 2 when the target canno
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from .._checking import FactoryError
 from .._engine.steps import Position
@@ -27,29 +28,17 @@ from .._target import TargetError
 from ..config import LoaderConfig
 from ..profiles import PROFILES
 from . import check_world
+from .calls import parse_call
 
 __all__ = ["main", "parse_call"]
 
-_TYPES: dict[str, type[Any]] = {"LoaderConfig": LoaderConfig, "Position": Position}
-
-
-def parse_call(text: str, expected: type[Any]) -> Any:
-    """``LoaderConfig(dataset_size=9, ...)`` or ``Position(...)`` with literal arguments, without eval."""
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError as e:
-        raise ValueError(f"cannot parse {text!r}: {e}") from None
-    if (not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name)
-            or _TYPES.get(node.func.id) is not expected or node.args):
-        raise ValueError(f"expected {expected.__name__}(name=value, ...), got {text!r}")
-    try:
-        kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg is not None}
-    except ValueError:
-        raise ValueError(f"only literal values are accepted in {text!r}") from None
-    return expected(**kwargs)
-
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_given = list(sys.argv[1:] if argv is None else argv)
+    if args_given[:1] == ["run"]:  # inside a world the user's launcher started
+        from .in_world import main as run_in_world
+
+        return run_in_world(args_given[1:])
     parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory")
@@ -61,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
     parser.add_argument("--run-timeout", type=float, help="seconds the whole run may take")
     parser.add_argument("--run-dir", help="keep the run's files here")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_given)
     if (args.config is None) != (args.position is None):
         parser.error("--config and --position go together")
     replay = None
@@ -74,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = check_world(args.target, world_size=args.world_size, profile=args.profile, clauses=[args.clause],
                              timeout=args.timeout, run_timeout=args.run_timeout, replay=replay,
                              run_dir=args.run_dir)
-    except (TargetError, FactoryError, KeyError) as e:
+    except (TargetError, FactoryError, KeyError, ValueError) as e:  # ValueError: OptionError
         print(f"stateful_contract.distributed: {e}", file=sys.stderr)
         return 2
     result = report[args.clause]

@@ -24,26 +24,21 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import replace
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Any
 
-from ...config import LoaderConfig
 from ...profiles import Profile
 from .. import status
-from ..example import ClauseLike, ExampleRun, LoadFormProbe
-from ..executors import BUILDING, FactoryProblem, StartFailed
-from ..impact import Impact
-from ..outcome import ClauseViolation, Outcome
-from ..plans import Alignment, Checkpoint, RankLengths
+from ..plans import Alignment
 from ..processes import gained
-from ..steps import LoadForm
 from ..supervised import DEFAULT_MEMORY_LIMIT, MEMORY_EVERY, POLL, grace
+from .executor import RankExecutor, absolute_target
+from .executor import WorldDown as _WorldDown
 from .launch import LaunchOutcome, board_path, finish_world, start_world
 from .server import ADDRESS_FILE, SPEC_FILE, RankSpec
 
-__all__ = ["Ranks", "default_run_timeout"]
+__all__ = ["RankExecutor", "Ranks", "absolute_target", "default_run_timeout", "rank_executor"]
 
 #: The rank-side entry of every phase.
 ENTRY = "stateful_contract._engine.ranks.server:serve"
@@ -63,22 +58,25 @@ def default_run_timeout(profile: Profile, clauses: int) -> float:
     return 120.0 + 2 * clauses * (0.25 * profile.examples + 2.0 * profile.worker_examples)
 
 
-def _absolute_target(target: str) -> str:
-    """Path targets resolved against the caller's directory: the ranks re-import them by name."""
-    module_part, sep, attr = target.rpartition(":")
-    if sep and (module_part.endswith(".py") or "/" in module_part or "\\" in module_part):
-        return f"{Path(module_part).resolve()}:{attr}"
-    return target
+def rank_executor(target: str, *, world_size: int, factory_import: str, alignment: Alignment,
+                  timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
+                  run_timeout: float | None = None,
+                  memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> RankExecutor:
+    """The multi-rank executor: the world this process joined (`in_world.joined`), else a `Ranks` of its own."""
+    from .in_world import InWorld, joined
+
+    found = joined()
+    if found is not None:
+        world, mode = found
+        return InWorld(target, world=world, mode=mode, factory_import=factory_import, alignment=alignment,
+                       timeout=timeout)
+    return Ranks(target, world_size=world_size, factory_import=factory_import, alignment=alignment, timeout=timeout,
+                 profile=profile, clauses=clauses, run_dir=run_dir, run_timeout=run_timeout,
+                 memory_limit=memory_limit)
 
 
-class _WorldDown(Exception):
-    def __init__(self, outcome: LaunchOutcome) -> None:
-        super().__init__(outcome.describe())
-        self.outcome = outcome
-
-
-class Ranks:
-    """Runs every example on ``world_size`` ranks at once (torch.distributed, gloo)."""
+class Ranks(RankExecutor):
+    """Runs every example on ``world_size`` ranks at once (torch.distributed, gloo), started by this package."""
 
     def __init__(self, target: str, *, world_size: int, factory_import: str, alignment: Alignment,
                  timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
@@ -88,12 +86,11 @@ class Ranks:
         if "<locals>" in target or "<lambda>" in target:
             raise TargetError(f"{target!r}: with world_size > 1 every rank imports the factory by name, so it "
                               "must be a module-level function (package.module:factory or path/to/file.py:factory)")
-        self.target = _absolute_target(target)
+        self.target = absolute_target(target)
         load_target(self.target)  # fail fast, with the user's error, before starting any process
         self.world_size = world_size
         #: The ranks of the running phase: `world_size`, or another number after an elastic restart.
         self.live_world_size = world_size
-        self.load_form: LoadForm = "positional"
         self.timeout = timeout
         self.memory_limit = memory_limit or None
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)
@@ -229,87 +226,6 @@ class Ranks:
             return None
         rank = max(by_rank, key=lambda r: by_rank[r])
         return rank, total
-
-    # -- the executor -----------------------------------------------------------------
-
-    def start(self) -> None:
-        try:
-            problems = self._call(("start",))
-        except _WorldDown as e:
-            raise StartFailed(self._crashed(BUILDING, e.outcome)) from None
-        for problem in problems:
-            if isinstance(problem, ExampleRun):
-                raise StartFailed(problem)
-        for rank, problem in enumerate(problems):
-            if problem is not None:
-                raise FactoryProblem(f"on rank {rank} of {self.world_size}: {problem}")
-
-    def probe(self) -> LoadFormProbe:
-        try:
-            found: list[LoadFormProbe] = self._call(("probe",))
-        except _WorldDown as e:
-            return LoadFormProbe("unusable", str(e), self._crashed(BUILDING, e.outcome))
-        forms = [p.form for p in found]
-        if all(f == "positional" for f in forms):
-            return LoadFormProbe("positional")
-        if all(f in ("positional", "keyword") for f in forms):
-            return LoadFormProbe("keyword")
-        rank = next(r for r, f in enumerate(forms) if f == "unusable")
-        return LoadFormProbe("unusable", f"on rank {rank}: {found[rank].detail}", found[rank].failed)
-
-    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        try:
-            gathered = self._call(("lengths", clause, config))
-        except _WorldDown as e:
-            return self._crashed(clause, e.outcome)
-        failed = [g for g in gathered if isinstance(g, ExampleRun)]
-        if failed:
-            return failed[0]
-        self._lengths[config.as_code(), self.live_world_size] = gathered
-        return RankLengths.shortest(gathered)
-
-    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        # Plans are drawn from the shortest rank's lengths, and each rank takes the plan on
-        # its own lengths, measured by the uninterrupted runs `lengths` gathered. After a
-        # restart on another world size there are none: a clause that resumes there reads
-        # what the first world saved, not a position.
-        by_rank = self._lengths.get((config.as_code(), self.live_world_size))
-        try:
-            runs: list[ExampleRun] = self._call(("run", clause, config, plan, self.load_form, by_rank))
-        except _WorldDown as e:
-            return [self._crashed(clause, e.outcome, config, plan)]
-        hint = self.replay_hint(clause, config, plan)
-        return [replace(r, reproduction=r.reproduction + hint) for r in runs]
-
-    def replay_hint(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> str:
-        if not isinstance(plan, Checkpoint):
-            return ""
-        base = replace(config, rank=0, world_size=1)
-        return ("\n\n# The same example on real ranks (torch.distributed, gloo, fresh processes):\n"
-                f"# python -m stateful_contract.distributed {self.target} --world-size {self.world_size} "
-                f"--clause {clause.id} --config \"{base.as_code()}\" --position \"{plan.position.as_code()}\"")
-
-    def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
-                 plan: Any = None) -> ExampleRun:
-        what = down.describe()
-        v = ClauseViolation(clause.id, heading=clause.heading, expected="every rank to finish the example",
-                            got=f"the multi-rank run failed: {what}",
-                            impact=Impact("loud", "a rank's process fails: the job stops"))
-        rank = down.failures[0].rank if down.failures else 0
-        if down.hung is not None or down.memory is not None:
-            rank = (down.hung or down.memory or (0,))[0]
-        rerun = (f"python -m stateful_contract.distributed {self.target} --world-size {self.world_size} "
-                 f"--clause {clause.id} --run-dir DIR  # keeps each rank's logs in DIR/logs")
-        if config is not None and isinstance(plan, Checkpoint):
-            rerun = self.replay_hint(clause, config, plan).split("# ", 2)[-1]
-        program = down.programs.get(rank, "")
-        reproduction = rerun if not program else (
-            f"# What rank {rank} ran before its process went down (on rank {rank} of {self.world_size}):\n"
-            f"{program}\n\n# The run again, on real ranks:\n# {rerun}")
-        outcome = Outcome.of_violation(v, message=f"{clause.heading}\nthe multi-rank run failed: {what}",
-                                       rank=rank, killed_by=down.killed_by)
-        outcome.notes.append("not shrunk: every re-run starts a fresh set of ranks (seconds each)")
-        return ExampleRun(rank, outcome, reproduction=reproduction, final=True)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """Go on in a fresh set of processes: ``world_size`` of them (None: the check's world size).

@@ -30,7 +30,7 @@ from ..recording import recording
 from .launch import board_path
 from .world import World
 
-__all__ = ["ADDRESS_FILE", "SPEC_FILE", "RankSpec", "serve"]
+__all__ = ["ADDRESS_FILE", "SPEC_FILE", "Handler", "RankSpec", "serve"]
 
 SPEC_FILE = "ranks.pkl"
 #: Where rank 0 says where it listens, per phase (written atomically).
@@ -61,49 +61,76 @@ class _RankWorld:
         self.world.status(doing)
 
 
-class _Handler:
+class Handler:
+    """Runs the engine's commands on this process's rank (or ranks: `as_ranks`)."""
+
     def __init__(self, world: World, spec: RankSpec) -> None:
         from ..._target import load_target
 
         self.world = world
         self.spec = spec
         self.factory = load_target(spec.target)
-        self.scenario_world = _RankWorld(world.rank, world.world_size, world.run_dir, world)
-        # Each rank's own files (a clause's checkpoints), apart from the other ranks'.
-        self.workdir = world.run_dir / "scratch" / f"rank{world.rank}"
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.rank, self.world_size = world.rank, world.world_size
+
+    @property
+    def scenario_world(self) -> _RankWorld:
+        return _RankWorld(self.rank, self.world_size, self.world.run_dir, self.world)
+
+    @property
+    def workdir(self) -> Path:
+        """Each rank's own files (a clause's checkpoints), apart from the other ranks'."""
+        path = self.world.run_dir / "scratch" / f"rank{self.rank}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def config(self, config: LoaderConfig) -> LoaderConfig:
-        return replace(config, rank=self.world.rank, world_size=self.world.world_size)
+        return replace(config, rank=self.rank, world_size=self.world_size)
 
     def doing(self, text: str) -> None:
         """What this rank now does, in its status file and on its status board."""
         self.world.status(text)
         status.command(text)
 
+    def as_ranks(self, size: int, command: tuple[Any, ...]) -> list[Any]:
+        """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` would run it, one after the other.
+
+        In a world the user's launcher started, a world of another size cannot be started:
+        its ranks take turns on this world's processes (rank ``r`` on process ``r % W``).
+        Only for commands that need no collective: SC31's resume reads ``torch.save`` files.
+        """
+        mine = []
+        try:
+            for rank in range(self.world.rank, size, self.world.world_size):
+                self.rank, self.world_size = rank, size
+                mine.append(self(command))
+        finally:
+            self.rank, self.world_size = self.world.rank, self.world.world_size
+        return mine
+
     def __call__(self, command: tuple[Any, ...]) -> Any:
         kind = command[0]
+        if kind == "as":
+            return self.as_ranks(command[1], command[2])
         if kind == "start":
             self.doing("building a loader")
             config = self.config(PROBE_CONFIG)
             with recording(recorded_program(self.spec.factory_import, self.factory, config)):
-                return factory_problem(self.factory, config, self.spec.timeout, self.world.rank,
-                                       self.world.world_size)
+                return factory_problem(self.factory, config, self.spec.timeout, self.rank, self.world_size)
         if kind == "probe":
             self.doing("probing how load_state_dict takes a state")
             return probe_load_form(self.factory, self.config(PROBE_CONFIG), self.spec.timeout,
-                                   factory_import=self.spec.factory_import, rank=self.world.rank,
-                                   world_size=self.world.world_size)
+                                   factory_import=self.spec.factory_import, rank=self.rank,
+                                   world_size=self.world_size)
         if kind == "lengths":
             _, clause, config = command
             config = self.config(config)
             self.doing(f"{clause.id}: running the uninterrupted {config.as_code()}")
             return reference_lengths(clause.id, clause.heading, self.factory, config, self.spec.timeout,
-                                     self.world.rank, self.world.world_size, self.spec.factory_import)
+                                     self.rank, self.world_size, self.spec.factory_import)
         if kind == "run":
             _, clause, config, plan, load_form, by_rank = command
             # The lengths the plan was drawn from (the shortest over ranks) and this rank's own.
-            lengths = None if by_rank is None else RankLengths.of_rank(by_rank, self.world.rank)
+            lengths = None if by_rank is None else RankLengths.of_rank(by_rank, self.rank)
             config = self.config(config)
             self.doing(f"{clause.id}: example {config.as_code()}, plan {plan!r}")
             return run_example(clause, self.factory, config, plan, factory_import=self.spec.factory_import,
@@ -119,7 +146,7 @@ def serve(world: World, phase: str) -> str | tuple[str, int] | None:
     """
     spec: RankSpec = pickle.loads((world.run_dir / SPEC_FILE).read_bytes())
     status.install(status.Board(board_path(world.run_dir, world.rank)))
-    handler = _Handler(world, spec)
+    handler = Handler(world, spec)
     with steps.references_kept():
         if not world.leads:
             world.follow(handler)
@@ -127,7 +154,7 @@ def serve(world: World, phase: str) -> str | tuple[str, int] | None:
         return _lead(world, handler, spec, phase)
 
 
-def _lead(world: World, handler: _Handler, spec: RankSpec, phase: str) -> str | tuple[str, int] | None:
+def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> str | tuple[str, int] | None:
     with Listener(("127.0.0.1", 0), authkey=bytes.fromhex(spec.authkey)) as listener:
         path = world.run_dir / ADDRESS_FILE.format(phase=phase)
         partial = path.with_suffix(f".{secrets.token_hex(4)}.tmp")

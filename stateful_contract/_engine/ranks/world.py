@@ -2,9 +2,10 @@
 
 Every rank runs the same commands in the same order, because collectives
 (``all_gather``, ``torch.distributed.checkpoint.save``) need all ranks at once. Rank 0
-*leads*: it receives the next command from the engine in the caller's process
-(`stateful_contract._engine.ranks.server`), broadcasts it, runs it itself and gathers
-every rank's result. The other ranks *follow*: receive, run, send back, until told to
+*leads*: it gets the next command, from the engine in the caller's process
+(`stateful_contract._engine.ranks.server`) or, in a world the user's launcher started,
+from the engine running on rank 0 itself (`stateful_contract._engine.ranks.in_world`),
+broadcasts it, runs it itself and gathers every rank's result. The other ranks *follow*: receive, run, send back, until told to
 stop. Hypothesis runs in the caller only, never on a rank: it draws each example and
 shrinks a failure there, so every rank runs the very same example without drawing
 anything itself.
@@ -41,6 +42,9 @@ class World:
     rank: int
     world_size: int
     run_dir: Path
+    #: The gloo group commands and answers travel through (None: the default group, gloo too).
+    #: Beside an nccl or hccl group a gloo one carries Python objects, as DCP does.
+    group: Any = None
 
     @property
     def leads(self) -> bool:
@@ -53,24 +57,30 @@ class World:
     def call(self, command: Any, handler: Handler) -> list[Any]:
         """Leader: run ``command`` on every rank; returns each rank's result, by rank."""
         assert self.leads, "only rank 0 leads"
-        dist.broadcast_object_list([command], src=0)
+        dist.broadcast_object_list([command], src=0, group=self.group)
         mine = handler(command)
         gathered: list[Any] = [None] * self.world_size
-        dist.gather_object(mine, gathered, dst=0)
+        dist.gather_object(mine, gathered, dst=0, group=self.group)
         return gathered
 
-    def stop(self) -> None:
-        """Leader: release the followers."""
-        dist.broadcast_object_list([STOP], src=0)
+    def stop(self, last: Any = STOP) -> None:
+        """Leader: release the followers; ``last`` (``(STOP, value)``) is what their `follow` returns."""
+        dist.broadcast_object_list([last], src=0, group=self.group)
 
-    def follow(self, handler: Handler) -> None:
-        """Follower: run the leader's commands until it stops."""
+    def share(self, value: Any = None) -> Any:
+        """Rank 0's ``value`` on every rank (the others pass nothing)."""
+        box = [value]
+        dist.broadcast_object_list(box, src=0, group=self.group)
+        return box[0]
+
+    def follow(self, handler: Handler) -> Any:
+        """Follower: run the leader's commands until it stops; returns the stop message."""
         while True:
             box: list[Any] = [None]
-            dist.broadcast_object_list(box, src=0)
-            if box[0] == STOP:
-                return
-            dist.gather_object(handler(box[0]), None, dst=0)
+            dist.broadcast_object_list(box, src=0, group=self.group)
+            if box[0] == STOP or (isinstance(box[0], tuple) and box[0][:1] == (STOP,)):
+                return box[0]
+            dist.gather_object(handler(box[0]), None, dst=0, group=self.group)
 
 
 def rank_main(run_dir: str, phase: str) -> Any:

@@ -1,0 +1,151 @@
+"""What the engine asks of several ranks, whoever started them.
+
+`RankExecutor` is the executor half both multi-rank modes share: it sends the engine's
+commands (build a loader, probe the load form, take the uninterrupted run, run an
+example) to every rank and turns their answers, or a rank that went down, into the
+engine's results. How a command reaches the ranks is the subclass's: `Ranks` (the
+ranks this package starts, the engine in the caller's process, a relay to rank 0) or
+`InWorld` (a world the user's launcher started, the engine on its rank 0, the
+world's own collectives).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ...config import LoaderConfig
+from ..example import ClauseLike, ExampleRun, LoadFormProbe
+from ..executors import BUILDING, FactoryProblem, StartFailed
+from ..impact import Impact
+from ..outcome import ClauseViolation, Outcome
+from ..plans import Checkpoint, RankLengths
+from ..steps import LoadForm
+from .failures import LaunchOutcome
+
+__all__ = ["RankExecutor", "WorldDown", "absolute_target"]
+
+
+def absolute_target(target: str) -> str:
+    """Path targets resolved against the caller's directory: the ranks re-import them by name."""
+    module_part, sep, attr = target.rpartition(":")
+    if sep and (module_part.endswith(".py") or "/" in module_part or "\\" in module_part):
+        return f"{Path(module_part).resolve()}:{attr}"
+    return target
+
+
+class WorldDown(Exception):
+    """The ranks cannot answer: one died, hung or lost its connection (`LaunchOutcome` says which)."""
+
+    def __init__(self, outcome: LaunchOutcome) -> None:
+        super().__init__(outcome.describe())
+        self.outcome = outcome
+
+
+class RankExecutor:
+    """Runs every example on every rank at once; `_call` delivers one command to them all."""
+
+    target: str
+    world_size: int
+    #: The ranks of the running phase: `world_size`, or another number after an elastic restart.
+    live_world_size: int
+    load_form: LoadForm = "positional"
+    #: Said in a reproduction of where the same example runs again.
+    where_hint = "torch.distributed, gloo, fresh processes"
+    #: Every rank's epoch lengths of each config (`lengths`; plans are drawn from their
+    #: shortest), by config and world size.
+    _lengths: dict[tuple[str, int], list[list[int]]]
+
+    def _call(self, command: tuple[Any, ...]) -> list[Any]:
+        """``command`` run on every rank; their answers, by rank (raises `WorldDown`)."""
+        raise NotImplementedError
+
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        """Go on in a fresh set of processes, ``world_size`` of them (None: the check's own)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def rerun(self, clause_id: str) -> str:
+        """The command that runs ``clause_id`` on these ranks again."""
+        return (f"python -m stateful_contract.distributed {self.target} --world-size {self.world_size} "
+                f"--clause {clause_id}")
+
+    def start(self) -> None:
+        try:
+            problems = self._call(("start",))
+        except WorldDown as e:
+            raise StartFailed(self._crashed(BUILDING, e.outcome)) from None
+        for problem in problems:
+            if isinstance(problem, ExampleRun):
+                raise StartFailed(problem)
+        for rank, problem in enumerate(problems):
+            if problem is not None:
+                raise FactoryProblem(f"on rank {rank} of {self.world_size}: {problem}")
+
+    def probe(self) -> LoadFormProbe:
+        try:
+            found: list[LoadFormProbe] = self._call(("probe",))
+        except WorldDown as e:
+            return LoadFormProbe("unusable", str(e), self._crashed(BUILDING, e.outcome))
+        forms = [p.form for p in found]
+        if all(f == "positional" for f in forms):
+            return LoadFormProbe("positional")
+        if all(f in ("positional", "keyword") for f in forms):
+            return LoadFormProbe("keyword")
+        rank = next(r for r, f in enumerate(forms) if f == "unusable")
+        return LoadFormProbe("unusable", f"on rank {rank}: {found[rank].detail}", found[rank].failed)
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        try:
+            gathered = self._call(("lengths", clause, config))
+        except WorldDown as e:
+            return self._crashed(clause, e.outcome)
+        failed = [g for g in gathered if isinstance(g, ExampleRun)]
+        if failed:
+            return failed[0]
+        self._lengths[config.as_code(), self.live_world_size] = gathered
+        return RankLengths.shortest(gathered)
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
+        # Plans are drawn from the shortest rank's lengths, and each rank takes the plan on
+        # its own lengths, measured by the uninterrupted runs `lengths` gathered. After a
+        # restart on another world size there are none: a clause that resumes there reads
+        # what the first world saved, not a position.
+        by_rank = self._lengths.get((config.as_code(), self.live_world_size))
+        try:
+            runs: list[ExampleRun] = self._call(("run", clause, config, plan, self.load_form, by_rank))
+        except WorldDown as e:
+            return [self._crashed(clause, e.outcome, config, plan)]
+        hint = self.replay_hint(clause, config, plan)
+        return [replace(r, reproduction=r.reproduction + hint) for r in runs]
+
+    def replay_hint(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> str:
+        if not isinstance(plan, Checkpoint):
+            return ""
+        base = replace(config, rank=0, world_size=1)
+        return (f"\n\n# The same example on real ranks ({self.where_hint}):\n# {self.rerun(clause.id)} "
+                f"--config \"{base.as_code()}\" --position \"{plan.position.as_code()}\"")
+
+    def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
+                 plan: Any = None) -> ExampleRun:
+        what = down.describe()
+        v = ClauseViolation(clause.id, heading=clause.heading, expected="every rank to finish the example",
+                            got=f"the multi-rank run failed: {what}",
+                            impact=Impact("loud", "a rank's process fails: the job stops"))
+        rank = down.failures[0].rank if down.failures else 0
+        if down.hung is not None or down.memory is not None:
+            rank = (down.hung or down.memory or (0,))[0]
+        rerun = f"{self.rerun(clause.id)} --run-dir DIR  # keeps each rank's logs in DIR/logs"
+        if config is not None and isinstance(plan, Checkpoint):
+            rerun = self.replay_hint(clause, config, plan).split("# ", 2)[-1]
+        program = down.programs.get(rank, "")
+        reproduction = rerun if not program else (
+            f"# What rank {rank} ran before its process went down (on rank {rank} of {self.world_size}):\n"
+            f"{program}\n\n# The run again, on real ranks:\n# {rerun}")
+        outcome = Outcome.of_violation(v, message=f"{clause.heading}\nthe multi-rank run failed: {what}",
+                                       rank=rank, killed_by=down.killed_by)
+        outcome.notes.append("not shrunk: every re-run starts a fresh set of ranks (seconds each)")
+        return ExampleRun(rank, outcome, reproduction=reproduction, final=True)

@@ -1,0 +1,226 @@
+"""``python -m stateful_contract.distributed run TARGET``: the contract inside your launcher's world.
+
+Every rank of the job runs this command; the launcher starts them::
+
+    torchrun --nnodes 2 --node-rank R --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint HOST:PORT \\
+        -m stateful_contract.distributed run my_pkg.loaders:factory --clause SC30,SC31 --json report.json
+    srun python -m stateful_contract.distributed run my_pkg.loaders:factory --dir /shared/sc
+    mpirun -np 4 python -m stateful_contract.distributed run my_pkg.loaders:factory --master-addr node01
+
+Each rank joins through ``env://`` (SLURM's and Open MPI's variables are mapped onto
+``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` where ``RANK`` is unset) on the backend
+``--backend`` (default: hccl with torch_npu, nccl with CUDA, else gloo), with a gloo
+group beside it for commands. Rank 0 runs the search and the judgement; the others run
+its commands. Rank 0 writes the one report (``--json``) and every rank exits with the
+same status: 0 when every clause passed, 1 when one failed, 2 when the target cannot be
+used. ``--phase save --dir D`` and, in a later launch, ``--phase resume --dir D`` split a
+check in two jobs, as a trainer resumes (`stateful_contract.distributed.phases`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from .._checking import CheckInterrupted, FactoryError, check
+from .._engine.noise import ignore_set_vital
+from .._engine.plans import Checkpoint
+from .._engine.ranks import default_run_timeout
+from .._engine.ranks.in_world import follow, last_executor, set_joined
+from .._engine.ranks.joining import alive, default_backend, join, launcher_env, local_pids
+from .._engine.ranks.world import STOP
+from .._engine.steps import Position
+from .._render import render_report
+from .._target import TargetError
+from ..config import LoaderConfig
+from ..profiles import PROFILES, get_profile
+from ..report import Report
+from .calls import parse_call
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", help="package.module:factory or path/to/file.py:factory (the same on every rank)")
+    parser.add_argument("--clause", help="clauses to judge, comma-separated (default: every clause for several "
+                                         "ranks; in --phase resume, those the save judged)")
+    parser.add_argument("--json", metavar="PATH", help="rank 0 writes the report here")
+    parser.add_argument("--backend", help="the world's backend (default: hccl with torch_npu, nccl with CUDA, "
+                                          "else gloo); commands travel through a gloo group beside it")
+    parser.add_argument("--phase", choices=("run", "save", "resume"), default="run",
+                        help="run: one launch; save, then resume in a later launch: two jobs (with --dir)")
+    parser.add_argument("--dir", help="the run's directory, the same path on every rank (shared storage across "
+                                      "machines); kept. Default: a temporary one, deleted")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
+    parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
+    parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
+    parser.add_argument("--master-addr", help="MASTER_ADDR where the launcher sets none (srun, mpirun); default: "
+                                              "the first host of SLURM_NODELIST, or 127.0.0.1 under mpirun")
+    parser.add_argument("--master-port", help="MASTER_PORT where the launcher sets none (default 29500)")
+    return parser
+
+
+def _run_dir(given: str | None) -> tuple[Path, bool]:
+    """The run's directory, the same on every rank without talking (they have not joined yet); kept?"""
+    if given:
+        return Path(given).resolve(), True
+    # The same name on every rank: the job's id and its port (torchrun's run id is "none" unless given).
+    job = os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID") or "job"
+    return Path(tempfile.gettempdir()) / f"stateful-contract-world-{job}-{os.environ.get('MASTER_PORT', '0')}", False
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # The launcher stops every rank (SIGTERM) once one failed: rank 0 still writes what it judged.
+    raise KeyboardInterrupt
+
+
+def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> tuple[Report | None, int]:
+    """Rank 0: the report, and the exit status of every rank."""
+    from . import phases
+
+    clauses = [c.strip().upper() for c in args.clause.split(",")] if args.clause else None
+    if args.phase == "resume":
+        return _verdict(phases.resume(world, run_dir, args.target, clauses=clauses, profile=args.profile,
+                                      timeout=args.timeout, launch=launch))
+    replay = None
+    if args.config is not None:
+        replay = (parse_call(args.config, LoaderConfig), Checkpoint(parse_call(args.position, Position)))
+    try:
+        report = check(args.target, world_size=world.world_size, profile=args.profile, clauses=clauses,
+                       timeout=args.timeout, replay=replay, run_dir=run_dir)
+    except CheckInterrupted as e:
+        report = e.report
+        report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
+                            "the job was cancelled; the launcher's error summary names the rank")
+    executor = last_executor()
+    if args.phase == "save" and executor is not None:
+        counts = phases.write_manifest(run_dir, executor, report)
+        for cid, n in counts.items():
+            r = report[cid]
+            r.notes.append(f"{n} examples saved in {run_dir} for the resume launch (--phase resume --dir)")
+            if cid == "SC31" and r.status == "passed":  # only saved here: the other world judges it
+                r.status, r.message = "not-judged", (f"saved on {world.world_size} ranks; judged when a launch on "
+                                                     f"another number of ranks resumes them (--phase resume)")
+    return _verdict(report)
+
+
+def _verdict(report: Report) -> tuple[Report, int]:
+    return report, 0 if report.passed else 1
+
+
+def _launch_line(world_size: int) -> str:
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        nodes, per_node = os.environ.get("GROUP_WORLD_SIZE", "1"), os.environ.get("LOCAL_WORLD_SIZE", world_size)
+        return f"torchrun --nnodes {nodes} --nproc-per-node {per_node}" + (" ..." if nodes != "1" else "")
+    if "SLURM_PROCID" in os.environ:
+        return f"srun --ntasks {world_size} python"
+    if "OMPI_COMM_WORLD_RANK" in os.environ:
+        return f"mpirun -np {world_size} python"
+    return f"torchrun --nproc-per-node {world_size}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if (args.config is None) != (args.position is None):
+        _parser().error("--config and --position go together")
+    if args.phase != "run" and not args.dir:
+        _parser().error(f"--phase {args.phase} needs --dir, the directory both launches share")
+    os.environ.update(launcher_env(os.environ, master_addr=args.master_addr, master_port=args.master_port))
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        print("stateful_contract.distributed run: no launcher's world here (RANK and WORLD_SIZE are unset, and no "
+              "SLURM_PROCID or OMPI_COMM_WORLD_RANK): start it with torchrun, srun or mpirun, or use "
+              "'python -m stateful_contract.distributed TARGET --world-size N', which starts its own", file=sys.stderr)
+        return 2
+    ignore_set_vital()  # torchdata's deprecation warning, once per loader, on every rank
+    run_dir, keep = _run_dir(args.dir)
+    backend = args.backend or default_backend()
+    profile = get_profile(args.profile)
+    # The group gives up on a rank gone silent after this long; the engine ends hangs inside examples sooner.
+    timeout = default_run_timeout(profile, 40) + 60
+    world = join(run_dir, backend=backend, timeout=timeout)
+    launch = _launch_line(world.world_size)
+    code = 2
+    try:
+        if world.rank != 0:
+            last = follow(world)
+            code = int(last[1]) if isinstance(last, tuple) and len(last) > 1 else 1
+            return code
+        signal.signal(signal.SIGTERM, _interrupt)
+        set_joined(world, args.phase)
+        report: Report | None = None
+        try:
+            report, code = _judge(args, world, run_dir, launch)
+        except (TargetError, FactoryError, FileNotFoundError, ValueError) as e:
+            print(f"stateful_contract.distributed run: {e}", file=sys.stderr)
+            code = 2
+        except BaseException:
+            executor = last_executor()
+            if executor is None or not executor.down:
+                world.stop((STOP, 1))  # the others must not wait for a command that never comes
+            raise
+        finally:
+            set_joined(None)
+        if report is not None:
+            report.notes.append(f"backend {backend} (commands on a gloo group), launched as: {launch}")
+            if args.json:
+                report.to_json(args.json)
+            render_report(report, sys.stdout)
+        executor = last_executor()
+        if executor is not None and executor.down:
+            # A rank is gone or stuck: no verdict can reach it. The ranks left on this host are ended here
+            # (a launcher would, but srun and mpirun may wait for a stuck one); exiting tells the launcher.
+            sys.stdout.flush()
+            _end_local_ranks(run_dir, world.world_size)
+            os._exit(code or 1)
+        world.stop((STOP, code))  # every rank exits with rank 0's status
+        # Rank 0 leaves last. Exiting first with a failure, it would have the launcher stop the others
+        # (SIGTERM) before they exit with the verdict themselves; and without a launcher's store (srun,
+        # mpirun) it hosts the group's store, which must outlive the others' goodbyes.
+        _wait_for_local_ranks(run_dir, world.world_size, seconds=10.0)
+        if not keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        return code
+    finally:
+        _leave()
+
+
+def _wait_for_local_ranks(run_dir: Path, world_size: int, *, seconds: float) -> None:
+    """Wait until the other ranks on this host have exited (each wrote its host and pid when it joined)."""
+    pids = [pid for rank, pid in local_pids(run_dir, world_size).items() if rank]
+    deadline = time.monotonic() + seconds
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if alive(pid)]
+        time.sleep(0.05)
+
+
+def _end_local_ranks(run_dir: Path, world_size: int) -> None:
+    """SIGTERM, then SIGKILL after a second, to the other ranks on this host still running."""
+    pids = [pid for rank, pid in local_pids(run_dir, world_size).items() if rank and alive(pid)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 1.0
+        while pids and time.monotonic() < deadline:
+            pids = [pid for pid in pids if alive(pid)]
+            time.sleep(0.05)
+
+
+def _leave() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
