@@ -49,7 +49,7 @@ def patched_loader_class() -> Any:
         """``Loader`` whose iterator is `F18PatchedIterator` and whose load is never ignored (F17)."""
 
         def __iter__(self) -> Any:
-            if self._it is None:  # what Loader.__iter__ would create, patched
+            if self._it is None:  # type: ignore[has-type]  # what Loader.__iter__ would create, patched
                 self._it = F18PatchedIterator(self)
             return super().__iter__()
 
