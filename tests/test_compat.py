@@ -89,3 +89,22 @@ def test_a_row_that_cannot_run_says_why_on_the_page() -> None:
     assert "## Rows that could not run here" in page and "`no_such_module_here` is not installed" in page
     assert "no-such-distribution not installed" in page and "not run" in page
     assert Measured(row).verdict() == "not run" and "<svg" in m.badge()
+
+
+def test_litdata_sc23_catches_the_elastic_drop_last_loss() -> None:
+    """F26 (docs/findings.md): litdata's elastic resume onto more workers, with drop_last, loses the
+    end of the epoch. The ci search does not draw it; on the example itself SC23 must fail, naming
+    the lost samples (a clause weakened for litdata's elastic resume would pass it)."""
+    from stateful_contract import LoaderConfig, check
+    from stateful_contract._engine.steps import Position
+    from stateful_contract.clauses.trainer import WorkerChange
+
+    row = ROWS["litdata"]
+    why_not = missing(row)
+    if why_not is not None:
+        pytest.skip(why_not)
+    config = LoaderConfig(dataset_size=12, batch_size=2, drop_last=True, num_workers=1, shuffle=False)
+    result = check(row.target, clauses=["SC23"], target=row.target,
+                   replay=(config, WorkerChange(Position(0, 1), 2)))["SC23"]
+    assert result.status == "failed", result.message
+    assert "lost [10, 11]" in result.message, result.message

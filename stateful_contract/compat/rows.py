@@ -15,6 +15,7 @@ import importlib.util
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from stateful_contract.config import ConfigSpace
 from stateful_contract.options import ExpectedFailures
@@ -36,7 +37,8 @@ class Row:
     family: str
     #: The distribution whose version the row reports (``importlib.metadata``).
     package: str
-    #: ``module:function`` under ``stateful_contract.compat``.
+    #: ``module:function`` under ``stateful_contract.compat``, or a target of its own
+    #: (``path/to/file.py:function``, `TESTS`).
     factory: str
     #: The configuration, for a reader: what the factory builds.
     configuration: str
@@ -54,6 +56,8 @@ class Row:
 
     @property
     def target(self) -> str:
+        if ".py:" in self.factory:
+            return self.factory
         return f"stateful_contract.compat.{self.factory}"
 
     def version(self) -> str:
@@ -90,6 +94,20 @@ WORKERS = ConfigSpace(num_workers=(0, 1, 2))
 HF = ("datasets",)
 ACCELERATE = ("accelerate", "datasets")  # accelerate imports datasets when it is installed
 TITAN = ("torchtitan.components.dataloader", "datasets")
+TITAN_ONLY = ("torchtitan.components.dataloader",)
+
+#: The hand-written loaders with exact resharding, written for the multi-rank tests: rows use them
+#: as they are (a fact in one place), by path (a check imports a file target on every rank).
+RANKED_LOADERS = Path(__file__).resolve().parents[2] / "tests" / "ranked_loaders.py"
+
+#: What the patched torchdata.nodes rows change, and the findings each change answers.
+NODES_PATCHED = (
+    "Patched, not torchdata 0.11 as released: [F17](findings.md#f17) (a load after a template "
+    "state_dict() is ignored; the fix of meta-pytorch/data PR #1548) and [F18](findings.md#f18) (a "
+    "stale cached state after an end-of-epoch resume) are patched in a subclass of Loader "
+    "(`stateful_contract/compat/nodes_patched.py`); [F19](findings.md#f19) and [F20](findings.md#f20) "
+    "are avoided by a sampler whose state and epoch live on the sampler object."
+)
 
 #: The clauses a stream resume fails when the resumed stream is wrong from the checkpoint on.
 RESUMES = ("SC10", "SC11", "SC13", "SC17", "SC19", "SC20", "SC22")
@@ -116,6 +134,15 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         "nodes:nodes_stateful_distributed_sampler",
         "SamplerWrapper(torchdata StatefulDistributedSampler) + Mapper + Batcher (set_epoch by SamplerWrapper)",
         _all(why.NODES_SET_EPOCH), ci=True),
+    # Used correctly: the F17 and F18 patches on Loader, and a sampler that F19 and F20 do not touch
+    # (stateful_contract/compat/nodes_patched.py names each patch and its finding).
+    Row("nodes_patched_1", "torchdata.nodes (patched)", "torchdata", "nodes_patched:nodes_patched",
+        "Loader patched for F17 and F18 over Mapper(SamplerWrapper(DistributedBatchSampler(rank, world_size, "
+        "shuffle, seed)), collate), 1 rank", ci=True,
+        note=NODES_PATCHED),
+    Row("nodes_patched_2", "torchdata.nodes (patched)", "torchdata", "nodes_patched:nodes_patched",
+        "the same on 2 ranks (the sampler refuses a state saved on another world size, naming both)",
+        world_size=2, note=NODES_PATCHED),
     # --- Hugging Face datasets under StatefulDataLoader ---------------------------------------
     Row("hf_shards", "datasets", "datasets", "hf:hf_shards",
         "StatefulDataLoader(IterableDataset.from_generator(4 shards).with_format('torch'))",
@@ -151,17 +178,23 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     Row("torchtitan_2", "torchtitan", "torchtitan", "titan:torchtitan_parallel_aware",
         "the same on 2 data-parallel ranks",
         _all(why.TORCHTITAN, (*RESUMES, "SC30")), world_size=2, requires=TITAN),
+    # Built correctly: torchtitan's loader over map-style samples and a batch sampler that resumes.
+    Row("torchtitan_map_1", "torchtitan", "torchtitan", "titan:torchtitan_map_style",
+        "ParallelAwareDataloader(map-style samples, batch_sampler=DistributedBatchSampler(rank, world_size, "
+        "shuffle, seed)), 1 rank", space=ConfigSpace(num_workers=(0, 2)), requires=TITAN_ONLY),
+    Row("torchtitan_map_2", "torchtitan", "torchtitan", "titan:torchtitan_map_style",
+        "the same on 2 data-parallel ranks (torchtitan refuses another dp degree by an assert that names it)",
+        world_size=2, requires=TITAN_ONLY),
     # --- litdata and mosaicml-streaming -------------------------------------------------------------
     Row("litdata", "litdata", "litdata", "lit:litdata_streaming",
         "StreamingDataLoader(StreamingDataset(local optimized dir, 3 samples a chunk, shuffle, seed, drop_last))",
         {"SC13": why.LITDATA_AFTER_LOAD, "SC22": why.LITDATA_AT_ITER},
         space=WORKERS, requires=("litdata",),
-        note="SC23 passes on the ci profile's 12 examples, but not everywhere: measured by hand (litdata 0.2.76, "
-             "12 samples, batches of 2, drop_last=True, shuffled or not), a state taken after 1 batch with 0 or 1 "
-             "workers and resumed with 2 yields 8 of the 10 samples still due (samples 10 and 11 never come), "
-             "while uninterrupted loaders with 0 and with 2 workers both yield all 12: the rest of the epoch is "
-             "restriped over the new workers and drop_last then drops each worker's odd sample. A silent loss "
-             "of litdata's elastic resume under drop_last (litData#878), which the ci search does not reach."),
+        note="SC23 passes on the ci profile's 12 examples, but not everywhere: with drop_last=True, a state "
+             "taken after a batch and resumed with more workers loses the end of the epoch (12 samples, batches "
+             "of 2, 0 or 1 worker resumed with 2: samples 10 and 11 never come), because litdata's elastic "
+             "resume trims the rest of the epoch on its own. The ci search does not draw that configuration; "
+             "SC23 fails it when it is pinned. [F26](findings.md#f26)."),
     Row("mosaic_streaming", "mosaicml-streaming", "mosaicml-streaming", "mosaic:mosaic_streaming",
         "StreamingDataLoader(StreamingDataset(local=MDS dir, shuffle, shuffle_seed, batch_size))",
         space=WORKERS, requires=("streaming",),
@@ -176,4 +209,17 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         _all(why.MANUAL_SKIP), ci=True),
     Row("manual_skip_epoch_seeded", "torch DataLoader + skip", "torch", "manual:manual_skip_epoch_seeded",
         "the same, generator reseeded with seed + epoch at every epoch", ci=True),
+    # --- hand-written loaders that reshard exactly (tests/ranked_loaders.py) ----------------------
+    Row("manual_global_position_1", "hand-written resharding", "torch", f"{RANKED_LOADERS}:global_position",
+        "GlobalPosition: the state is the whole world's position in one global order (Megatron's "
+        "consumed_samples), each epoch cut to a multiple of the world size; 1 rank", ci=True),
+    Row("manual_global_position_2", "hand-written resharding", "torch", f"{RANKED_LOADERS}:global_position",
+        "the same on 2 ranks: another world size resumes the rest of the epoch from the global position",
+        world_size=2),
+    Row("manual_padded_reshard_1", "hand-written resharding", "torch", f"{RANKED_LOADERS}:padded_reshard",
+        "PaddedReshard: DistributedSampler's padding, the state the passes of the epoch so far "
+        "([world size, batches] each); 1 rank", ci=True),
+    Row("manual_padded_reshard_2", "hand-written resharding", "torch", f"{RANKED_LOADERS}:padded_reshard",
+        "the same on 2 ranks: another world size deals the samples not yet yielded, padded again",
+        world_size=2),
 ]}

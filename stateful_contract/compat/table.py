@@ -185,6 +185,11 @@ def render(measured: list[Measured], *, command: str) -> str:
             by_reason.setdefault(reason, []).append(clause_id)
         lines += [f"- {', '.join(ids)}: {reason}" for reason, ids in by_reason.items()]
         lines += ["", m.row.note, ""] if m.row.note else [""]
+    # A row without failures can still need a word (a patched package, what it was built with).
+    noted = [m for m in measured if m.report is not None and not m.row.expected_failures and m.row.note]
+    if noted:
+        lines += ["## Notes on rows without declared failures", ""]
+        lines += [f"- `{m.row.name}`: {m.row.note}" for m in noted] + [""]
     not_run = [m for m in measured if m.report is None]
     if not_run:
         lines += ["## Rows that could not run here", ""]
