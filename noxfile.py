@@ -91,7 +91,18 @@ def tests(session: nox.Session) -> None:
     # Two pytest-xdist workers: the suite is CPU-bound and serial otherwise (7.5 min against
     # 15.5 min on 2 shared cores, measured 2026-12-01); a contract class stays on one worker.
     # tests/typing runs mypy and pyright (about 30 s of CPU): the typecheck session runs it.
-    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--ignore=tests/typing"]))
+    # The torchrun launches (in-world mode, the seed scenario as two jobs) are `nox -s launchers`:
+    # about 4 minutes of CPU, which would take the suite past 7 minutes on 2 cores.
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--ignore=tests/typing", "-m", "not launcher"]))
+
+
+@nox.session
+def launchers(session: nox.Session) -> None:
+    """The tests that start torchrun and SLURM-style launches: in-world mode, the seed scenario's two jobs."""
+    install(session, "test")
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "-p", "no:cacheprovider", "-m", "launcher",
+                                                "tests/test_in_world.py", "tests/test_mindspeed_scenario.py"]),
+                env={"STATEFUL_CONTRACT_SCENARIO": "full"})
 
 
 #: The oldest and the newest release of each runtime dependency that install here and pass

@@ -97,7 +97,7 @@ def test_litdata_sc23_catches_the_elastic_drop_last_loss() -> None:
     the lost samples (a clause weakened for litdata's elastic resume would pass it)."""
     from stateful_contract import LoaderConfig, check
     from stateful_contract._engine.steps import Position
-    from stateful_contract.clauses.trainer import WorkerChange
+    from stateful_contract.clauses.worker_change import WorkerChange
 
     row = ROWS["litdata"]
     why_not = missing(row)

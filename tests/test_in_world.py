@@ -130,6 +130,7 @@ def test_slurm_and_open_mpi_variables_become_the_env_init_ones() -> None:
 # --- two nodes under torchrun -----------------------------------------------------------
 
 
+@pytest.mark.launcher
 def test_a_correct_wrapper_passes_on_two_nodes_and_every_agent_exits_0(tmp_path: Path) -> None:
     exits, report = two_nodes(REFERENCE, ["--clause", "SC30", *EXAMPLE], tmp_path)
     assert [code for code, _ in exits] == [0, 0], exits
@@ -138,6 +139,7 @@ def test_a_correct_wrapper_passes_on_two_nodes_and_every_agent_exits_0(tmp_path:
     assert processes_of(tmp_path / "marker") == []
 
 
+@pytest.mark.launcher
 @pytest.mark.parametrize("target", [ONE_AHEAD, RANK_BLIND], ids=["one-ahead", "rank-blind"])
 def test_a_loader_broken_only_on_several_ranks_fails_and_every_agent_exits_1(target: str, tmp_path: Path) -> None:
     exits, report = two_nodes(target, ["--clause", "SC30", *EXAMPLE], tmp_path)
@@ -154,6 +156,7 @@ def test_a_loader_broken_only_on_several_ranks_fails_and_every_agent_exits_1(tar
 # --- SLURM, and ranks that go away ------------------------------------------------------
 
 
+@pytest.mark.launcher
 def test_a_slurm_launch_searches_and_every_task_exits_with_the_verdict(tmp_path: Path) -> None:
     exits, report = slurm(ONE_AHEAD, ["--clause", "SC10", "--profile", "dev"], tmp_path, ntasks=2)
     assert [code for code, _ in exits] == [1, 1], exits
@@ -162,6 +165,7 @@ def test_a_slurm_launch_searches_and_every_task_exits_with_the_verdict(tmp_path:
     assert processes_of(tmp_path / "marker-slurm") == []
 
 
+@pytest.mark.launcher
 def test_a_rank_that_dies_is_named_and_no_process_is_left(tmp_path: Path) -> None:
     exits, report = slurm(f"{HERE / 'test_distributed.py'}:dies_on_rank_1", ["--clause", "SC30", *EXAMPLE],
                           tmp_path, ntasks=2, name="dies")
@@ -171,6 +175,7 @@ def test_a_rank_that_dies_is_named_and_no_process_is_left(tmp_path: Path) -> Non
     assert processes_of(tmp_path / "marker-dies") == []
 
 
+@pytest.mark.launcher
 def test_a_rank_that_hangs_past_its_alarm_is_named_and_every_process_ends(tmp_path: Path) -> None:
     exits, report = slurm(f"{HERE / 'test_distributed.py'}:blocks_on_rank_1",
                           ["--clause", "SC30", "--timeout", "2", *EXAMPLE], tmp_path, ntasks=2, name="hangs")
@@ -184,6 +189,7 @@ def test_a_rank_that_hangs_past_its_alarm_is_named_and_every_process_ends(tmp_pa
 # --- two jobs, as the seed resumed ------------------------------------------------------
 
 
+@pytest.mark.launcher
 def test_a_4_rank_save_is_resumed_on_4_2_and_3_ranks(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     target = "tests/ranked_loaders.py:refuses_another_world"
@@ -199,6 +205,7 @@ def test_a_4_rank_save_is_resumed_on_4_2_and_3_ranks(tmp_path: Path) -> None:
         assert _status(resumed, "SC30") == "not-judged"
 
 
+@pytest.mark.launcher
 def test_a_resume_on_another_world_that_starts_over_silently_fails_sc31_on_every_rank(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     target = "tests/ranked_loaders.py:warns_and_starts_over"

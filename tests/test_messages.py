@@ -8,6 +8,7 @@ and no noise: torchdata's ``set_vital`` warning, per-clause lines in a log, cut 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import io
 import re
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import zoo
 
-from stateful_contract import ConfigSpace, LoaderConfig, check
+from stateful_contract import CheckOptions, ConfigSpace, LoaderConfig, check
 from stateful_contract._engine.epoch_compare import lost_epoch
 from stateful_contract._engine.epoch_steps import LoopPoint
 from stateful_contract._engine.hints import GENERATOR_ITER
@@ -158,6 +159,11 @@ HINTS = [hint_expect_fail("SC23", "torchdata F13"), hint_remove_expected("SC17")
          hint_alignment("4"), hint_clauses("SC10"), hint_clauses("SC10", "SC13"), hint_strict(), hint_world_size(2)]
 
 
+def check_keywords() -> set[str]:
+    """What `check` accepts by name: its own parameters and every field of `CheckOptions`."""
+    return set(inspect.signature(check).parameters) | {f.name for f in dataclasses.fields(CheckOptions)}
+
+
 @pytest.mark.parametrize("hint", HINTS)
 def test_each_hint_is_a_real_option_of_each_face(hint: str) -> None:
     cli = in_face(hint, "cli")
@@ -167,7 +173,7 @@ def test_each_hint_is_a_real_option_of_each_face(hint: str) -> None:
     if python.startswith("check("):
         call = ast.parse(python.replace("...", "target"), mode="eval").body
         assert isinstance(call, ast.Call)
-        assert {k.arg for k in call.keywords} <= set(inspect.signature(check).parameters), python
+        assert {k.arg for k in call.keywords} <= check_keywords(), python
     with speaking("pytest", "TestMyLoader"):
         under_pytest = in_face(hint)
     named = re.findall(r"\b([a-z_]+) = ", under_pytest) + re.findall(r"TestMyLoader\.([a-z_]+)", under_pytest)

@@ -68,10 +68,12 @@ def scenario(workdir: Path) -> MindSpeedScenario:
         return found
 
 
+@pytest.mark.launcher
 def test_every_expectation_of_the_scenario_holds(scenario: MindSpeedScenario) -> None:
     assert scenario.ok, scenario.summary()
 
 
+@pytest.mark.launcher
 def test_the_mindspeed_wrapper_crashes_run_2_on_every_rank_after_loading(scenario: MindSpeedScenario) -> None:
     run1, run2 = scenario.run("shipped run 1"), scenario.run("shipped run 2")
     assert run1.returncode == 0 and [i.number for i in run1.iterations] == [1, 2, 3]
@@ -85,6 +87,7 @@ def test_the_mindspeed_wrapper_crashes_run_2_on_every_rank_after_loading(scenari
     assert 'load_state_dict(state["extra_state"]["train_dataloader"])' in run2.rank_stderr[0]
 
 
+@pytest.mark.launcher
 @pytest.mark.parametrize("part", ["boundary", pytest.param("mid-window", marks=needs_full)])
 def test_the_reference_wrapper_continues_where_run_1_stopped(scenario: MindSpeedScenario, part: str) -> None:
     run2 = scenario.run(f"{part} run 2")
@@ -94,6 +97,7 @@ def test_the_reference_wrapper_continues_where_run_1_stopped(scenario: MindSpeed
     assert [i.loss for i in run2.iterations] == [uninterrupted[4], uninterrupted[5]]
 
 
+@pytest.mark.launcher
 def test_run_1_checkpoints_like_the_bug_report(workdir: Path, scenario: MindSpeedScenario) -> None:
     boundary = workdir / "checkpoints" / "boundary"
     assert (boundary / "latest_checkpointed_iteration.txt").read_text() == str(RUN1_ITERS)
@@ -104,6 +108,7 @@ def test_run_1_checkpoints_like_the_bug_report(workdir: Path, scenario: MindSpee
     assert [i.of for i in scenario.run("uninterrupted").iterations] == [RUN2_ITERS] * RUN2_ITERS
 
 
+@pytest.mark.launcher
 def test_the_two_jobs_are_separate_torchrun_launches_that_share_only_the_directory(
         workdir: Path, scenario: MindSpeedScenario) -> None:
     for part in ("shipped", "boundary"):
@@ -116,6 +121,7 @@ def test_the_two_jobs_are_separate_torchrun_launches_that_share_only_the_directo
         assert "Loaded checkpoint from " + str(shared / "iter_0000003") in run2.rank_stdout[0]
 
 
+@pytest.mark.launcher
 def test_the_reference_resume_trains_on_the_uninterrupted_runs_data(scenario: MindSpeedScenario) -> None:
     run1, run2 = scenario.run("boundary run 1"), scenario.run("boundary run 2")
     uninterrupted = scenario.run("uninterrupted")
@@ -130,6 +136,7 @@ def test_the_reference_resume_trains_on_the_uninterrupted_runs_data(scenario: Mi
     assert "verdict: ok, an exact resume" in story and "verdict: every expectation holds" in story
 
 
+@pytest.mark.launcher
 def test_the_story_shows_the_crash_for_the_mindspeed_wrapper(scenario: MindSpeedScenario) -> None:
     story = "\n".join(scenario.part("shipped").story)
     assert "exit 1, no iterations; 'Loaded checkpoint' on ranks [0, 1]" in story
@@ -138,6 +145,7 @@ def test_the_story_shows_the_crash_for_the_mindspeed_wrapper(scenario: MindSpeed
         assert f"rank {rank}: TypeError: MindSpeedPrefetchGradAccDataLoader.{SEED_ERROR}" in story
 
 
+@pytest.mark.launcher
 @needs_full
 def test_the_proposed_fix_loses_the_rest_of_the_window_mid_window(scenario: MindSpeedScenario) -> None:
     assert scenario.run("mid-window run 1").rank_stdout[0].count("stopped mid-window: 2 of 4") == 1
@@ -150,6 +158,7 @@ def test_the_proposed_fix_loses_the_rest_of_the_window_mid_window(scenario: Mind
     assert "rank 0 lost 4 samples" in scenario.summary()
 
 
+@pytest.mark.launcher
 def test_no_process_of_the_scenario_is_left(workdir: Path, scenario: MindSpeedScenario) -> None:
     assert scenario.runs
     for run in scenario.runs:

@@ -190,7 +190,7 @@ def _where(plan: WorkerChange, config: LoaderConfig) -> str:
             f"resumed with num_workers={plan.workers}")
 
 
-@clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", kills=15, cost=6, plan=_worker_change_plan,
+@clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", kills=13, cost=6, plan=_worker_change_plan,
         needs=RESUMES, budget="workers", explicit=worker_change_examples)
 def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange | None) -> None:
     """A state resumed with another `num_workers` either continues the stream exactly or is refused

@@ -212,13 +212,13 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     # --- hand-written loaders that reshard exactly (tests/ranked_loaders.py) ----------------------
     Row("manual_global_position_1", "hand-written resharding", "torch", f"{RANKED_LOADERS}:global_position",
         "GlobalPosition: the state is the whole world's position in one global order (Megatron's "
-        "consumed_samples), each epoch cut to a multiple of the world size; 1 rank", ci=True),
+        "consumed_samples), each epoch cut to a multiple of the world size; 1 rank"),
     Row("manual_global_position_2", "hand-written resharding", "torch", f"{RANKED_LOADERS}:global_position",
         "the same on 2 ranks: another world size resumes the rest of the epoch from the global position",
         world_size=2),
     Row("manual_padded_reshard_1", "hand-written resharding", "torch", f"{RANKED_LOADERS}:padded_reshard",
         "PaddedReshard: DistributedSampler's padding, the state the passes of the epoch so far "
-        "([world size, batches] each); 1 rank", ci=True),
+        "([world size, batches] each); 1 rank"),
     Row("manual_padded_reshard_2", "hand-written resharding", "torch", f"{RANKED_LOADERS}:padded_reshard",
         "the same on 2 ranks: another world size deals the samples not yet yielded, padded again",
         world_size=2),

@@ -36,9 +36,10 @@ __all__ = ["main", "parse_call"]
 def main(argv: Sequence[str] | None = None) -> int:
     args_given = list(sys.argv[1:] if argv is None else argv)
     if args_given[:1] == ["run"]:  # inside a world the user's launcher started
+        from .in_world import exit_now
         from .in_world import main as run_in_world
 
-        return run_in_world(args_given[1:])
+        exit_now(run_in_world(args_given[1:]))
     parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory")
