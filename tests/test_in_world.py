@@ -219,3 +219,64 @@ def test_a_resume_on_another_world_that_starts_over_silently_fails_sc31_on_every
     message = _message(resumed, "SC31")
     assert "saved on 2 ranks, resumed on 1: the new world resumed silently" in message, message
     assert "starting from scratch" in message
+
+
+# --- both jobs in one torchrun, restarted by its agent ----------------------------------
+
+#: Resumes exactly in the process that saved, and starts over in a new one: only a real restart shows it.
+IN_PROCESS_ONLY = f"{HERE / 'test_distributed.py'}:keeps_state_in_process"
+
+
+def one_torchrun(target: str, args: list[str], tmp: Path, *restart: str) -> tuple[tuple[int | None, str],
+                                                                                  dict[str, Any]]:
+    """``torchrun --standalone --nproc-per-node 2 [restart options]``: its exit, its output and rank 0's report."""
+    report = tmp / "report.json"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *restart,
+               "--monitor-interval", "0.1", "-m", "stateful_contract.distributed", "run", target,
+               "--json", str(report), *args]
+    (exit_,) = _launch([(command, {})], tmp / "marker")
+    return exit_, json.loads(report.read_text()) if report.is_file() else {}
+
+
+@pytest.mark.launcher
+def test_a_restart_saves_exits_on_purpose_and_the_agents_restart_resumes_and_passes(tmp_path: Path) -> None:
+    exit_, report = one_torchrun(REFERENCE, ["--phase", "restart", "--dir", str(tmp_path / "d"), "--clause", "SC30",
+                                             *EXAMPLE], tmp_path, "--max-restarts", "1")
+    code, output = exit_
+    assert code == 0, output
+    assert output.count("exiting on purpose so that torchrun restarts the job (--max-restarts)") == 2, output
+    assert _status(report, "SC30") == "passed", _message(report, "SC30")
+    assert any(n.startswith("resumed ") and "on 2 ranks in a fresh launch" in n for n in report["notes"]), report
+    assert processes_of(tmp_path / "marker") == []
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("target", [IN_PROCESS_ONLY, ONE_AHEAD], ids=["in-process-only", "one-ahead"])
+def test_a_restart_of_a_loader_that_does_not_resume_exits_1(target: str, tmp_path: Path) -> None:
+    exit_, report = one_torchrun(target, ["--phase", "restart", "--dir", str(tmp_path / "d"), "--clause", "SC30",
+                                          *EXAMPLE], tmp_path, "--max-restarts", "1")
+    code, output = exit_
+    assert code == 1, output
+    assert _status(report, "SC30") == "failed", report
+    if target == IN_PROCESS_ONLY:  # the save's in-process resume passed: only the restarted processes fail
+        assert "exiting on purpose" in output and "did not resume exactly" in _message(report, "SC30")
+    assert processes_of(tmp_path / "marker") == []
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("restart", [[], ["--max-restarts", "0"]], ids=["no-restarts", "max-restarts-0"])
+def test_a_restart_without_max_restarts_is_refused_with_exit_2(restart: list[str], tmp_path: Path) -> None:
+    (code, output), report = one_torchrun(REFERENCE, ["--phase", "restart", "--dir", str(tmp_path / "d")],
+                                          tmp_path, *restart)
+    assert code != 0 and "exitcode  : 2" in output, output
+    assert "--max-restarts 1" in output and report == {}
+
+
+def test_the_attempt_number_comes_from_torchruns_agent_and_a_launch_without_restarts_is_refused() -> None:
+    from stateful_contract.distributed.restarts import attempt
+
+    assert attempt({"TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "1"}) == 0
+    assert attempt({"TORCHELASTIC_RESTART_COUNT": "2", "TORCHELASTIC_MAX_RESTARTS": "3"}) == 2
+    for env in ({}, {"SLURM_PROCID": "0"}, {"TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0"}):
+        refusal = attempt(env)
+        assert isinstance(refusal, str) and "--max-restarts 1" in refusal, env

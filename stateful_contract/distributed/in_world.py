@@ -14,7 +14,9 @@ group beside it for commands. Rank 0 runs the search and the judgement; the othe
 its commands. Rank 0 writes the one report (``--json``) and every rank exits with the
 same status: 0 when every clause passed, 1 when one failed, 2 when the target cannot be
 used. ``--phase save --dir D`` and, in a later launch, ``--phase resume --dir D`` split a
-check in two jobs, as a trainer resumes (`stateful_contract.distributed.phases`).
+check in two jobs, as a trainer resumes (`stateful_contract.distributed.phases`);
+``--phase restart --dir D`` under ``torchrun --max-restarts 1`` does both in one launch, the
+first attempt exiting on purpose (`stateful_contract.distributed.restarts`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from .._target import TargetError
 from ..config import LoaderConfig
 from ..profiles import PROFILES, get_profile
 from ..report import Report
+from . import restarts
 from .calls import parse_call
 
 __all__ = ["main"]
@@ -59,8 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="PATH", help="rank 0 writes the report here")
     parser.add_argument("--backend", help="the world's backend (default: hccl with torch_npu, nccl with CUDA, "
                                           "else gloo); commands travel through a gloo group beside it")
-    parser.add_argument("--phase", choices=("run", "save", "resume"), default="run",
-                        help="run: one launch; save, then resume in a later launch: two jobs (with --dir)")
+    parser.add_argument("--phase", choices=("run", "save", "resume", "restart"), default="run",
+                        help="run: one launch; save, then resume in a later launch: two jobs (with --dir); "
+                             "restart: both in one torchrun --max-restarts 1, the first attempt exiting on "
+                             "purpose (with --dir)")
     parser.add_argument("--dir", help="the run's directory, the same path on every rank (shared storage across "
                                       "machines); kept. Default: a temporary one, deleted")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
@@ -144,6 +149,15 @@ def main(argv: Sequence[str] | None = None) -> int:
               "SLURM_PROCID or OMPI_COMM_WORLD_RANK): start it with torchrun, srun or mpirun, or use "
               "'python -m stateful_contract.distributed TARGET --world-size N', which starts its own", file=sys.stderr)
         return 2
+    restarting = args.phase == "restart"
+    if restarting:
+        number = restarts.attempt(os.environ)
+        if isinstance(number, str):
+            print(f"stateful_contract.distributed run: {number}", file=sys.stderr)
+            return 2
+        args.phase = "save" if number == 0 else "resume"
+        if number and (repeated := restarts.saved(Path(args.dir).resolve())) is not None:
+            return repeated  # the save failed (or never finished): its verdict again, nothing to resume
     ignore_set_vital()  # torchdata's deprecation warning, once per loader, on every rank
     run_dir, keep = _run_dir(args.dir)
     backend = args.backend or default_backend()
@@ -157,12 +171,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if world.rank != 0:
             last = follow(world)
             code = int(last[1]) if isinstance(last, tuple) and len(last) > 1 else 1
+            if restarting and code == restarts.RESTART_EXIT:
+                print(f"stateful_contract.distributed run: rank {world.rank}: {restarts.ON_PURPOSE}", file=sys.stderr)
             return code
         signal.signal(signal.SIGTERM, _interrupt)
         set_joined(world, args.phase)
+        if restarting and args.phase == "save":
+            restarts.clear(run_dir)
         report: Report | None = None
         try:
             report, code = _judge(args, world, run_dir, launch)
+            if restarting and args.phase == "resume":
+                report = restarts.merged(run_dir, report) if report is not None else None
         except (TargetError, FactoryError, FileNotFoundError, ValueError) as e:
             print(f"stateful_contract.distributed run: {e}", file=sys.stderr)
             code = 2
@@ -185,6 +205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
             _end_local_ranks(run_dir, world.world_size)
             os._exit(code or 1)
+        if restarting and args.phase == "save":
+            restarts.record_save(run_dir, code, report)
+            if code == 0:
+                code = restarts.RESTART_EXIT
+                print(f"stateful_contract.distributed run: rank 0: the save passed; {restarts.ON_PURPOSE}",
+                      file=sys.stderr)
+                # The agent stops rank 0 (SIGTERM) as soon as another rank's exit on purpose is seen.
+                signal.signal(signal.SIGTERM, lambda signum, frame: exit_now(restarts.RESTART_EXIT))
         world.stop((STOP, code))  # every rank exits with rank 0's status
         # Rank 0 leaves last. Exiting first with a failure, it would have the launcher stop the others
         # (SIGTERM) before they exit with the verdict themselves; and without a launcher's store (srun,

@@ -115,7 +115,16 @@ def join(run_dir: Path, *, backend: str, timeout: float,
     rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
     _set_device(backend, int(env.get("LOCAL_RANK", "0")))
     limit = datetime.timedelta(seconds=timeout)
-    dist.init_process_group(backend, init_method="env://", timeout=limit)
+    attempt = env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and attempt != "0":
+        # torchrun's agent keeps one store for every attempt, and env:// adds no prefix per attempt:
+        # gloo's ranks of a restarted job could read the addresses the previous attempt's ranks left
+        # there ("Connection refused" at connectFullMesh). Each attempt gets keys of its own.
+        store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), size, is_master=False, timeout=limit)
+        dist.init_process_group(backend, store=dist.PrefixStore(f"/stateful-contract/attempt_{attempt}", store),
+                                rank=rank, world_size=size, timeout=limit)
+    else:
+        dist.init_process_group(backend, init_method="env://", timeout=limit)
     # A gloo group for Python objects; the default group already is one on gloo.
     group: Any = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=limit)
     world = World(rank, size, run_dir, group=group)
