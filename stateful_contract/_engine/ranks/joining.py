@@ -120,8 +120,11 @@ def join(run_dir: Path, *, backend: str, timeout: float,
         # torchrun's agent keeps one store for every attempt, and env:// adds no prefix per attempt:
         # gloo's ranks of a restarted job could read the addresses the previous attempt's ranks left
         # there ("Connection refused" at connectFullMesh). Each attempt gets keys of its own.
-        store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), size, is_master=False, timeout=limit)
-        dist.init_process_group(backend, store=dist.PrefixStore(f"/stateful-contract/attempt_{attempt}", store),
+        # (torch.distributed exports both stores; its stubs do not say so.)
+        store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), size,  # type: ignore[attr-defined]
+                              is_master=False, timeout=limit)
+        prefixed = dist.PrefixStore(f"/stateful-contract/attempt_{attempt}", store)  # type: ignore[attr-defined]
+        dist.init_process_group(backend, store=prefixed,
                                 rank=rank, world_size=size, timeout=limit)
     else:
         dist.init_process_group(backend, init_method="env://", timeout=limit)
