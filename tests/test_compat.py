@@ -93,7 +93,7 @@ def test_a_row_that_cannot_run_says_why_on_the_page() -> None:
 
 def test_litdata_sc23_catches_the_elastic_drop_last_loss() -> None:
     """F26 (docs/findings.md): litdata's elastic resume onto more workers, with drop_last, loses the
-    end of the epoch. The ci search does not draw it; on the example itself SC23 must fail, naming
+    end of the epoch. SC23's explicit examples find it; on the report's own example SC23 must fail, naming
     the lost samples (a clause weakened for litdata's elastic resume would pass it)."""
     from stateful_contract import LoaderConfig, check
     from stateful_contract._engine.steps import Position

@@ -82,23 +82,25 @@ def _clamp(value: int, bounds: tuple[int, int]) -> int:
 
 def _mid_epoch_change(lengths: list[int], alignment: Alignment, *, config: LoaderConfig,
                       workers: int) -> WorkerChange:
-    """A checkpoint inside the first epoch, near its middle, after a batch count that neither worker
-    count divides where one exists: where a per-worker offset or a deal by worker shows."""
+    """A checkpoint inside the first epoch, near its middle, where neither the batches so far nor the
+    batches left are a multiple of the larger worker count (where one exists): a per-worker offset
+    shows in the first, a rest of the epoch re-dealt or trimmed to whole rounds of workers (F26) in
+    the second."""
     n = lengths[0]
     inner = [k for k in range(1, n) if k % window_of(alignment, config) == 0] or [min(n, 1)]
     counts = max(2, config.num_workers, workers)
-    uneven = [k for k in inner if k % counts] or inner
+    uneven = [k for k in inner if k % counts and (n - k) % counts] or [k for k in inner if k % counts] or inner
     return WorkerChange(Position(0, min(uneven, key=lambda k: abs(2 * k - n))), workers)
 
 
 def worker_change_examples(space: ConfigSpace | None) -> list[tuple[LoaderConfig, Any]]:
     """SC23's explicit examples: every ordered pair of worker counts the space allows, each a shuffled
-    epoch of several batches checkpointed mid-epoch (growing the count with drop_last, shrinking it
+    epoch of six batches (12 samples in batches of 2, within the space) checkpointed mid-epoch (growing the count with drop_last, shrinking it
     without). A random search of a few worker examples reaches such a pair with a mid-epoch checkpoint
     only now and then; these make the verdict on a worker-count change independent of the seed."""
     space = space or ConfigSpace()
     counts = sorted(set(space.num_workers))
-    size, batch = _clamp(11, space.dataset_size), _clamp(2, space.batch_size)
+    size, batch = _clamp(12, space.dataset_size), _clamp(2, space.batch_size)
     examples: list[tuple[LoaderConfig, Any]] = []
     for saved in counts:
         for resumed in (n for n in counts if n != saved):

@@ -71,6 +71,11 @@ LITDATA_AT_ITER = (
     "right after iter() of a pass that follows one cut short still counts the abandoned pass' batches and the "
     f"resume skips them (F23, {doc('findings.md', 'f23')})"
 )
+LITDATA_ELASTIC_DROP_LAST = (
+    "litdata StreamingDataLoader: a state taken mid-epoch and resumed with more workers, with drop_last=True, "
+    "loses the end of the epoch: its elastic resume trims the rest of the epoch to whole rounds of "
+    f"workers x batch size (F26, {doc('findings.md', 'f26')})"
+)
 LITDATA_AFTER_LOAD = (
     "litdata StreamingDataLoader: state_dict() right after load_state_dict(), before iterating, moves the "
     "loader's epoch counters: the loader, and a loader resumed from that state, finish the resumed epoch in "

@@ -188,13 +188,12 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     # --- litdata and mosaicml-streaming -------------------------------------------------------------
     Row("litdata", "litdata", "litdata", "lit:litdata_streaming",
         "StreamingDataLoader(StreamingDataset(local optimized dir, 3 samples a chunk, shuffle, seed, drop_last))",
-        {"SC13": why.LITDATA_AFTER_LOAD, "SC22": why.LITDATA_AT_ITER},
+        {"SC13": why.LITDATA_AFTER_LOAD, "SC22": why.LITDATA_AT_ITER, "SC23": why.LITDATA_ELASTIC_DROP_LAST},
         space=WORKERS, requires=("litdata",),
-        note="SC23 passes on the ci profile's 12 examples, but not everywhere: with drop_last=True, a state "
-             "taken after a batch and resumed with more workers loses the end of the epoch (12 samples, batches "
-             "of 2, 0 or 1 worker resumed with 2: samples 10 and 11 never come), because litdata's elastic "
-             "resume trims the rest of the epoch on its own. The ci search does not draw that configuration; "
-             "SC23 fails it when it is pinned. [F26](findings.md#f26)."),
+        note="SC23 finds F26 with its explicit examples (every pair of worker counts, checkpointed mid-epoch): "
+             "with drop_last=True, a state taken mid-epoch and resumed with more workers loses the end of the "
+             "epoch, because litdata's elastic resume trims the rest of the epoch on its own. Its random search "
+             "alone did not draw that configuration. [F26](findings.md#f26)."),
     Row("mosaic_streaming", "mosaicml-streaming", "mosaicml-streaming", "mosaic:mosaic_streaming",
         "StreamingDataLoader(StreamingDataset(local=MDS dir, shuffle, shuffle_seed, batch_size))",
         space=WORKERS, requires=("streaming",),
