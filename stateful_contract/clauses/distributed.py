@@ -260,7 +260,7 @@ def judge_fresh_processes(values: Sequence[list[RankResume]], config: LoaderConf
             f"through {results[0].via.split(', resumed')[0]} and was resumed in a fresh set of {n} processes"))
 
 
-@clause("SC30", "every-rank-resumes", tier="distributed", kills=4, plan=checkpoint_plan, needs=("SC01", LOAD),
+@clause("SC30", "every-rank-resumes", tier="distributed", kills=4, cost=25, plan=checkpoint_plan, needs=("SC01", LOAD),
         world=_judge_ranks, after_restart=(resume_in_fresh_processes, judge_fresh_processes))
 def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
     """Each rank's loader resumes its own stream exactly from its own saved state, and over all ranks

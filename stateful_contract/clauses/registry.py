@@ -236,7 +236,8 @@ def lookup(clause_id: str) -> Clause:
 
 def run_order(wanted: Iterable[str]) -> list[Clause]:
     """``wanted`` and everything they need, each after its prerequisites; of the clauses whose
-    prerequisites have run, the highest `Clause.priority` first (then by ID)."""
+    prerequisites have run, the load probe first (whether ``load_state_dict(state)`` works at all
+    decides every clause that needs `LOAD`), then the highest `Clause.priority` (then by ID)."""
     todo: dict[str, Clause] = {}
 
     def visit(cid: str) -> None:
@@ -252,7 +253,7 @@ def run_order(wanted: Iterable[str]) -> list[Clause]:
     done: set[str] = {LOAD}
     while todo:
         ready = [c for c in todo.values() if done.issuperset(c.needs)]
-        nxt = min(ready, key=lambda c: (-c.priority, c.id))
+        nxt = min(ready, key=lambda c: (not c.probes_load, -c.priority, c.id))
         order.append(todo.pop(nxt.id))
         done.add(nxt.id)
     return order

@@ -288,7 +288,8 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
     raise violation
 
 
-@clause("SC31", "world-size-change-is-exact-or-refused", tier="distributed", kills=3, plan=checkpoint_plan,
+@clause("SC31", "world-size-change-is-exact-or-refused", tier="distributed", kills=3, cost=10,
+        plan=checkpoint_plan,
         needs=("SC01", LOAD), after_restart=(resume_on_another_world, judge_world_change),
         restart_worlds=new_worlds)
 def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) -> None:
