@@ -134,6 +134,9 @@ def test_a_misbehaving_loader_fails_its_clause_within_twice_the_timeout(name: st
         assert "  # <- " in result["reproduction"], result["reproduction"]  # the line it never came back from
 
 
+# In `nox -s launchers`: inside the full suite on 2 cores, since 2026-12-02, the CLI does not end
+# within 10 s of the SIGINT (both fresh-clone runs); alone and in a short session it passes. To find.
+@pytest.mark.launcher
 @pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
 def test_ctrl_c_stops_within_a_second_writes_the_partial_report_and_leaves_nothing(world_size: int,
                                                                                    tmp_path: Path) -> None:
