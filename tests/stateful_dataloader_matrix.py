@@ -29,11 +29,11 @@ import torch
 
 from stateful_contract._links import doc
 from stateful_contract.config import ConfigSpace, LoaderConfig
-from stateful_contract.options import ExpectedFailures
 
 # The datasets `LoaderConfig.iterable_dataset()` builds, under the names the entries have always used.
 from stateful_contract.iterables import StatefulTokenIterable as StatefulShardedTokens
 from stateful_contract.iterables import TokenIterable as ShardedTokens
+from stateful_contract.options import ExpectedFailures
 
 __all__ = [
     "MATRIX",
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     # torchdata logs "naively fast-forwarding your dataset" on every resume of
     # `iterable_stateless` (hundreds of lines): that is the entry's point, not news.
     logging.getLogger("torchdata.stateful_dataloader.stateful_dataloader").setLevel(logging.ERROR)
-    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.stateful_dataloader_matrix", description=main.__doc__)
     parser.add_argument("names", nargs="*", help="entries to run (default: all)")
     parser.add_argument("--profile", default="ci")
     args = parser.parse_args(argv)

@@ -19,7 +19,7 @@ The comment convention (docs/findings.md says it too, under "Reading the reprodu
 
 The blocks that use another package than torch and torchdata (datasets, accelerate,
 torchtitan, litdata, mosaicml-streaming) are skipped where it is not installed, as in
-the plain test session; ``nox -s matrix``, which installs them (the ``compat`` extra),
+the plain test session; ``nox -s matrix``, which installs them (the ``compat`` dependency group),
 runs this file too. Cost, measured 2026-12-01 on 2 shared cores at load 3 (`nox -s tests --
 -n 0 tests/test_findings.py`): 43 s for 31 blocks, 5 skipped; of that F12's table script is
 about 10 s of CPU and F9's about 10 s of waiting (torch's 5 s join per worker), the rest well

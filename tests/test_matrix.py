@@ -29,8 +29,8 @@ import pytest
 from stateful_contract import CLAUSES, ConfigSpace, LoaderConfig, check
 from stateful_contract._engine.advice import advisories
 from stateful_contract.reference.factories import stateful_dataloader
-from tests.stateful_dataloader_matrix import MATRIX, MatrixEntry
 from stateful_contract.repro import epoch_setter
+from tests.stateful_dataloader_matrix import MATRIX, MatrixEntry
 
 #: Worker-only entries checked with two worker processes rather than one.
 TWO_WORKERS = {"two_workers", "snapshot_every_3"}
