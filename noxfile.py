@@ -173,14 +173,14 @@ def scenario(session: nox.Session) -> None:
     `nox -s scenario -- --parts shipped boundary --workdir /tmp/seed` keeps the checkpoints.
     """
     install(session)
-    session.run("python", "-m", "stateful_contract.scenarios.mindspeed", *session.posargs)
+    session.run("python", "-m", "tests.scenarios.mindspeed", *session.posargs)
 
 
 @nox.session
 def matrix(session: nox.Session) -> None:
     """The compatibility matrix of real loaders: docs/compatibility.md and its badges (install about 6 minutes, rows about 18).
 
-    The packages (the `compat` extra) are installed with torch held at the pinned version:
+    The packages (the `compat` dependency group) are installed with torch held at the pinned version:
     each asks for torch, and pip would otherwise be free to replace it (a CUDA build). The
     run is strict: it fails when a row fails a clause it does not declare, or passes one it
     does. Arguments go to the generator: `nox -s matrix -- hf_shards` runs one row and
@@ -189,10 +189,10 @@ def matrix(session: nox.Session) -> None:
     session.install(TORCH)
     constraints = Path(session.create_tmp()) / "torch-constraint.txt"
     constraints.write_text(TORCH + "\n", encoding="utf-8")
-    session.install("-e", ".[compat]", *group("test"), "-c", str(constraints))
+    session.install("-e", ".", *group("compat", "test"), "-c", str(constraints))
     # docs/findings.md's reproductions on these packages (the tests session skips them): about a minute.
     session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/test_findings.py")
-    session.run("python", "-m", "stateful_contract.compat", *session.posargs)
+    session.run("python", "-m", "tests.compat", *session.posargs)
 
 
 @nox.session
@@ -211,9 +211,9 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on the package, then the typing test (tests/typing/)."""
+    """mypy --strict on the package and the evidence under tests/ (pyproject's files), then the typing test (tests/typing/)."""
     install(session, "test")  # pytest and both type checkers
-    session.run("mypy", "--strict", "stateful_contract")
+    session.run("mypy", "--strict")
     session.run("pytest", "-q", "tests/typing")
 
 

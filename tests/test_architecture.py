@@ -2,8 +2,8 @@
 
 Read from the source (``ast``), not by importing: an import cycle (function-level and
 ``TYPE_CHECKING`` imports included), an engine that reaches up into the clauses or the
-faces, or a core that imports the reference wrappers shows up here as a failing test
-rather than as a surprise in a later refactoring.
+faces, a core that imports the reference wrappers, or a package that imports anything
+under tests/ shows up here as a failing test rather than as a surprise in a later refactoring.
 """
 
 from __future__ import annotations
@@ -179,11 +179,52 @@ def test_a_layer_does_not_reach_up(layer: str) -> None:
     assert not {m: t for m, t in bad.items() if t}
 
 
-def test_the_core_never_imports_the_reference_wrappers_or_the_scenarios() -> None:
-    outside = ("stateful_contract.reference", "stateful_contract.scenarios", "stateful_contract.compat")
+def test_the_core_never_imports_the_reference_wrappers() -> None:
+    outside = ("stateful_contract.reference",)
     core = [m for m in GRAPH if not m.startswith(outside)]
     bad = {m: sorted(t for t in _reaches(m) if t.startswith(outside)) for m in core}
     assert not {m: t for m, t in bad.items() if t}
+
+
+TESTS = Path(__file__).resolve().parent
+#: The project's evidence that does not ship (docs/architecture.md, "What ships"): run from the
+#: repository's root as ``tests.<name>``, on the package alone.
+EVIDENCE = ("compat", "scenarios", "stateful_dataloader_matrix")
+#: The names conftest.py makes importable (tests/ is on ``sys.path``): zoo, museum, compat, ...
+HELPERS = {p.stem for p in TESTS.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+
+
+def _absolute_imports(files: list[Path]) -> dict[str, set[str]]:
+    """``path:line`` -> the top-level names it imports (relative imports stay inside their package)."""
+    found: dict[str, set[str]] = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            for name in names:
+                found.setdefault(f"{path.relative_to(TESTS.parent)}:{node.lineno}", set()).add(name)
+    return found
+
+
+def test_the_package_never_imports_the_tests() -> None:
+    """What ships is the package alone: nothing under tests/, by its ``tests.`` name or the name
+    conftest.py gives it (``zoo``, ``compat``, ...), is needed to import or run it."""
+    bad = {where: found for where, names in _absolute_imports(sorted(PACKAGE.rglob("*.py"))).items()
+           if (found := sorted(n for n in names if n.split(".")[0] in HELPERS | {"tests"}))}
+    assert not bad, f"the package imports modules under tests/, which do not ship: {bad}"
+
+
+def test_the_evidence_under_tests_needs_only_the_package() -> None:
+    """The compatibility matrix, the seed scenario and the StatefulDataLoader matrix run on an
+    installed package from a fresh clone's root: none imports the test suite's own helpers."""
+    files = [f for name in EVIDENCE for f in ([TESTS / f"{name}.py"] if (TESTS / f"{name}.py").is_file()
+                                              else sorted((TESTS / name).rglob("*.py")))]
+    assert len(files) > len(EVIDENCE), files
+    allowed = tuple(f"tests.{name}" for name in EVIDENCE)
+    bad = {where: found for where, names in _absolute_imports(files).items()
+           if (found := sorted(n for n in names if (n.split(".")[0] == "tests" and not n.startswith(allowed))
+                               or n.split(".")[0] in HELPERS))}
+    assert not bad, f"the evidence imports the test suite's helpers (move what it needs into it): {bad}"
 
 
 def test_modules_read_in_one_sitting() -> None:

@@ -1,4 +1,4 @@
-"""The compatibility matrix (stateful_contract/compat, docs/compatibility.md) is measured, strict and current.
+"""The compatibility matrix (tests/compat, docs/compatibility.md) is measured, strict and current.
 
 Rows marked ``ci`` (torchdata.nodes and the hand-written DataLoader resume: nothing to
 install, about a minute together) run in every test session: each declared failure must
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from stateful_contract import CLAUSES
-from stateful_contract.compat.rows import ROWS, Row, missing
-from stateful_contract.compat.table import Measured, measure, render
+from tests.compat.rows import ROWS, Row, missing
+from tests.compat.table import Measured, measure, render
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 MATRIX = os.environ.get("STATEFUL_CONTRACT_MATRIX") == "1"
@@ -76,7 +76,7 @@ def test_every_row_is_a_target_with_reasons_that_cite_a_finding() -> None:
 def test_the_page_lists_every_row_with_its_badge() -> None:
     page = (DOCS / "compatibility.md").read_text(encoding="utf-8")
     for name in ROWS:
-        assert f"`{name}`" in page, f"docs/compatibility.md has no row {name}: run python -m stateful_contract.compat"
+        assert f"`{name}`" in page, f"docs/compatibility.md has no row {name}: run python -m tests.compat"
         assert (DOCS / "compat-badges" / f"{name}.svg").is_file(), name
 
 
@@ -85,7 +85,7 @@ def test_a_row_that_cannot_run_says_why_on_the_page() -> None:
               requires=("no_such_module_here",))
     m = measure(row)
     assert m.report is None and m.why_not == "`no_such_module_here` is not installed"
-    page = render([m], command="python -m stateful_contract.compat")
+    page = render([m], command="python -m tests.compat")
     assert "## Rows that could not run here" in page and "`no_such_module_here` is not installed" in page
     assert "no-such-distribution not installed" in page and "not run" in page
     assert Measured(row).verdict() == "not run" and "<svg" in m.badge()

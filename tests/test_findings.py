@@ -19,7 +19,7 @@ The comment convention (docs/findings.md says it too, under "Reading the reprodu
 
 The blocks that use another package than torch and torchdata (datasets, accelerate,
 torchtitan, litdata, mosaicml-streaming) are skipped where it is not installed, as in
-the plain test session; ``nox -s matrix``, which installs them (the ``compat`` extra),
+the plain test session; ``nox -s matrix``, which installs them (the ``compat`` dependency group),
 runs this file too. Cost, measured 2026-12-01 on 2 shared cores at load 3 (`nox -s tests --
 -n 0 tests/test_findings.py`): 43 s for 31 blocks, 5 skipped; of that F12's table script is
 about 10 s of CPU and F9's about 10 s of waiting (torch's 5 s join per worker), the rest well
@@ -45,7 +45,7 @@ import pytest
 FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings.md"  # and the reports in docs/upstream/
 
 #: The packages a block may need beyond torch and torchdata: import name -> distribution,
-#: for the skip message (the ``compat`` extra in pyproject.toml installs all of them).
+#: for the skip message (the ``compat`` dependency group in pyproject.toml installs all of them).
 OPTIONAL = {"datasets": "datasets", "accelerate": "accelerate", "torchtitan": "torchtitan",
             "litdata": "litdata", "streaming": "mosaicml-streaming"}
 
@@ -107,6 +107,9 @@ class Zygote:
         if cls._process is None or cls._process.poll() is not None:
             installed = [name for name in OPTIONAL if importlib.util.find_spec(name) is not None]
             env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}  # as a pasted script runs
+            # from the repository's root (where `tests.stateful_dataloader_matrix` imports), though each
+            # block runs in a folder of its own.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FINDINGS.parents[1]), env.get("PYTHONPATH")) if p)
             cls._process = subprocess.Popen([sys.executable, "-c", ZYGOTE, *installed], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, bufsize=0, env=env)
         process = cls._process
@@ -230,7 +233,7 @@ def test_the_reproduction_prints_what_its_comments_say(block: Block, tmp_path: P
         pytest.skip(f"not yet held to the '# -> ' convention: {PENDING[block.finding]}")
     missing = [OPTIONAL[p] for p in block.packages if importlib.util.find_spec(p) is None]
     if missing:
-        pytest.skip(f"needs {', '.join(missing)} (the compat extra: nox -s matrix runs it)")
+        pytest.skip(f"needs {', '.join(missing)} (the compat dependency group: nox -s matrix runs it)")
     printed, stderr = run(block, tmp_path)
     expected = block.expected
     same = len(printed) == len(expected) and all(matches(e, p) for e, p in zip(expected, printed))

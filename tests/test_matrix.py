@@ -5,7 +5,7 @@ except for the clauses each entry declares, which must really fail.
 fix) is an "unexpected-pass" and fails the test, so the declarations stay current.
 
 Budget (about 85 s on a busy 2-core machine; the full measurement, `python -m
-stateful_contract.reference.matrix`, takes about 7 minutes):
+tests.stateful_dataloader_matrix`, takes about 7 minutes):
 
 - entries with declared deviations run in-process on the derandomized "ci" profile, so
   the declared failures are found on every run (a random profile could miss one and
@@ -29,8 +29,8 @@ import pytest
 from stateful_contract import CLAUSES, ConfigSpace, LoaderConfig, check
 from stateful_contract._engine.advice import advisories
 from stateful_contract.reference.factories import stateful_dataloader
-from stateful_contract.reference.matrix import MATRIX, MatrixEntry
 from stateful_contract.repro import epoch_setter
+from tests.stateful_dataloader_matrix import MATRIX, MatrixEntry
 
 #: Worker-only entries checked with two worker processes rather than one.
 TWO_WORKERS = {"two_workers", "snapshot_every_3"}

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from stateful_contract._engine.ranks.launch import processes_of
-from stateful_contract.scenarios.mindspeed import (
+from tests.scenarios.mindspeed import (
     PARTS,
     RUN1_ITERS,
     RUN2_ITERS,
@@ -33,7 +33,7 @@ from stateful_contract.scenarios.mindspeed import (
     _check_resume,
     run_mindspeed_scenario,
 )
-from stateful_contract.scenarios.resume import compare_data
+from tests.scenarios.resume import compare_data
 
 #: Leftover processes are looked for in /proc.
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
@@ -114,7 +114,7 @@ def test_the_two_jobs_are_separate_torchrun_launches_that_share_only_the_directo
     for part in ("shipped", "boundary"):
         run1, run2 = scenario.run(f"{part} run 1"), scenario.run(f"{part} run 2")
         shared = workdir / "checkpoints" / part
-        assert run1.typed(shared).startswith("torchrun --standalone --nproc-per-node=2 -m stateful_contract.scenarios.trainer")
+        assert run1.typed(shared).startswith("torchrun --standalone --nproc-per-node=2 -m tests.scenarios.trainer")
         assert "--save $DIR" in run1.typed(shared) and "--load" not in run1.command
         assert "--load $DIR" in run2.typed(shared) and "--save" not in run2.command
         assert run1.rank_stdout[0].count("saved checkpoint to") == 2  # iterations 2 and 3

@@ -16,8 +16,8 @@ from ranked_loaders import target
 from stateful_contract import ConfigSpace, LoaderConfig
 from stateful_contract._engine.advice import advisories
 from stateful_contract.distributed import check_world
-from stateful_contract.reference.matrix import MULTI_RANK
 from stateful_contract.repro import Position
+from tests.stateful_dataloader_matrix import MULTI_RANK
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
 

@@ -1,11 +1,11 @@
 """The rows of the compatibility matrix (docs/compatibility.md): one loader configuration each.
 
-A `Row` names its factory (a CLI target, ``stateful_contract.compat.<module>:<name>``),
+A `Row` names its factory (a CLI target, ``tests.compat.<module>:<name>``),
 the distribution whose version it reports, the part of the configuration space it is
 checked on, and the clauses it was *measured* to violate, each with the reason and the
 finding (docs/findings.md) that reproduces it with only torch and the package. The
 declarations are checked strictly: a declared failure that starts passing is an
-"unexpected-pass" and fails both `python -m stateful_contract.compat` and tests/test_compat.py.
+"unexpected-pass" and fails both `python -m tests.compat` and tests/test_compat.py.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class Row:
     family: str
     #: The distribution whose version the row reports (``importlib.metadata``).
     package: str
-    #: ``module:function`` under ``stateful_contract.compat``, or a target of its own
-    #: (``path/to/file.py:function``, `TESTS`).
+    #: ``module:function`` under ``tests.compat``, or a target of its own
+    #: (``path/to/file.py:function``, `RANKED_LOADERS`).
     factory: str
     #: The configuration, for a reader: what the factory builds.
     configuration: str
@@ -58,7 +58,7 @@ class Row:
     def target(self) -> str:
         if ".py:" in self.factory:
             return self.factory
-        return f"stateful_contract.compat.{self.factory}"
+        return f"tests.compat.{self.factory}"
 
     def version(self) -> str:
         try:
@@ -98,14 +98,14 @@ TITAN_ONLY = ("torchtitan.components.dataloader",)
 
 #: The hand-written loaders with exact resharding, written for the multi-rank tests: rows use them
 #: as they are (a fact in one place), by path (a check imports a file target on every rank).
-RANKED_LOADERS = Path(__file__).resolve().parents[2] / "tests" / "ranked_loaders.py"
+RANKED_LOADERS = Path(__file__).resolve().parents[1] / "ranked_loaders.py"
 
 #: What the patched torchdata.nodes rows change, and the findings each change answers.
 NODES_PATCHED = (
     "Patched, not torchdata 0.11 as released: [F17](findings.md#f17) (a load after a template "
     "state_dict() is ignored; the fix of meta-pytorch/data PR #1548) and [F18](findings.md#f18) (a "
     "stale cached state after an end-of-epoch resume) are patched in a subclass of Loader "
-    "(`stateful_contract/compat/nodes_patched.py`); [F19](findings.md#f19) and [F20](findings.md#f20) "
+    "(`tests/compat/nodes_patched.py`); [F19](findings.md#f19) and [F20](findings.md#f20) "
     "are avoided by a sampler whose state and epoch live on the sampler object."
 )
 
@@ -135,7 +135,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         "SamplerWrapper(torchdata StatefulDistributedSampler) + Mapper + Batcher (set_epoch by SamplerWrapper)",
         _all(why.NODES_SET_EPOCH), ci=True),
     # Used correctly: the F17 and F18 patches on Loader, and a sampler that F19 and F20 do not touch
-    # (stateful_contract/compat/nodes_patched.py names each patch and its finding).
+    # (tests/compat/nodes_patched.py names each patch and its finding).
     Row("nodes_patched_1", "torchdata.nodes (patched)", "torchdata", "nodes_patched:nodes_patched",
         "Loader patched for F17 and F18 over Mapper(SamplerWrapper(DistributedBatchSampler(rank, world_size, "
         "shuffle, seed)), collate), 1 rank", ci=True,

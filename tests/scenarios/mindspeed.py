@@ -1,8 +1,8 @@
 """MindSpeed-MM's bug report as a scenario, end to end: run 1 saves, run 2 resumes, two torchrun jobs on CPU.
 
-    python -m stateful_contract.scenarios.mindspeed            # 2 ranks, all parts; exit 0 when all hold
+    python -m tests.scenarios.mindspeed            # 2 ranks, all parts; exit 0 when all hold
 
-Each part is a pair of real training runs of `stateful_contract.scenarios.trainer`, each
+Each part is a pair of real training runs of `tests.scenarios.trainer`, each
 its own ``python -m torch.distributed.run --standalone --nproc-per-node 2`` (torchrun)
 on gloo, as the report's two jobs were: run 1 trains 3 iterations and saves a full
 checkpoint into a shared directory (model and optimizer by ``torch.distributed.checkpoint``,
@@ -288,7 +288,7 @@ def run_mindspeed_scenario(workdir: str | Path | None = None, *, world_size: int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stateful_contract.scenarios.mindspeed", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tests.scenarios.mindspeed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world-size", type=int, default=2, metavar="N")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))

@@ -1,7 +1,8 @@
 """torchdata's ``StatefulDataLoader`` in the configurations users really build.
 
 Each function here is a loader factory, ``factory(config) -> fresh loader``, and a CLI
-target ``stateful_contract.reference.matrix:NAME``. `MATRIX` maps each name to its
+target ``tests.stateful_dataloader_matrix:NAME`` (from the repository's root: this module is
+the project's own evidence, not part of the package). `MATRIX` maps each name to its
 factory, a description, the clauses it is *measured* to violate (with the reason;
 the published docs' findings page has the reproductions) and, where the configuration needs it, the
 part of the configuration space it is checked on (worker-only options such as
@@ -14,7 +15,7 @@ say which samples a resumed loader lost or repeated. A factory that pins an opti
 
 Regenerate the verdicts (one line per entry; about 7 minutes on 2 cores, mostly worker examples)::
 
-    python -m stateful_contract.reference.matrix
+    python -m tests.stateful_dataloader_matrix        # from the repository's root
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ import torch
 
 from stateful_contract._links import doc
 from stateful_contract.config import ConfigSpace, LoaderConfig
-from stateful_contract.options import ExpectedFailures
 
-from .iterable_loaders import ShardedTokens, StatefulShardedTokens
+# The datasets `LoaderConfig.iterable_dataset()` builds, under the names the entries have always used.
+from stateful_contract.iterables import StatefulTokenIterable as StatefulShardedTokens
+from stateful_contract.iterables import TokenIterable as ShardedTokens
+from stateful_contract.options import ExpectedFailures
 
 __all__ = [
     "MATRIX",
@@ -216,7 +219,7 @@ def distributed_batch_sampler(config: LoaderConfig) -> Any:
     return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
 
 
-# --- iterable datasets (stateful_contract.reference.iterable_loaders) -------------------
+# --- iterable datasets (stateful_contract.iterables) -----------------------------------
 
 
 def iterable_stateful(config: LoaderConfig) -> Any:
@@ -230,6 +233,11 @@ def iterable_stateless(config: LoaderConfig) -> Any:
 
 
 # --- the matrix -------------------------------------------------------------------------
+
+
+#: This module's importable name, also under ``python -m`` (where ``__name__`` is "__main__",
+#: which a rank process cannot import the factory from).
+_MODULE = __spec__.name if __spec__ is not None else __name__
 
 
 @dataclass(frozen=True)
@@ -247,7 +255,7 @@ class MatrixEntry:
 
     @property
     def target(self) -> str:
-        return f"{__name__}:{self.factory.__name__}"
+        return f"{_MODULE}:{self.factory.__name__}"
 
 
 #: Worker processes only, for options that mean nothing without them.
@@ -338,7 +346,7 @@ MULTI_RANK: dict[str, MatrixEntry] = {"stateful_distributed_sampler": MatrixEntr
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print each entry's verdict: ``python -m stateful_contract.reference.matrix [--profile P] [NAME ...]``."""
+    """Print each entry's verdict: ``python -m tests.stateful_dataloader_matrix [--profile P] [NAME ...]``."""
     import argparse
     import logging
     import time
@@ -348,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     # torchdata logs "naively fast-forwarding your dataset" on every resume of
     # `iterable_stateless` (hundreds of lines): that is the entry's point, not news.
     logging.getLogger("torchdata.stateful_dataloader.stateful_dataloader").setLevel(logging.ERROR)
-    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.stateful_dataloader_matrix", description=main.__doc__)
     parser.add_argument("names", nargs="*", help="entries to run (default: all)")
     parser.add_argument("--profile", default="ci")
     args = parser.parse_args(argv)

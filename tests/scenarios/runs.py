@@ -1,15 +1,16 @@
 """One ``torchrun`` launch of the scenario trainer, and what its ranks logged.
 
 `torchrun` starts ``python -m torch.distributed.run --standalone --nproc-per-node N -m
-stateful_contract.scenarios.trainer ...`` (the command a user types, with the per-rank
+tests.scenarios.trainer ...`` (the command a user types, with the per-rank
 logs redirected to files) and returns a `TrainingRun`: the exit status, each rank's
-stdout and stderr, and the lines of `stateful_contract.scenarios.trainer` parsed into
+stdout and stderr, and the lines of `tests.scenarios.trainer` parsed into
 `Iteration` (rank 0, one per optimizer step) and `MicroBatch` (every rank, with
 ``--log-batches``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -17,7 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._engine.ranks.launch import run_isolated
+from stateful_contract._engine.ranks.launch import run_isolated
+
+#: The repository's root, where `tests.scenarios.trainer` is importable.
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 __all__ = ["Iteration", "MicroBatch", "TrainingRun", "torchrun"]
 
@@ -104,7 +108,7 @@ class TrainingRun:
 
 def torchrun(name: str, trainer_args: Sequence[str], *, workdir: Path, world_size: int,
              timeout: float = RUN_TIMEOUT) -> TrainingRun:
-    """``python -m torch.distributed.run --standalone --nproc-per-node N -m stateful_contract.scenarios.trainer ...``.
+    """``python -m torch.distributed.run --standalone --nproc-per-node N -m tests.scenarios.trainer ...``.
 
     Each rank's stdout and stderr go to files under ``workdir/logs/<name>``. After the
     timeout the launcher and every rank are killed (torchrun starts each rank in its own
@@ -115,9 +119,12 @@ def torchrun(name: str, trainer_args: Sequence[str], *, workdir: Path, world_siz
     log_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size}",
                f"--log-dir={log_dir}", "--redirects=3",
-               "-m", "stateful_contract.scenarios.trainer", *trainer_args]
+               "-m", "tests.scenarios.trainer", *trainer_args]
     started = time.monotonic()
-    returncode = run_isolated(command, marker=log_dir, output=log_dir / "torchrun.log", timeout=timeout, cwd=workdir)
+    # The ranks run in the workdir, so `-m tests.scenarios.trainer` finds this checkout by PYTHONPATH.
+    pythonpath = os.pathsep.join(p for p in (str(CHECKOUT), os.environ.get("PYTHONPATH", "")) if p)
+    returncode = run_isolated(command, marker=log_dir, output=log_dir / "torchrun.log", timeout=timeout, cwd=workdir,
+                              env={"PYTHONPATH": pythonpath})
     output = (log_dir / "torchrun.log").read_text(encoding="utf-8", errors="replace")
     run = TrainingRun(name, command, returncode, time.monotonic() - started, output)
     for rank in range(world_size):

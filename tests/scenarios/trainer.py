@@ -1,9 +1,9 @@
 """A tiny per-token-loss trainer that checkpoints and resumes like MindSpeed-MM's, for torchrun.
 
-    python -m torch.distributed.run --nproc-per-node 2 -m stateful_contract.scenarios.trainer \\
+    python -m torch.distributed.run --nproc-per-node 2 -m tests.scenarios.trainer \\
         --loader stateful_contract.reference.factories:reference_wrapper \\
         --train-iters 3 --save-interval 2 --save /tmp/ckpt            # run 1
-    python -m torch.distributed.run --nproc-per-node 2 -m stateful_contract.scenarios.trainer \\
+    python -m torch.distributed.run --nproc-per-node 2 -m tests.scenarios.trainer \\
         --loader stateful_contract.reference.factories:reference_wrapper \\
         --train-iters 5 --load /tmp/ckpt                             # run 2 resumes
 
@@ -37,7 +37,7 @@ Rank 0 prints one line per iteration, ``iteration 4/5 | consumed samples: 64 | l
 <repr>``. With ``--log-batches`` every rank also prints one line per micro-batch,
 ``[rank1]: micro-batch 4.3 | samples: 17,92 | window tokens: 57`` (iteration 4, its third
 micro-batch, the dataset indices in it and the window's valid-token count it was
-normalised by); `stateful_contract.scenarios.mindspeed` reads both to compare a resumed
+normalised by); `tests.scenarios.mindspeed` reads both to compare a resumed
 run's data with an uninterrupted run's.
 """
 
@@ -57,9 +57,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from .._target import load_target
-from ..config import LoaderConfig
-from ..reference.prefetch import WINDOW_TOKEN_COUNT_KEY
+from stateful_contract._target import load_target
+from stateful_contract.config import LoaderConfig
+from stateful_contract.reference.prefetch import WINDOW_TOKEN_COUNT_KEY
 
 __all__ = ["TinyLM", "Trainer", "main", "parse_args"]
 
@@ -87,7 +87,7 @@ class TinyLM(nn.Module):
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m stateful_contract.scenarios.trainer", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m tests.scenarios.trainer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--loader", default="stateful_contract.reference.factories:reference_wrapper",
                    help="factory(config) -> train loader, as package.module:factory")
@@ -289,5 +289,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     if "RANK" not in os.environ and not {"-h", "--help"} & set(sys.argv):
         sys.exit("run me under torchrun: python -m torch.distributed.run --nproc-per-node 2 -m "
-                 "stateful_contract.scenarios.trainer ...")
+                 "tests.scenarios.trainer ...")
     sys.exit(main())

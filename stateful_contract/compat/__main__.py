@@ -1,5 +1,0 @@
-"""``python -m stateful_contract.compat``: run the compatibility matrix, write docs/compatibility.md."""
-
-from .table import main
-
-raise SystemExit(main())
