@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from .._engine.compare import sample_ids as stream_ids
 from .._engine.example import Example
