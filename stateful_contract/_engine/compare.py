@@ -174,11 +174,8 @@ def describe_value(value: Any) -> str:
 
 def describe_batch(batch: Any) -> str:
     """A batch by its sample indices when it has an ``index`` field (the contract's dataset does)."""
-    if isinstance(batch, Mapping) and "index" in batch:
-        index = batch["index"]
-        ids = index.tolist() if isinstance(index, torch.Tensor) or _is_array(index) else index
-        return f"batch of samples {ids}"
-    return describe_value(batch)
+    ids = batch_ids(batch)
+    return f"batch of samples {ids}" if ids is not None else describe_value(batch)
 
 
 def _ids(stream: Sequence[Any], start: int, count: int) -> str:
@@ -220,14 +217,24 @@ def stream_difference(expected: Sequence[Any], got: Sequence[Any], wording: Word
     return None
 
 
-def _sample_ids(batches: Sequence[Any]) -> list[Any] | None:
+def batch_ids(batch: Any) -> list[Any] | None:
+    """The sample indices of a batch with an ``index`` field (the contract's dataset has one), else None."""
+    if not isinstance(batch, Mapping) or "index" not in batch:
+        return None
+    index = batch["index"]
+    if isinstance(index, torch.Tensor) or _is_array(index):
+        index = index.flatten().tolist()
+    return index if isinstance(index, list) else [index]
+
+
+def sample_ids(batches: Sequence[Any]) -> list[Any] | None:
+    """The sample indices of a stream, batch after batch, or None when a batch has no ``index`` field."""
     ids: list[Any] = []
-    for b in batches:
-        if not isinstance(b, Mapping) or "index" not in b:
+    for batch in batches:
+        one = batch_ids(batch)
+        if one is None:
             return None
-        index = b["index"]
-        values = index.tolist() if isinstance(index, torch.Tensor) or _is_array(index) else index
-        ids.extend(values if isinstance(values, list) else [values])
+        ids.extend(one)
     return ids
 
 
@@ -242,7 +249,7 @@ def _reordered(expected: Sequence[Any], got: Sequence[Any], i: int) -> str:
     where = expected.epoch_of(i) if isinstance(expected, Segment) else None
     if isinstance(expected, Segment) and where is not None:
         stop = min(stop, i + expected.lengths[where[0]] - where[1])
-    e, g = _sample_ids(expected[i:stop]), _sample_ids(got[i:stop])
+    e, g = sample_ids(expected[i:stop]), sample_ids(got[i:stop])
     if e is None or g is None or e == g or sorted(map(repr, e)) != sorted(map(repr, g)):
         return ""
     epoch = f"epoch {where[0]}" if where is not None else "the resumed stream"

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import torch
 
-from .compare import Segment
+from .compare import Segment, batch_ids, sample_ids
 
 __all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "losses", "loud", "samples_impact", "stream_impact", "where_of"]
 
@@ -98,20 +98,6 @@ def died(step: str, killed_by: str) -> Impact:
     return loud(step, how.get(killed_by, f"kills the process ({killed_by}): the job stops"))
 
 
-def _ids(batch: Any) -> list[Hashable] | None:
-    """The sample ids of a batch with an ``index`` field (the contract's dataset has one)."""
-    if not isinstance(batch, Mapping) or "index" not in batch:
-        return None
-    index = batch["index"]
-    values = index.tolist() if isinstance(index, torch.Tensor) or hasattr(index, "tolist") else index
-    if not isinstance(values, list):
-        values = [values]
-    try:
-        return [v if isinstance(v, Hashable) else repr(v) for v in values]
-    except TypeError:
-        return None
-
-
 def _fingerprint(value: Any) -> Hashable:
     """A hashable stand-in for a batch, equal for equal batches (batch-level accounting)."""
     if isinstance(value, torch.Tensor):
@@ -131,7 +117,7 @@ def _fingerprint(value: Any) -> Hashable:
 
 def _units(batches: Sequence[Any], by_sample: bool) -> list[Hashable]:
     if by_sample:
-        return [u for b in batches for u in _ids(b) or []]
+        return [v if isinstance(v, Hashable) else repr(v) for v in sample_ids(batches) or []]
     return [_fingerprint(b) for b in batches]
 
 
@@ -170,7 +156,7 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
     length of ``expected``); otherwise what the epoch lacks is lost and what it has more often
     is repeated. ``epoch``: the epoch the streams are, where ``expected`` does not know it.
     """
-    by_sample = all(_ids(b) is not None for b in [*expected, *got])
+    by_sample = all(batch_ids(b) is not None for b in [*expected, *got])
     unit = "sample" if by_sample else "batch"
     paired = _paired(expected, got, cut)
     if paired is not None:  # the resumed run's own passes: each compared with its epoch, as a trainer counts

@@ -206,14 +206,18 @@ def _replay_shared_key(example: Example, other: int, position: Position, expecte
         pass
 
 
-def _judge_ranks(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint) -> None:
-    n = config.world_size if config.world_size > 1 else len(values)
-    for via in range(2):
+def _judge_every_save(values: Sequence[list[RankResume]], plan: Checkpoint, ranks: int, where: str) -> None:
+    """Each save's resumes over all ranks, one verdict per save; ``where`` says which processes resumed."""
+    for via in range(len(values[0])):
         results = [per_rank[via] for per_rank in values]
         shared = results[0].via.startswith(VIA_SHARED)
         every_rank_resumed(results, clause_id="SC30", refusal=SHARED_REFUSAL if shared else "", context=(
-            f"every rank checkpointed {plan.position.describe()} (the same step on all {n} ranks), saved with "
-            f"{VIA_SHARED if shared else VIA_FILE}, and resumed in the same processes"))
+            f"every rank checkpointed {plan.position.describe()} (the same step on all {ranks} ranks), saved with "
+            f"{results[0].via.split(', resumed')[0]}, and resumed {where}"))
+
+
+def _judge_ranks(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint) -> None:
+    _judge_every_save(values, plan, config.world_size if config.world_size > 1 else len(values), "in the same processes")
 
 
 def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankResume]:
@@ -251,13 +255,7 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankRe
 
 def judge_fresh_processes(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint) -> None:
     """The three saves of the example resumed exactly in the fresh processes, on every rank."""
-    n = len(values)
-    for via in range(3):
-        results = [per_rank[via] for per_rank in values]
-        shared = results[0].via.startswith(VIA_SHARED)
-        every_rank_resumed(results, clause_id="SC30", refusal=SHARED_REFUSAL if shared else "", context=(
-            f"every rank checkpointed {plan.position.describe()} (the same step on all {n} ranks); the state went "
-            f"through {results[0].via.split(', resumed')[0]} and was resumed in a fresh set of {n} processes"))
+    _judge_every_save(values, plan, len(values), f"in a fresh set of {len(values)} processes")
 
 
 @clause("SC30", "every-rank-resumes", tier="distributed", kills=4, cost=25, plan=checkpoint_plan, needs=("SC01", LOAD),

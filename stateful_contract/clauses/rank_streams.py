@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from .._engine.compare import sample_ids as stream_ids
 from .._engine.example import Example
 from .._engine.impact import Impact, losses
 from .registry import violated
@@ -67,19 +66,9 @@ class RankResume:
 
 
 def sample_ids(batches: Sequence[Any]) -> list[int] | None:
-    """The sample indices of a stream, batch after batch, or None without an ``index`` field."""
-    ids: list[int] = []
-    for batch in batches:
-        if not isinstance(batch, Mapping) or "index" not in batch:
-            return None
-        index = batch["index"]
-        values = index.flatten().tolist() if isinstance(index, torch.Tensor) else index
-        if isinstance(values, int):
-            values = [values]
-        if not isinstance(values, list) or not all(isinstance(v, int) for v in values):
-            return None
-        ids.extend(values)
-    return ids
+    """The integer sample indices of a stream, or None when a batch has none (the accounting counts ints)."""
+    ids = stream_ids(batches)
+    return ids if ids is not None and all(isinstance(v, int) for v in ids) else None
 
 
 def id_list(counter: Counter[int]) -> str:

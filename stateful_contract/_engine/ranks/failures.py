@@ -169,24 +169,32 @@ class LaunchOutcome:
         return "" if self.failed_phase or self.timed_out or "LAUNCHER-OK" in self.launcher_log else (
             self.launcher_log.strip()[-2000:] or "the launcher exited without a word")
 
+    def where_each_rank_was(self, cause: str) -> str:
+        """``cause``, then one line per rank saying what it was doing (from the status boards)."""
+        return "\n".join([f"{cause} Where each rank was:",
+                          *(f"  rank {r}: {d or 'starting up'}" for r, d in sorted(self.doing.items()))])
+
+    def hung_rank(self, aftermath: str) -> str:
+        """A rank that overran its example and stopped answering; ``aftermath`` ({waited}) says what followed."""
+        assert self.hung is not None
+        rank, timeout, waited = self.hung
+        return self.where_each_rank_was(
+            f"rank {rank} did not finish its example within {timeout:g} s and stopped answering: the timeout "
+            "could not interrupt it (SIGALRM blocked, or native code that never returns to Python)"
+            f"{aftermath.format(waited=waited)}")
+
     def describe(self) -> str:
         """Why the run did not finish, one rank per line."""
-        where = [f"  rank {r}: {d or 'starting up'}" for r, d in sorted(self.doing.items())]
         if self.hung is not None:
-            rank, timeout, waited = self.hung
-            return "\n".join([
-                f"rank {rank} did not finish its example within {timeout:g} s and stopped answering: the timeout "
-                "could not interrupt it (SIGALRM blocked, or native code that never returns to Python), so the "
-                f"checker killed the run, every rank and its workers, after {waited:.1f} s. Where each rank was:",
-                *where])
+            return self.hung_rank(", so the checker killed the run, every rank and its workers, after {waited:.1f} s.")
         if self.memory is not None:
             rank, grown, limit = self.memory
-            return "\n".join([
+            return self.where_each_rank_was(
                 f"rank {rank}'s processes grew by {grown / (1 << 20):.0f} MiB during the example, over the memory "
-                f"limit of {limit / (1 << 20):.0f} MiB; the checker killed the run. Where each rank was:", *where])
+                f"limit of {limit / (1 << 20):.0f} MiB; the checker killed the run.")
         if self.timed_out:
-            return "\n".join([f"the {len(self.doing)}-rank run did not finish within {self.timeout:g} s and was "
-                              "killed (with all its processes). Where each rank was:", *where])
+            return self.where_each_rank_was(f"the {len(self.doing)}-rank run did not finish within {self.timeout:g} s "
+                                            "and was killed (with all its processes).")
         if self.failures:
             cause, *after = order_failures(self.failures)
             return "\n".join([cause.describe(), *(f.describe_consequence() for f in after)])

@@ -86,23 +86,17 @@ class InWorldDown(LaunchOutcome):
         return "timeout" if self.hung is not None or self.timed_out else ""
 
     def describe(self) -> str:
-        where = [f"  rank {r}: {d or 'starting up'}" for r, d in sorted(self.doing.items())]
         if self.hung is not None:
-            rank, timeout, waited = self.hung
-            return "\n".join([
-                f"rank {rank} did not finish its example within {timeout:g} s and stopped answering: the timeout "
-                "could not interrupt it (SIGALRM blocked, or native code that never returns to Python); after "
-                f"{waited:.1f} s rank 0 stopped waiting, reported, and exits, and the launcher stops the other "
-                "ranks. Where each rank was:", *where])
+            return self.hung_rank("; after {waited:.1f} s rank 0 stopped waiting, reported, and exits, and the "
+                                  "launcher stops the other ranks.")
         if self.timed_out:
-            return "\n".join([f"the ranks did not answer within {self.timeout:.0f} s; rank 0 stopped waiting. "
-                              "Where each rank was:", *where])
+            return self.where_each_rank_was(f"the ranks did not answer within {self.timeout:.0f} s; rank 0 stopped "
+                                            "waiting.")
         gone = [f.rank for f in self.failures]
         cause = (f"rank {', '.join(map(str, gone))}'s process ended (found on this host)" if gone else
                  "another rank went away (its process ended or lost its connection; the launcher's error summary "
                  "names it)")
-        return "\n".join([f"{cause}, and rank 0's collective with it failed ({self.error}). Where each rank was:",
-                          *where])
+        return self.where_each_rank_was(f"{cause}, and rank 0's collective with it failed ({self.error}).")
 
 
 class InWorld(RankExecutor):
