@@ -26,6 +26,7 @@ from typing import Any
 
 import misbehaving
 import pytest
+from shared import once
 
 from stateful_contract import ConfigSpace, FactoryError, check
 
@@ -92,24 +93,30 @@ def clause_of(report: Path, clause_id: str) -> dict[str, Any]:
     return {c["id"]: c for c in data["clauses"]}[clause_id]
 
 
-_BASELINES: dict[tuple[str, int], float] = {}
+def baseline(clause_id: str, world_size: int, tmp_path_factory: pytest.TempPathFactory) -> float:
+    """Seconds the same command takes on a correct loader (start-up, the clauses it needs): measured
+    once per session, whichever pytest-xdist worker asks first (each run starts Python and the ranks)."""
 
-
-def baseline(clause_id: str, world_size: int) -> float:
-    """Seconds the same command takes on a correct loader (start-up, the clauses it needs)."""
-    key = (clause_id, world_size)
-    if key not in _BASELINES:
+    def measure() -> float:
         rc, took, output = cli(f"{MISBEHAVING}:epoch_loader", "--clause", clause_id, "--world-size", str(world_size),
                                "--profile", "dev", mark=uuid.uuid4().hex)
         assert rc == 0, output
-        _BASELINES[key] = took
-    return _BASELINES[key]
+        return took
+
+    return once(tmp_path_factory, f"supervision-baseline-{clause_id}-{world_size}", measure)
 
 
-@pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
-@pytest.mark.parametrize("name", list(misbehaving.TABLE))
-def test_a_misbehaving_loader_fails_its_clause_within_twice_the_timeout(name: str, world_size: int,
-                                                                        tmp_path: Path) -> None:
+def _cases() -> list[Any]:
+    """Each loader of the table at each world size; those that time the same baseline share an
+    xdist group, so that one worker measures it and runs them (``--dist loadgroup``)."""
+    return [pytest.param(name, world_size, id=f"{name}-{world_size}-rank{'s' if world_size > 1 else ''}",
+                         marks=pytest.mark.xdist_group(f"supervision-baseline-{clause_id}-{world_size}"))
+            for world_size in (1, 2) for name, (clause_id, _) in misbehaving.TABLE.items()]
+
+
+@pytest.mark.parametrize(("name", "world_size"), _cases())
+def test_a_misbehaving_loader_fails_its_clause_within_twice_the_timeout(
+        name: str, world_size: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     clause_id, killed_by = misbehaving.TABLE[name]
     mark, report = uuid.uuid4().hex, tmp_path / "report.json"
     rc, took, output = cli(f"{MISBEHAVING}:{name}", "--clause", clause_id, "--timeout", f"{TIMEOUT:g}",
@@ -129,7 +136,8 @@ def test_a_misbehaving_loader_fails_its_clause_within_twice_the_timeout(name: st
     if name.endswith("InLoad"):
         assert "during loader.load_state_dict(state)" in said, said
     assert result["seconds"] <= 2 * TIMEOUT, result["seconds"]
-    assert took <= baseline(clause_id, world_size) + 2 * TIMEOUT, (took, _BASELINES)
+    usual = baseline(clause_id, world_size, tmp_path_factory)
+    assert took <= usual + 2 * TIMEOUT, (took, usual)
     if killed_by != "timeout" or name == "BlocksInLoad":  # the process died in it: the line is marked
         assert "  # <- " in result["reproduction"], result["reproduction"]  # the line it never came back from
 
