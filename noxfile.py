@@ -104,7 +104,8 @@ def tests(session: nox.Session) -> None:
 def launchers(session: nox.Session) -> None:
     """The tests that start torchrun and SLURM-style launches: in-world mode, the seed scenario's two jobs."""
     install(session, "test")
-    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "-p", "no:cacheprovider", "-m", "launcher",
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+                                                "-m", "launcher",
                                                 "tests/test_in_world.py", "tests/test_mindspeed_scenario.py",
                                                 "tests/test_supervision.py"]),
                 env={"STATEFUL_CONTRACT_SCENARIO": "full"})

@@ -2,7 +2,8 @@
 
 Every loader of `misbehaving.TABLE` (a segfault, ``os._exit``, an endless loop, a hang the
 example alarm cannot reach, hangs after a resume) is checked through the command line, as a
-user would, at world size 1 (a supervised child) and 2 (torch.distributed ranks). Each must
+user would, at world size 1 (a supervised child) and 2 (torch.distributed ranks; those in
+`nox -s launchers`). Each must
 give exit 1 with the clause failed and what ended it in the JSON report, cost at most twice
 the timeout over the same command on a correct loader, and leave no process behind: every
 process the command starts, forked or exec'd, carries this test's marker in its environment,
@@ -108,9 +109,16 @@ def baseline(clause_id: str, world_size: int, tmp_path_factory: pytest.TempPathF
 
 def _cases() -> list[Any]:
     """Each loader of the table at each world size; those that time the same baseline share an
-    xdist group, so that one worker measures it and runs them (``--dist loadgroup``)."""
+    xdist group, so that one worker measures it and runs them (``--dist loadgroup``).
+
+    On 2 ranks each case times a whole CLI run that starts torch's elastic launcher and two
+    ranks (10-20 s on 2 cores, 9 runs with the baselines): `nox -s launchers` runs those, and
+    the README's suite keeps every loader of the table at 1 rank. The 2-rank supervision stays
+    in the suite too, through check_world (tests/test_distributed.py: a rank that dies, sleeps,
+    hangs for good) and the memory limit below."""
     return [pytest.param(name, world_size, id=f"{name}-{world_size}-rank{'s' if world_size > 1 else ''}",
-                         marks=pytest.mark.xdist_group(f"supervision-baseline-{clause_id}-{world_size}"))
+                         marks=[pytest.mark.xdist_group(f"supervision-baseline-{clause_id}-{world_size}")]
+                         + ([pytest.mark.launcher] if world_size > 1 else []))
             for world_size in (1, 2) for name, (clause_id, _) in misbehaving.TABLE.items()]
 
 
