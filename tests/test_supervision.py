@@ -57,10 +57,20 @@ def left_behind(mark: str) -> list[int]:
     return found
 
 
+def _as_a_terminal_starts_it() -> None:
+    """Ctrl-C at its default, as a terminal's shell sets it for a foreground command. A suite
+    started in the background (``nox -s tests &``, a CI script's ``cmd &`` without job control)
+    runs with SIGINT and SIGQUIT ignored (POSIX; /proc SigIgn 0x6 here), an ignored signal is
+    inherited across exec, and Python then installs no KeyboardInterrupt handler: the CLI
+    rightly ignores Ctrl-C, as under nohup, and judged on past the test's SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_cli(*args: str, mark: str, quiet: bool = True, stderr: Any = subprocess.PIPE) -> subprocess.Popen[str]:
     env = {**os.environ, MARK: mark, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
     command = [sys.executable, "-m", "stateful_contract", "check", *args] + (["--quiet"] if quiet else [])
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                            preexec_fn=_as_a_terminal_starts_it)
 
 
 def live_progress(fd: int, seen: list[bytes]) -> threading.Thread:
@@ -150,8 +160,9 @@ def test_a_misbehaving_loader_fails_its_clause_within_twice_the_timeout(
         assert "  # <- " in result["reproduction"], result["reproduction"]  # the line it never came back from
 
 
-# In `nox -s launchers`: inside the full suite on 2 cores, since 2026-12-02, the CLI does not end
-# within 10 s of the SIGINT (both fresh-clone runs); alone and in a short session it passes. To find.
+# In `nox -s launchers`: inside the full suite, started in the background, the CLI did not end
+# within 10 s of the SIGINT: it had inherited SIGINT ignored (`_as_a_terminal_starts_it` now resets
+# it). Back in the suite once a full background run passes with the reset.
 @pytest.mark.launcher
 @pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
 def test_ctrl_c_stops_within_a_second_writes_the_partial_report_and_leaves_nothing(world_size: int,
