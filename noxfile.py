@@ -90,17 +90,22 @@ def tests(session: nox.Session) -> None:
     install(session, "test")
     # Two pytest-xdist workers: the suite is CPU-bound and serial otherwise (7.5 min against
     # 15.5 min on 2 shared cores, measured 2026-12-01); a contract class stays on one worker.
+    # `--dist loadgroup`: the tests that read one shared multi-rank check or install
+    # (tests/shared.py, their `xdist_group` marks) run on the worker that made it, instead of
+    # the other worker waiting for it; every other test is spread one by one, as `load` does.
     # tests/typing runs mypy and pyright (about 30 s of CPU): the typecheck session runs it.
     # The torchrun launches (in-world mode, the seed scenario as two jobs) are `nox -s launchers`:
     # about 4 minutes of CPU, which would take the suite past 7 minutes on 2 cores.
-    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--ignore=tests/typing", "-m", "not launcher"]))
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--dist", "loadgroup", "--ignore=tests/typing",
+                                                "-m", "not launcher"]))
 
 
 @nox.session
 def launchers(session: nox.Session) -> None:
     """The tests that start torchrun and SLURM-style launches: in-world mode, the seed scenario's two jobs."""
     install(session, "test")
-    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "-p", "no:cacheprovider", "-m", "launcher",
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+                                                "-m", "launcher",
                                                 "tests/test_in_world.py", "tests/test_mindspeed_scenario.py",
                                                 "tests/test_supervision.py"]),
                 env={"STATEFUL_CONTRACT_SCENARIO": "full"})

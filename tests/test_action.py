@@ -19,8 +19,12 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 import action_local  # noqa: E402  (needs yaml)
+from shared import once  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: One worker runs the action's install once and every test of this file (``--dist loadgroup``).
+pytestmark = pytest.mark.xdist_group("action-runner")
 
 CONTRACT = """
 from stateful_contract.reference import factories
@@ -38,7 +42,12 @@ ARGS = "--clause SC01 --clause SC02 --clause SC10 --expect-fail 'SC02=keyword-on
 
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A downstream repository and a fresh virtualenv with the action's install step done in it."""
+    """A downstream repository and a fresh virtualenv with the action's install step done in it: one
+    per session (about 20 s of installing and checking), shared by the pytest-xdist workers."""
+    return once(tmp_path_factory, "action-runner", lambda: _run_the_action(tmp_path_factory))
+
+
+def _run_the_action(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("action")
     repo = base / "repo"
     repo.mkdir()

@@ -14,10 +14,13 @@ from collections import Counter
 
 import pytest
 from ranked_loaders import target
+from shared import once
+from world_checks import IN_PROCESS, STATEFUL_DATALOADER_SEARCH, searched
 
-from stateful_contract import ConfigSpace, LoaderConfig, check
+from stateful_contract import LoaderConfig, check
 from stateful_contract.clauses.rank_streams import tally
 from stateful_contract.distributed import check_world
+from stateful_contract.report import Report
 from stateful_contract.repro import Position
 
 # --- the counting, in one process ----------------------------------------------------------------
@@ -78,7 +81,6 @@ def test_on_the_same_world_each_epoch_counts_its_own_padding() -> None:
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
 
-IN_PROCESS = ConfigSpace(num_workers=(0,), dataset_size=(1, 16))
 #: The issue's example: 9 samples on 2 ranks, whose shuffled order starts [2, 3]; saved after [2, 3].
 PADDED = (LoaderConfig(dataset_size=9, batch_size=1, shuffle=True, seed=98), Position(epoch=0, batches=1))
 
@@ -90,10 +92,18 @@ def test_exact_resharding_with_padding_passes_sc30_and_sc31_on_the_issue_s_examp
         assert report[cid].status == "passed", report[cid].message
 
 
+@pytest.fixture
+def padded_reshard_on_two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """The correct padding loader on 2 ranks, every clause over the default profile's in-process search:
+    one run per session (two worlds more for SC31), which the search tests below both read."""
+    return once(tmp_path_factory, "padded_reshard-default-2-ranks",
+                lambda: check_world(target("padded_reshard"), world_size=2, space=IN_PROCESS))
+
+
 @linux_only
-def test_exact_resharding_with_padding_passes_sc30_and_sc31_over_the_search() -> None:
-    report = check_world(target("padded_reshard"), world_size=2, profile="dev", clauses=["SC30", "SC31"],
-                         space=IN_PROCESS)
+@pytest.mark.xdist_group("padded_reshard-default-2-ranks")
+def test_exact_resharding_with_padding_passes_sc30_and_sc31_over_the_search(padded_reshard_on_two_ranks: Report) -> None:
+    report = padded_reshard_on_two_ranks
     for cid in ("SC30", "SC31"):
         assert report[cid].status == "passed", report[cid].message
     assert report["SC31"].examples >= 15
@@ -106,21 +116,24 @@ def test_exact_resharding_with_padding_passes_the_default_profile_on_one_rank() 
 
 
 @linux_only
-def test_exact_resharding_with_padding_passes_the_default_profile_on_two_ranks() -> None:
-    report = check_world(target("padded_reshard"), world_size=2, space=IN_PROCESS)
+@pytest.mark.xdist_group("padded_reshard-default-2-ranks")
+def test_exact_resharding_with_padding_passes_the_default_profile_on_two_ranks(padded_reshard_on_two_ranks: Report) -> None:
+    report = padded_reshard_on_two_ranks
     failed = {r.id: r.message for r in report.results if r.is_failure}
     assert failed == {} and report.passed
     assert {r.id for r in report.results if r.status == "passed"} >= {"SC10", "SC11", "SC30", "SC31"}
 
 
 @linux_only
-def test_stateful_dataloader_s_distributed_sampler_pads_and_fails_no_multi_rank_clause() -> None:
+@pytest.mark.xdist_group(STATEFUL_DATALOADER_SEARCH)
+def test_stateful_dataloader_s_distributed_sampler_pads_and_fails_no_multi_rank_clause(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
     """Its `DistributedBatchSampler` pads as `DistributedSampler` does, resumes each rank exactly (SC30),
-    and refuses another world size by name (SC31): padding makes neither fail."""
+    and refuses another world size by name (SC31): padding makes neither fail. The search is the one
+    tests/test_world_change.py reads too."""
     name = "stateful_contract.reference.factories:stateful_dataloader"
     padded = check_world(name, world_size=2, clauses=["SC30", "SC31"], replay=PADDED)
-    searched = check_world(name, world_size=2, profile="dev", clauses=["SC30", "SC31"], space=IN_PROCESS)
-    for report in (padded, searched):
+    for report in (padded, searched(tmp_path_factory, name, ("SC30", "SC31"))):
         for cid in ("SC30", "SC31"):
             assert report[cid].status == "passed", report[cid].message
 
