@@ -18,7 +18,6 @@ from torch.utils.data import BatchSampler, DistributedSampler
 
 from stateful_contract import ConfigSpace, LoaderConfig, check
 from stateful_contract.distributed import check_world
-from stateful_contract.reference import matrix
 from stateful_contract.repro import (
     LoopPoint,
     Position,
@@ -30,6 +29,7 @@ from stateful_contract.repro import (
     loop_checkpoint,
 )
 from stateful_contract.samplers import DistributedBatchSampler
+from tests import stateful_dataloader_matrix as matrix
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
 ZOO = Path(zoo.__file__).resolve()
