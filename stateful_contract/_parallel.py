@@ -1,7 +1,9 @@
 """Clauses judged side by side, in forked engine processes: a run that uses every core.
 
-Once the clauses every other clause needs have been judged (the structure clauses, SC18),
-the rest depend on nothing but those verdicts, so they can be searched at once. Each
+Once the clauses every other clause needs have been judged (the structure clauses), the rest
+depend on nothing but those verdicts, so they can be searched at once; a searched clause
+only they need (SC18) is handed out ``first``, and the checker holds back each verdict that
+needs it until it has its own (`stateful_contract._run`). Each
 *job* is a process forked from the checker after the load probe: it has the factory, the
 profile and the verdicts so far, and it builds an executor of its own (a supervised child
 of its own, by default), so a loader that crashes or hangs takes down only that job's
