@@ -289,15 +289,21 @@ class _Run:
         ``ahead``, clauses some of them need, first, alongside them (`judged_alongside`)."""
         from ._parallel import judge_apart
 
-        pending = frozenset(c.id for c in ahead)
-        ready: list[Clause] = []
         first: list[Clause] = []
-        for c in [*ahead, *clauses]:
-            why = self.blocked(c, pending=frozenset() if c in ahead else pending)
+        for c in ahead:
+            why = self.blocked(c)
             if why is not None:
                 self.record(c, Outcome("not-judged", message=why), 0.0)
             else:
-                (first if c in ahead else ready).append(c)
+                first.append(c)
+        pending = frozenset(c.id for c in first)  # judged in the jobs: no verdict yet
+        ready: list[Clause] = []
+        for c in clauses:
+            why = self.blocked(c, pending=pending)
+            if why is not None:
+                self.record(c, Outcome("not-judged", message=why), 0.0)
+            else:
+                ready.append(c)
         if not ready and not first:
             return
         held: list[tuple[Clause, Outcome, float]] = []
