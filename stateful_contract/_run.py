@@ -310,9 +310,9 @@ class _Run:
 
         def done(c: Clause, outcome: Outcome, seconds: float) -> None:
             held.append((c, outcome, seconds))
-            for waiting in list(held):  # in the order they came back, each once what it needs has a verdict
-                if any(n in pending and n not in self.results for n in waiting[0].needs):
-                    continue
+            # In the order they came back, each once what it needs has a verdict (SC18 may come last).
+            while ready_now := [w for w in held if all(n not in pending or n in self.results for n in w[0].needs)]:
+                waiting = ready_now[0]
                 held.remove(waiting)
                 why = self.blocked(waiting[0])
                 if why is None:
