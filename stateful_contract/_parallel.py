@@ -1,9 +1,7 @@
 """Clauses judged side by side, in forked engine processes: a run that uses every core.
 
-Once the clauses every other clause needs have been judged (the structure clauses), the rest
-depend on nothing but those verdicts, so they can be searched at once; a searched clause
-only they need (SC18) is handed out ``first``, and the checker holds back each verdict that
-needs it until it has its own (`stateful_contract._run`). Each
+Once the clauses every other clause needs have been judged (the structure clauses, SC18),
+the rest depend on nothing but those verdicts, so they can be searched at once. Each
 *job* is a process forked from the checker after the load probe: it has the factory, the
 profile and the verdicts so far, and it builds an executor of its own (a supervised child
 of its own, by default), so a loader that crashes or hangs takes down only that job's
@@ -62,18 +60,17 @@ Done = Callable[[Clause, Outcome, float], None]
 
 
 def judge_apart(clauses: Sequence[Clause], jobs: int, *, judge: Judge, executor: Callable[[], Executor],
-                started: Callable[[Clause], None], done: Done, first: Sequence[Clause] = (), in_order: bool = False,
-                stop: Callable[[], bool] | None = None) -> Speedup:
-    """Judge ``first`` then ``clauses`` in ``jobs`` forked processes, each with its own ``executor()``.
+                started: Callable[[Clause], None], done: Done, stop: Callable[[], bool] | None = None) -> Speedup:
+    """Judge ``clauses`` in ``jobs`` forked processes, each with its own ``executor()``.
 
     ``judge(clause, executor)`` runs in the job; ``started`` and ``done(clause, outcome, seconds)``
-    run here, in the order the clauses are handed out and come back. ``in_order``: hand ``clauses``
-    out in the order given (exitfirst: the likeliest failure first), else the costliest first.
-    ``stop``: asked after each verdict; once it says so, no clause is handed out and the jobs still
-    judging one are ended, so those clauses have no verdict.
+    run here, in the order the clauses are handed out and come back. ``stop`` (exitfirst): asked
+    after each verdict; once it says so, no clause is handed out and the jobs still judging one
+    are ended, so those clauses have no verdict.
     """
-    # The costliest first (`Clause.cost`): a long clause started last would leave the other cores idle.
-    order = [*first, *(clauses if in_order else sorted(clauses, key=lambda c: (-c.cost, c.id)))]
+    # The costliest first (`Clause.cost`): a long clause started last would leave the other cores
+    # idle. Stopping at the first failure, the order given instead: the likeliest failure first.
+    order = list(clauses) if stop is not None else sorted(clauses, key=lambda c: (-c.cost, c.id))
     speed = Speedup(jobs=min(jobs, len(order)), clauses=len(order))
     began = time.perf_counter()
     ctx = multiprocessing.get_context("fork")

@@ -94,11 +94,9 @@ class _Run:
         if self.progress is not None:
             self.progress(Progress(c.id, c.name, done, total, status, seconds))
 
-    def blocked(self, c: Clause, pending: frozenset[str] = frozenset()) -> str | None:
-        """Why ``c`` cannot be judged, when something it needs does not hold (``pending``: not judged yet)."""
+    def blocked(self, c: Clause) -> str | None:
+        """Why ``c`` cannot be judged, when something it needs does not hold."""
         for need in c.needs:
-            if need in pending:
-                continue
             if need == LOAD:
                 if self.load_probe == "unusable":
                     return load_blocks(self.load_detail)
@@ -245,11 +243,10 @@ class _Run:
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
         apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
-        ahead = self.judged_alongside(order, apart)
         for c in order:
             if self.stopped_at is not None:
                 return
-            if c in apart or c in ahead:
+            if c in apart:
                 continue
             why = self.blocked(c)
             started = time.perf_counter()
@@ -267,64 +264,21 @@ class _Run:
                 seconds += self.load_failed.seconds  # its example was the probe's
             self.record(c, outcome, seconds)
         if apart and self.stopped_at is None:
-            self.judge_apart(apart, ahead)
+            self.judge_apart(apart)
 
-    def judged_alongside(self, order: list[Clause], apart: list[Clause]) -> list[Clause]:
-        """The searched clauses only the parallel ones need (SC18), to be judged in the jobs too.
-
-        On one core they would run alone before the jobs start, leaving the other cores idle.
-        In the jobs they are handed out first, and the clauses that need them are searched
-        meanwhile, but each such verdict is recorded only once what it needs has its own: if
-        that failed, the verdict is dropped and the clause is "not judged", as it would be
-        had it waited. Not when stopping at the first failure, whose order is the point.
-        """
-        if not apart or self.exitfirst:
-            return []
-        return [c for c in order if c not in apart and c.budget != "once"
-                and all(clause(n).budget == "once" for n in c.needs if n != LOAD)
-                and all(d in apart for d in order if c.id in d.needs)]
-
-    def judge_apart(self, clauses: list[Clause], ahead: list[Clause]) -> None:
-        """Judge ``clauses`` in parallel jobs (`stateful_contract._parallel`), each verdict as it comes;
-        ``ahead``, clauses some of them need, first, alongside them (`judged_alongside`)."""
+    def judge_apart(self, clauses: list[Clause]) -> None:
+        """Judge ``clauses`` in parallel jobs (`stateful_contract._parallel`), each verdict as it comes."""
         from ._parallel import judge_apart
 
-        first: list[Clause] = []
-        for c in ahead:
+        ready = []
+        for c in clauses:
             why = self.blocked(c)
             if why is not None:
                 self.record(c, Outcome("not-judged", message=why), 0.0)
             else:
-                first.append(c)
-        pending = frozenset(c.id for c in first)  # judged in the jobs: no verdict yet
-        ready: list[Clause] = []
-        for c in clauses:
-            why = self.blocked(c, pending=pending)
-            if why is not None:
-                self.record(c, Outcome("not-judged", message=why), 0.0)
-            else:
                 ready.append(c)
-        if not ready and not first:
+        if not ready:
             return
-        held: list[tuple[Clause, Outcome, float]] = []
-
-        def done(c: Clause, outcome: Outcome, seconds: float) -> None:
-            held.append((c, outcome, seconds))
-            # In the order they came back, each once what it needs has a verdict (SC18 may come last).
-            while ready_now := [w for w in held if all(n not in pending or n in self.results for n in w[0].needs)]:
-                waiting = ready_now[0]
-                held.remove(waiting)
-                why = self.blocked(waiting[0])
-                if why is None:
-                    self.record(*waiting)
-                else:
-                    self.record(waiting[0], Outcome("not-judged", message=why), 0.0)
-
-        def stop() -> bool:
-            if self.exitfirst:
-                return self.stopped_at is not None
-            # What the others need failed: their verdicts would be dropped, so they need not run on.
-            return any(self.blocked(c, pending=pending - self.results.keys()) is not None for c in ready)
         load_form = self.executor.load_form
         assert self.make_executor is not None
 
@@ -333,13 +287,9 @@ class _Run:
             self.executor, self.progress = executor, None
             return self.judge(c)
 
-        speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor, first=first,
-                            in_order=self.exitfirst, started=lambda c: self.emit(c, 0, 1), done=done,
-                            stop=stop if self.exitfirst or first else None)
-        for c in ready:  # stopped because what they need failed: said as if they had waited for it
-            why = self.blocked(c, pending=pending - self.results.keys()) if c.id not in self.results else None
-            if why is not None:
-                self.record(c, Outcome("not-judged", message=why), 0.0)
+        speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor,
+                            started=lambda c: self.emit(c, 0, 1), done=self.record,
+                            stop=(lambda: self.stopped_at is not None) if self.exitfirst else None)
         self.notes.extend(n for n in speed.notes if n not in self.notes)
         self.notes.append(speed.describe())
 
