@@ -209,9 +209,9 @@ def museum(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff on the package, the tests and this file."""
+    """ruff on the package, the tests, the benchmarks and this file."""
     session.install(*group("lint"))  # the tools only: linting needs neither torch nor the package
-    session.run("ruff", "check", "stateful_contract", "tests", "noxfile.py")
+    session.run("ruff", "check", "stateful_contract", "tests", "benchmarks", "noxfile.py")
 
 
 @nox.session
