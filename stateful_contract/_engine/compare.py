@@ -178,7 +178,12 @@ def describe_batch(batch: Any) -> str:
     return f"batch of samples {ids}" if ids is not None else describe_value(batch)
 
 
-def _ids(stream: Sequence[Any], start: int, count: int) -> str:
+#: How many batches a message lists before eliding.
+SHOWN = 6
+
+
+def shown_ids(stream: Sequence[Any], start: int = 0, count: int = SHOWN) -> str:
+    """``count`` batches of ``stream`` from ``start``, each by its sample indices, "..." if more follow."""
     shown = [describe_batch(b).removeprefix("batch of samples ") for b in stream[start:start + count]]
     more = ", ..." if len(stream) > start + count else ""
     return "[" + ", ".join(shown) + more + "]"
@@ -206,14 +211,14 @@ def stream_difference(expected: Sequence[Any], got: Sequence[Any], wording: Word
             where = expected.epoch_of(i) if isinstance(expected, Segment) else None
             at = f" (batch {where[1]} of epoch {where[0]})" if where is not None else ""
             return (f"batch {i}{w.start}{at} differs: {diff}.{_reordered(expected, got, i)}\n"
-                    f"  expected batches from there: {_ids(expected, i, 6)}\n"
-                    f"  got:                         {_ids(got, i, 6)}")
+                    f"  expected batches from there: {shown_ids(expected, i)}\n"
+                    f"  got:                         {shown_ids(got, i)}")
     if len(got) < len(expected):
         return (f"{w.got} ended after {len(got)} batches, but {w.expected} "
-                f"yields {len(expected)}{w.origin}; missing: {_ids(expected, len(got), 6)}")
+                f"yields {len(expected)}{w.origin}; missing: {shown_ids(expected, len(got))}")
     if len(got) > len(expected):
         return (f"{w.got} has {len(got)} batches, but {w.expected} yields "
-                f"only {len(expected)}{w.origin}; extra: {_ids(got, len(expected), 6)}")
+                f"only {len(expected)}{w.origin}; extra: {shown_ids(got, len(expected))}")
     return None
 
 

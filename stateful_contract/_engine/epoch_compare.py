@@ -13,19 +13,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .compare import describe_batch, first_difference
+from .compare import first_difference, shown_ids
 from .steps import Position
 from .vocabulary import batch_count, pass_name
 
 __all__ = ["assert_no_epoch_lost", "assert_same_epochs", "epochs_difference", "lost_epoch"]
-
-#: How many batches a message lists before eliding.
-_SHOWN = 6
-
-
-def _ids(batches: Sequence[Any]) -> str:
-    shown = [describe_batch(b).removeprefix("batch of samples ") for b in batches[:_SHOWN]]
-    return "[" + ", ".join(shown) + (", ..." if len(batches) > _SHOWN else "") + "]"
 
 
 def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
@@ -39,20 +31,20 @@ def _epoch_difference(epoch: int, expected: Sequence[Any], got: Sequence[Any],
     n, m = len(expected), len(got)
     if m == 0:
         return (f"epoch {epoch} is empty, but the uninterrupted run has {n} batch{'es' if n != 1 else ''} there: "
-                f"epoch {epoch} is lost ({_ids(expected)})")
+                f"epoch {epoch} is lost ({shown_ids(expected)})")
     if m < n and _same(expected[n - m:], got):
-        return f"epoch {epoch} lost its first {n - m} of {n} batches: missing {_ids(expected[:n - m])}"
+        return f"epoch {epoch} lost its first {n - m} of {n} batches: missing {shown_ids(expected[:n - m])}"
     if m < n and _same(expected[:m], got):
-        return f"epoch {epoch} lost its last {n - m} of {n} batches: missing {_ids(expected[m:])}"
+        return f"epoch {epoch} lost its last {n - m} of {n} batches: missing {shown_ids(expected[m:])}"
     if m > n and _same(expected, got[m - n:]):
-        return f"epoch {epoch} replayed {m - n} batches before the checkpoint: extra {_ids(got[:m - n])}"
+        return f"epoch {epoch} replayed {m - n} batches before the checkpoint: extra {shown_ids(got[:m - n])}"
     for other, batches in reference.items():
         if other != epoch and batches and _same(batches[len(batches) - m:], got):
-            return (f"epoch {epoch} replayed epoch {other}'s batches instead of its own: expected {_ids(expected)}, "
-                    f"got {_ids(got)}")
+            return (f"epoch {epoch} replayed epoch {other}'s batches instead of its own: expected {shown_ids(expected)}, "
+                    f"got {shown_ids(got)}")
     i = next((i for i, (e, g) in enumerate(zip(expected, got)) if first_difference(e, g) is not None), min(n, m))
     diff = first_difference(expected[i], got[i]) if i < min(n, m) else f"{m} batches instead of {n}"
-    return f"epoch {epoch} differs at its batch {i}: {diff}.\n  expected: {_ids(expected)}\n  got:      {_ids(got)}"
+    return f"epoch {epoch} differs at its batch {i}: {diff}.\n  expected: {shown_ids(expected)}\n  got:      {shown_ids(got)}"
 
 
 def epochs_difference(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Sequence[Any]],
