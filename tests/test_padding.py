@@ -92,16 +92,20 @@ def test_exact_resharding_with_padding_passes_sc30_and_sc31_on_the_issue_s_examp
         assert report[cid].status == "passed", report[cid].message
 
 
+#: The session's one 2-rank default-profile run of the correct padding loader, and its xdist group.
+PADDED_RESHARD_RUN = "padded_reshard-default-2-ranks"
+
+
 @pytest.fixture
 def padded_reshard_on_two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Report:
     """The correct padding loader on 2 ranks, every clause over the default profile's in-process search:
     one run per session (two worlds more for SC31), which the search tests below both read."""
-    return once(tmp_path_factory, "padded_reshard-default-2-ranks",
+    return once(tmp_path_factory, PADDED_RESHARD_RUN,
                 lambda: check_world(target("padded_reshard"), world_size=2, space=IN_PROCESS))
 
 
 @linux_only
-@pytest.mark.xdist_group("padded_reshard-default-2-ranks")
+@pytest.mark.xdist_group(PADDED_RESHARD_RUN)
 def test_exact_resharding_with_padding_passes_sc30_and_sc31_over_the_search(padded_reshard_on_two_ranks: Report) -> None:
     report = padded_reshard_on_two_ranks
     for cid in ("SC30", "SC31"):
@@ -116,7 +120,7 @@ def test_exact_resharding_with_padding_passes_the_default_profile_on_one_rank() 
 
 
 @linux_only
-@pytest.mark.xdist_group("padded_reshard-default-2-ranks")
+@pytest.mark.xdist_group(PADDED_RESHARD_RUN)
 def test_exact_resharding_with_padding_passes_the_default_profile_on_two_ranks(padded_reshard_on_two_ranks: Report) -> None:
     report = padded_reshard_on_two_ranks
     failed = {r.id: r.message for r in report.results if r.is_failure}
