@@ -58,6 +58,12 @@ MONITOR_INTERVAL = 0.05
 #: Lines of a dead rank's stderr quoted in the failure message.
 STDERR_TAIL_LINES = 25
 
+#: Seconds a fresh set of ranks may take to form its gloo group. It takes well under 5 s, even
+#: with 3 ranks on 2 loaded cores; a join that has not finished by then never will.
+JOIN_TIMEOUT = 60.0
+#: The exit code of a rank that could not join (EX_TEMPFAIL): the launcher starts the phase again.
+JOIN_FAILED = 75
+
 SPEC_FILE = "launch.json"
 OUTCOME_FILE = "launch-outcome.json"
 
@@ -174,7 +180,7 @@ def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
         for f in data.get("failures", [])
     ])
     return LaunchOutcome(phases_done=data["phases_done"], failed_phase=data.get("failed_phase"),
-                         failures=failures, doing=doing, programs=programs)
+                         failures=failures, doing=doing, programs=programs, joins_retried=data.get("joins_retried", []))
 
 
 def _stopped_at(board: status.BoardView) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .failures import SHUTDOWN_GRACE
-from .launch import MONITOR_INTERVAL, OUTCOME_FILE, SPEC_FILE
+from .launch import JOIN_FAILED, MONITOR_INTERVAL, OUTCOME_FILE, SPEC_FILE
 
 __all__ = ["main"]
 
@@ -134,16 +134,17 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
 
     spec = json.loads((run_dir / SPEC_FILE).read_text(encoding="utf-8"))
     outcome: dict[str, Any] = {"phases_done": [], "failed_phase": None, "failures": [],
-                               "world_size": spec["world_size"]}
-    phase, world_size = spec["first_phase"], int(spec["world_size"])
+                               "world_size": spec["world_size"], "joins_retried": []}
+    phase, world_size, attempt = spec["first_phase"], int(spec["world_size"]), 0
     while phase:
-        log_dir = run_dir / "logs" / phase
+        # A retried phase keeps the failed attempt's logs beside its own.
+        log_dir = run_dir / "logs" / (phase if not attempt else f"{phase}.retry{attempt}")
         outcome["world_size"] = world_size
         config = LaunchConfig(
             min_nodes=1, max_nodes=1, nproc_per_node=world_size,
             # As `torchrun --standalone`: a c10d rendezvous on a free local port.
             rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", local_addr="127.0.0.1",
-            run_id=f"stateful-contract-{phase}", max_restarts=0,
+            run_id=f"stateful-contract-{phase}-{attempt}", max_restarts=0,
             monitor_interval=MONITOR_INTERVAL, start_method=spec["start_method"],
             logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL),
             shutdown_timeout=SHUTDOWN_GRACE,
@@ -153,12 +154,19 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
             with watch.active():
                 returns = elastic_launch(config, rank_main)(str(run_dir), phase)
         except ChildFailedError as e:
+            failures = watch.failures(e.failures)
+            if not attempt and any(f.exitcode == JOIN_FAILED for f, _ in failures.values()):
+                # The ranks never formed their group, so no loader code ran: start them again, once
+                # (`stateful_contract._engine.ranks.launch.JOIN_TIMEOUT`).
+                outcome["joins_retried"].append(phase)
+                attempt += 1
+                continue
             outcome["failed_phase"] = phase
-            outcome["failures"] = [_failure_record(rank, f, log_dir, at)
-                                   for rank, (f, at) in sorted(watch.failures(e.failures).items())]
+            outcome["failures"] = [_failure_record(rank, f, log_dir, at) for rank, (f, at) in sorted(failures.items())]
             break
         outcome["phases_done"].append(phase)
         phase, world_size = next_phase(returns.get(0), world_size)
+        attempt = 0
     return outcome
 
 

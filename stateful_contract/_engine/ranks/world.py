@@ -14,10 +14,14 @@ anything itself.
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import importlib
 import json
 import os
-from collections.abc import Callable
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +29,7 @@ from typing import Any
 import torch.distributed as dist
 
 from ..noise import ignore_set_vital
-from .launch import status_path
+from .launch import JOIN_FAILED, JOIN_TIMEOUT, status_path
 
 __all__ = ["STOP", "World", "rank_main"]
 
@@ -90,8 +94,9 @@ def rank_main(run_dir: str, phase: str) -> Any:
     spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
     world.status(f"joining the gloo process group ({phase} phase)")
-    # The caller's timeout ends a hang; the group must not give up earlier on its own.
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
+    with _join_watchdog(world, phase):
+        # The caller's timeout ends a hang; the group must not give up earlier on its own.
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
     try:
         module, _, name = spec["entry"].partition(":")
         entry = getattr(importlib.import_module(module), name)
@@ -100,3 +105,29 @@ def rank_main(run_dir: str, phase: str) -> Any:
         return result
     finally:
         dist.destroy_process_group()
+
+
+@contextmanager
+def _join_watchdog(world: World, phase: str) -> Iterator[None]:
+    """Exit with `JOIN_FAILED` if the group is not formed within `JOIN_TIMEOUT`, saying where it stuck.
+
+    Rarely (about one run of the test suite in four, with 3 ranks on 2 loaded cores), a fresh set
+    of ranks never completes ``init_process_group``, every rank waiting in it. No loader code has
+    run yet, so starting the phase again (the launcher does, once) changes nothing the check
+    judges. Every thread's Python stack goes to this rank's stderr log first, for the report.
+    """
+    def give_up() -> None:
+        print(f"stateful-contract: rank {world.rank} could not join the gloo process group within "
+              f"{JOIN_TIMEOUT:g} s ({phase} phase); every thread's stack:", file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(sys.stderr, all_threads=True)
+        world.status(f"joining the gloo process group ({phase} phase), which did not finish within {JOIN_TIMEOUT:g} s")
+        os._exit(JOIN_FAILED)
+
+    timer = threading.Timer(JOIN_TIMEOUT, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()  # no thread of ours is left when the loader forks its workers
