@@ -19,7 +19,6 @@ import importlib
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from typing import Any
 import torch.distributed as dist
 
 from ..noise import ignore_set_vital
-from .launch import JOIN_FAILED, JOIN_TIMEOUT, status_path
+from .launch import JOIN_TIMEOUT, JOINING, status_path
 
 __all__ = ["STOP", "World", "rank_main"]
 
@@ -93,10 +92,11 @@ def rank_main(run_dir: str, phase: str) -> Any:
     path = Path(run_dir)
     spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
-    world.status(f"joining the gloo process group ({phase} phase)")
-    with _join_watchdog(world, phase):
+    world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
+    with _join_watchdog():
         # The caller's timeout ends a hang; the group must not give up earlier on its own.
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
+    world.status(f"joined the gloo process group ({phase} phase), waiting for rank 0")
     try:
         module, _, name = spec["entry"].partition(":")
         entry = getattr(importlib.import_module(module), name)
@@ -108,26 +108,15 @@ def rank_main(run_dir: str, phase: str) -> Any:
 
 
 @contextmanager
-def _join_watchdog(world: World, phase: str) -> Iterator[None]:
-    """Exit with `JOIN_FAILED` if the group is not formed within `JOIN_TIMEOUT`, saying where it stuck.
+def _join_watchdog() -> Iterator[None]:
+    """End this rank (exit code 1) if the group is not formed within `JOIN_TIMEOUT`, its stacks in its log.
 
-    Rarely (about one run of the test suite in four, with 3 ranks on 2 loaded cores), a fresh set
-    of ranks never completes ``init_process_group``, every rank waiting in it. No loader code has
-    run yet, so starting the phase again (the launcher does, once) changes nothing the check
-    judges. Every thread's Python stack goes to this rank's stderr log first, for the report.
+    faulthandler's watchdog is a thread of C: it fires even when the join is stuck in C code
+    holding the interpreter lock, where no Python timer could run. No loader code has run yet,
+    so the launcher starts the phase again, once (`stateful_contract._engine.ranks.launcher`).
     """
-    def give_up() -> None:
-        print(f"stateful-contract: rank {world.rank} could not join the gloo process group within "
-              f"{JOIN_TIMEOUT:g} s ({phase} phase); every thread's stack:", file=sys.stderr, flush=True)
-        faulthandler.dump_traceback(sys.stderr, all_threads=True)
-        world.status(f"joining the gloo process group ({phase} phase), which did not finish within {JOIN_TIMEOUT:g} s")
-        os._exit(JOIN_FAILED)
-
-    timer = threading.Timer(JOIN_TIMEOUT, give_up)
-    timer.daemon = True
-    timer.start()
+    faulthandler.dump_traceback_later(JOIN_TIMEOUT, exit=True, file=sys.stderr)
     try:
         yield
     finally:
-        timer.cancel()
-        timer.join()  # no thread of ours is left when the loader forks its workers
+        faulthandler.cancel_dump_traceback_later()  # its thread is gone before the loader forks workers
