@@ -92,7 +92,8 @@ def tests(session: nox.Session) -> None:
     # 15.5 min on 2 shared cores, measured 2026-12-01); a contract class stays on one worker.
     # `--dist loadgroup`: the tests that read one shared multi-rank check or install
     # (tests/shared.py, their `xdist_group` marks) run on the worker that made it, instead of
-    # the other worker waiting for it; every other test is spread one by one, as `load` does.
+    # the other worker waiting for it; every other test is spread one by one, as `load` does
+    # (on pytest below 9.2: pyproject's test group says why).
     # tests/typing runs mypy and pyright (about 30 s of CPU): the typecheck session runs it.
     # The torchrun launches (in-world mode, the seed scenario as two jobs) are `nox -s launchers`:
     # about 4 minutes of CPU, which would take the suite past 7 minutes on 2 cores.

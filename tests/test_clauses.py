@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import pytest
 import zoo
+import zoo_kills
 
 from stateful_contract import ConfigSpace, check
 from stateful_contract._engine.advice import advisories
 from stateful_contract.reference import factories
 
-IN_PROCESS = ConfigSpace(num_workers=(0,))
-#: The space a clause is searched in here: in-process, except SC23, which changes the worker
-#: count (the zoo's hand-written loaders run no worker processes, so it stays cheap).
-SPACES = {"SC23": ConfigSpace(num_workers=(0, 1, 2)), "SC41": ConfigSpace(num_workers=(0, 1, 2))}
-#: The strict tier runs only when asked for.
-STRICT = ("SC40", "SC41")
+IN_PROCESS = zoo_kills.IN_PROCESS
+#: The space a clause is searched in here: in-process, except SC23 and SC41, which change the
+#: worker count (`zoo_kills.space_for`).
+SPACES = {"SC23": zoo_kills.space_for("SC23"), "SC41": zoo_kills.space_for("SC41")}
 WORKERS = ConfigSpace(num_workers=(1, 2), dataset_size=(1, 12))
 
 
-@pytest.mark.parametrize(("loader", "clause_id"), list(zoo.KILLS.items()), ids=lambda v: getattr(v, "__name__", v))
-def test_each_broken_loader_is_killed_by_its_clause(loader, clause_id):
-    report = check(loader, clauses=[clause_id], space=SPACES.get(clause_id, IN_PROCESS), strict=clause_id in STRICT)
+@pytest.mark.parametrize(("loader", "clause_id"), [pytest.param(loader, clause_id, marks=zoo_kills.group(loader))
+                                                   for loader, clause_id in zoo.KILLS.items()],
+                         ids=lambda v: getattr(v, "__name__", v))
+def test_each_broken_loader_is_killed_by_its_clause(loader, clause_id, tmp_path_factory):
+    report = zoo_kills.killed(tmp_path_factory, loader)  # the search test_impact and test_engine read too
     result = report[clause_id]
     assert result.status == "failed", (result.status, result.message)
     assert result.message.startswith(clause_id), result.message

@@ -7,6 +7,7 @@ import time
 
 import pytest
 import zoo
+import zoo_kills
 
 from stateful_contract import ConfigSpace, FactoryError, check
 from stateful_contract.reference import factories
@@ -119,21 +120,22 @@ def test_when_sc18_fails_the_resume_clauses_are_not_judged_and_say_why():
         assert "SC18" in report[cid].message
 
 
-@pytest.mark.parametrize("loader", [zoo.OffByOneResume, zoo.CountsSinceResume, zoo.LiveState,
-                                    zoo.LoadConsumesArgument, zoo.StateDictSkipsABatch])
-def test_the_printed_reproduction_reproduces_the_failure(loader):
+@pytest.mark.parametrize("loader", [pytest.param(loader, marks=zoo_kills.group(loader)) for loader in (
+    zoo.OffByOneResume, zoo.CountsSinceResume, zoo.LiveState, zoo.LoadConsumesArgument, zoo.StateDictSkipsABatch)])
+def test_the_printed_reproduction_reproduces_the_failure(loader, tmp_path_factory):
     """Copy-paste the reproduction into a fresh namespace: it must fail the same way."""
     cid = zoo.KILLS[loader]
-    result = check(loader, clauses=[cid], space=IN_PROCESS)[cid]
+    result = zoo_kills.killed(tmp_path_factory, loader)[cid]  # test_clauses' kill, searched once
     assert result.status == "failed"
     assert len(result.reproduction.splitlines()) <= 16, result.reproduction
     with pytest.raises(AssertionError):
         exec(compile(result.reproduction, "<reproduction>", "exec"), {})
 
 
-def test_reproductions_of_correct_loaders_pass_when_run():
+@zoo_kills.group(zoo.OffByOneResume)
+def test_reproductions_of_correct_loaders_pass_when_run(tmp_path_factory):
     """The same reproduction against a correct loader runs clean: it tests the loader, not luck."""
-    result = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS)["SC10"]
+    result = zoo_kills.killed(tmp_path_factory, zoo.OffByOneResume)["SC10"]
     code = result.reproduction.replace("from zoo import OffByOneResume; factory = OffByOneResume",
                                        "from zoo import EpochLoader as factory")
     assert code != result.reproduction

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import zoo
+import zoo_kills
 from torch.utils.data import BatchSampler, DistributedSampler
 
 from stateful_contract import ConfigSpace, LoaderConfig, check
@@ -77,15 +78,17 @@ def test_an_empty_pass_is_allowed_only_where_torchdata_has_one():
 
 # --- the clauses on the zoo ----------------------------------------------------------------
 
-def test_sc10_says_epoch_lost_for_an_empty_epoch_after_stop_iteration():
-    result = check(zoo.StopIterationStateStillFinishing, clauses=["SC10"], space=IN_PROCESS)["SC10"]
+@zoo_kills.group(zoo.StopIterationStateStillFinishing)
+def test_sc10_says_epoch_lost_for_an_empty_epoch_after_stop_iteration(tmp_path_factory: pytest.TempPathFactory) -> None:
+    result = zoo_kills.killed(tmp_path_factory, zoo.StopIterationStateStillFinishing)["SC10"]  # test_clauses' kill
     assert result.status == "failed"
     assert "StopIteration" in result.context and result.got.startswith("epoch lost")
     assert "assert_no_epoch_lost(lengths, Position(" in result.reproduction
 
 
-def test_sc21_names_the_lost_epoch_and_the_epoch_the_trainer_resumed_at():
-    result = check(zoo.EndOfEpochStateIgnoresSetEpoch, clauses=["SC21"], space=IN_PROCESS)["SC21"]
+@zoo_kills.group(zoo.EndOfEpochStateIgnoresSetEpoch)
+def test_sc21_names_the_lost_epoch_and_the_epoch_the_trainer_resumed_at(tmp_path_factory: pytest.TempPathFactory) -> None:
+    result = zoo_kills.killed(tmp_path_factory, zoo.EndOfEpochStateIgnoresSetEpoch)["SC21"]  # test_clauses' kill
     assert result.status == "failed"
     assert "after the last batch" in result.context and "resumed at epoch 1" in result.context
     assert "epoch 1 is empty" in result.got and "is lost" in result.got

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import zoo
+import zoo_kills
 
 from stateful_contract import ConfigSpace, check
 from stateful_contract.reference import factories
@@ -18,8 +19,9 @@ from stateful_contract.reference import factories
 IN_PROCESS = ConfigSpace(num_workers=(0,))
 
 
-def test_a_state_that_is_a_handle_into_its_process_fails_sc10_in_a_fresh_process():
-    report = check(zoo.ProcessLocalState, clauses=["SC10"], space=IN_PROCESS)
+@zoo_kills.group(zoo.ProcessLocalState)
+def test_a_state_that_is_a_handle_into_its_process_fails_sc10_in_a_fresh_process(tmp_path_factory):
+    report = zoo_kills.killed(tmp_path_factory, zoo.ProcessLocalState)  # test_clauses' kill, searched once
     result = report["SC10"]
     assert result.status == "failed" and not report.passed
     assert "resumed in a new interpreter" in result.message, result.message
@@ -43,10 +45,11 @@ def _write_the_two_programs(reproduction: str, folder: Path) -> tuple[dict[str, 
     return run, second
 
 
-def test_the_printed_two_process_reproduction_fails_as_reported(tmp_path):
+@zoo_kills.group(zoo.ProcessLocalState)
+def test_the_printed_two_process_reproduction_fails_as_reported(tmp_path, tmp_path_factory):
     """The commented first half, run in one process, then the rest in another: it fails there, and
     passes when both halves run in one process."""
-    result = check(zoo.ProcessLocalState, clauses=["SC10"], space=IN_PROCESS)["SC10"]
+    result = zoo_kills.killed(tmp_path_factory, zoo.ProcessLocalState)["SC10"]
     run, second = _write_the_two_programs(result.reproduction, tmp_path)
     tests = str(Path(zoo.__file__).parent)  # the zoo's module, as the reproduction imports it
     kw = {"cwd": tmp_path, "capture_output": True, "text": True, "env": {**os.environ, "PYTHONPATH": tests}}

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import zoo
+import zoo_kills
 
 from stateful_contract import ConfigSpace, Report, check
 from stateful_contract.report import REPORT_FORMAT
@@ -68,9 +69,10 @@ def test_a_report_round_trips_through_json_with_its_structured_fields(tmp_path: 
     assert sc10.rank is None
 
 
-def test_the_reproduction_is_the_program_that_ran() -> None:
+@zoo_kills.group(zoo.OffByOneResume)
+def test_the_reproduction_is_the_program_that_ran(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Recorded by the steps as they ran: the same calls, values and names, ending on the assertion."""
-    result = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS)["SC10"]
+    result = zoo_kills.killed(tmp_path_factory, zoo.OffByOneResume)["SC10"]  # test_clauses' kill, searched once
     lines = result.reproduction.splitlines()
     assert lines[0].startswith("from stateful_contract.repro import ")
     assert "from zoo import OffByOneResume; factory = OffByOneResume" in lines

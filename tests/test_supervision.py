@@ -16,6 +16,7 @@ import faulthandler
 import json
 import os
 import pty
+import resource
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import misbehaving
 import pytest
@@ -92,11 +93,33 @@ def live_progress(fd: int, seen: list[bytes]) -> threading.Thread:
     return thread
 
 
-def cli(*args: str, mark: str) -> tuple[int, float, str]:
-    started = time.monotonic()
+def timed_cli(*args: str, mark: str) -> tuple[int, Took, str]:
+    """The command's exit status, its wall-clock and CPU seconds, and its output."""
+    started, used = time.monotonic(), _children_cpu()
     proc = start_cli(*args, mark=mark)
     out, err = proc.communicate(timeout=240)
-    return proc.returncode, time.monotonic() - started, out + err
+    return proc.returncode, Took(time.monotonic() - started, _children_cpu() - used), out + err
+
+
+def cli(*args: str, mark: str) -> tuple[int, float, str]:
+    rc, took, output = timed_cli(*args, mark=mark)
+    return rc, took.wall, output
+
+
+class Took(NamedTuple):
+    wall: float
+    #: User and system CPU of the command and the processes it waited for (its children, their ranks).
+    cpu: float
+
+    def slowdown(self) -> float:
+        """Wall-clock seconds per CPU second: about 1 on a quiet machine for these mostly serial runs,
+        several times that when other jobs share the cores."""
+        return max(1.0, self.wall / self.cpu) if self.cpu > 0 else 1.0
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def clause_of(report: Path, clause_id: str) -> dict[str, Any]:
@@ -104,17 +127,38 @@ def clause_of(report: Path, clause_id: str) -> dict[str, Any]:
     return {c["id"]: c for c in data["clauses"]}[clause_id]
 
 
-def baseline(clause_id: str, world_size: int, tmp_path_factory: pytest.TempPathFactory) -> float:
-    """Seconds the same command takes on a correct loader (start-up, the clauses it needs): measured
-    once per session, whichever pytest-xdist worker asks first (each run starts Python and the ranks)."""
+def measure_baseline(clause_id: str, world_size: int) -> Took:
+    """How long the same command takes on a correct loader now (start-up, the clauses it needs)."""
+    rc, took, output = timed_cli(f"{MISBEHAVING}:epoch_loader", "--clause", clause_id, "--world-size",
+                                 str(world_size), "--profile", "dev", mark=uuid.uuid4().hex)
+    assert rc == 0, output
+    return took
 
-    def measure() -> float:
-        rc, took, output = cli(f"{MISBEHAVING}:epoch_loader", "--clause", clause_id, "--world-size", str(world_size),
-                               "--profile", "dev", mark=uuid.uuid4().hex)
-        assert rc == 0, output
-        return took
 
-    return once(tmp_path_factory, f"supervision-baseline-{clause_id}-{world_size}", measure)
+def baseline(clause_id: str, world_size: int, tmp_path_factory: pytest.TempPathFactory) -> Took:
+    """`measure_baseline`, measured once per session, whichever pytest-xdist worker asks first (each run
+    starts Python and the ranks)."""
+    return once(tmp_path_factory, f"supervision-baseline-{clause_id}-{world_size}",
+                lambda: measure_baseline(clause_id, world_size))
+
+
+def within_twice_the_timeout(took: float, clause_id: str, world_size: int,
+                             tmp_path_factory: pytest.TempPathFactory) -> bool:
+    """``took`` is at most twice the timeout over the correct loader's command, on this machine as it is.
+
+    On a quiet machine that is the baseline's seconds plus twice the timeout. A shared one stretches
+    both runs' CPU work (start-up, the resumes after a crash) by the same factor, which the baseline
+    measures (its wall-clock per CPU second, `Took.slowdown`): the two timeouts' worth is stretched by
+    it too (measured at a load of 16: the correct loader's command took 49 s, a crashing loader's 60 s).
+    The session's baseline may come from a quieter minute: past its bound, the correct loader's
+    command is timed again, now, and that is the bound. A command that waits on after the
+    misbehaving loader is dealt with (a run timeout, a child left to time out) still fails."""
+    for usual in (lambda: baseline(clause_id, world_size, tmp_path_factory),
+                  lambda: measure_baseline(clause_id, world_size)):
+        measured = usual()
+        if took <= measured.wall + 2 * TIMEOUT * measured.slowdown():
+            return True
+    return False
 
 
 def _cases() -> list[Any]:
@@ -154,17 +198,17 @@ def test_a_misbehaving_loader_fails_its_clause_within_twice_the_timeout(
     if name.endswith("InLoad"):
         assert "during loader.load_state_dict(state)" in said, said
     assert result["seconds"] <= 2 * TIMEOUT, result["seconds"]
-    usual = baseline(clause_id, world_size, tmp_path_factory)
-    assert took <= usual + 2 * TIMEOUT, (took, usual)
+    assert within_twice_the_timeout(took, clause_id, world_size, tmp_path_factory), (
+        took, baseline(clause_id, world_size, tmp_path_factory))
     if killed_by != "timeout" or name == "BlocksInLoad":  # the process died in it: the line is marked
         assert "  # <- " in result["reproduction"], result["reproduction"]  # the line it never came back from
 
 
-# In `nox -s launchers`: inside the full suite, started in the background, the CLI did not end
-# within 10 s of the SIGINT: it had inherited SIGINT ignored (`_as_a_terminal_starts_it` now resets
-# it). Back in the suite once a full background run passes with the reset.
-@pytest.mark.launcher
-@pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
+# Inside the full suite started in the background, the CLI once did not end within 10 s of the
+# SIGINT: it had inherited SIGINT ignored (`_as_a_terminal_starts_it` now resets it). The 1-rank case
+# is back in the suite (passed in a full background run, 2026-12-02); the 2-rank one times a CLI run
+# that starts torch's elastic launcher, and stays in `nox -s launchers` with the other 2-rank CLI runs.
+@pytest.mark.parametrize("world_size", [1, pytest.param(2, marks=pytest.mark.launcher)], ids=["1-rank", "2-ranks"])
 def test_ctrl_c_stops_within_a_second_writes_the_partial_report_and_leaves_nothing(world_size: int,
                                                                                    tmp_path: Path) -> None:
     mark, report = uuid.uuid4().hex, tmp_path / "report.json"
