@@ -62,11 +62,12 @@ class _RankWorld:
 
 
 class Handler:
-    """Runs the engine's commands on this process's rank (or ranks: `as_ranks`)."""
+    """Runs the engine's commands on this process's rank (or ranks: `as_ranks`), its status log installed."""
 
     def __init__(self, world: World, spec: RankSpec) -> None:
         from ..._target import load_target
 
+        status.install(status.Board(board_path(world.run_dir, world.rank)))
         self.world = world
         self.spec = spec
         self.factory = load_target(spec.target)
@@ -145,7 +146,6 @@ def serve(world: World, phase: str) -> str | tuple[str, int] | None:
     The next phase is a name, or ``(name, world_size)`` to start it on another number of ranks.
     """
     spec: RankSpec = pickle.loads((world.run_dir / SPEC_FILE).read_bytes())
-    status.install(status.Board(board_path(world.run_dir, world.rank)))
     handler = Handler(world, spec)
     with steps.references_kept():
         if not world.leads:
