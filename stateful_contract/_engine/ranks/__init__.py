@@ -93,7 +93,6 @@ class Ranks(RankExecutor):
         self._conn: Connection | None = None
         self._phase_names: set[str] = set()
         self._deadline = 0.0
-        self._started = 0.0
 
     # -- the world's life -------------------------------------------------------------
 
@@ -109,8 +108,7 @@ class Ranks(RankExecutor):
     def _launch(self) -> None:
         """A fresh launcher, with a deadline of its own, and its first phase's rank 0 connected."""
         phase = self._name("phase" if self._phase_names else "search")
-        self._started = time.monotonic()
-        self._deadline = self._started + self.run_timeout
+        self._deadline = time.monotonic() + self.run_timeout
         self._proc = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase, entry=ENTRY,
                                  timeout=self.run_timeout)
         self._connect(phase)
@@ -134,7 +132,6 @@ class Ranks(RankExecutor):
         assert self._proc is not None
         outcome = finish_world(self._proc, self.run_dir, self.live_world_size, wait=0 if timed_out else 15,
                                timed_out=timed_out, timeout=self.run_timeout)
-        outcome.seconds = time.monotonic() - self._started
         for rank in range(max(self.world_size, self.live_world_size)):  # read; a stale one would look hung later
             board_path(self.run_dir, rank).unlink(missing_ok=True)
         self._proc = None  # the next command starts a fresh launcher (`_launch`)
@@ -179,7 +176,6 @@ class Ranks(RankExecutor):
             phase = self._name(phase)
             if self._stop(phase, size if size != self.live_world_size else None):
                 self.live_world_size = size
-                self._started = time.monotonic()
                 self._connect(phase)
                 return
             self._down(timed_out=False)
