@@ -23,10 +23,12 @@ the rest. A rank that dies breaks the collective rank 0 waits in.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
 
+from .. import steps
 from ..plans import Alignment
 from ..supervised import POLL
 from .executor import RankExecutor, WorldDown
@@ -66,7 +68,8 @@ def follow(world: World) -> Any:
     spec = world.share()
     if isinstance(spec, tuple):  # rank 0 could not even start (an unusable target): its verdict
         return spec
-    return world.follow(Handler(world, spec))
+    with steps.references_kept():  # as every executor does: one uninterrupted run per config and rank
+        return world.follow(Handler(world, spec))
 
 
 class InWorldDown(LaunchOutcome):
@@ -110,6 +113,8 @@ class InWorld(RankExecutor):
         self.ran: list[tuple[str, Any, Any]] = []
         world.share(self.spec)
         self.handler = Handler(world, self.spec)
+        self._kept = contextlib.ExitStack()  # the uninterrupted runs, kept as `follow` keeps them (until close)
+        self._kept.enter_context(steps.references_kept())
         self._down: LaunchOutcome | None = None
         # The fresh-process halves: emulated in this world ("run"), the later launch's ("resume"), or left to it.
         self.fresh_processes = mode != "save"
@@ -210,6 +215,7 @@ class InWorld(RankExecutor):
         self.live_world_size = self.world_size if world_size is None else world_size
 
     def close(self) -> None:
+        self._kept.close()
         where = {"run": "in the world its launcher started", "save": "saving into the shared directory",
                  "resume": "resuming from the shared directory"}[self.mode]
         self.notes.append(f"{self.world_size} ranks on torch.distributed, {where} ({self.world.run_dir})")
