@@ -78,7 +78,7 @@ class Handler:
         return replace(config, rank=self.rank, world_size=self.world_size)
 
     def doing(self, text: str) -> None:
-        """What this rank now does, in its status file and on its status board."""
+        """What this rank now does, in its status file and its status log."""
         self.status(text)
         status.command(text)
 
