@@ -271,15 +271,16 @@ def test_a_rank_that_hangs_for_good_is_killed_with_every_process_of_the_run(tmp_
     run_dir = tmp_path / "run"
     started = time.monotonic()
     report = check_world(target("blocks_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"],
-                         timeout=2, run_timeout=12, run_dir=run_dir)
+                         timeout=2, run_timeout=90, run_dir=run_dir)
     took = time.monotonic() - started
     sc30 = report["SC30"]
     assert sc30.status == "failed"
-    # Killed once rank 1's status board shows its example timeout passed, not at the run's 12 s.
+    # Killed once rank 1's status board shows its example timeout passed, not at the run's 90 s
+    # (which only has to leave room for the ranks to start on a loaded machine: 12 s did not).
     assert "rank 1 did not finish its example within 2 s and stopped answering" in sc30.message
     assert sc30.killed_by == "timeout"
     assert "\n  rank 1: building a loader, during factory(config)" in sc30.message  # where it was
-    assert took < 20
+    assert took < 60
     assert processes_of(run_dir) == []
     assert report["SC10"].status == "skipped"
 

@@ -176,3 +176,56 @@ def test_the_watch_keeps_every_rank_s_exit_code_and_time(tmp_path: Path) -> None
     assert watch.exited_at[1] < watch.exited_at[0]
     found = watch.failures({})
     assert {rank: f.exitcode for rank, (f, _) in found.items()} == {0: -signal.SIGTERM, 1: 3}
+
+
+#: The launcher process, with ``init_process_group`` made to hang in the attempts named by argv[2]
+#: and a join timeout of 3 s. The ranks are forked from it here (``"start_method": "fork"``), so
+#: they inherit the patch; checks fork them from a forkserver.
+_HANGING_JOIN = """
+import os, sys, time
+import torch.distributed as dist
+from stateful_contract._engine.ranks import launcher, world
+
+real = dist.init_process_group
+def init_process_group(*args, **kwargs):
+    if os.environ["TORCHELASTIC_RUN_ID"].rpartition("-")[2] in sys.argv[2].split(","):
+        time.sleep(3600)  # what the ranks did when a world change hung: never return
+    return real(*args, **kwargs)
+dist.init_process_group = init_process_group
+world.JOIN_TIMEOUT = 3.0
+
+def entry(world, phase):
+    return None
+sys.exit(launcher.main([sys.argv[1]]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks the ranks from the launcher")
+@pytest.mark.parametrize("hanging", ["0", "0,1"])
+def test_ranks_that_cannot_form_their_group_are_started_again_once_and_then_named(
+        tmp_path: Path, hanging: str) -> None:
+    """A phase whose ranks hang in ``init_process_group`` is started again, once: no loader code ran yet."""
+    import subprocess
+
+    from stateful_contract._engine.ranks.launch import SPEC_FILE
+
+    (tmp_path / "status").mkdir()
+    (tmp_path / SPEC_FILE).write_text(json.dumps({"world_size": 2, "first_phase": "search", "entry": "__main__:entry",
+                                                   "start_method": "fork", "timeout": 30}))
+    script = tmp_path / "launcher.py"
+    script.write_text(_HANGING_JOIN)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), hanging], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "LAUNCHER-OK" in done.stdout, done.stderr[-3000:]
+    outcome = _read_outcome(tmp_path, 2)
+    assert outcome.joins_retried == ["search"]
+    first = next((tmp_path / "logs" / "search").glob("*/attempt_0/*/stderr.log")).read_text()
+    assert "Timeout (0:00:03)!" in first and "in init_process_group" in first, first  # every thread's stack
+    if hanging == "0":
+        assert outcome.failed_phase is None and outcome.phases_done == ["search"], outcome.describe()
+        return
+    assert outcome.failed_phase == "search" and not outcome.phases_done
+    cause = outcome.describe()
+    assert cause.startswith(f"rank {outcome.failures[0].rank} exited with code 1 in the search phase, while joining "
+                            "the gloo process group (search phase), given 3 s"), cause
+    assert "Timeout (0:00:03)!" in cause, cause  # its stacks, in the message

@@ -119,9 +119,10 @@ def fault_excerpt(text: str, frames: int = 12) -> str:
 
     A dump lists the crashing thread first, most recent call first: its top frames are the
     loader's; from the first frame of the checker's engine down, they are only the way to it.
+    A watchdog's dump (``Timeout (0:01:00)!``, `faulthandler.dump_traceback_later`) is read alike.
     """
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
+    start = next((i for i, line in enumerate(lines) if line.startswith(("Fatal Python error", "Timeout ("))), None)
     if start is None:
         return ""
     out = [lines[start].strip()]

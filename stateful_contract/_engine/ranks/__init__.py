@@ -33,7 +33,7 @@ from ..plans import Alignment
 from ..supervised import DEFAULT_MEMORY_LIMIT, POLL
 from .executor import RankExecutor, WorldDown, absolute_target
 from .in_world import InWorld, joined
-from .launch import LaunchOutcome, board_path, finish_world, start_world
+from .launch import JOIN_TIMEOUT, LaunchOutcome, board_path, finish_world, start_world
 from .server import ADDRESS_FILE, SPEC_FILE
 
 __all__ = ["RankExecutor", "Ranks", "absolute_target", "default_run_timeout", "rank_executor"]
@@ -201,6 +201,9 @@ class Ranks(RankExecutor):
             down = self._down(timed_out=False)
             self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), started by torch's elastic "
                               f"launcher; phases {' + '.join(down.phases_done) or 'none'}")
+            if down.joins_retried:
+                self.notes.append(f"phase {', '.join(down.joins_retried)} started again: its ranks could not form "
+                                  f"their gloo group within {JOIN_TIMEOUT:g} s, before any loader code ran")
         if self.keep:
             self.notes.append(f"run files kept in {self.run_dir}")
         else:

@@ -150,6 +150,8 @@ class LaunchOutcome:
     memory: tuple[int, int, int] | None = None
     #: Each rank's reproduction of the example it was in, up to where it stopped (status logs).
     programs: dict[int, str] = field(default_factory=dict)
+    #: The phases started again because their ranks could not form their group (`world.JOIN_TIMEOUT`).
+    joins_retried: list[str] = field(default_factory=list)
 
     @property
     def killed_by(self) -> str:

@@ -15,11 +15,13 @@ Why a launcher process rather than launching from the caller:
   launcher's whole process group (launcher, ranks, their DataLoader workers), then
   looks for any process still carrying the run's marker in its environment and kills
   it too. Nothing is left behind, whatever the ranks were blocked in;
-- the ranks are forked from a process that never imported the code under test, so
-  every phase starts from clean interpreters (a phase-2 rank cannot see what phase 1
-  left in a module-level registry), yet a phase costs about 0.3 s instead of the
-  3 s per rank that importing torch again takes on 2 CPU cores (``spawn``, or the
-  subprocesses ``torchrun script.py`` starts);
+- the ranks are forked from the launcher's forkserver, which has torch imported and
+  never imported the code under test, so every phase starts from clean interpreters (a
+  phase-2 rank cannot see what phase 1 left in a module-level registry), yet a phase
+  costs well under a second instead of the 3 s per rank that importing torch again takes
+  on 2 CPU cores (``spawn``, or the subprocesses ``torchrun script.py`` starts). Not
+  forked from the launcher itself: it has threads by then (``_start_forkserver`` in
+  `stateful_contract._engine.ranks.launcher` says what that did);
 - the caller's own threads and signal handlers (pytest, Hypothesis) are not inherited.
 
 The launcher writes ``launch-outcome.json``; `LaunchOutcome` reads it together with
@@ -59,6 +61,12 @@ MONITOR_INTERVAL = 0.05
 #: Lines of a dead rank's stderr quoted in the failure message.
 STDERR_TAIL_LINES = 25
 
+#: Seconds a fresh set of ranks may take to form its gloo group. It takes well under 5 s, even
+#: with 3 ranks on 2 loaded cores; a join that has not finished by then never will.
+JOIN_TIMEOUT = 60.0
+#: How a rank's status starts until it has joined: a phase that failed then is started again.
+JOINING = "joining the gloo process group"
+
 SPEC_FILE = "launch.json"
 OUTCOME_FILE = "launch-outcome.json"
 
@@ -92,7 +100,8 @@ def start_world(run_dir: Path, *, world_size: int, first_phase: str, entry: str,
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "status").mkdir(exist_ok=True)
     if start_method is None:
-        start_method = "fork" if sys.platform.startswith("linux") else "spawn"
+        # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.
+        start_method = "forkserver" if sys.platform.startswith("linux") else "spawn"
     spec = {"world_size": world_size, "first_phase": first_phase, "entry": entry, "start_method": start_method,
             "timeout": timeout}
     (run_dir / SPEC_FILE).write_text(json.dumps(spec), encoding="utf-8")
@@ -182,5 +191,5 @@ def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
         for f in data.get("failures", [])
     ])
     return LaunchOutcome(phases_done=data["phases_done"], failed_phase=data.get("failed_phase"),
-                         failures=failures, doing=doing, programs=programs)
+                         failures=failures, doing=doing, programs=programs, joins_retried=data.get("joins_retried", []))
 

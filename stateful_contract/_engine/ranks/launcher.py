@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .failures import SHUTDOWN_GRACE
-from .launch import MONITOR_INTERVAL, OUTCOME_FILE, SPEC_FILE
+from .launch import JOINING, MONITOR_INTERVAL, OUTCOME_FILE, SPEC_FILE, status_path
 
 __all__ = ["main"]
 
@@ -125,25 +125,48 @@ def _failure_record(rank: int, failure: Any, log_dir: Path, exited_at: float | N
             "stderr": str(stderr) if stderr else None, "exited_at": exited_at}
 
 
+def _start_forkserver() -> None:
+    """Start the process the ranks are forked from, importing torch while this process does too.
+
+    Not ``fork`` from here: by the time the agent starts the ranks, this process has threads
+    (the rendezvous stores' servers, the keep-alive timer), and a rank forked while one of them
+    held a lock in C has that lock held forever. It happened: glibc's resolver lock, taken by
+    the store's server to name a rank that had just connected, left the rank forked next stuck
+    in ``getnameinfo`` inside ``init_process_group``, and the other ranks waiting for it (about
+    one full test-suite run in four, 3 ranks on 2 loaded cores). The forkserver has one thread.
+    """
+    import multiprocessing
+    import multiprocessing.forkserver
+
+    # What a rank needs before its first line: the elastic wrapper it is started through, and its entry.
+    multiprocessing.set_forkserver_preload(["torch.distributed.elastic.multiprocessing.api", "torch.multiprocessing.spawn",
+                                            "stateful_contract._engine.ranks.world"])
+    multiprocessing.forkserver.ensure_running()
+
+
 def _launch_phases(run_dir: Path) -> dict[str, Any]:
+    spec = json.loads((run_dir / SPEC_FILE).read_text(encoding="utf-8"))
+    if spec["start_method"] == "forkserver":
+        _start_forkserver()
+
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     from .world import rank_main
 
-    spec = json.loads((run_dir / SPEC_FILE).read_text(encoding="utf-8"))
     outcome: dict[str, Any] = {"phases_done": [], "failed_phase": None, "failures": [],
-                               "world_size": spec["world_size"]}
-    phase, world_size = spec["first_phase"], int(spec["world_size"])
+                               "world_size": spec["world_size"], "joins_retried": []}
+    phase, world_size, attempt = spec["first_phase"], int(spec["world_size"]), 0
     while phase:
-        log_dir = run_dir / "logs" / phase
+        # A retried phase keeps the failed attempt's logs beside its own.
+        log_dir = run_dir / "logs" / (phase if not attempt else f"{phase}.retry{attempt}")
         outcome["world_size"] = world_size
         config = LaunchConfig(
             min_nodes=1, max_nodes=1, nproc_per_node=world_size,
             # As `torchrun --standalone`: a c10d rendezvous on a free local port.
             rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", local_addr="127.0.0.1",
-            run_id=f"stateful-contract-{phase}", max_restarts=0,
+            run_id=f"stateful-contract-{phase}-{attempt}", max_restarts=0,
             monitor_interval=MONITOR_INTERVAL, start_method=spec["start_method"],
             logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL),
             shutdown_timeout=SHUTDOWN_GRACE,
@@ -153,13 +176,31 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
             with watch.active():
                 returns = elastic_launch(config, rank_main)(str(run_dir), phase)
         except ChildFailedError as e:
+            failures = watch.failures(e.failures)
+            if not attempt and not _all_joined(run_dir, world_size):
+                # The ranks never formed their group, so no loader code ran: start them again, once
+                # (`stateful_contract._engine.ranks.launch.JOIN_TIMEOUT`).
+                outcome["joins_retried"].append(phase)
+                attempt += 1
+                continue
             outcome["failed_phase"] = phase
-            outcome["failures"] = [_failure_record(rank, f, log_dir, at)
-                                   for rank, (f, at) in sorted(watch.failures(e.failures).items())]
+            outcome["failures"] = [_failure_record(rank, f, log_dir, at) for rank, (f, at) in sorted(failures.items())]
             break
         outcome["phases_done"].append(phase)
         phase, world_size = next_phase(returns.get(0), world_size)
+        attempt = 0
     return outcome
+
+
+def _all_joined(run_dir: Path, world_size: int) -> bool:
+    """Whether every rank of the phase got past ``init_process_group`` (its status says so)."""
+    for rank in range(world_size):
+        try:
+            if status_path(run_dir, rank).read_text(encoding="utf-8").startswith(JOINING):
+                return False
+        except OSError:  # not even started
+            return False
+    return True
 
 
 def next_phase(returned: Any, world_size: int) -> tuple[str, int]:

@@ -14,10 +14,13 @@ anything itself.
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import importlib
 import json
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from typing import Any
 import torch.distributed as dist
 
 from ..noise import ignore_set_vital
-from .launch import status_path
+from .launch import JOIN_TIMEOUT, JOINING, status_path
 
 __all__ = ["STOP", "World", "rank_main"]
 
@@ -89,9 +92,11 @@ def rank_main(run_dir: str, phase: str) -> Any:
     path = Path(run_dir)
     spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
-    world.status(f"joining the gloo process group ({phase} phase)")
-    # The caller's timeout ends a hang; the group must not give up earlier on its own.
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
+    world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
+    with _join_watchdog():
+        # The caller's timeout ends a hang; the group must not give up earlier on its own.
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
+    world.status(f"joined the gloo process group ({phase} phase), waiting for rank 0")
     try:
         module, _, name = spec["entry"].partition(":")
         entry = getattr(importlib.import_module(module), name)
@@ -100,3 +105,18 @@ def rank_main(run_dir: str, phase: str) -> Any:
         return result
     finally:
         dist.destroy_process_group()
+
+
+@contextmanager
+def _join_watchdog() -> Iterator[None]:
+    """End this rank (exit code 1) if the group is not formed within `JOIN_TIMEOUT`, its stacks in its log.
+
+    faulthandler's watchdog is a thread of C: it fires even when the join is stuck in C code
+    holding the interpreter lock, where no Python timer could run. No loader code has run yet,
+    so the launcher starts the phase again, once (`stateful_contract._engine.ranks.launcher`).
+    """
+    faulthandler.dump_traceback_later(JOIN_TIMEOUT, exit=True, file=sys.stderr)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()  # its thread is gone before the loader forks workers
