@@ -22,15 +22,12 @@ import sys
 from collections.abc import Sequence
 
 from .._checking import FactoryError
-from .._engine.steps import Position
 from .._render import render_result
 from .._target import TargetError
-from ..config import LoaderConfig
-from ..profiles import PROFILES
 from . import check_world
-from .calls import parse_call
+from .calls import add_example_arguments, replay_of
 
-__all__ = ["main", "parse_call"]
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,21 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory")
     parser.add_argument("--world-size", type=int, default=2, metavar="N")
     parser.add_argument("--clause", default="SC30", metavar="ID", help="the clause to run (default SC30)")
-    parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
-    parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
-    parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
+    add_example_arguments(parser)
     parser.add_argument("--run-timeout", type=float, help="seconds the whole run may take")
     parser.add_argument("--run-dir", help="keep the run's files here")
     args = parser.parse_args(args_given)
-    if (args.config is None) != (args.position is None):
-        parser.error("--config and --position go together")
-    replay = None
-    if args.config is not None:
-        try:
-            replay = (parse_call(args.config, LoaderConfig), parse_call(args.position, Position))
-        except (ValueError, TypeError) as e:
-            parser.error(str(e))
+    replay = replay_of(parser, args)
     try:
         report = check_world(args.target, world_size=args.world_size, profile=args.profile, clauses=[args.clause],
                              timeout=args.timeout, run_timeout=args.run_timeout, replay=replay,

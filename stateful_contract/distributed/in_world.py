@@ -41,14 +41,12 @@ from .._engine.ranks import default_run_timeout
 from .._engine.ranks.in_world import follow, last_executor, set_joined
 from .._engine.ranks.joining import alive, default_backend, join, launcher_env, local_pids
 from .._engine.ranks.world import STOP
-from .._engine.steps import Position
 from .._render import render_report
 from .._target import TargetError
-from ..config import LoaderConfig
-from ..profiles import PROFILES, get_profile
+from ..profiles import get_profile
 from ..report import Report
 from . import restarts
-from .calls import parse_call
+from .calls import add_example_arguments, replay_of
 
 __all__ = ["main"]
 
@@ -68,10 +66,7 @@ def _parser() -> argparse.ArgumentParser:
                              "purpose (with --dir)")
     parser.add_argument("--dir", help="the run's directory, the same path on every rank (shared storage across "
                                       "machines); kept. Default: a temporary one, deleted")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
-    parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
-    parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
-    parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
+    add_example_arguments(parser)
     parser.add_argument("--master-addr", help="MASTER_ADDR where the launcher sets none (srun, mpirun); default: "
                                               "the first host of SLURM_NODELIST, or 127.0.0.1 under mpirun")
     parser.add_argument("--master-port", help="MASTER_PORT where the launcher sets none (default 29500)")
@@ -100,9 +95,7 @@ def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> 
     if args.phase == "resume":
         return _verdict(phases.resume(world, run_dir, args.target, clauses=clauses, profile=args.profile,
                                       timeout=args.timeout, launch=launch))
-    replay = None
-    if args.config is not None:
-        replay = (parse_call(args.config, LoaderConfig), Checkpoint(parse_call(args.position, Position)))
+    replay = None if args.replay is None else (args.replay[0], Checkpoint(args.replay[1]))
     try:
         report = check(args.target, world_size=world.world_size, profile=args.profile, clauses=clauses,
                        timeout=args.timeout, replay=replay, run_dir=run_dir)
@@ -138,11 +131,11 @@ def _launch_line(world_size: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if (args.config is None) != (args.position is None):
-        _parser().error("--config and --position go together")
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.replay = replay_of(parser, args)
     if args.phase != "run" and not args.dir:
-        _parser().error(f"--phase {args.phase} needs --dir, the directory both launches share")
+        parser.error(f"--phase {args.phase} needs --dir, the directory both launches share")
     os.environ.update(launcher_env(os.environ, master_addr=args.master_addr, master_port=args.master_port))
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         print("stateful_contract.distributed run: no launcher's world here (RANK and WORLD_SIZE are unset, and no "
@@ -203,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # A rank is gone or stuck: no verdict can reach it. The ranks left on this host are ended here
             # (a launcher would, but srun and mpirun may wait for a stuck one); exiting tells the launcher.
             sys.stdout.flush()
-            _end_local_ranks(run_dir, world.world_size)
+            _local_ranks_ended(run_dir, world.world_size, (signal.SIGTERM, signal.SIGKILL), seconds=1.0)
             os._exit(code or 1)
         if restarting and args.phase == "save":
             restarts.record_save(run_dir, code, report)
@@ -217,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Rank 0 leaves last. Exiting first with a failure, it would have the launcher stop the others
         # (SIGTERM) before they exit with the verdict themselves; and without a launcher's store (srun,
         # mpirun) it hosts the group's store, which must outlive the others' goodbyes.
-        _wait_for_local_ranks(run_dir, world.world_size, seconds=10.0)
+        _local_ranks_ended(run_dir, world.world_size, (0,), seconds=10.0)
         if not keep:
             shutil.rmtree(run_dir, ignore_errors=True)
         return code
@@ -225,23 +218,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _leave()
 
 
-def _wait_for_local_ranks(run_dir: Path, world_size: int, *, seconds: float) -> None:
-    """Wait until the other ranks on this host have exited (each wrote its host and pid when it joined)."""
-    pids = [pid for rank, pid in local_pids(run_dir, world_size).items() if rank]
-    deadline = time.monotonic() + seconds
-    while pids and time.monotonic() < deadline:
-        pids = [pid for pid in pids if alive(pid)]
-        time.sleep(0.05)
-
-
-def _end_local_ranks(run_dir: Path, world_size: int) -> None:
-    """SIGTERM, then SIGKILL after a second, to the other ranks on this host still running."""
+def _local_ranks_ended(run_dir: Path, world_size: int, signals: Sequence[int], seconds: float) -> None:
+    """Each of ``signals`` in turn to the other ranks on this host still running, then up to ``seconds``
+    for them to exit (signal 0 sends nothing: only the wait). Each rank wrote its host and pid when it joined."""
     pids = [pid for rank, pid in local_pids(run_dir, world_size).items() if rank and alive(pid)]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig in signals:
         for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-        deadline = time.monotonic() + 1.0
+        deadline = time.monotonic() + seconds
         while pids and time.monotonic() < deadline:
             pids = [pid for pid in pids if alive(pid)]
             time.sleep(0.05)

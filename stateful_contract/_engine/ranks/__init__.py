@@ -29,21 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from ...profiles import Profile
-from .. import status
 from ..plans import Alignment
-from ..processes import gained
-from ..supervised import DEFAULT_MEMORY_LIMIT, MEMORY_EVERY, POLL, grace
-from .executor import RankExecutor, absolute_target
-from .executor import WorldDown as _WorldDown
+from ..supervised import DEFAULT_MEMORY_LIMIT, POLL
+from .executor import RankExecutor, WorldDown, absolute_target
+from .in_world import InWorld, joined
 from .launch import JOIN_TIMEOUT, LaunchOutcome, board_path, finish_world, start_world
-from .server import ADDRESS_FILE, SPEC_FILE, RankSpec
+from .server import ADDRESS_FILE, SPEC_FILE
 
 __all__ = ["RankExecutor", "Ranks", "absolute_target", "default_run_timeout", "rank_executor"]
 
 #: The rank-side entry of every phase.
 ENTRY = "stateful_contract._engine.ranks.server:serve"
-#: Seconds a command may take beyond the example timeout (process start-up, DCP, gathering).
-COMMAND_GRACE = 60.0
 #: Seconds a fresh set of processes may take to start and listen.
 START_TIMEOUT = 120.0
 
@@ -63,8 +59,6 @@ def rank_executor(target: str, *, world_size: int, factory_import: str, alignmen
                   run_timeout: float | None = None,
                   memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> RankExecutor:
     """The multi-rank executor: the world this process joined (`in_world.joined`), else a `Ranks` of its own."""
-    from .in_world import InWorld, joined
-
     found = joined()
     if found is not None:
         world, mode = found
@@ -81,35 +75,24 @@ class Ranks(RankExecutor):
     def __init__(self, target: str, *, world_size: int, factory_import: str, alignment: Alignment,
                  timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
                  run_timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> None:
-        from ..._target import TargetError, load_target
+        from ..._target import TargetError
 
         if "<locals>" in target or "<lambda>" in target:
             raise TargetError(f"{target!r}: with world_size > 1 every rank imports the factory by name, so it "
                               "must be a module-level function (package.module:factory or path/to/file.py:factory)")
-        self.target = absolute_target(target)
-        load_target(self.target)  # fail fast, with the user's error, before starting any process
-        self.world_size = world_size
-        #: The ranks of the running phase: `world_size`, or another number after an elastic restart.
-        self.live_world_size = world_size
-        self.timeout = timeout
+        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout,
+                         authkey=secrets.token_hex(16))
+        self.world_size = self.live_world_size = world_size
         self.memory_limit = memory_limit or None
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)
         self.keep = run_dir is not None
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.spec = RankSpec(self.target, factory_import, alignment, timeout, secrets.token_hex(16))
         (self.run_dir / SPEC_FILE).write_bytes(pickle.dumps(self.spec))
-        self.notes: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
-        #: Every rank's epoch lengths of each config (`lengths`; plans are drawn from their
-        #: shortest), by config and world size.
-        self._lengths: dict[tuple[str, int], list[list[int]]] = {}
         self._conn: Connection | None = None
-        self._phase = ""
-        self._phases = 0
         self._phase_names: set[str] = set()
         self._deadline = 0.0
-        self._started = 0.0
 
     # -- the world's life -------------------------------------------------------------
 
@@ -122,16 +105,12 @@ class Ranks(RankExecutor):
         self._phase_names.add(name)
         return name
 
-    def _launch(self, phase: str) -> None:
-        phase = self._name(phase)
-        self._phase = phase
-        self._phases += 1
-        self._started = time.monotonic()
-        if self._deadline == 0.0:
-            self._deadline = self._started + self.run_timeout
-        if self._proc is None:
-            self._proc = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase, entry=ENTRY,
-                                     timeout=self.run_timeout)
+    def _launch(self) -> None:
+        """A fresh launcher, with a deadline of its own, and its first phase's rank 0 connected."""
+        phase = self._name("phase" if self._phase_names else "search")
+        self._deadline = time.monotonic() + self.run_timeout
+        self._proc = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase, entry=ENTRY,
+                                 timeout=self.run_timeout)
         self._connect(phase)
 
     def _connect(self, phase: str) -> None:
@@ -140,7 +119,7 @@ class Ranks(RankExecutor):
         while not address.is_file():
             assert self._proc is not None
             if self._proc.poll() is not None or time.monotonic() > limit:
-                raise _WorldDown(self._down(timed_out=time.monotonic() > limit))
+                raise WorldDown(self._down(timed_out=time.monotonic() > limit))
             time.sleep(0.02)
         where = json.loads(address.read_text(encoding="utf-8"))
         self._conn = Client((where["host"], where["port"]), authkey=bytes.fromhex(self.spec.authkey))
@@ -153,20 +132,17 @@ class Ranks(RankExecutor):
         assert self._proc is not None
         outcome = finish_world(self._proc, self.run_dir, self.live_world_size, wait=0 if timed_out else 15,
                                timed_out=timed_out, timeout=self.run_timeout)
-        outcome.seconds = time.monotonic() - self._started
-        for rank in range(self.world_size):  # read into the outcome; a stale board would look hung later
+        for rank in range(max(self.world_size, self.live_world_size)):  # read; a stale one would look hung later
             board_path(self.run_dir, rank).unlink(missing_ok=True)
-        self._proc = None
-        # The next command starts a fresh set of processes, with a deadline of its own.
-        self._deadline = 0.0
+        self._proc = None  # the next command starts a fresh launcher (`_launch`)
         return outcome
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
         try:
             if self._conn is None:
-                self._launch(f"phase{self._phases + 1}" if self._phases else "search")
+                self._launch()
             return self._await(command)
-        except _WorldDown:
+        except WorldDown:
             raise
         except BaseException:  # Ctrl-C: nothing of the run outlives the check
             if self._proc is not None:
@@ -174,58 +150,18 @@ class Ranks(RankExecutor):
             raise
 
     def _await(self, command: tuple[Any, ...]) -> list[Any]:
-        """Rank 0's answer; the run is killed when a rank dies, hangs past its timeout or eats memory."""
+        """Rank 0's answer; the run is killed when a rank dies, hangs past its timeout or eats memory (`wait`)."""
         assert self._conn is not None
-        sent = time.monotonic()
-        limit = min(self._deadline, sent + (self.timeout or 0) * 2 + COMMAND_GRACE)
-        baseline: dict[int, int] = {}
-        next_memory = sent + MEMORY_EVERY
+        conn = self._conn
         try:
-            self._conn.send_bytes(pickle.dumps(command))
-            while not self._conn.poll(POLL):
-                now = time.monotonic()
-                if now > limit:
-                    raise _WorldDown(self._down(timed_out=True))
-                hung = self._hung_rank(now)
-                if hung is not None:
-                    down = self._down(timed_out=True)
-                    down.hung = hung
-                    raise _WorldDown(down)
-                if self.memory_limit and now >= next_memory:
-                    next_memory = now + MEMORY_EVERY
-                    grown = self._grown(baseline)
-                    if grown is not None:
-                        down = self._down(timed_out=True)
-                        down.memory = (*grown, self.memory_limit)
-                        raise _WorldDown(down)
-            return pickle.loads(self._conn.recv_bytes())  # type: ignore[no-any-return]
+            conn.send_bytes(pickle.dumps(command))
+            self.wait(lambda: conn.poll(POLL), time.monotonic(), self._deadline)
+            return pickle.loads(conn.recv_bytes())  # type: ignore[no-any-return]
         except (EOFError, OSError):
-            raise _WorldDown(self._down(timed_out=False)) from None
+            raise WorldDown(self._down(timed_out=False)) from None
 
-    def _hung_rank(self, now: float) -> tuple[int, float, float] | None:
-        """A rank whose example timeout passed by the grace and which still has not come back from it."""
-        if not self.timeout:
-            return None
-        for rank in range(self.world_size):
-            deadline = status.read(board_path(self.run_dir, rank)).deadline
-            if deadline is not None and now > deadline[0] + deadline[1] + grace(deadline[1]):
-                return rank, deadline[1], now - deadline[0]
-        return None
-
-    def _grown(self, baseline: dict[int, int]) -> tuple[int, int] | None:
-        """(rank, bytes) when a rank's processes grew past the memory limit since the command was sent."""
-        assert self.memory_limit is not None
-        total, by_rank = 0, {}
-        for rank in range(self.world_size):
-            pid = status.read(board_path(self.run_dir, rank)).pid
-            if not pid:
-                continue
-            by_rank[rank] = gained(pid, baseline)
-            total += by_rank[rank]
-        if total <= self.memory_limit:
-            return None
-        rank = max(by_rank, key=lambda r: by_rank[r])
-        return rank, total
+    def _broken(self, waited: float) -> LaunchOutcome:
+        return self._down(timed_out=True)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """Go on in a fresh set of processes: ``world_size`` of them (None: the check's world size).
@@ -236,32 +172,31 @@ class Ranks(RankExecutor):
         size = self.world_size if world_size is None else world_size
         if size < 1:
             raise ValueError(f"a world has at least one rank, not {size}")
-        if self._conn is None:
-            self.live_world_size = size
-            return
-        phase = self._name(phase)
-        try:
-            self._conn.send_bytes(pickle.dumps(("stop", phase, size if size != self.live_world_size else None)))
-            self._conn.recv_bytes()
-        except (EOFError, OSError):
+        if self._conn is not None:
+            phase = self._name(phase)
+            if self._stop(phase, size if size != self.live_world_size else None):
+                self.live_world_size = size
+                self._connect(phase)
+                return
             self._down(timed_out=False)
-            self.live_world_size = size
-            return
-        self._conn.close()
-        self._conn = None
-        self._phases += 1
-        self._phase = phase
         self.live_world_size = size
-        self._started = time.monotonic()
-        self._connect(phase)
+
+    def _stop(self, *following: Any) -> bool:
+        """Rank 0 ends the phase (``following``: the next phase and its world size, if any); it answered?"""
+        assert self._conn is not None
+        try:
+            self._conn.send_bytes(pickle.dumps(("stop", *following)))
+            self._conn.recv_bytes()
+            return True
+        except (EOFError, OSError):
+            return False
+        finally:
+            self._conn.close()
+            self._conn = None
 
     def close(self) -> None:
         if self._conn is not None:
-            try:
-                self._conn.send_bytes(pickle.dumps(("stop", None)))
-                self._conn.recv_bytes()
-            except (EOFError, OSError):
-                pass
+            self._stop(None)
         if self._proc is not None:
             down = self._down(timed_out=False)
             self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), started by torch's elastic "

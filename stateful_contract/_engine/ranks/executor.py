@@ -2,29 +2,40 @@
 
 `RankExecutor` is the executor half both multi-rank modes share: it sends the engine's
 commands (build a loader, probe the load form, take the uninterrupted run, run an
-example) to every rank and turns their answers, or a rank that went down, into the
-engine's results. How a command reaches the ranks is the subclass's: `Ranks` (the
-ranks this package starts, the engine in the caller's process, a relay to rank 0) or
-`InWorld` (a world the user's launcher started, the engine on its rank 0, the
-world's own collectives).
+example) to every rank, waits for their answers while it watches the ranks' status logs
+for one that hangs (`RankExecutor.wait`), and turns the answers, or a rank that went
+down, into the engine's results. How a command reaches the ranks, and what is known of a
+world that broke, is the subclass's: `Ranks` (the ranks this package starts, the engine
+in the caller's process, a relay to rank 0, the launcher's record) or `InWorld` (a world
+the user's launcher started, the engine on its rank 0, the world's own collectives).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ...config import LoaderConfig
+from .. import status
 from ..example import ClauseLike, ExampleRun, LoadFormProbe
 from ..executors import BUILDING, FactoryProblem, StartFailed
 from ..impact import Impact
 from ..outcome import ClauseViolation, Outcome
-from ..plans import Checkpoint, RankLengths
+from ..plans import Alignment, Checkpoint, RankLengths
+from ..processes import gained
 from ..steps import LoadForm
+from ..supervised import MEMORY_EVERY, grace
 from .failures import LaunchOutcome
+from .launch import board_path
+from .server import RankSpec
 
-__all__ = ["RankExecutor", "WorldDown", "absolute_target"]
+__all__ = ["COMMAND_GRACE", "RankExecutor", "WorldDown", "absolute_target"]
+
+#: Seconds a command may take beyond twice the example timeout (process start-up, DCP, gathering).
+COMMAND_GRACE = 60.0
 
 
 def absolute_target(target: str) -> str:
@@ -46,20 +57,82 @@ class WorldDown(Exception):
 class RankExecutor:
     """Runs every example on every rank at once; `_call` delivers one command to them all."""
 
-    target: str
     world_size: int
     #: The ranks of the running phase: `world_size`, or another number after an elastic restart.
     live_world_size: int
+    #: Where the ranks keep their status logs (`board_path`).
+    run_dir: Path
     load_form: LoadForm = "positional"
     #: Said in a reproduction of where the same example runs again.
     where_hint = "torch.distributed, gloo, fresh processes"
-    #: Every rank's epoch lengths of each config (`lengths`; plans are drawn from their
-    #: shortest), by config and world size.
-    _lengths: dict[tuple[str, int], list[list[int]]]
+    #: What the ranks' processes may gain during one command (None: no limit; `wait`).
+    memory_limit: int | None = None
+
+    def __init__(self, target: str, *, factory_import: str, alignment: Alignment, timeout: float | None,
+                 authkey: str = "") -> None:
+        from ..._target import load_target
+
+        self.target = absolute_target(target)
+        load_target(self.target)  # fail fast, with the user's error, before any rank is asked
+        self.timeout = timeout
+        self.spec = RankSpec(self.target, factory_import, alignment, timeout, authkey)
+        self.notes: list[str] = []
+        #: Every rank's epoch lengths of each config (`lengths`; plans are drawn from their
+        #: shortest), by config and world size.
+        self._lengths: dict[tuple[str, int], list[list[int]]] = {}
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
         """``command`` run on every rank; their answers, by rank (raises `WorldDown`)."""
         raise NotImplementedError
+
+    def _broken(self, waited: float) -> LaunchOutcome:
+        """`wait` gave up after ``waited`` s: end what can be ended of the world, and say where each rank was."""
+        raise NotImplementedError
+
+    def wait(self, answered: Callable[[], bool], sent: float, deadline: float = float("inf")) -> None:
+        """Until ``answered()`` (each look waits up to `POLL`), unless the world must be given up on.
+
+        It is (`WorldDown`) when a rank's example timeout passed by the grace and the rank
+        still has not come back from it (its alarm could not reach it), when the command
+        took twice the example timeout and `COMMAND_GRACE` (or passed ``deadline``), or when
+        the ranks' processes grew past `memory_limit` since the command was sent.
+        """
+        limit = min(deadline, sent + (self.timeout or 0) * 2 + COMMAND_GRACE)
+        baseline: dict[int, int] = {}
+        next_memory = sent + MEMORY_EVERY
+        while not answered():
+            now = time.monotonic()
+            hung = self._hung_rank(now)
+            grown = None
+            if self.memory_limit and now >= next_memory:
+                next_memory = now + MEMORY_EVERY
+                grown = self._grown(baseline)
+            if hung is not None or grown is not None or now > limit:
+                down = self._broken(now - sent)
+                down.hung = hung
+                down.memory = grown if hung is None else None
+                raise WorldDown(down)
+
+    def _boards(self) -> list[status.BoardView]:
+        """Every rank process's status log, as it is now (an empty view for a rank that wrote none)."""
+        return [status.read(board_path(self.run_dir, r)) for r in range(max(self.world_size, self.live_world_size))]
+
+    def _hung_rank(self, now: float) -> tuple[int, float, float] | None:
+        """(rank, example timeout, seconds since it began) of a rank past its timeout and the grace."""
+        if not self.timeout:
+            return None
+        for rank, board in enumerate(self._boards()):
+            if board.deadline is not None and now > board.deadline[0] + board.deadline[1] + grace(board.deadline[1]):
+                return rank, board.deadline[1], now - board.deadline[0]
+        return None
+
+    def _grown(self, baseline: dict[int, int]) -> tuple[int, int, int] | None:
+        """(the rank that grew most, bytes, limit) when the ranks' processes together grew past the memory limit."""
+        limit = self.memory_limit or 0
+        by_rank = {rank: gained(board.pid, baseline) for rank, board in enumerate(self._boards()) if board.pid}
+        if sum(by_rank.values()) <= limit:
+            return None
+        return max(by_rank, key=lambda r: by_rank[r]), sum(by_rank.values()), limit
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """Go on in a fresh set of processes, ``world_size`` of them (None: the check's own)."""

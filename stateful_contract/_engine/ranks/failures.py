@@ -140,7 +140,6 @@ class LaunchOutcome:
     failures: list[RankFailure] = field(default_factory=list)
     timed_out: bool = False
     timeout: float = 0.0
-    seconds: float = 0.0
     #: Rank statuses at the end (what each was doing when the run ended or was killed).
     doing: dict[int, str] = field(default_factory=dict)
     launcher_log: str = ""
@@ -161,10 +160,6 @@ class LaunchOutcome:
         if self.hung is not None or self.timed_out:
             return "timeout"
         return self.failures[0].killed_by if self.failures else ""
-
-    @property
-    def ok(self) -> bool:
-        return not self.timed_out and self.failed_phase is None and not self.launcher_error
 
     @property
     def launcher_error(self) -> str:

@@ -23,24 +23,22 @@ the rest. A rank that dies breaks the collective rank 0 waits in.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
 
-from .. import status
+from .. import steps
 from ..plans import Alignment
-from ..supervised import POLL, grace
-from .executor import RankExecutor, WorldDown, absolute_target
+from ..supervised import POLL
+from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome, RankFailure
 from .joining import alive, local_pids
-from .launch import board_path, status_path
-from .server import Handler, RankSpec
+from .launch import where_ranks_were
+from .server import Handler
 from .world import World
 
-__all__ = ["COMMAND_GRACE", "InWorld", "InWorldDown", "follow", "joined", "last_executor", "set_joined"]
-
-#: Seconds a command may take beyond twice the example timeout before rank 0 stops waiting.
-COMMAND_GRACE = 60.0
+__all__ = ["InWorld", "InWorldDown", "follow", "joined", "last_executor", "set_joined"]
 
 _JOINED: tuple[World, str] | None = None
 #: The last `InWorld` made on this rank: the face reads what it ran (the save manifest) and whether the world broke.
@@ -70,8 +68,8 @@ def follow(world: World) -> Any:
     spec = world.share()
     if isinstance(spec, tuple):  # rank 0 could not even start (an unusable target): its verdict
         return spec
-    status.install(status.Board(board_path(world.run_dir, world.rank)))
-    return world.follow(Handler(world, spec))
+    with steps.references_kept():  # as every executor does: one uninterrupted run per config and rank
+        return world.follow(Handler(world, spec))
 
 
 class InWorldDown(LaunchOutcome):
@@ -106,23 +104,17 @@ class InWorld(RankExecutor):
 
     def __init__(self, target: str, *, world: World, mode: str, factory_import: str, alignment: Alignment,
                  timeout: float | None, launch: str = "torchrun --nproc-per-node N") -> None:
-        from ..._target import load_target
-
-        self.target = absolute_target(target)
-        load_target(self.target)  # the user's error, before any rank is asked
-        self.world = world
+        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout)
+        self.world, self.run_dir = world, world.run_dir
         self.mode = mode
         self.world_size = self.live_world_size = world.world_size
-        self.timeout = timeout
         self.launch = launch
-        self.notes: list[str] = []
-        self._lengths = {}
         #: (clause id, config, plan) of every example run, for the save phase's manifest.
         self.ran: list[tuple[str, Any, Any]] = []
-        self.spec = RankSpec(self.target, factory_import, alignment, timeout, "")
         world.share(self.spec)
-        status.install(status.Board(board_path(world.run_dir, world.rank)))
         self.handler = Handler(world, self.spec)
+        self._kept = contextlib.ExitStack()  # the uninterrupted runs, kept as `follow` keeps them (until close)
+        self._kept.enter_context(steps.references_kept())
         self._down: LaunchOutcome | None = None
         # The fresh-process halves: emulated in this world ("run"), the later launch's ("resume"), or left to it.
         self.fresh_processes = mode != "save"
@@ -191,45 +183,27 @@ class InWorld(RankExecutor):
 
         thread = threading.Thread(target=gather, name="stateful-contract-gather", daemon=True)
         thread.start()
-        sent = time.monotonic()
-        limit = sent + (self.timeout or 0) * 2 + COMMAND_GRACE
-        while thread.is_alive():
+
+        def answered() -> bool:
             thread.join(POLL)
-            now = time.monotonic()
-            hung = self._hung_rank(now)
-            if hung is not None or now > limit:
-                down = self._outcome(None)
-                down.hung, down.timed_out, down.timeout = hung, hung is None, now - sent
-                raise WorldDown(down)  # the gather stays blocked: the process exits after the report
+            return not thread.is_alive()
+
+        self.wait(answered, time.monotonic())  # given up: the gather stays blocked, the process exits after the report
         if failed:
             raise WorldDown(self._outcome(failed[0]))
         return gathered
 
-    def _hung_rank(self, now: float) -> tuple[int, float, float] | None:
-        if not self.timeout:
-            return None
-        for rank in range(1, self.world_size):
-            deadline = status.read(board_path(self.world.run_dir, rank)).deadline
-            if deadline is not None and now > deadline[0] + deadline[1] + grace(deadline[1]):
-                return rank, deadline[1], now - deadline[0]
-        return None
+    def _broken(self, waited: float) -> LaunchOutcome:
+        down = self._outcome(None)
+        down.timed_out, down.timeout = True, waited
+        return down
 
     def _outcome(self, error: BaseException | None) -> InWorldDown:
         """What rank 0 can tell of the others: where each was, and which processes on this host are gone."""
-        run_dir = self.world.run_dir
-        doing, gone = {}, []
-        local = local_pids(run_dir, self.world_size)
-        for rank in range(self.world_size):
-            path = status_path(run_dir, rank)
-            doing[rank] = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
-            board = status.read(board_path(run_dir, rank))
-            if board.call:
-                doing[rank] += f", {board.during}"
-            if rank and rank in local and not alive(local[rank]):
-                gone.append(rank)
+        doing, programs = where_ranks_were(self.run_dir, self.world_size)
+        local = local_pids(self.run_dir, self.world_size)
+        gone = [rank for rank in range(1, self.world_size) if rank in local and not alive(local[rank])]
         text = "" if error is None else f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
-        # Programs: each rank's reproduction up to where it stopped, as `Ranks` gives them.
-        programs = {r: b.program for r in range(self.world_size) if (b := status.read(board_path(run_dir, r))).program}
         failures = [RankFailure(r, "in-world", None, "its process ended", doing[r]) for r in gone]
         return InWorldDown(phases_done=[], failed_phase="in-world" if error is not None else None,
                            failures=failures, doing=doing, programs=programs, error=text)
@@ -241,6 +215,7 @@ class InWorld(RankExecutor):
         self.live_world_size = self.world_size if world_size is None else world_size
 
     def close(self) -> None:
+        self._kept.close()
         where = {"run": "in the world its launcher started", "save": "saving into the shared directory",
                  "resume": "resuming from the shared directory"}[self.mode]
         self.notes.append(f"{self.world_size} ranks on torch.distributed, {where} ({self.world.run_dir})")

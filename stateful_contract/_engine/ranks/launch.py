@@ -53,6 +53,7 @@ __all__ = [
     "run_isolated",
     "start_world",
     "status_path",
+    "where_ranks_were",
 ]
 
 #: How often the elastic agent polls its ranks: a failure is noticed within this.
@@ -162,15 +163,22 @@ def _tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(kept[-lines:])
 
 
-def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
-    doing = {}
-    boards = {rank: status.read(board_path(run_dir, rank)) for rank in range(world_size)}
+def where_ranks_were(run_dir: Path, world_size: int) -> tuple[dict[int, str], dict[int, str]]:
+    """What each rank was doing (its status file, and its call into the loader), and its reproduction
+    up to where it stopped, the call it was in marked (its status log), by rank."""
+    doing, programs = {}, {}
     for rank in range(world_size):
-        path = status_path(run_dir, rank)
+        path, board = status_path(run_dir, rank), status.read(board_path(run_dir, rank))
         doing[rank] = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
-        if boards[rank].call:
-            doing[rank] += f", {boards[rank].during}"
-    programs = {rank: _stopped_at(board) for rank, board in boards.items() if board.program}
+        if board.call:
+            doing[rank] += f", {board.during}"
+        if board.program:
+            programs[rank] = board.program + ("  # <- this rank stopped here" if board.in_call else "")
+    return doing, programs
+
+
+def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
+    doing, programs = where_ranks_were(run_dir, world_size)
     path = run_dir / OUTCOME_FILE
     if not path.is_file():
         return LaunchOutcome(phases_done=[], doing=doing, programs=programs)
@@ -185,10 +193,3 @@ def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
     return LaunchOutcome(phases_done=data["phases_done"], failed_phase=data.get("failed_phase"),
                          failures=failures, doing=doing, programs=programs, joins_retried=data.get("joins_retried", []))
 
-
-def _stopped_at(board: status.BoardView) -> str:
-    """The rank's reproduction so far, the call it was in when it died or was killed marked."""
-    return board.program + ("  # <- this rank stopped here" if board.in_call else "")
-
-
-# --- the launcher process ---------------------------------------------------------------

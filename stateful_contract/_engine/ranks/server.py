@@ -48,36 +48,27 @@ class RankSpec:
     authkey: str
 
 
-@dataclass
-class _RankWorld:
-    """The `stateful_contract._engine.example.World` a scenario sees on this rank."""
-
-    rank: int
-    world_size: int
-    workdir: Path
-    world: World
-
-    def status(self, doing: str) -> None:
-        self.world.status(doing)
-
-
 class Handler:
-    """Runs the engine's commands on this process's rank (or ranks: `as_ranks`)."""
+    """Runs the engine's commands on this process's rank (or ranks: `as_ranks`), its status log installed.
+
+    It is also the `stateful_contract._engine.example.World` a scenario sees on this rank:
+    ``rank``, ``world_size``, ``workdir`` (the run's directory, shared by every rank) and `status`.
+    """
 
     def __init__(self, world: World, spec: RankSpec) -> None:
         from ..._target import load_target
 
-        self.world = world
+        status.install(status.Board(board_path(world.run_dir, world.rank)))
+        self.world, self.workdir = world, world.run_dir
         self.spec = spec
         self.factory = load_target(spec.target)
         self.rank, self.world_size = world.rank, world.world_size
 
-    @property
-    def scenario_world(self) -> _RankWorld:
-        return _RankWorld(self.rank, self.world_size, self.world.run_dir, self.world)
+    def status(self, doing: str) -> None:
+        self.world.status(doing)
 
     @property
-    def workdir(self) -> Path:
+    def scratch(self) -> Path:
         """Each rank's own files (a clause's checkpoints), apart from the other ranks'."""
         path = self.world.run_dir / "scratch" / f"rank{self.rank}"
         path.mkdir(parents=True, exist_ok=True)
@@ -87,8 +78,8 @@ class Handler:
         return replace(config, rank=self.rank, world_size=self.world_size)
 
     def doing(self, text: str) -> None:
-        """What this rank now does, in its status file and on its status board."""
-        self.world.status(text)
+        """What this rank now does, in its status file and its status log."""
+        self.status(text)
         status.command(text)
 
     def as_ranks(self, size: int, command: tuple[Any, ...]) -> list[Any]:
@@ -135,7 +126,7 @@ class Handler:
             self.doing(f"{clause.id}: example {config.as_code()}, plan {plan!r}")
             return run_example(clause, self.factory, config, plan, factory_import=self.spec.factory_import,
                                load_form=load_form, alignment=self.spec.alignment, timeout=self.spec.timeout,
-                               world=self.scenario_world, workdir=self.workdir, rank_lengths=lengths)
+                               world=self, workdir=self.scratch, rank_lengths=lengths)
         raise ValueError(f"unknown command {kind!r}")
 
 
@@ -145,7 +136,6 @@ def serve(world: World, phase: str) -> str | tuple[str, int] | None:
     The next phase is a name, or ``(name, world_size)`` to start it on another number of ranks.
     """
     spec: RankSpec = pickle.loads((world.run_dir / SPEC_FILE).read_bytes())
-    status.install(status.Board(board_path(world.run_dir, world.rank)))
     handler = Handler(world, spec)
     with steps.references_kept():
         if not world.leads:
