@@ -8,9 +8,13 @@ xdist hands a class's clause tests to all workers; this module keeps them togeth
   ``--dist load``, a `ContractScheduling`: xdist's ``loadscope`` scheduler, whose work unit
   is a contract class for the contract's clause tests and a single test for every other
   test (so the rest of the suite is spread as ``load`` spreads it);
-- every clause test gets an ``xdist_group`` mark named after its class, so ``--dist
-  loadgroup`` keeps a class on one worker too (``loadscope`` and ``loadfile`` already do;
-  ``each`` and ``worksteal`` run a class on several workers, and their reports merge);
+- for ``--dist loadgroup`` it returns a `ContractGroupScheduling`: xdist's ``loadgroup``
+  scheduler, with a contract class as one work unit too. Every clause test also gets an
+  ``xdist_group`` mark named after its class, but on pytest 9.2 the group no longer reaches
+  the node ids the scheduler reads (pytest-dev/pytest-xdist#1386), so the mark alone would
+  spread a class over every worker (``loadscope`` and ``loadfile`` already keep a class
+  together; ``each`` and ``worksteal`` run a class on several workers, and their reports
+  merge);
 - each worker sends its reports to the controller in ``workeroutput`` (xdist's channel
   for a worker's results), and the controller merges them in ``pytest_testnodedown``:
   only the controller writes ``--contract-report`` files, so nothing races.
@@ -25,12 +29,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from xdist.scheduler import LoadScopeScheduling
+from xdist.scheduler import LoadGroupScheduling, LoadScopeScheduling
 
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["WORKER_OUTPUT", "ContractScheduling", "XdistHooks", "contract_scope", "merge_report"]
+__all__ = ["WORKER_OUTPUT", "ContractGroupScheduling", "ContractScheduling", "XdistHooks", "contract_scope", "merge_report"]
 
 #: The key of a worker's reports in its ``workeroutput``: class node id -> report as a dict.
 WORKER_OUTPUT = "stateful_contract_reports"
@@ -50,6 +54,13 @@ class ContractScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist sh
 
     def _split_scope(self, nodeid: str) -> str:
         return contract_scope(nodeid) or nodeid
+
+
+class ContractGroupScheduling(LoadGroupScheduling):  # type: ignore[misc]
+    """``--dist loadgroup`` with each contract class as one work unit, whether or not its group reached the node id."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return contract_scope(nodeid) or str(LoadGroupScheduling._split_scope(self, nodeid))
 
 
 def merge_report(into: dict[str, Report], nodeid: str, report: Report) -> None:
@@ -78,8 +89,9 @@ class XdistHooks:
         self.marker = marker
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
-        if config.getvalue("dist") == "load":
-            return ContractScheduling(config, log)
+        dist = config.getvalue("dist")
+        if dist in ("load", "loadgroup"):
+            return (ContractScheduling if dist == "load" else ContractGroupScheduling)(config, log)
         return None  # xdist's own scheduler for the mode chosen
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's worker turns the groups into node id suffixes

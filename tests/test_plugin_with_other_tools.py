@@ -220,6 +220,18 @@ def test_reports_of_one_class_from_several_workers_merge_clause_by_clause() -> N
     assert contract_scope("t.py::TestA::test_other") is None
 
 
+def test_under_loadgroup_a_contract_class_is_one_unit_with_or_without_its_group_in_the_node_id() -> None:
+    """pytest 9.2 no longer lets xdist append the group to the node id (pytest-dev/pytest-xdist#1386)."""
+    from stateful_contract._xdist import ContractGroupScheduling
+
+    split = ContractGroupScheduling._split_scope
+    clause = "t.py::TestA::test_clause[SC10-resume-continues-the-stream]"
+    assert split(None, clause) == "t.py::TestA"  # pytest 9.2
+    assert split(None, clause + "@stateful-contract:t.py::TestA") == "stateful-contract:t.py::TestA"  # before
+    assert split(None, "t.py::test_other@mine") == "mine"  # the user's own groups, as xdist does
+    assert split(None, "t.py::test_other[a@b]") == "t.py::test_other[a@b]"
+
+
 # --- pytest-timeout -------------------------------------------------------------------------
 
 
