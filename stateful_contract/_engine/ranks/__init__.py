@@ -93,6 +93,8 @@ class Ranks(RankExecutor):
         self._conn: Connection | None = None
         self._phase_names: set[str] = set()
         self._deadline = 0.0
+        #: Why a restarted phase never came up (`restart`): the next command fails with it.
+        self._restart_failed: LaunchOutcome | None = None
 
     # -- the world's life -------------------------------------------------------------
 
@@ -138,6 +140,9 @@ class Ranks(RankExecutor):
         return outcome
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
+        if self._restart_failed is not None:
+            down, self._restart_failed = self._restart_failed, None
+            raise WorldDown(down)
         try:
             if self._conn is None:
                 self._launch()
@@ -176,7 +181,10 @@ class Ranks(RankExecutor):
             phase = self._name(phase)
             if self._stop(phase, size if size != self.live_world_size else None):
                 self.live_world_size = size
-                self._connect(phase)
+                try:
+                    self._connect(phase)
+                except WorldDown as e:  # its ranks never listened: the example that needed them fails with why
+                    self._restart_failed = e.outcome
                 return
             self._down(timed_out=False)
         self.live_world_size = size
