@@ -9,6 +9,7 @@ the broken loaders are replayed on one example and only the correct ones are sea
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from ranked_loaders import target
@@ -103,3 +104,12 @@ def test_torchdata_s_distributed_sampler_passes_the_shared_dcp_key_and_fails_a_w
     sc31 = report["SC31"]
     assert sc31.status == "expected-failure", sc31.message
     assert "the new world resumed silently" in sc31.message, sc31.message
+
+
+def test_a_restarted_world_that_never_comes_up_fails_the_example_not_the_check() -> None:
+    module = Path(__file__).with_name("imports_on_two_ranks.py")
+    report = check_world(f"{module}:factory", world_size=2, clauses=["SC31"], replay=MID_EPOCH)
+    sc31 = report["SC31"]
+    assert sc31.status == "failed", sc31.message
+    assert "cannot be imported on 1 ranks" in sc31.message, sc31.message
+    assert "in the world1- phase" in sc31.message, sc31.message

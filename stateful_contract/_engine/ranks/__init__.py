@@ -21,7 +21,6 @@ import json
 import pickle
 import secrets
 import shutil
-import subprocess
 import tempfile
 import time
 from multiprocessing.connection import Client, Connection
@@ -34,6 +33,7 @@ from ..supervised import DEFAULT_MEMORY_LIMIT, POLL
 from .executor import RankExecutor, WorldDown, absolute_target
 from .in_world import InWorld, joined
 from .launch import JOIN_TIMEOUT, LaunchOutcome, board_path, finish_world, start_world
+from .pool import Launcher
 from .server import ADDRESS_FILE, SPEC_FILE
 
 __all__ = ["RankExecutor", "Ranks", "absolute_target", "default_run_timeout", "rank_executor"]
@@ -89,10 +89,12 @@ class Ranks(RankExecutor):
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / SPEC_FILE).write_bytes(pickle.dumps(self.spec))
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._launcher: Launcher | None = None
         self._conn: Connection | None = None
         self._phase_names: set[str] = set()
         self._deadline = 0.0
+        #: Why a restarted phase never came up (`restart`): the next command fails with it.
+        self._restart_failed: LaunchOutcome | None = None
 
     # -- the world's life -------------------------------------------------------------
 
@@ -109,7 +111,7 @@ class Ranks(RankExecutor):
         """A fresh launcher, with a deadline of its own, and its first phase's rank 0 connected."""
         phase = self._name("phase" if self._phase_names else "search")
         self._deadline = time.monotonic() + self.run_timeout
-        self._proc = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase, entry=ENTRY,
+        self._launcher = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase, entry=ENTRY,
                                  timeout=self.run_timeout)
         self._connect(phase)
 
@@ -117,8 +119,8 @@ class Ranks(RankExecutor):
         address = self.run_dir / ADDRESS_FILE.format(phase=phase)
         limit = min(self._deadline, time.monotonic() + START_TIMEOUT)
         while not address.is_file():
-            assert self._proc is not None
-            if self._proc.poll() is not None or time.monotonic() > limit:
+            assert self._launcher is not None
+            if not self._launcher.running(self.run_dir) or time.monotonic() > limit:
                 raise WorldDown(self._down(timed_out=time.monotonic() > limit))
             time.sleep(0.02)
         where = json.loads(address.read_text(encoding="utf-8"))
@@ -129,15 +131,18 @@ class Ranks(RankExecutor):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        assert self._proc is not None
-        outcome = finish_world(self._proc, self.run_dir, self.live_world_size, wait=0 if timed_out else 15,
+        assert self._launcher is not None
+        outcome = finish_world(self._launcher, self.run_dir, self.live_world_size, wait=0 if timed_out else 15,
                                timed_out=timed_out, timeout=self.run_timeout)
         for rank in range(max(self.world_size, self.live_world_size)):  # read; a stale one would look hung later
             board_path(self.run_dir, rank).unlink(missing_ok=True)
-        self._proc = None  # the next command starts a fresh launcher (`_launch`)
+        self._launcher = None  # the next command starts the run again (`_launch`)
         return outcome
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
+        if self._restart_failed is not None:
+            down, self._restart_failed = self._restart_failed, None
+            raise WorldDown(down)
         try:
             if self._conn is None:
                 self._launch()
@@ -145,7 +150,7 @@ class Ranks(RankExecutor):
         except WorldDown:
             raise
         except BaseException:  # Ctrl-C: nothing of the run outlives the check
-            if self._proc is not None:
+            if self._launcher is not None:
                 self._down(timed_out=True)
             raise
 
@@ -176,7 +181,10 @@ class Ranks(RankExecutor):
             phase = self._name(phase)
             if self._stop(phase, size if size != self.live_world_size else None):
                 self.live_world_size = size
-                self._connect(phase)
+                try:
+                    self._connect(phase)
+                except WorldDown as e:  # its ranks never listened: the example that needed them fails with why
+                    self._restart_failed = e.outcome
                 return
             self._down(timed_out=False)
         self.live_world_size = size
@@ -197,7 +205,7 @@ class Ranks(RankExecutor):
     def close(self) -> None:
         if self._conn is not None:
             self._stop(None)
-        if self._proc is not None:
+        if self._launcher is not None:
             down = self._down(timed_out=False)
             self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), started by torch's elastic "
                               f"launcher; phases {' + '.join(down.phases_done) or 'none'}")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ from pathlib import Path
 from .. import status
 from ..processes import MARKER_ENV, fault_excerpt, kill_session, processes_of
 from .failures import LaunchOutcome, RankFailure, order_failures
+from .pool import OUTCOME_FILE, Launcher, give_back, start_launcher
 
 __all__ = [
     "MARKER_ENV",
@@ -68,7 +70,6 @@ JOIN_TIMEOUT = 60.0
 JOINING = "joining the gloo process group"
 
 SPEC_FILE = "launch.json"
-OUTCOME_FILE = "launch-outcome.json"
 
 
 def status_path(run_dir: Path, rank: int) -> Path:
@@ -81,24 +82,19 @@ def board_path(run_dir: Path, rank: int) -> Path:
     return run_dir / "status" / f"rank{rank}.board"
 
 
-#: The folder this copy of the package is imported from. The ranks must run the same code as
-#: the checker that drives them: ``python -m`` would put the working directory first on
-#: ``sys.path`` (another checkout, say), and an editable install elsewhere could come next.
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
-_LAUNCHER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
-             "from stateful_contract._engine.ranks.launcher import main; sys.exit(main())")
-
-
 def start_world(run_dir: Path, *, world_size: int, first_phase: str, entry: str, timeout: float,
-                start_method: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start the launcher: ``entry(world, phase)`` on ``world_size`` fresh ranks, phase after phase.
+                start_method: str | None = None, env: dict[str, str] | None = None) -> Launcher:
+    """Start ``entry(world, phase)`` on ``world_size`` fresh ranks, phase after phase, in a launcher.
 
     ``entry`` is a ``"module:function"`` string, imported inside each rank; the value rank 0
     returns names the next phase (a fresh set of processes), or ends the run when falsy.
-    ``timeout`` bounds the gloo collectives; the caller ends hangs by killing the run.
+    ``timeout`` bounds the gloo collectives; the caller ends hangs by killing the run. With the
+    default start method the launcher is one kept from an earlier run when one fits
+    (`stateful_contract._engine.ranks.pool`).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "status").mkdir(exist_ok=True)
+    reusable = start_method is None and sys.platform.startswith("linux")
     if start_method is None:
         # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.
         start_method = "forkserver" if sys.platform.startswith("linux") else "spawn"
@@ -106,26 +102,25 @@ def start_world(run_dir: Path, *, world_size: int, first_phase: str, entry: str,
             "timeout": timeout}
     (run_dir / SPEC_FILE).write_text(json.dumps(spec), encoding="utf-8")
     (run_dir / OUTCOME_FILE).unlink(missing_ok=True)  # a previous launcher's, in a restarted run
-    child_env = {**os.environ, **(env or {}), MARKER_ENV: str(run_dir)}
-    with open(run_dir / "launcher.log", "wb") as out:
-        return subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, str(run_dir)],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=child_env,
-                                start_new_session=True)
+    return start_launcher(run_dir, reusable=reusable, env=env)
 
 
-def finish_world(proc: subprocess.Popen[bytes], run_dir: Path, world_size: int, *, wait: float,
+def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: float,
                  timed_out: bool = False, timeout: float = 0.0) -> LaunchOutcome:
-    """Wait up to ``wait`` s for the launcher, kill whatever is left of the run, and say what happened."""
-    try:
-        proc.wait(wait)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    kill_session(proc.pid, marker=run_dir)  # before reaping: the pid stays the group's until then
-    proc.wait()
+    """Wait up to ``wait`` s for the run to end, kill whatever is left of it, and say what happened."""
+    ended = not timed_out and launcher.finish(run_dir, wait)
+    timed_out = timed_out or not ended
+    log = run_dir / "launcher.log"
+    if launcher.kept and not log.is_file():  # it died before this run began: its own log says why
+        shutil.copyfile(launcher.marker / "launcher.log", log)
+    if launcher.kept and ended:
+        give_back(launcher)  # kills what the run left, keeps the launcher
+    else:
+        launcher.kill()
     outcome = _read_outcome(run_dir, world_size)
     outcome.timed_out = timed_out and outcome.failed_phase is None
     outcome.timeout = timeout
-    outcome.launcher_log = (run_dir / "launcher.log").read_text(encoding="utf-8", errors="replace")
+    outcome.launcher_log = log.read_text(encoding="utf-8", errors="replace")
     return outcome
 
 

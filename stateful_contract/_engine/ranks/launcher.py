@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from .failures import SHUTDOWN_GRACE
-from .launch import JOINING, MONITOR_INTERVAL, OUTCOME_FILE, SPEC_FILE, status_path
+from .launch import JOINING, MONITOR_INTERVAL, SPEC_FILE, status_path
+from .pool import KEPT_FILE, OUTCOME_FILE
 
 __all__ = ["main"]
 
@@ -166,7 +167,7 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
             min_nodes=1, max_nodes=1, nproc_per_node=world_size,
             # As `torchrun --standalone`: a c10d rendezvous on a free local port.
             rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", local_addr="127.0.0.1",
-            run_id=f"stateful-contract-{phase}-{attempt}", max_restarts=0,
+            run_id=f"stateful-contract-{run_dir.name}-{phase}-{attempt}", max_restarts=0,
             monitor_interval=MONITOR_INTERVAL, start_method=spec["start_method"],
             logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL),
             shutdown_timeout=SHUTDOWN_GRACE,
@@ -212,16 +213,57 @@ def next_phase(returned: Any, world_size: int) -> tuple[str, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m stateful_contract._engine.ranks.launcher RUN_DIR``: run the phases in RUN_DIR/launch.json."""
+    """``... launcher RUN_DIR``: run the phases in RUN_DIR/launch.json; ``... launcher --serve DIR``:
+    run after run, each RUN_DIR read from stdin, until it closes (`stateful_contract._engine.ranks.pool`)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) == 2 and args[0] == "--serve":
+        return _serve(Path(args[1]))
     if len(args) != 1:
-        print("usage: python -m stateful_contract._engine.ranks.launcher RUN_DIR", file=sys.stderr)
+        print("usage: python -m stateful_contract._engine.ranks.launcher RUN_DIR | --serve DIR", file=sys.stderr)
         return 2
-    run_dir = Path(args[0])
-    outcome = _launch_phases(run_dir)
-    (run_dir / OUTCOME_FILE).write_text(json.dumps(outcome), encoding="utf-8")
-    print("LAUNCHER-OK", flush=True)
+    _run(Path(args[0]))
     return 0
+
+
+def _run(run_dir: Path) -> None:
+    outcome = _launch_phases(run_dir)
+    written = run_dir / f"{OUTCOME_FILE}.tmp"  # renamed into place: a kept launcher's caller polls for it
+    written.write_text(json.dumps(outcome), encoding="utf-8")
+    written.replace(run_dir / OUTCOME_FILE)
+    print("LAUNCHER-OK", flush=True)
+
+
+def _serve(marker: Path) -> int:
+    """A kept launcher: the forkserver started once, then every run sent on stdin, its output in its own log."""
+    import psutil
+
+    _start_forkserver()
+    own = [p.pid for p in psutil.Process().children(recursive=True)]  # forkserver, resource tracker
+    (marker / KEPT_FILE).write_text(json.dumps(own), encoding="utf-8")
+    while line := sys.stdin.readline():
+        run_dir = Path(line.strip())
+        with _output_to(run_dir / "launcher.log"):
+            _run(run_dir)
+    return 0
+
+
+@contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """This process's stdout and stderr (file descriptors 1 and 2, as torch's logging writes them) into ``path``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "wb") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, kept in zip((1, 2), saved):
+            os.dup2(kept, fd)
+            os.close(kept)
 
 
 if __name__ == "__main__":

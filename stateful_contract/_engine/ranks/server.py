@@ -139,6 +139,7 @@ def serve(world: World, phase: str) -> str | tuple[str, int] | None:
     handler = Handler(world, spec)
     with steps.references_kept():
         if not world.leads:
+            world.status("waiting for rank 0's first command")
             world.follow(handler)
             return None
         return _lead(world, handler, spec, phase)

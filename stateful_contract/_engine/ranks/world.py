@@ -96,7 +96,7 @@ def rank_main(run_dir: str, phase: str) -> Any:
     with _join_watchdog():
         # The caller's timeout ends a hang; the group must not give up earlier on its own.
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
-    world.status(f"joined the gloo process group ({phase} phase), waiting for rank 0")
+    world.status(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
     try:
         module, _, name = spec["entry"].partition(":")
         entry = getattr(importlib.import_module(module), name)

@@ -1,0 +1,107 @@
+"""The launcher kept between multi-rank checks (`stateful_contract._engine.ranks.pool`).
+
+A second check in the same process reuses the first one's launcher (torch imported once),
+and nothing of the first check reaches it: a process a rank left behind is killed when its
+check ends, a changed environment gets a launcher that has it, and a forked child never
+sends its parent's launcher anything. Each check here replays one example on 2 ranks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from stateful_contract import FactoryError
+from stateful_contract._engine.ranks import pool
+from stateful_contract.config import LoaderConfig
+from stateful_contract.distributed import check_world
+from stateful_contract.reference.factories import reference_wrapper
+from stateful_contract.repro import Position
+
+HERE = Path(__file__).resolve()
+PIDS = "STATEFUL_CONTRACT_TEST_PIDS"
+VARIABLE = "STATEFUL_CONTRACT_TEST_VARIABLE"
+_left = False
+
+
+def leaves_a_process_behind(config: LoaderConfig) -> Any:
+    """Starts a process that outlives its rank, in a session of its own (as a daemon would), once per rank."""
+    global _left
+    if not _left:
+        _left = True
+        stray = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        (Path(os.environ[PIDS]) / f"{stray.pid}").touch()
+    return reference_wrapper(config)
+
+
+def needs_the_variable(config: LoaderConfig) -> Any:
+    if os.environ.get(VARIABLE) != "set by the test":
+        raise RuntimeError(f"{VARIABLE} is not in this rank's environment")
+    return reference_wrapper(config)
+
+
+def replay_once(name: str) -> None:
+    report = check_world(f"{HERE}:{name}", world_size=2, clauses=["SC10"],
+                         replay=(LoaderConfig(dataset_size=4, batch_size=1), Position(epoch=0, batches=1)))
+    assert report["SC10"].status == "passed", report["SC10"].message
+
+
+def idle_launcher() -> int:
+    [launcher] = pool._idle
+    return launcher.proc.pid
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_second_check_reuses_the_launcher_and_nothing_of_the_first_reaches_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PIDS, str(tmp_path))
+    replay_once("leaves_a_process_behind")
+    strays = [int(p.name) for p in tmp_path.iterdir()]
+    assert len(strays) == 2  # one per rank
+    assert not any(alive(pid) for pid in strays)
+    assert pool.left_behind() == []
+    launcher = idle_launcher()
+    replay_once("leaves_a_process_behind")
+    assert idle_launcher() == launcher
+    assert pool.left_behind() == []
+
+
+def test_a_changed_environment_gets_a_launcher_that_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(VARIABLE, "set by the test")
+    replay_once("needs_the_variable")
+    monkeypatch.setenv(VARIABLE, "")
+    with pytest.raises(FactoryError, match="is not in this rank's environment"):
+        replay_once("needs_the_variable")
+
+
+def test_a_forked_child_forgets_its_parent_s_launcher() -> None:
+    replay_once("leaves_nothing")
+    assert pool._idle
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if not pool._idle and not pool._markers else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    idle_launcher()  # the parent's is still there
+
+
+def leaves_nothing(config: LoaderConfig) -> Any:
+    return reference_wrapper(config)
+
+
+def test_the_reuse_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATEFUL_CONTRACT_FRESH_LAUNCHER", "1")
+    before = [launcher.proc.pid for launcher in pool._idle]
+    replay_once("leaves_nothing")
+    assert [launcher.proc.pid for launcher in pool._idle] == before
