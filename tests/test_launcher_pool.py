@@ -105,3 +105,16 @@ def test_the_reuse_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     before = [launcher.proc.pid for launcher in pool._idle]
     replay_once("leaves_nothing")
     assert [launcher.proc.pid for launcher in pool._idle] == before
+
+
+def test_a_kept_launcher_that_fails_a_run_says_why_and_is_not_kept(tmp_path: Path) -> None:
+    from stateful_contract._engine.ranks.launch import finish_world
+
+    (tmp_path / "status").mkdir()
+    (tmp_path / "launch.json").write_text("{not json", encoding="utf-8")
+    launcher = pool.start_launcher(tmp_path, reusable=True)
+    assert launcher.kept
+    outcome = finish_world(launcher, tmp_path, 2, wait=120)
+    assert not outcome.timed_out
+    assert "the launcher failed" in outcome.describe() and "JSONDecodeError" in outcome.describe(), outcome.describe()
+    assert launcher not in pool._idle and launcher.proc.poll() is not None

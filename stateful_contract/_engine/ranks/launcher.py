@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -243,7 +244,11 @@ def _serve(marker: Path) -> int:
     while line := sys.stdin.readline():
         run_dir = Path(line.strip())
         with _output_to(run_dir / "launcher.log"):
-            _run(run_dir)
+            try:
+                _run(run_dir)
+            except BaseException:  # into this run's log, where the caller reads why the launcher failed
+                traceback.print_exc()
+                return 1
     return 0
 
 

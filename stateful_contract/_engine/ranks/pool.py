@@ -97,7 +97,7 @@ class Launcher:
         limit = time.monotonic() + wait
         while self.running(run_dir) and time.monotonic() < limit:
             time.sleep(0.01)
-        return (run_dir / OUTCOME_FILE).is_file()
+        return not self.running(run_dir)  # its outcome written, or the launcher dead (its log says why)
 
     def own_processes(self) -> set[int]:
         """The launcher and what it keeps between runs (empty before it has listed them)."""
