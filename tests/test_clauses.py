@@ -47,9 +47,14 @@ def _not_passed(report, name):
             and not (r.status == "not-judged" and name in NOT_FOR.get(r.id, ()))}
 
 
+# StatefulDataLoader itself stays in `nox -s tests`; the other correct loaders' whole searches are
+# `nox -s acceptance` (pyproject's `acceptance` marker).
 @pytest.mark.parametrize(("factory", "name"), [
-    (zoo.epoch_loader, "hand-written"), (zoo.set_epoch_loader, "hand-written with set_epoch"),
-    (zoo.numpy_batches, "numpy and dataclass batches"), (factories.stateful_dataloader, "StatefulDataLoader"), (factories.reference_wrapper, "PrefetchGradAccDataLoader"),
+    pytest.param(zoo.epoch_loader, "hand-written", marks=pytest.mark.acceptance),
+    pytest.param(zoo.set_epoch_loader, "hand-written with set_epoch", marks=pytest.mark.acceptance),
+    pytest.param(zoo.numpy_batches, "numpy and dataclass batches", marks=pytest.mark.acceptance),
+    (factories.stateful_dataloader, "StatefulDataLoader"),
+    pytest.param(factories.reference_wrapper, "PrefetchGradAccDataLoader", marks=pytest.mark.acceptance),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_correct_loaders_pass_every_core_clause_in_process(factory, name):
     report = check(factory, space=IN_PROCESS)
@@ -71,6 +76,7 @@ def test_a_loader_without_set_epoch_is_not_judged_by_sc21_and_says_why():
     assert result.examples == 1, "not judgeable is a verdict on the loader: nothing to shrink"
 
 
+@pytest.mark.acceptance
 @pytest.mark.parametrize("factory", [factories.stateful_dataloader, factories.reference_wrapper],
                          ids=["StatefulDataLoader", "PrefetchGradAccDataLoader"])
 def test_correct_loaders_pass_with_worker_processes(factory):
@@ -83,6 +89,7 @@ def test_correct_loaders_pass_with_worker_processes(factory):
     assert report["SC10"].examples >= 2
 
 
+@pytest.mark.acceptance
 def test_a_strict_loader_passes_the_strict_tier():
     report = check(zoo.StrictEpochLoader, space=IN_PROCESS, strict=True)
     assert report["SC40"].status == "passed", report["SC40"].message

@@ -39,6 +39,7 @@ def _check_strictly(row: Row) -> None:
     assert core and all(r.status != "skipped" for r in core), "every core clause must run"
 
 
+@pytest.mark.acceptance
 @pytest.mark.parametrize("name", [n for n, r in ROWS.items() if r.ci])
 def test_ci_row_fails_exactly_its_declared_clauses(name: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("ERROR", logger="torchdata.stateful_dataloader.stateful_dataloader")

@@ -144,6 +144,7 @@ def blocks_on_rank_1(config: LoaderConfig) -> Any:
 # --- the contract on 2 ranks -------------------------------------------------------------
 
 
+@pytest.mark.acceptance
 def test_the_reference_wrapper_passes_sc30_and_the_core_on_every_rank(tmp_path: Path) -> None:
     report = check_world(REFERENCE, world_size=2, profile="dev", clauses=["SC02", "SC10", "SC30"],
                          run_dir=tmp_path / "run")

@@ -177,6 +177,7 @@ def test_the_base_loader_at_world_size_2_uses_it_and_torchdata_sampler_entries_d
 needs_linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
 
 
+@pytest.mark.acceptance
 @needs_linux
 def test_the_base_loader_passes_on_two_ranks_what_torchdatas_sampler_fails(tmp_path: Path) -> None:
     """Every clause passes on two ranks (`stateful-contract check ...:stateful_dataloader --world-size 2`,

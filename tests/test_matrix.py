@@ -32,6 +32,9 @@ from stateful_contract.reference.factories import stateful_dataloader
 from stateful_contract.repro import epoch_setter
 from tests.stateful_dataloader_matrix import MATRIX, MatrixEntry
 
+#: Every entry is a whole search of a correct configuration: `nox -s acceptance` (pyproject's marker).
+pytestmark = pytest.mark.acceptance
+
 #: Worker-only entries checked with two worker processes rather than one.
 TWO_WORKERS = {"two_workers", "snapshot_every_3"}
 

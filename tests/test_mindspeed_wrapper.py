@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from stateful_contract import ConfigSpace, check
 from stateful_contract.reference import factories
 
@@ -39,6 +41,7 @@ LAZY_ITERATOR = ("the wrapper is its own iterator and creates the base iterator 
                  "loses a batch")
 
 
+@pytest.mark.acceptance
 def test_the_proposed_fix_passes_when_it_declares_window_alignment_except_for_cut_short_passes():
     # In-process configs: the worker configs cost ~45 s here and are run by `nox -s "contract(proposed-fix)"`.
     report = check(factories.proposed_fix_wrapper, checkpoint_alignment="window", space=ConfigSpace(num_workers=(0,)),

@@ -104,6 +104,7 @@ def padded_reshard_on_two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Rep
                 lambda: check_world(target("padded_reshard"), world_size=2, space=IN_PROCESS))
 
 
+@pytest.mark.acceptance
 @linux_only
 @pytest.mark.xdist_group(PADDED_RESHARD_RUN)
 def test_exact_resharding_with_padding_passes_sc30_and_sc31_over_the_search(padded_reshard_on_two_ranks: Report) -> None:
@@ -113,12 +114,14 @@ def test_exact_resharding_with_padding_passes_sc30_and_sc31_over_the_search(padd
     assert report["SC31"].examples >= 15
 
 
+@pytest.mark.acceptance
 def test_exact_resharding_with_padding_passes_the_default_profile_on_one_rank() -> None:
     report = check(target("padded_reshard"))
     failed = {r.id: r.message for r in report.results if r.is_failure}
     assert failed == {} and report.passed
 
 
+@pytest.mark.acceptance
 @linux_only
 @pytest.mark.xdist_group(PADDED_RESHARD_RUN)
 def test_exact_resharding_with_padding_passes_the_default_profile_on_two_ranks(padded_reshard_on_two_ranks: Report) -> None:
@@ -128,6 +131,7 @@ def test_exact_resharding_with_padding_passes_the_default_profile_on_two_ranks(p
     assert {r.id for r in report.results if r.status == "passed"} >= {"SC10", "SC11", "SC30", "SC31"}
 
 
+@pytest.mark.acceptance
 @linux_only
 @pytest.mark.xdist_group(STATEFUL_DATALOADER_SEARCH)
 def test_stateful_dataloader_s_distributed_sampler_pads_and_fails_no_multi_rank_clause(

@@ -81,6 +81,7 @@ def test_the_examples_that_failed_a_correct_uneven_loader_now_pass(clause: str, 
     assert report[clause].status == "passed", report[clause].message
 
 
+@pytest.mark.acceptance
 @linux_only
 def test_a_correct_loader_with_uneven_shards_passes_every_clause_on_two_ranks() -> None:
     report = check_world(target("refuses_another_world"), world_size=2, profile="dev",

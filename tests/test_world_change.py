@@ -46,6 +46,7 @@ def test_a_loader_that_cannot_change_world_size_and_does_not_refuse_fails_sc31(n
     assert "--clause SC31" in sc31.reproduction
 
 
+@pytest.mark.acceptance
 @pytest.mark.parametrize("name", ["refuses_another_world", "global_position"])
 def test_a_loader_that_refuses_or_reshards_exactly_passes_sc30_and_sc31(name: str) -> None:
     # The refusal names both world sizes: strict, it passes SC41 too, with no advisory (the
@@ -75,6 +76,7 @@ def test_a_refusal_that_does_not_name_the_world_sizes_passes_sc31_with_one_advis
     assert "saved on 2 ranks, resumed on 1" in sc41.context and "KeyError: 'of_1'" in sc41.got, sc41.message
 
 
+@pytest.mark.acceptance
 #: Why the loaders built on `LoaderConfig.stateful_dataloader()` fail SC31 at world size 2.
 @pytest.mark.parametrize("name", [pytest.param("stateful_dataloader", marks=pytest.mark.xdist_group(STATEFUL_DATALOADER_SEARCH)),
                                   "reference_wrapper"])

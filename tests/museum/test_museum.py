@@ -70,6 +70,7 @@ def test_a_piece_the_contract_misses_breaks_under_its_usage_pattern(piece):  # t
     assert any(any(results) for results in found.values()), f"no trigger of {piece.should_catch} shows the bug"
 
 
+@pytest.mark.acceptance
 @pytest.mark.parametrize("base", [ShardedEpochLoader, WorkerPoolLoader, ContinuingLoader], ids=lambda c: c.__name__)
 def test_the_bases_are_correct(base):  # type: ignore[no-untyped-def]
     report = check(base)
