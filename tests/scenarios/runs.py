@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stateful_contract._engine.ranks.launch import run_isolated
+from stateful_contract._engine.processes import MARKER_ENV, kill_session
 
 #: The repository's root, where `tests.scenarios.trainer` is importable.
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,28 @@ RUN_TIMEOUT = 300.0
 _LINE = re.compile(r"iteration (\d+)/(\d+) \| consumed samples: (\d+) \| loss: (\S+)")
 _MICRO_BATCH = re.compile(r"micro-batch (\d+)\.(\d+) \| samples: ([\d,]*) \| window tokens: (\d+)")
 
+
+
+def run_isolated(command: Sequence[str], *, marker: Path, output: Path, timeout: float, cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> int | None:
+    """Run ``command`` in a session of its own and leave nothing of it running.
+
+    Output (stdout and stderr) goes to ``output``. After ``timeout`` seconds the command's
+    process group is killed (returns None). Either way, what is left of the group and any
+    process carrying ``marker`` in its environment (`MARKER_ENV`: processes that started
+    sessions of their own, as torchrun's ranks do) is killed before returning.
+    """
+    child_env = {**os.environ, **(env or {}), MARKER_ENV: str(marker)}
+    with open(output, "wb") as out:
+        proc = subprocess.Popen(list(command), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:  # the whole run after a timeout or the caller's KeyboardInterrupt; else what it left (orphaned workers)
+        kill_session(proc.pid, marker=marker)
+        proc.wait()
 
 @dataclass(frozen=True)
 class Iteration:

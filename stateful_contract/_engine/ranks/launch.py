@@ -33,15 +33,12 @@ Which rank is named as the cause when several fail: `stateful_contract._engine.r
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from .. import status
-from ..processes import MARKER_ENV, fault_excerpt, kill_session, processes_of
+from ..processes import MARKER_ENV, fault_excerpt, processes_of
 from .failures import LaunchOutcome, RankFailure, order_failures
 from .pool import OUTCOME_FILE, Launcher, give_back, start_launcher
 
@@ -52,7 +49,6 @@ __all__ = [
     "board_path",
     "finish_world",
     "processes_of",
-    "run_isolated",
     "start_world",
     "status_path",
     "where_ranks_were",
@@ -122,28 +118,6 @@ def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: fl
     outcome.timeout = timeout
     outcome.launcher_log = log.read_text(encoding="utf-8", errors="replace")
     return outcome
-
-
-def run_isolated(command: Sequence[str], *, marker: Path, output: Path, timeout: float, cwd: Path | None = None,
-                 env: dict[str, str] | None = None) -> int | None:
-    """Run ``command`` in a session of its own and leave nothing of it running.
-
-    Output (stdout and stderr) goes to ``output``. After ``timeout`` seconds the command's
-    process group is killed (returns None). Either way, what is left of the group and any
-    process carrying ``marker`` in its environment (`MARKER_ENV`: processes that started
-    sessions of their own, as torchrun's ranks do) is killed before returning.
-    """
-    child_env = {**os.environ, **(env or {}), MARKER_ENV: str(marker)}
-    with open(output, "wb") as out:
-        proc = subprocess.Popen(list(command), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        return None
-    finally:  # the whole run after a timeout or the caller's KeyboardInterrupt; else what it left (orphaned workers)
-        kill_session(proc.pid, marker=marker)
-        proc.wait()
 
 
 def _tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
