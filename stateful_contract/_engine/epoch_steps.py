@@ -24,7 +24,7 @@ from ..config import LoaderConfig
 from .compare import Segment
 from .recording import recorded
 from .steps import Factory, LoaderError, NotJudgeable, _iter, _next, _user, check_pass_length, fresh, state_of
-from .vocabulary import describe_point, point_kind
+from .vocabulary import describe_point, point_code, point_kind
 
 __all__ = [
     "LoopPoint",
@@ -125,12 +125,7 @@ class LoopPoint:
                               length=length, set_epoch=True)
 
     def as_code(self) -> str:
-        args = [f"epoch={self.epoch}", f"batches={self.batches}"]
-        if self.after_stop:
-            args.append("after_stop=True")
-        if self.before_iter:
-            args.append("before_iter=True")
-        return f"LoopPoint({', '.join(args)})"
+        return point_code("LoopPoint", self.epoch, self.batches, after_stop=self.after_stop, before_iter=self.before_iter)
 
 
 @recorded("state")

@@ -28,7 +28,7 @@ from .compare import Segment
 from .errors import EndlessPass, LoaderError, NotJudgeable, pass_limit
 from .guard import LoaderHung
 from .recording import recorded
-from .vocabulary import PointKind, describe_point, point_kind
+from .vocabulary import PointKind, describe_point, point_code, point_kind
 
 __all__ = [
     "RESUME_EPOCHS",
@@ -243,12 +243,7 @@ class Position:
                               length=_length(lengths, self.epoch))
 
     def as_code(self) -> str:
-        args = [f"epoch={self.epoch}", f"batches={self.batches}"]
-        if self.after_stop:
-            args.append("after_stop=True")
-        if self.before_iter:
-            args.append("before_iter=True")
-        return f"Position({', '.join(args)})"
+        return point_code("Position", self.epoch, self.batches, after_stop=self.after_stop, before_iter=self.before_iter)
 
 
 @recorded("it")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["PointKind", "batch_count", "describe_point", "ordinal", "pass_name", "point_kind"]
+__all__ = ["PointKind", "batch_count", "describe_point", "ordinal", "pass_name", "point_code", "point_kind"]
 
 #: The kinds of points, as `point_kind` tells them apart.
 PointKind = Literal["before iter()", "after iter()", "mid-epoch", "after the last batch", "after StopIteration"]
@@ -88,3 +88,9 @@ def describe_point(epoch: int, batches: int, *, after_stop: bool = False, before
         return f"after iter() of epoch {epoch}, before its first batch"
     of = f"{batches} of the {length} batches" if length is not None else batch_count(batches)
     return f"after {of} of epoch {epoch} (its iterator open)"
+
+
+def point_code(kind: str, epoch: int, batches: int, *, after_stop: bool = False, before_iter: bool = False) -> str:
+    """A point as the reproduction writes it: ``Position(epoch=1, batches=0, before_iter=True)``."""
+    flags = [name for name, on in (("after_stop", after_stop), ("before_iter", before_iter)) if on]
+    return f"{kind}({', '.join([f'epoch={epoch}', f'batches={batches}', *(f'{f}=True' for f in flags)])})"
