@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +120,18 @@ def test_a_kept_launcher_that_fails_a_run_says_why_and_is_not_kept(tmp_path: Pat
     assert not outcome.timed_out
     assert "the launcher failed" in outcome.describe() and "JSONDecodeError" in outcome.describe(), outcome.describe()
     assert launcher not in pool._idle and launcher.proc.poll() is not None
+
+
+def test_a_kept_launcher_whose_caller_was_killed_exits_and_removes_its_directory(tmp_path: Path) -> None:
+    """The caller SIGKILLed between checks: no atexit ran, but the launcher's stdin closes."""
+    script = (f"import sys; sys.path.insert(0, {str(HERE.parent)!r})\n"
+              "from test_launcher_pool import replay_once\nfrom stateful_contract._engine.ranks import pool\n"
+              "replay_once('leaves_nothing')\n[launcher] = pool._idle\n"
+              "print(launcher.proc.pid, launcher.marker, flush=True)\nimport os, signal\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    pid, marker = done.stdout.split()
+    deadline = time.monotonic() + 60
+    while (alive(int(pid)) or Path(marker).exists()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(int(pid)) and not Path(marker).exists(), done.stderr[-2000:]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -249,6 +250,8 @@ def _serve(marker: Path) -> int:
             except BaseException:  # into this run's log, where the caller reads why the launcher failed
                 traceback.print_exc()
                 return 1
+    # stdin closed: the caller is gone (even killed, with no chance to clean up), so is its directory.
+    shutil.rmtree(marker, ignore_errors=True)
     return 0
 
 
