@@ -14,12 +14,13 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
 __all__ = ["CRASH_SIGNALS", "MARKER_ENV", "anon_rss", "describe_exit", "die_with_parent", "fault_excerpt", "gained",
-           "kill_session", "processes_of"]
+           "kill_marked", "kill_session", "processes_of"]
 
 #: Environment variable every process of a run carries (value: the run directory), so
 #: that stragglers can be found and killed even if they left the process group.
@@ -93,14 +94,29 @@ def kill_session(sid: int, marker: Path | None = None, wait: float = 2.0) -> lis
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, signal.SIGKILL)
     killed = _kill(_members(sid, marker))
+    _kill_until_gone(lambda: [p for p in _members(sid, marker) if p.pid != sid], wait)
+    return killed
+
+
+def kill_marked(marker: Path, spare: frozenset[int] = frozenset(), wait: float = 2.0) -> list[int]:
+    """Kill every live process carrying ``marker``'s `MARKER_ENV` except those in ``spare``, and wait
+    up to ``wait`` seconds until none of them is alive; returns the pids killed."""
+    def left() -> list[psutil.Process]:
+        return [p for p in _members(None, marker) if p.pid not in spare]
+
+    killed = _kill(left())
+    _kill_until_gone(left, wait)
+    return killed
+
+
+def _kill_until_gone(left: Callable[[], list[psutil.Process]], wait: float) -> None:
     limit = time.monotonic() + wait
     while time.monotonic() < limit:
-        left = [p for p in _members(sid, marker) if p.pid != sid]
-        if not left:
-            break
-        _kill(left)
+        found = left()
+        if not found:
+            return
+        _kill(found)
         time.sleep(0.01)
-    return killed
 
 
 def describe_exit(exitcode: int) -> tuple[str, str]:

@@ -32,6 +32,7 @@ Which rank is named as the cause when several fail: `stateful_contract._engine.r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -108,7 +109,8 @@ def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: fl
     timed_out = timed_out or not ended
     log = run_dir / "launcher.log"
     if launcher.kept and not log.is_file():  # it died before this run began: its own log says why
-        shutil.copyfile(launcher.marker / "launcher.log", log)
+        with contextlib.suppress(OSError):
+            shutil.copyfile(launcher.marker / "launcher.log", log)
     if launcher.kept and ended:
         give_back(launcher)  # kills what the run left, keeps the launcher
     else:
@@ -116,7 +118,7 @@ def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: fl
     outcome = _read_outcome(run_dir, world_size)
     outcome.timed_out = timed_out and outcome.failed_phase is None
     outcome.timeout = timeout
-    outcome.launcher_log = log.read_text(encoding="utf-8", errors="replace")
+    outcome.launcher_log = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
     return outcome
 
 

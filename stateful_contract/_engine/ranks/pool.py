@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..processes import MARKER_ENV, kill_session, processes_of
+from ..processes import MARKER_ENV, kill_marked, kill_session, processes_of
 
 __all__ = ["KEPT_FILE", "Launcher", "left_behind", "start_launcher"]
 
@@ -111,10 +111,7 @@ class Launcher:
         own = self.own_processes()
         if not own or self.proc.poll() is not None:
             return False
-        strays = [pid for pid in processes_of(self.marker) if pid not in own]
-        for pid in strays:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, 9)
+        kill_marked(self.marker, spare=frozenset(own))
         return True
 
     def kill(self) -> None:
@@ -144,12 +141,7 @@ def start_launcher(run_dir: Path, *, reusable: bool, env: dict[str, str] | None 
     """A launcher running ``run_dir``'s spec: an idle kept one when ``reusable`` and one fits, else a fresh one."""
     reusable = reusable and os.environ.get(_FRESH_ENV, "") in ("", "0")
     if not reusable:
-        child_env = {**os.environ, **(env or {}), MARKER_ENV: str(run_dir)}
-        with open(run_dir / "launcher.log", "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, str(run_dir)],
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=child_env,
-                                    start_new_session=True)
-        return Launcher(proc, marker=run_dir, kept=False)
+        return Launcher(_popen(run_dir, [str(run_dir)], subprocess.DEVNULL, env), marker=run_dir, kept=False)
     key = _key(env)
     with _lock:
         found = next((launcher for launcher in _idle if launcher.key == key), None)
@@ -166,15 +158,19 @@ def start_launcher(run_dir: Path, *, reusable: bool, env: dict[str, str] | None 
 def _start_kept(key: tuple[object, ...], env: dict[str, str] | None) -> Launcher:
     marker = Path(tempfile.mkdtemp(prefix="stateful-contract-launcher-"))
     read, write = os.pipe()
-    child_env = {**os.environ, **(env or {}), MARKER_ENV: str(marker), _HYPOTHESIS_HOME: str(marker / ".hypothesis")}
-    with open(marker / "launcher.log", "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, "--serve", str(marker)],
-                                stdin=read, stdout=out, stderr=subprocess.STDOUT, env=child_env,
-                                start_new_session=True)
+    proc = _popen(marker, ["--serve", str(marker)], read, {**(env or {}), _HYPOTHESIS_HOME: str(marker / ".hypothesis")})
     os.close(read)
     with _lock:
         _markers.append(marker)
     return Launcher(proc, marker=marker, kept=True, stdin=write, key=key)
+
+
+def _popen(marker: Path, args: list[str], stdin: int, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    """The launcher process, in a session of its own, carrying ``marker``; its output in ``marker``'s launcher.log."""
+    child_env = {**os.environ, **(env or {}), MARKER_ENV: str(marker)}
+    with open(marker / "launcher.log", "wb") as out:
+        return subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, *args], stdin=stdin, stdout=out,
+                                stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
 
 
 def give_back(launcher: Launcher) -> None:
