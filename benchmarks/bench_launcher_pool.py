@@ -6,7 +6,7 @@ Each round runs two fresh interpreters, one per mode, in alternating order: each
 ``--checks`` 2-rank checks of the reference wrapper, one replayed SC10 example each (the
 smallest multi-rank check, so what is measured is what a check costs before its first
 example), and prints the wall time of each check. ``kept`` is the default
-(`stateful_contract._engine.ranks.pool`); ``fresh`` sets ``STATEFUL_CONTRACT_FRESH_LAUNCHER=1``,
+(`stateful_contract._engine.ranks.launch`); ``fresh`` sets ``STATEFUL_CONTRACT_FRESH_LAUNCHER=1``,
 a launcher per check. The first check of an interpreter starts a launcher either way; the
 later ones are the comparison. Medians over rounds; the load average is printed with each
 round (the machine is shared).

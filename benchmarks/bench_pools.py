@@ -23,7 +23,7 @@ polls, and would count processes the loader forks for other reasons. The wrappin
 where the loader runs: the factory is `counted` in this module, so the supervised child
 (forked from this process) inherits it, and the new interpreter that resumes SC10's fresh
 half imports this module to unpickle the factory, which installs it there too. The clause an
-iterator belongs to is the one of the command the child is answering (`child._answer`).
+iterator belongs to is the one of the command the child is answering (`executors.Handler`).
 
 Clause times (the check's own, per clause) are medians over ``--repeat`` runs; the load
 average is recorded with them (the machine is shared).
@@ -69,11 +69,11 @@ def install() -> None:
     from torch.utils.data import dataloader
     from torchdata.stateful_dataloader import stateful_dataloader as sdl
 
-    from stateful_contract._engine import child, steps
+    from stateful_contract._engine import executors, steps
 
-    if getattr(child, "_bench_pools_installed", False):
+    if getattr(executors, "_bench_pools_installed", False):
         return
-    child._bench_pools_installed = True  # type: ignore[attr-defined]
+    executors._bench_pools_installed = True  # type: ignore[attr-defined]
     for cls in (dataloader._MultiProcessingDataLoaderIter, sdl._StatefulMultiProcessingDataLoaderIter):
         init = cls.__init__
 
@@ -84,21 +84,22 @@ def install() -> None:
 
         cls.__init__ = counted_init  # type: ignore[method-assign]
 
-    answer = child._answer
+    answer = executors.Handler.__call__
 
-    def answering(command: tuple[Any, ...], *args: Any, **kwargs: Any) -> Any:
+    def answering(self: Any, command: tuple[Any, ...]) -> Any:
         kind = command[0]
         _current[:] = [getattr(command[1], "id", "") if kind in ("lengths", "run") else "", kind]
         if kind in ("lengths", "run"):
             _current[1] = "example"
-        return answer(command, *args, **kwargs)
+        return answer(self, command)
 
-    child._answer = answering  # type: ignore[assignment]
+    executors.Handler.__call__ = answering  # type: ignore[method-assign]
     # `uninterrupted` calls `epoch_lengths` by its module's global: every uninterrupted run goes through it.
     lengths = steps.epoch_lengths
 
     def reference_lengths(*args: Any, **kwargs: Any) -> Any:
-        config = steps._PASS_CONFIG.get()  # `uninterrupted` built the loader of this config just before
+        # `uninterrupted` built the loader of this config just before
+        config = (steps._NEWEST.get() or (None,))[0]
         if config is not None and config.num_workers > 0 and not _in_reference[0]:
             digest = hashlib.sha1(repr(config).encode()).hexdigest()[:10]
             _log(f"run:{digest}")  # one uninterrupted run with workers: a second one of a config is a recomputation

@@ -39,27 +39,16 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .report import Report as Report
 
 #: Public name -> module that defines it.
-_EXPORTS = {
-    "CheckInterrupted": "_checking",
-    "FactoryError": "_checking",
-    "Progress": "_checking",
-    "check": "_checking",
-    "CheckOptions": "options",
-    "OptionError": "options",
-    "UnknownClauseWarning": "options",
-    "CLAUSES": "clauses",
-    "CONTRACT_VERSION": "clauses",
-    "Clause": "clauses",
-    "ClauseViolation": "_engine.outcome",
-    "TargetError": "_target",
-    "ConfigSpace": "config",
-    "LoaderConfig": "config",
-    "TokenDataset": "config",
-    "loader_configs": "config",
-    "StatefulLoader": "protocol",
-    "ClauseResult": "report",
-    "Report": "report",
-}
+_EXPORTS = {name: module for module, names in (
+    ("_checking", ("CheckInterrupted", "FactoryError", "Progress", "check")),
+    ("options", ("CheckOptions", "OptionError", "UnknownClauseWarning")),
+    ("clauses", ("CLAUSES", "CONTRACT_VERSION", "Clause")),
+    ("_engine.outcome", ("ClauseViolation",)),
+    ("_target", ("TargetError",)),
+    ("config", ("ConfigSpace", "LoaderConfig", "TokenDataset", "loader_configs")),
+    ("protocol", ("StatefulLoader",)),
+    ("report", ("ClauseResult", "Report")),
+) for name in names}
 
 __all__ = sorted(_EXPORTS)
 

@@ -1,27 +1,21 @@
 """`check`: run the contract against a loader factory and return a `Report`.
 
-The one place a run is put together: it chooses the executor (this process for one
-rank, torch.distributed ranks for several), runs each selected clause after the
-clauses it needs (a clause whose prerequisite failed is reported as not judged,
-saying which and why), applies the declared expected failures, and assembles the
-report. When only the keyword form ``load_state_dict(state_dict=...)`` works (the
-MindSpeed-MM wrapper's bug), the clauses still run through that form, so a single run
-reveals every bug.
+The one place a run is put together (docs/architecture.md). When only the keyword form
+``load_state_dict(state_dict=...)`` works (the MindSpeed-MM wrapper's bug), the clauses
+still run through that form, so a single run reveals every bug.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ._engine.executors import Executor, FactoryProblem, InProcess
-from ._engine.guard import quick_worker_shutdown, sigint_ignored
+from ._engine.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ._engine.noise import ignore_set_vital
-from ._engine.plans import Alignment
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation, Supervised, choose_isolation
 from ._faces import hint_clauses, hint_exitfirst, in_face
 from ._run import Progress, _Run
@@ -29,7 +23,7 @@ from ._storage import no_hypothesis_files
 from ._target import describe_factory, factory_import_line, import_line, load_target
 from .clauses import CLAUSES
 from .config import LoaderConfig
-from .options import CheckKeywords, CheckOptions, OptionError, options_of
+from .options import CheckKeywords, CheckOptions, OptionError
 from .profiles import get_profile
 from .report import Report
 
@@ -38,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "CheckInterrupted", "CheckOptions", "FactoryError", "Isolation", "OptionError",
            "Progress", "check"]
+
 
 class FactoryError(Exception):
     """The factory cannot build a loader at all (raises, returns a non-iterable, or returns one object twice)."""
@@ -51,17 +46,9 @@ class CheckInterrupted(KeyboardInterrupt):
         self.report = report
 
 
-def _alignment_text(alignment: Alignment) -> str | None:
-    if alignment is None:
-        return None
-    return "window" if alignment == "window" else str(int(alignment))
-
-
-def _started(kind: type[Any], factory: Callable[[LoaderConfig], Any], factory_import: str, alignment: Alignment,
-             timeout: float | None, memory_limit: int | None) -> Executor:
-    """A started executor of ``kind`` for one rank: what each parallel job judges its clauses with."""
-    executor: Executor = (Supervised(factory, factory_import, alignment, timeout, memory_limit) if kind is Supervised
-                          else InProcess(factory, factory_import, alignment, timeout))
+def _started(make: Callable[[], Executor]) -> Executor:
+    """A started executor for one rank: what each parallel job judges its clauses with."""
+    executor = make()
     executor.start()
     return executor
 
@@ -69,17 +56,12 @@ def _started(kind: type[Any], factory: Callable[[LoaderConfig], Any], factory_im
 @contextlib.contextmanager
 def _engine_quiet() -> Iterator[None]:
     """The process-wide settings a run needs, restored afterwards."""
-    # Everything alive now (torch, Hypothesis, the user's modules) is left out of the
-    # collections the engine runs before each worker loader: a full collection then
-    # costs milliseconds instead of ~0.3 s.
-    gc.freeze()
-    try:
-        # Hypothesis would write .hypothesis/constants/ into the user's directory.
-        with no_hypothesis_files(), quick_worker_shutdown(), warnings.catch_warnings():
-            ignore_set_vital()  # torchdata's deprecation noise, nothing else (`_engine.noise`)
-            yield
-    finally:
-        gc.unfreeze()
+    # Everything alive now (torch, Hypothesis, the user's modules, and what the steps import
+    # later) is left out of the collections the engine runs before each worker loader.
+    # Hypothesis would write .hypothesis/constants/ into the user's directory.
+    with frozen(), no_hypothesis_files(), quick_worker_shutdown(), ctrl_c_kept(), warnings.catch_warnings():
+        ignore_set_vital()  # torchdata's deprecation noise, nothing else (`_engine.noise`)
+        yield
 
 
 def check(
@@ -100,31 +82,8 @@ def check(
 
     The options are a `CheckOptions` (``check(factory, options)``), its fields as keywords
     (``check(factory, profile="dev", clauses=["SC10"])``), or both: the keywords change those
-    fields of ``options``. A wrong value raises `OptionError` before anything runs. The
-    options, in short (`CheckOptions` has each field):
-
-    - ``expected_failures`` maps clause IDs to reasons: such a clause that fails is an
-      expected failure, one that passes is reported as an unexpected pass (the list must
-      stay current); an ID that names no clause is warned about once and noted on the report.
-    - ``checkpoint_alignment="window"`` (or an int) declares that the loader is exact only
-      at window boundaries: checkpoints are then drawn only there, and the report says so.
-    - ``world_size=N`` runs every example on N ranks of torch.distributed (gloo) at once and
-      adds the multi-rank clauses. ``seed`` seeds the search (recorded; `Profile.draw_seed`).
-    - ``isolation="supervised"`` (the default where ``os.fork`` exists) runs the loader in a
-      child process: a loader that kills its process (a segfault, ``os._exit``, the OOM
-      killer), hangs where the ``timeout`` cannot interrupt it, or allocates more than
-      ``memory_limit`` bytes during an example (default `DEFAULT_MEMORY_LIMIT`, 4 GiB; None:
-      no limit) fails the clause it was running, and the check goes on in a fresh child.
-      ``isolation="in-process"`` runs it in this process: a little faster, and what a
-      debugger needs, but such a loader then takes the check down with it (and no memory
-      limit applies). See docs/supervision.md.
-    - ``jobs=N`` judges the searched clauses that no other clause needs in ``N`` parallel
-      processes, each with an executor of its own (default: every core this process may run
-      on, one under pytest-xdist; one rank only); the report notes the speed-up over one core.
-      The verdicts do not depend on it.
-    - ``exitfirst=True`` stops at the first clause that fails (the clauses likeliest to fail,
-      and cheapest, run first: `Clause.priority`); the report names the clauses not run
-      (``Report.stopped_at``, and each one "not judged" saying so).
+    fields of ``options``. A wrong value raises `OptionError` before anything runs; `CheckOptions`
+    says what each field does.
 
     The other keywords are about this call: ``target`` labels the report, ``factory_import``
     is the line a reproduction uses to get the factory (the faces pass theirs),
@@ -134,7 +93,7 @@ def check(
     Raises `FactoryError` when the factory cannot build a loader at all, and
     `CheckInterrupted` (a `KeyboardInterrupt`, with the partial report) on Ctrl-C.
     """
-    opts = options_of(options, keywords)
+    opts = CheckOptions(**keywords) if options is None else options.replace(**keywords)
     prof = get_profile(opts.profile)
     spec = factory if isinstance(factory, str) else None
     if isinstance(factory, str):
@@ -150,6 +109,7 @@ def check(
     example_timeout = prof.timeout if opts.timeout is None else opts.timeout
     alignment, world_size = opts.checkpoint_alignment, opts.world_size
     executor: Executor
+    make_executor: Callable[[], Executor] | None = None
     if world_size > 1:
         from ._engine.ranks import rank_executor
 
@@ -159,19 +119,17 @@ def check(
         executor = rank_executor(spec, world_size=world_size, factory_import=factory_import, alignment=alignment,
                                  timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=opts.run_dir,
                                  run_timeout=opts.run_timeout, memory_limit=opts.memory_limit)
-    elif choose_isolation(opts.isolation) == "supervised":
-        executor = Supervised(factory, factory_import, alignment, example_timeout, opts.memory_limit)
     else:
-        executor = InProcess(factory, factory_import, alignment, example_timeout)
-    make_executor = None if world_size > 1 else functools.partial(
-        _started, type(executor), factory, factory_import, alignment, example_timeout, opts.memory_limit)
+        one_rank: Callable[[], Executor] = (
+            functools.partial(Supervised, factory, factory_import, alignment, example_timeout, opts.memory_limit)
+            if choose_isolation(opts.isolation) == "supervised"
+            else functools.partial(InProcess, factory, factory_import, alignment, example_timeout))
+        executor, make_executor = one_rank(), functools.partial(_started, one_rank)
     if isinstance(executor, InProcess):
         notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "
                      "and a crash or an uninterruptible hang would have ended the check")
     seed = opts.seed if replay is not None else prof.draw_seed(opts.seed)
-    run = _Run(executor, selected=selected, expected=dict(opts.expected_failures), profile=prof.name,
-               space=opts.space, alignment=alignment, progress=progress, replay=replay, notes=notes, seed=seed,
-               jobs=opts.jobs or 1, make_executor=make_executor, exitfirst=opts.exitfirst)
+    run = _Run(executor, opts, notes=notes, seed=seed, progress=progress, replay=replay, make_executor=make_executor)
     interrupted = False
     try:
         with _engine_quiet():
@@ -180,6 +138,10 @@ def check(
             except BaseException:
                 with sigint_ignored():  # a second Ctrl-C must not leave the loader's processes behind
                     executor.close()
+                    if world_size > 1:  # nor a launcher kept for a next check: the CLI ends with os._exit
+                        from ._engine.ranks.launch import close_kept
+
+                        close_kept()
                 raise
             executor.close()
     except FactoryProblem as e:
@@ -192,7 +154,8 @@ def check(
         notes.append(f"interrupted{current}: the clauses not judged by then are reported as not judged")
     report = Report(target=target, results=[run.report(c, interrupted) for c in CLAUSES], profile=prof.name,
                     strict=opts.strict or "SC40" in selected, world_size=world_size, seed=seed,
-                    num_workers=list(opts.space.num_workers), checkpoint_alignment=_alignment_text(alignment),
+                    num_workers=list(opts.space.num_workers),
+                    checkpoint_alignment=None if alignment is None else str(alignment),
                     notes=notes, interrupted=interrupted, stopped_at=run.stopped_at)
     left = [r.id for r in report.results if r.status == "not-judged" and r.id in selected]
     if interrupted and left:

@@ -1,10 +1,7 @@
-"""Where the published docs are, for every message that cites a page.
+"""Where the published docs are: messages cite `doc`, as a pip install has no ``docs/`` directory.
 
-A user who installed the package with pip has no ``docs/`` directory: a message that says
-"see docs/clauses.md" sends them nowhere. Messages cite `doc` instead, which links the
-page in the repository's published docs (``[project.urls] Documentation`` in
-pyproject.toml, the same address; `tests/test_messages.py` checks that it is, and that
-every page and anchor cited exists).
+`tests/test_messages.py` checks that `DOCS` is pyproject's address and that every page and
+anchor cited exists.
 """
 
 from __future__ import annotations

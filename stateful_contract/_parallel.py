@@ -1,17 +1,9 @@
-"""Clauses judged side by side, in forked engine processes: a run that uses every core.
+"""Clauses judged side by side, in forked engine processes (docs/performance.md, "Parallel jobs").
 
-Once the clauses every other clause needs have been judged (the structure clauses, SC18),
-the rest depend on nothing but those verdicts, so they can be searched at once. Each
-*job* is a process forked from the checker after the load probe: it has the factory, the
-profile and the verdicts so far, and it builds an executor of its own (a supervised child
-of its own, by default), so a loader that crashes or hangs takes down only that job's
-child, as in a run on one core. The checker hands out one clause at a time, the slowest
-first, to whichever job is free, and records each verdict as it comes back; the search of
-one clause is exactly the search it would have in a run on one core (the same Hypothesis
-settings, the same seed), so its verdict does not depend on the number of jobs.
-
-The jobs die with the checker (``PR_SET_PDEATHSIG``) and, on Ctrl-C, are ended with the
-executors they built.
+Each *job* is forked from the checker after the load probe, with the verdicts so far, and builds
+an executor of its own, so a loader that crashes or hangs takes down only that job's child. A
+clause's search in a job is the one it has on one core (the same settings, the same seed). The
+jobs die with the checker (``PR_SET_PDEATHSIG``) and, on Ctrl-C, are ended with their executors.
 """
 
 from __future__ import annotations
@@ -19,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import pickle
 import signal
 import sys
 import time
@@ -31,7 +22,7 @@ from typing import Any, cast
 
 from ._engine.executors import Executor
 from ._engine.outcome import Outcome
-from .clauses import Clause
+from .clauses import Clause, clause
 
 __all__ = ["Speedup", "judge_apart"]
 
@@ -46,13 +37,10 @@ class Speedup:
     wall_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def ratio(self) -> float:
-        return self.clause_seconds / self.wall_seconds if self.wall_seconds > 0 else 1.0
-
     def describe(self) -> str:
-        return (f"{self.clauses} clauses judged in {self.jobs} parallel processes: {self.clause_seconds:.1f} s of "
-                f"clause time in {self.wall_seconds:.1f} s, {self.ratio:.2f}x one core")
+        ratio = self.clause_seconds / self.wall_seconds if self.wall_seconds > 0 else 1.0
+        return (f"{self.clauses} clauses judged in {self.jobs} parallel processes: {self.clause_seconds:.1f} "
+                f"s of clause time in {self.wall_seconds:.1f} s, {ratio:.2f}x one core")
 
 
 Judge = Callable[[Clause, Executor], Outcome]
@@ -94,13 +82,13 @@ def judge_apart(clauses: Sequence[Clause], jobs: int, *, judge: Judge, executor:
             while todo and idle:
                 conn, c = idle.pop(), todo.pop(0)
                 started(c)
-                conn.send_bytes(pickle.dumps(("judge", c.id)))
+                conn.send(("judge", c.id))
                 running[conn] = c
             for ready in wait(list(running)):
                 conn = cast(Connection, ready)
                 c = running.pop(conn)
                 try:
-                    kind, payload, seconds = pickle.loads(conn.recv_bytes())
+                    kind, payload, seconds = conn.recv()
                 except (EOFError, OSError):
                     raise RuntimeError(f"a parallel job died while judging {c.id} (a bug of stateful-contract)"
                                        ) from None
@@ -114,8 +102,8 @@ def judge_apart(clauses: Sequence[Clause], jobs: int, *, judge: Judge, executor:
                 speed.clauses -= len(todo) + len(running)
                 return speed  # the jobs still judging are ended below, their executors closed
         for _, conn in workers:
-            conn.send_bytes(pickle.dumps(("close", None)))
-            _, notes, _ = pickle.loads(conn.recv_bytes())
+            conn.send(("close", None))
+            _, notes, _ = conn.recv()
             speed.notes.extend(n for n in notes if n not in speed.notes)
     finally:
         _end(workers)
@@ -149,36 +137,24 @@ def _job(conn: Connection, other_end: Connection, judge: Judge, make_executor: C
     if os.getppid() != parent:
         os._exit(0)
 
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # raises KeyboardInterrupt
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the checker's; it ends the jobs
-    try:
-        _serve(conn, judge, make_executor)
-    except KeyboardInterrupt:  # told to stop (SIGTERM, or the checker died): its executor is closed
-        pass
-
-
-def _serve(conn: Connection, judge: Judge, make_executor: Callable[[], Executor]) -> None:
-    from .clauses.registry import lookup
-
-    executor = make_executor()
-    try:
-        while True:
-            try:
-                kind, cid = pickle.loads(conn.recv_bytes())
-            except (EOFError, OSError):
-                return
-            if kind == "close":
-                break
-            c = lookup(cid)
-            begun = time.perf_counter()
-            try:
-                answer: tuple[str, Any, float] = ("outcome", judge(c, executor), 0.0)
-            except Exception:
-                answer = ("error", traceback.format_exc(), 0.0)
-            conn.send_bytes(pickle.dumps((answer[0], answer[1], time.perf_counter() - begun)))
-    finally:
-        executor.close()
-    conn.send_bytes(pickle.dumps(("closed", list(getattr(executor, "notes", [])), 0.0)))
+    with contextlib.suppress(KeyboardInterrupt):  # told to stop (SIGTERM, or the checker died)
+        executor = make_executor()
+        try:
+            while True:
+                try:
+                    kind, cid = conn.recv()
+                except (EOFError, OSError):
+                    return
+                if kind == "close":
+                    break
+                begun = time.perf_counter()
+                try:
+                    answer: tuple[str, Any] = ("outcome", judge(clause(cid), executor))
+                except Exception:
+                    answer = ("error", traceback.format_exc())
+                conn.send((*answer, time.perf_counter() - begun))
+        finally:
+            executor.close()
+        conn.send(("closed", list(getattr(executor, "notes", [])), 0.0))

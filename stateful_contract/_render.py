@@ -14,22 +14,34 @@ from ._engine.advice import advisories
 from ._engine.coverage import describe_coverage, describe_space
 from .report import ClauseResult, Report, same_causes
 
-__all__ = ["SHOWN", "coverage_line", "impact_text", "render_failures", "render_report", "render_result", "summary_line"]
+__all__ = ["SHOWN", "coverage_line", "impact_text", "ran", "render_failures", "render_report", "render_result",
+           "story", "summary_line", "title"]
 
 #: How the statuses read in a terminal.
-SHOWN = {
-    "passed": "passed",
-    "failed": "FAILED",
-    "expected-failure": "xfail",
-    "unexpected-pass": "XPASS",
-    "not-judged": "not judged",
-    "skipped": "skipped",
-}
+SHOWN = {"passed": "passed", "failed": "FAILED", "expected-failure": "xfail", "unexpected-pass": "XPASS",
+         "not-judged": "not judged", "skipped": "skipped"}
+
+
+def title(report: Report) -> str:
+    """``StatefulLoader contract v1``: which contract, which version of it."""
+    return f"StatefulLoader contract v{report.contract_version}"
+
+
+def ran(report: Report) -> list[tuple[ClauseResult, str | None]]:
+    """The one walk every face takes: each clause that ran, with the clause whose failure has the
+    same cause (`same_causes`), None when it has its own."""
+    same = same_causes(report.results)
+    return [(r, same.get(r.id)) for r in report.results if r.status != "skipped"]
 
 
 def impact_text(result: ClauseResult) -> str:
     """``silent: 1 sample lost in epoch 0``: what the failure does to a run ("" when unknown)."""
     return result.impact.describe() if result.impact is not None else ""
+
+
+def story(result: ClauseResult, same_as: str | None) -> str:
+    """A failure in a few words: the clause whose cause it shares, or what it does to a run."""
+    return f"same cause as {same_as}" if same_as else impact_text(result)
 
 
 def summary_line(result: ClauseResult, same_as: str | None = None) -> str:
@@ -82,18 +94,15 @@ def coverage_line(report: Report) -> str:
 
 def render_report(report: Report, out: TextIO) -> None:
     """One line per clause, the verdict, then what failed with its reproduction."""
-    out.write(f"StatefulLoader contract v{report.contract_version}: {report.target} (profile {report.profile}"
+    out.write(f"{title(report)}: {report.target} (profile {report.profile}"
               + (f", {report.world_size} ranks" if report.world_size > 1 else "") + ")\n")
     if report.checkpoint_alignment == "window":
         out.write("  declared checkpoint alignment: window boundaries (every grad_acc_step batches)\n")
     elif report.checkpoint_alignment:
         out.write(f"  declared checkpoint alignment: every {report.checkpoint_alignment} batches\n")
-    same = same_causes(report.results)
-    for r in report.results:
-        if r.status == "skipped":
-            continue
+    for r, same_as in ran(report):
         out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  "
-                  f"{summary_line(r, same.get(r.id))}\n")
+                  f"{summary_line(r, same_as)}\n")
         for advice in advisories(r.notes):  # shown whatever the status: a pass can need a fix too
             out.write(f"    advisory: {advice}\n")
     if coverage_line(report):
@@ -122,14 +131,13 @@ def render_failures(report: Report, out: TextIO, label: str = "") -> None:
     One cause, one story: MindSpeed-MM's wrapper fails six resume clauses on one minimal
     example with one difference, and six copies of it would hide the other failures.
     """
-    same = same_causes(report.results)
     told = True  # the previous failure was told in full: a blank line before the next
-    for r in report.results:
+    for r, same_as in ran(report):
         if not r.is_failure:
             continue
-        if r.id in same:
-            out.write(("\n" if told else "") + f"--- {label}{r.id} {r.name}: same cause as {same[r.id]} (its own "
+        if same_as:
+            out.write(("\n" if told else "") + f"--- {label}{r.id} {r.name}: same cause as {same_as} (its own "
                       "reproduction is in the JSON report) ---\n")
         else:
             out.write(f"\n--- {label}{r.id} {r.name} ---\n{render_result(r)}\n")
-        told = r.id not in same
+        told = same_as is None

@@ -1,11 +1,6 @@
-"""One call of `check` put together: the clauses in order, each judged once.
+"""One call of `check` put together: the clauses in order, each judged once (docs/architecture.md).
 
-`_Run` holds what a run has judged so far: it probes the load form, runs each clause
-after the clauses it needs (a clause whose prerequisite failed is not judged, saying
-which and why), reruns the examples of a clause with a fresh-process half, and hands
-the clauses no other clause needs to `stateful_contract._parallel` when the run has
-more than one job. With ``exitfirst`` it stops at the first clause that fails; the
-clauses it did not reach are reported as not run (`_Run.not_run`).
+A clause whose prerequisite failed is not judged, saying which and why.
 """
 
 from __future__ import annotations
@@ -15,18 +10,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ._engine import lending
 from ._engine.advice import collecting
 from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import Executor, StartFailed
+from ._engine.guard import raise_lost_ctrl_c
 from ._engine.outcome import ClauseViolation, Outcome
-from ._engine.plans import Alignment
 from ._engine.search import judge_runs, replay_one, search
-from ._engine.siblings import PendingSibling
-from ._engine.supervised import Supervised
+from ._engine.supervised import PendingSibling, Supervised
 from ._faces import hint_exitfirst
 from .clauses import Clause, clause, load_prober, run_order
 from .clauses.registry import LOAD, load_blocks
-from .config import ConfigSpace, LoaderConfig
+from .config import LoaderConfig
+from .options import CheckOptions
 from .profiles import get_profile
 from .report import ClauseResult, Status
 
@@ -35,11 +31,8 @@ __all__ = ["Progress"]
 
 @dataclass(frozen=True)
 class Progress:
-    """What `check` is doing, for a face that shows it live.
-
-    One event per example while a clause runs (``status`` None), and one when it ends,
-    with its final status and time.
-    """
+    """What `check` is doing, for a face that shows it live: one event per example while a clause
+    runs (``status`` None), and one when it ends, with its final status and time."""
 
     clause_id: str
     name: str
@@ -57,24 +50,19 @@ def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
             config.drop_last, *where)
 
 
-
 class _Run:
-    """One call of `check`: the clauses in order, each judged once."""
-
-    def __init__(self, executor: Executor, *, selected: list[str], expected: dict[str, str], profile: str,
-                 space: ConfigSpace, alignment: Alignment, progress: Callable[[Progress], None] | None,
-                 replay: tuple[LoaderConfig, Any] | None, notes: list[str], seed: int | None = None,
-                 jobs: int = 1, make_executor: Callable[[], Executor] | None = None, exitfirst: bool = False) -> None:
+    def __init__(self, executor: Executor, options: CheckOptions, *, notes: list[str],
+                 progress: Callable[[Progress], None] | None = None, seed: int | None = None,
+                 replay: tuple[LoaderConfig, Any] | None = None,
+                 make_executor: Callable[[], Executor] | None = None) -> None:
         self.executor = executor
+        self.options = options
         #: Processes the clauses no other clause needs are judged in (`stateful_contract._parallel`),
         #: each with an executor of its own from ``make_executor``.
-        self.jobs = jobs if make_executor is not None and replay is None else 1
+        self.jobs = (options.jobs or 1) if make_executor is not None and replay is None else 1
         self.make_executor = make_executor
-        self.selected = selected
-        self.expected = expected
-        self.profile = get_profile(profile)
-        self.space = space
-        self.alignment = alignment
+        self.selected = options.selected
+        self.profile = get_profile(options.profile)
         self.progress = progress
         self.replay = replay
         self.notes = notes
@@ -86,11 +74,11 @@ class _Run:
         self.load_failed: ExampleRun | None = None
         #: The clause being judged (named as interrupted if the run is stopped there).
         self.current: Clause | None = None
-        #: Stop at the first failure (`CheckOptions.exitfirst`), and the clause it was.
-        self.exitfirst = exitfirst
+        #: The clause whose failure stopped the run (`CheckOptions.exitfirst`).
         self.stopped_at: str | None = None
 
     def emit(self, c: Clause, done: int, total: int, status: Status | None = None, seconds: float = 0.0) -> None:
+        raise_lost_ctrl_c()  # after every example, as the waits for a child's answer do
         if self.progress is not None:
             self.progress(Progress(c.id, c.name, done, total, status, seconds))
 
@@ -121,30 +109,28 @@ class _Run:
                    and isinstance(self.executor, Supervised) else None)
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
         with collecting() as advised:
-            outcome = self.judged(c, restarted, worlds, fresh, pending)
-        outcome.notes[:0] = [a for a in advised if a not in outcome.notes]
-        return outcome
-
-    def judged(self, c: Clause, restarted: Clause | None, worlds: tuple[int | None, ...], fresh: bool,
-               pending: PendingSibling | None) -> Outcome:
-        if self.replay is not None and c.budget != "once":
-            config, plan = self.replay[0], self.replay[1] if c.has_plan else None  # SC18: the config alone
-            failed = replay_one(c, self.executor, config, plan)
-            outcome = Outcome("passed", examples=1) if failed is None or failed.outcome is None else replace(
-                failed.outcome, reproduction=failed.reproduction, examples=1)
-            passed = [(config, plan)] if outcome.status == "passed" else []
-        else:
-            passed = []
-            outcome = search(c, self.executor, space=self.space, profile=self.profile, alignment=self.alignment,
-                             on_example=lambda done, total: self.emit(c, done, total), passed=passed,
-                             search_seed=self.seed)
-        if outcome.status == "passed" and restarted is not None and passed and worlds:
-            if fresh:
-                outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
+            if self.replay is not None and c.budget != "once":
+                # SC18 replays the config alone.
+                config, plan = self.replay[0], self.replay[1] if c.has_plan else None
+                failed = replay_one(c, self.executor, config, plan)
+                outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
+                           else replace(failed.outcome, reproduction=failed.reproduction, examples=1))
+                passed = [(config, plan)] if outcome.status == "passed" else []
             else:
-                why = getattr(self.executor, "why_not_fresh", "the loader ran in the checker's process "
-                              "(isolation='in-process')")  # or, in a launcher's world, a later launch does it
-                outcome.notes.append(f"its {len(passed)} examples were not resumed again in a fresh process: {why}")
+                passed = []
+                outcome = search(c, self.executor, space=self.options.space, profile=self.profile,
+                                 alignment=self.options.checkpoint_alignment, search_seed=self.seed,
+                                 passed=passed, on_example=lambda done, total: self.emit(c, done, total))
+            if outcome.status == "passed" and restarted is not None and passed and worlds:
+                if fresh:
+                    outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
+                else:
+                    # In a launcher's world, a later launch resumes them.
+                    why = getattr(self.executor, "why_not_fresh",
+                                  "the loader ran in the checker's process (isolation='in-process')")
+                    outcome.notes.append(f"its {len(passed)} examples were not resumed again in a fresh "
+                                         f"process: {why}")
+        outcome.notes[:0] = [a for a in advised if a not in outcome.notes]
         return outcome
 
     def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome,
@@ -219,8 +205,9 @@ class _Run:
     def run(self) -> None:
         try:
             self.executor.start()
-        except StartFailed as e:
-            self.fail_all(e.run)
+        except StartFailed as e:  # the first loader could not even be built (a hang, a dead rank)
+            for c in run_order(self.selected):
+                self.record(c, self.outcome_of_run(c, e.run), e.run.seconds)
             return
         self.probe()
         keyword_note = ""
@@ -281,15 +268,22 @@ class _Run:
             return
         load_form = self.executor.load_form
         assert self.make_executor is not None
+        # The jobs start with the uninterrupted runs taken so far (SC18's): `_engine.lending`.
+        kept = getattr(self.executor, "kept", None)
+        lending.lend(kept() if kept is not None else {})
 
         def judge(c: Clause, executor: Executor) -> Outcome:  # in the job: its own executor, no live progress
             executor.load_form = load_form
             self.executor, self.progress = executor, None
             return self.judge(c)
 
-        speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor,
-                            started=lambda c: self.emit(c, 0, 1), done=self.record,
-                            stop=(lambda: self.stopped_at is not None) if self.exitfirst else None)
+        try:
+            speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor,
+                                started=lambda c: self.emit(c, 0, 1), done=self.record,
+                                stop=(lambda: self.stopped_at is not None) if self.options.exitfirst
+                                else None)
+        finally:
+            lending.lend({})  # a later check in this process borrows nothing of this one
         self.notes.extend(n for n in speed.notes if n not in self.notes)
         self.notes.append(speed.describe())
 
@@ -306,17 +300,13 @@ class _Run:
         return Outcome.of_violation(v, message=message, reproduction=failed.reproduction, notes=list(o.notes),
                                     killed_by=o.killed_by, examples=1)
 
-    def fail_all(self, failed: ExampleRun) -> None:
-        """The first loader could not even be built (a hang, a dead rank): every clause fails with that."""
-        for c in run_order(self.selected):
-            self.record(c, self.outcome_of_run(c, failed), failed.seconds)
-
     def record(self, c: Clause, outcome: Outcome, seconds: float) -> None:
         result = ClauseResult.from_outcome(c, outcome, seconds=round(seconds, 3))
-        if c.id in self.expected:  # a declaration holds for a clause run as a prerequisite too
-            result.declare_expected_failure(self.expected[c.id])
+        # A declaration holds for a clause run as a prerequisite too.
+        if (reason := self.options.expected_failures.get(c.id)) is not None:
+            result.declare_expected_failure(reason)
         self.results[c.id] = result
-        if self.exitfirst and result.is_failure and self.stopped_at is None:
+        if self.options.exitfirst and result.is_failure and self.stopped_at is None:
             self.stopped_at = c.id
         # Also for a prerequisite run but not selected (SC18 before a resume clause): the
         # work shows, though the report lists it as skipped.
@@ -324,9 +314,7 @@ class _Run:
 
     def not_run(self) -> list[str]:
         """The selected clauses left without a verdict because the check stopped at its first failure."""
-        if self.stopped_at is None:
-            return []
-        return sorted(s for s in self.selected if s not in self.results)
+        return [] if self.stopped_at is None else sorted(s for s in self.selected if s not in self.results)
 
     def report(self, c: Clause, interrupted: bool = False) -> ClauseResult:
         result = self.results.get(c.id)

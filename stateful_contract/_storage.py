@@ -1,21 +1,11 @@
 """Keep Hypothesis' files out of the user's directory while the contract runs.
 
-The contract runs Hypothesis with ``database=None``, and Hypothesis still writes
-``.hypothesis/constants/`` into the working directory. Since 6.131.1 it seeds generated
-values with constants taken from the source of every *local* module that is imported
-(neither the standard library nor site-packages: the user's factory module and its
-package, and this package when it is installed editable), and it caches them, one file
-per source file, under its home directory: ``storage_directory("constants")`` in
-``hypothesis.internal.constants_ast.constants_from_module``, reached from the first
-example drawn (``HypothesisProvider._local_constants``). The home directory is
-``.hypothesis`` in the directory Hypothesis was imported from, unless
-``HYPOTHESIS_STORAGE_DIRECTORY`` or ``hypothesis.configuration.set_hypothesis_home_dir``
-says otherwise, and no setting turns the collection off.
-
-`no_hypothesis_files` points that home at a temporary directory for the duration of a
-run and restores it afterwards, so that the user's own Hypothesis tests (and their
-example database) in the same process keep the home they had. Not thread-safe: the home
-is a process-wide global of Hypothesis.
+With ``database=None`` Hypothesis (since 6.131.1) still caches the constants it takes from
+the source of every local module under its home, ``.hypothesis/constants/`` in the directory
+it was imported from (``constants_from_module``, reached from the first example drawn), and
+no setting turns that off. `no_hypothesis_files` points the home at a temporary directory
+for a run and restores it afterwards, so the user's own Hypothesis tests in the same process
+keep theirs. Not thread-safe: the home is a process-wide global of Hypothesis.
 """
 
 from __future__ import annotations
@@ -45,13 +35,9 @@ def _current_home() -> Path:
 
 @contextlib.contextmanager
 def no_hypothesis_files() -> Iterator[Path]:
-    """Run the body with Hypothesis' home in a temporary directory, deleted afterwards.
-
-    Covers this process (``set_hypothesis_home_dir``) and the processes started in the
-    body (``HYPOTHESIS_STORAGE_DIRECTORY``); both are restored on exit. Yields the
-    temporary home. Nothing is lost: with ``database=None`` the only thing written there
-    is the constants cache, which Hypothesis rebuilds from the sources when it is missing.
-    """
+    """Run the body, and the processes it starts, with Hypothesis' home in a temporary directory
+    (yielded, deleted afterwards). Nothing is lost: with ``database=None`` the only thing written
+    there is the constants cache, which Hypothesis rebuilds from the sources when it is missing."""
     previous_home = _current_home()
     previous_env = os.environ.get(STORAGE_ENV)
     with tempfile.TemporaryDirectory(prefix="stateful-contract-hypothesis-", ignore_cleanup_errors=True) as tmp:

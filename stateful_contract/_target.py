@@ -86,9 +86,7 @@ def import_line(target: str) -> str:
         return f"import runpy; factory = runpy.run_path({module_part!r})[{attr.split('.')[0]!r}]"
     if "<" in module_part or "<" in attr or not module_part.replace(".", "").replace("_", "").isalnum():
         return "factory = ...  # your factory(config) -> loader"
-    head, _, rest = attr.partition(".")
-    suffix = f".{rest}" if rest else ""
-    if head == "factory" and not rest:
+    if attr == "factory":
         return f"from {module_part} import factory"
-    return f"from {module_part} import {head}; factory = {head}{suffix}"
+    return f"from {module_part} import {attr.split('.')[0]}; factory = {attr}"
 

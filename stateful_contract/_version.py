@@ -1,7 +1,4 @@
-"""The package version, written once: setuptools reads it for the metadata, ``__init__`` re-exports it.
-
-A literal and nothing else: setuptools' ``attr:`` reads it from this file's syntax tree
-without importing the package (so without torch).
-"""
+"""The package version, written once: a literal that setuptools' ``attr:`` reads from this file's
+syntax tree without importing the package (so without torch); ``__init__`` re-exports it."""
 
 __version__ = "0.1.0"

@@ -1,26 +1,8 @@
-"""pytest-xdist: each contract class checked once, and one set of reports, written by the controller.
-
-The engine's `check` runs in a class-scoped fixture, so every worker that holds a test
-of a class runs the whole check for it. Under the default ``-n N`` (``--dist load``),
-xdist hands a class's clause tests to all workers; this module keeps them together:
-
-- ``pytest_xdist_make_scheduler`` (xdist's hook for choosing the scheduler) returns, for
-  ``--dist load``, a `ContractScheduling`: xdist's ``loadscope`` scheduler, whose work unit
-  is a contract class for the contract's clause tests and a single test for every other
-  test (so the rest of the suite is spread as ``load`` spreads it);
-- for ``--dist loadgroup`` it returns a `ContractGroupScheduling`: xdist's ``loadgroup``
-  scheduler, with a contract class as one work unit too. Every clause test also gets an
-  ``xdist_group`` mark named after its class, but on pytest 9.2 the group no longer reaches
-  the node ids the scheduler reads (pytest-dev/pytest-xdist#1386), so the mark alone would
-  spread a class over every worker (``loadscope`` and ``loadfile`` already keep a class
-  together; ``each`` and ``worksteal`` run a class on several workers, and their reports
-  merge);
-- each worker sends its reports to the controller in ``workeroutput`` (xdist's channel
-  for a worker's results), and the controller merges them in ``pytest_testnodedown``:
-  only the controller writes ``--contract-report`` files, so nothing races.
+"""pytest-xdist: each contract class checked once, and one set of reports, written by the controller
+(how, for each ``--dist`` mode: docs/pytest.md, "pytest-xdist").
 
 Registered by the plugin only when xdist is active: its hooks are xdist's hook specs. The
-plugin hands over its marker and its reports' stash key (no import back into it).
+plugin hands over its reports' stash key (no import back into it).
 """
 
 from __future__ import annotations
@@ -34,7 +16,8 @@ from xdist.scheduler import LoadGroupScheduling, LoadScopeScheduling
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["WORKER_OUTPUT", "ContractGroupScheduling", "ContractScheduling", "XdistHooks", "contract_scope", "merge_report"]
+__all__ = ["WORKER_OUTPUT", "ContractGroupScheduling", "ContractScheduling", "XdistHooks", "contract_scope",
+           "merge_report"]
 
 #: The key of a worker's reports in its ``workeroutput``: class node id -> report as a dict.
 WORKER_OUTPUT = "stateful_contract_reports"
@@ -65,10 +48,7 @@ class ContractGroupScheduling(LoadGroupScheduling):  # type: ignore[misc]
 
 def merge_report(into: dict[str, Report], nodeid: str, report: Report) -> None:
     """Add one worker's report of a class; a class seen on several workers keeps every judged clause."""
-    known = into.get(nodeid)
-    if known is None:
-        into[nodeid] = report
-        return
+    known = into.setdefault(nodeid, report)  # the first: merged with itself, it is left as it is
     for i, result in enumerate(known.results):
         other = report[result.id]
         if result.status == "skipped" and other.status != "skipped":
@@ -76,17 +56,12 @@ def merge_report(into: dict[str, Report], nodeid: str, report: Report) -> None:
     known.notes.extend(n for n in report.notes if n not in known.notes)
 
 
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
 class XdistHooks:
     """The plugin's half that speaks to xdist (controller and workers)."""
 
-    def __init__(self, config: pytest.Config, reports: pytest.StashKey[dict[str, Report]], marker: str) -> None:
+    def __init__(self, config: pytest.Config, reports: pytest.StashKey[dict[str, Report]]) -> None:
         self.config = config
         self.reports = reports
-        self.marker = marker
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
         dist = config.getvalue("dist")
@@ -94,17 +69,8 @@ class XdistHooks:
             return (ContractScheduling if dist == "load" else ContractGroupScheduling)(config, log)
         return None  # xdist's own scheduler for the mode chosen
 
-    @pytest.hookimpl(tryfirst=True)  # before xdist's worker turns the groups into node id suffixes
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        for item in items:
-            callspec = getattr(item, "callspec", None)
-            if callspec is None or "clause_id" not in callspec.params or item.get_closest_marker(self.marker) is None:
-                continue
-            cls = item.parent.nodeid if item.parent is not None else item.nodeid
-            item.add_marker(pytest.mark.xdist_group(name=f"stateful-contract:{cls}"))
-
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if _is_worker(session.config):
+        if hasattr(session.config, "workerinput"):  # a worker
             reports = session.config.stash.get(self.reports, {})
             output: dict[str, Any] = session.config.workeroutput  # type: ignore[attr-defined]
             output[WORKER_OUTPUT] = {nodeid: report.to_dict() for nodeid, report in reports.items()}
@@ -119,6 +85,4 @@ class XdistHooks:
         for nodeid, data in sent.items():
             merge_report(reports, nodeid, Report.from_dict(data))
         # Workers finish in any order: the reports are listed by class, as a serial run collects them.
-        ordered = dict(sorted(reports.items()))
-        reports.clear()
-        reports.update(ordered)
+        self.config.stash[self.reports] = dict(sorted(reports.items()))

@@ -1,19 +1,7 @@
 """The contract badge: a report turned into a self-contained SVG and a shields.io endpoint file.
 
-    stateful-contract badge reports/my-loader.json --svg reports/my-loader.svg \\
-        --endpoint reports/my-loader.endpoint.json
-
-The label names the contract and its version; the message is the verdict a reader of a
-README needs: ``passing``, ``passing except SC17, window-aligned`` (declared deviations,
-named), ``failing 2 clauses (SC02, SC10): crashes on resume, silent data loss`` (with a hint of
-what the failures do to a training run, from their impacts), and the strict tier when it ran
-(``passing + strict`` or ``passing, fails strict``); a partial report (Ctrl-C) is
-``interrupted``, grey. The colour follows the core verdict
-only: torchdata's own `StatefulDataLoader` fails the strict tier, so a loader that behaves
-exactly like it deserves a green badge.
-
-Everything here is a pure function of a `Report` except `write_badge` and `run`; the SVG
-is drawn without network access, the way shields.io draws its "flat" style.
+What it says, and why its colour follows the core verdict only, is docs/badge.md. Everything
+here is a pure function of a `Report` except `write_badge` and `run`.
 """
 
 from __future__ import annotations
@@ -25,30 +13,16 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from ._render import title
 from .clauses.registry import TIERS
 from .report import ClauseResult, Report
 
-__all__ = [
-    "add_arguments",
-    "badge_color",
-    "badge_label",
-    "badge_message",
-    "endpoint_json",
-    "impact_hint",
-    "render_svg",
-    "run",
-    "svg_badge",
-    "text_width",
-    "write_badge",
-]
+__all__ = ["add_arguments", "badge_color", "badge_label", "badge_message", "endpoint_json", "impact_hint",
+           "render_svg", "run", "svg_badge", "text_width", "write_badge"]
 
 #: shields.io's named colours, so the SVG and the endpoint badge look the same.
-COLORS: dict[str, str] = {
-    "brightgreen": "#4c1",
-    "yellowgreen": "#a4a61d",
-    "red": "#e05d44",
-    "lightgrey": "#9f9f9f",
-}
+COLORS: dict[str, str] = {"brightgreen": "#4c1", "yellowgreen": "#a4a61d", "red": "#e05d44",
+                          "lightgrey": "#9f9f9f"}
 
 #: At most this many clause IDs are named on a badge, the rest counted ("+2"): five
 #: covers MindSpeed-MM's wrapper (SC02 and four clauses showing its mid-window bug).
@@ -75,16 +49,12 @@ _WIDEST = 10.88
 
 def text_width(text: str) -> float:
     """Rendered width of ``text`` in Verdana 11px, in pixels (an estimate, as shields.io makes)."""
-    total = 0.0
-    for ch in text:
-        code = ord(ch)
-        total += _VERDANA_11[code - 32] if 32 <= code <= 126 else _WIDEST
-    return total
+    return sum(_VERDANA_11[ord(ch) - 32] if 32 <= ord(ch) <= 126 else _WIDEST for ch in text)
 
 
 def badge_label(report: Report) -> str:
     """``StatefulLoader contract v1``: which contract, which version of it."""
-    return f"StatefulLoader contract v{report.contract_version}"
+    return title(report)
 
 
 def _ran(report: Report, tiers: frozenset[str]) -> list[ClauseResult]:
@@ -96,14 +66,9 @@ def _named(ids: list[str]) -> str:
     return shown if len(ids) <= MAX_NAMED_CLAUSES else f"{shown} +{len(ids) - MAX_NAMED_CLAUSES}"
 
 
-def _alignment(report: Report) -> str | None:
-    # The report stores the declaration as "window" or a number of batches.
-    align = report.checkpoint_alignment
-    if not align:
-        return None
-    if align == "window":
-        return "window-aligned"
-    return f"aligned to {align} batches"
+#: A silent failure's hint, by the first of its impact's counts that is not zero.
+_SILENT_HINTS = ((("lost", "epochs lost"), "silent data loss"), (("repeated",), "silently repeats data"),
+                 (("reordered",), "silently reorders data"))
 
 
 def _hint(result: ClauseResult) -> str:
@@ -112,13 +77,9 @@ def _hint(result: ClauseResult) -> str:
         return ""
     if impact.kind == "loud":
         return {"save": "crashes at save", "build": "crashes at start"}.get(impact.where, "crashes on resume")
-    counts = impact.counts
-    if counts.get("lost") or counts.get("epochs lost"):
-        return "silent data loss"
-    if counts.get("repeated"):
-        return "silently repeats data"
-    if counts.get("reordered"):
-        return "silently reorders data"
+    for counted, hint in _SILENT_HINTS:
+        if any(impact.counts.get(key) for key in counted):
+            return hint
     return "silently breaks state" if impact.what.startswith("state unusable") else "silent data change"
 
 
@@ -133,7 +94,7 @@ def impact_hint(results: list[ClauseResult]) -> str:
 
 
 def badge_message(report: Report) -> str:
-    """The verdict in a few words; see the module docstring for the forms it takes."""
+    """The verdict in a few words; docs/badge.md lists the forms it takes."""
     core = _ran(report, CORE_TIERS)
     if report.interrupted:
         return "interrupted"
@@ -148,9 +109,10 @@ def badge_message(report: Report) -> str:
     deviations = [r.id for r in core if r.status == "expected-failure"]
     if deviations:
         message += " except " + _named(deviations)
-    alignment = _alignment(report)
-    if alignment:
-        message += (", " if deviations else " ") + alignment
+    align = report.checkpoint_alignment  # "window" or a number of batches
+    if align:
+        message += (", " if deviations else " ") + (
+            "window-aligned" if align == "window" else f"aligned to {align} batches")
     strict = _ran(report, _MENTIONED_TIERS)
     if strict:
         message += ", fails strict" if any(r.is_failure for r in strict) else " + strict"
@@ -171,18 +133,8 @@ def badge_color(report: Report) -> str:
 
 def endpoint_json(report: Report) -> dict[str, Any]:
     """The shields.io endpoint document (https://shields.io/badges/endpoint-badge)."""
-    return {
-        "schemaVersion": 1,
-        "label": badge_label(report),
-        "message": badge_message(report),
-        "color": badge_color(report),
-    }
-
-
-def _odd(width: float) -> int:
-    # shields.io rounds text widths up to an odd number so the text centres on a pixel.
-    n = round(width)
-    return n if n % 2 else n + 1
+    return {"schemaVersion": 1, "label": badge_label(report), "message": badge_message(report),
+            "color": badge_color(report)}
 
 
 def render_svg(report: Report) -> str:
@@ -193,7 +145,8 @@ def render_svg(report: Report) -> str:
 def svg_badge(label: str, message: str, color: str) -> str:
     """A flat two-part badge; ``color`` is a shields.io colour name or a ``#rgb`` value."""
     fill = COLORS.get(color, color)
-    label_text, message_text = _odd(text_width(label)), _odd(text_width(message))
+    # shields.io rounds text widths up to an odd number so the text centres on a pixel.
+    label_text, message_text = (round(text_width(text)) | 1 for text in (label, message))
     # 5px of padding either side of each text, as shields.io does.
     left, right = label_text + 10, message_text + 10
     total = left + right
@@ -203,33 +156,27 @@ def svg_badge(label: str, message: str, color: str) -> str:
     for text, width, x in ((label, label_text, left / 2), (message, message_text, left + right / 2)):
         body = escape(text)
         for y, extra in ((150, ' fill="#010101" fill-opacity=".3" aria-hidden="true"'), (140, "")):
-            texts.append(
-                f'<text x="{x * 10:.0f}" y="{y}" transform="scale(.1)" '
-                f'textLength="{width * 10}"{extra}>{body}</text>'
-            )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="20" role="img" '
-        f'aria-label="{title}">'
-        f"<title>{title}</title>"
-        '<linearGradient id="s" x2="0" y2="100%"><stop offset="0" stop-color="#bbb" stop-opacity=".1"/>'
-        '<stop offset="1" stop-opacity=".1"/></linearGradient>'
-        f'<clipPath id="r"><rect width="{total}" height="20" rx="3" fill="#fff"/></clipPath>'
-        f'<g clip-path="url(#r)"><rect width="{left}" height="20" fill="#555"/>'
-        f'<rect x="{left}" width="{right}" height="20" fill="{escape(fill)}"/>'
-        f'<rect width="{total}" height="20" fill="url(#s)"/></g>'
-        '<g fill="#fff" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,sans-serif" '
-        'text-rendering="geometricPrecision" font-size="110">' + "".join(texts) + "</g></svg>\n"
-    )
+            texts.append(f'<text x="{x * 10:.0f}" y="{y}" transform="scale(.1)" '
+                         f'textLength="{width * 10}"{extra}>{body}</text>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="20" role="img" '
+            f'aria-label="{title}"><title>{title}</title>'
+            '<linearGradient id="s" x2="0" y2="100%"><stop offset="0" stop-color="#bbb" stop-opacity=".1"/>'
+            '<stop offset="1" stop-opacity=".1"/></linearGradient>'
+            f'<clipPath id="r"><rect width="{total}" height="20" rx="3" fill="#fff"/></clipPath>'
+            f'<g clip-path="url(#r)"><rect width="{left}" height="20" fill="#555"/>'
+            f'<rect x="{left}" width="{right}" height="20" fill="{escape(fill)}"/>'
+            f'<rect width="{total}" height="20" fill="url(#s)"/></g>'
+            '<g fill="#fff" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,sans-serif" '
+            'text-rendering="geometricPrecision" font-size="110">' + "".join(texts) + "</g></svg>\n")
 
 
 def write_badge(report: Report, *, svg: str | Path | None = None, endpoint: str | Path | None = None) -> None:
     """Write the SVG and/or the endpoint JSON, creating parent directories."""
-    if svg is not None:
-        Path(svg).parent.mkdir(parents=True, exist_ok=True)
-        Path(svg).write_text(render_svg(report), encoding="utf-8")
-    if endpoint is not None:
-        Path(endpoint).parent.mkdir(parents=True, exist_ok=True)
-        Path(endpoint).write_text(json.dumps(endpoint_json(report), indent=2) + "\n", encoding="utf-8")
+    endpoint_text = json.dumps(endpoint_json(report), indent=2) + "\n"
+    for path, text in ((svg, render_svg(report)), (endpoint, endpoint_text)):
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text, encoding="utf-8")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -240,12 +187,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``stateful-contract badge``: 0 when written, 2 when the report cannot be read.
-
-    The exit status says whether the badge was made, not whether the loader passed:
-    a failing badge is a badge too. With neither ``--svg`` nor ``--endpoint`` the
-    endpoint JSON goes to standard output.
-    """
+    """``stateful-contract badge``: 0 when written (a failing badge is a badge too), 2 when the report
+    cannot be read. With neither ``--svg`` nor ``--endpoint`` the endpoint JSON goes to standard output."""
     try:
         report = Report.from_json(args.report)
     except (OSError, ValueError, KeyError, TypeError) as exc:

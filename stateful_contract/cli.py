@@ -17,6 +17,8 @@ report.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import re
 import signal
@@ -24,12 +26,13 @@ import sys
 import time
 import traceback
 import warnings
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any, NoReturn, TextIO
 
+from ._engine.guard import sigint_ignored
 from ._faces import speaking
-from ._render import SHOWN, impact_text, render_failures, render_report, summary_line
+from ._render import SHOWN, ran, render_failures, render_report, story, summary_line
 from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION
 from .profiles import PROFILES
@@ -45,11 +48,8 @@ DEMO_TARGETS = (
 
 
 class _Live:
-    """Progress on stderr: a live line on a terminal, one summary line elsewhere.
-
-    A CI log (GitHub Actions, nox) is no terminal: a line per clause there is only noise
-    between the command and its report, so it gets one line once the check is done.
-    """
+    """Progress on stderr: a live line on a terminal; elsewhere (a CI log, where a line per clause
+    is only noise before the report) one summary line once the check is done."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -61,20 +61,16 @@ class _Live:
         if event.status is not None:
             self.ended[event.clause_id] = event.status
             self.seconds += event.seconds
-            if self.tty:
-                self.stream.write("\r\033[K")
-            return
-        if self.tty:
-            self.stream.write(f"\r\033[K  running {event.clause_id} {event.name}: example {event.done}/{event.total}")
+        if self.tty:  # the line is cleared when the clause ends
+            running = f"  running {event.clause_id} {event.name}: example {event.done}/{event.total}"
+            self.stream.write("\r\033[K" + (running if event.status is None else ""))
             self.stream.flush()
 
     def finish(self) -> None:
         """The summary line, where no live line was shown (nothing on a terminal)."""
         if self.tty or not self.ended:
             return
-        counts: dict[str, int] = {}
-        for status in self.ended.values():
-            counts[SHOWN[status]] = counts.get(SHOWN[status], 0) + 1
+        counts = Counter(SHOWN[status] for status in self.ended.values())
         self.stream.write(f"  judged {len(self.ended)} clause{'s' if len(self.ended) != 1 else ''} in "
                           f"{self.seconds:.1f} s: " + ", ".join(f"{n} {shown}" for shown, n in counts.items()) + "\n")
         self.stream.flush()
@@ -95,17 +91,8 @@ def _expected(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _alignment(value: str | None) -> Any:
-    """``window`` or a number; `CheckOptions` says what a check can take."""
-    return int(value) if value is not None and value.strip().isdigit() else value
-
-
 #: The flag of each `CheckOptions` field whose flag is not its name with dashes.
 _FLAGS = {"clauses": "--clause", "expected_failures": "--expect-fail", "isolation": "--in-process"}
-
-
-def _flag(option: str) -> str:
-    return _FLAGS.get(option, "--" + option.replace("_", "-"))
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
@@ -126,7 +113,7 @@ def _memory(value: str | None) -> int | None:
     return int(number * (1 << (10 * " kmgt".index(unit or " ")))) or None
 
 
-@contextmanager
+@contextlib.contextmanager
 def _stopped_by_sigterm() -> Iterator[list[int]]:
     """SIGTERM (a CI job cancelled) ends the check as Ctrl-C does: the partial report is still written."""
     got: list[int] = []
@@ -135,26 +122,21 @@ def _stopped_by_sigterm() -> Iterator[list[int]]:
         got.append(signum)
         raise KeyboardInterrupt
 
-    try:
-        previous = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (main() called from a thread): leave it alone
+    with contextlib.ExitStack() as restore:
+        with contextlib.suppress(ValueError):  # not the main thread (main() called from a thread): leave it alone
+            restore.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, on_term))
         yield got
-        return
-    try:
-        yield got
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _options(args: argparse.Namespace) -> Any:
     """The `CheckOptions` of ``check``'s command line; an expected failure naming no clause is a usage error."""
-    from .options import CheckOptions, UnknownClauseWarning
+    from .options import CheckOptions, UnknownClauseWarning, alignment_of
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnknownClauseWarning)  # a typo on a command line is caught now
         return CheckOptions(
-            profile=args.profile, clauses=[c for given in args.clause for c in given.split(",")] or None,
-            expected_failures=_expected(args.expect_fail), checkpoint_alignment=_alignment(args.checkpoint_alignment),
+            profile=args.profile, clauses=",".join(args.clause) or None,
+            expected_failures=_expected(args.expect_fail), checkpoint_alignment=alignment_of(args.checkpoint_alignment),
             strict=args.strict, timeout=args.timeout, world_size=args.world_size,
             isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
             memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst)
@@ -168,10 +150,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     try:
         options = _options(args)
     except OptionError as e:
-        return _usage(f"{_flag(e.option)} {e.problem}")
-    except UnknownClauseWarning as e:
-        return _usage(str(e))
-    except _Usage as e:
+        return _usage(f"{_FLAGS.get(e.option, '--' + e.option.replace('_', '-'))} {e.problem}")
+    except (UnknownClauseWarning, _Usage) as e:
         return _usage(str(e))
     status = 0
     live = None if args.quiet else _Live(sys.stderr)
@@ -181,38 +161,37 @@ def _cmd_check(args: argparse.Namespace) -> int:
         except (TargetError, FactoryError) as e:
             if args.verbose:
                 traceback.print_exc()
-            print(f"stateful-contract: {e}", file=sys.stderr)
-            return 2
+            return _usage(str(e))
         except CheckInterrupted as e:
             report = e.report
             status = 128 + (terminated[0] if terminated else signal.SIGINT)
     if live is not None:
         live.finish()
-    if not status:
-        _write(report, args.json, args.verbose)
-        _export(report, args)
-        return 0 if report.passed else 1
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the report short
-    try:
-        _write(report, args.json, args.verbose)
-        _export(report, args)
-        print(f"stateful-contract: interrupted; the report above is partial (exit {status})", file=sys.stderr)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    return status
+    with sigint_ignored() if status else contextlib.nullcontext():  # a second Ctrl-C must not cut the report short
+        _write(report, args)
+        if status:
+            print(f"stateful-contract: interrupted; the report above is partial (exit {status})", file=sys.stderr)
+    return status or (0 if report.passed else 1)
 
 
-def _write(report: Any, json_path: str | None, verbose: bool = False) -> None:
+def _write(report: Any, args: argparse.Namespace) -> None:
+    """The report on stdout, and in the files ``--json``, ``--junit`` and ``--markdown`` name."""
+    from . import export
+
     render_report(report, sys.stdout)
-    _full_reasons(report, sys.stdout, verbose)
-    if json_path:
-        report.to_json(json_path)
-        print(f"report written to {json_path}")
+    _full_reasons(report, sys.stdout, args.verbose)
+    for path, write, written in ((args.json, report.to_json, "report"),
+                                 (args.junit, functools.partial(export.write_junit, report), "JUnit XML"),
+                                 (args.markdown, functools.partial(export.write_markdown, report),
+                                  "Markdown summary")):
+        if path:
+            write(path)
+            print(f"{written} written to {path}")
 
 
 def _full_reasons(report: Any, out: TextIO, verbose: bool) -> None:
     """The table cuts a long reason at "..."; a failure's is in full under it, the others' with ``-v``."""
-    cut = [r for r in report.results if r.status != "skipped" and not r.is_failure and summary_line(r).endswith("...")]
+    cut = [r for r, _ in ran(report) if not r.is_failure and summary_line(r).endswith("...")]
     if not cut:
         return
     if not verbose:
@@ -228,18 +207,6 @@ def _full_reasons(report: Any, out: TextIO, verbose: bool) -> None:
 def _usage(message: str) -> int:
     print(f"stateful-contract: {message}", file=sys.stderr)
     return 2
-
-
-def _export(report: Any, args: argparse.Namespace) -> None:
-    """``--junit`` and ``--markdown``: the report for other CI systems (`stateful_contract.export`)."""
-    from . import export
-
-    if args.junit:
-        export.write_junit(report, args.junit)
-        print(f"JUnit XML written to {args.junit}")
-    if args.markdown:
-        export.write_markdown(report, args.markdown)
-        print(f"Markdown summary written to {args.markdown}")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -264,9 +231,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         rows = [rep[c.id] for rep in reports]
         if all(r.status == "skipped" for r in rows):
             continue
-        story = f"same cause as {same[c.id]}" if c.id in same else impact_text(rows[0]) if rows[0].is_failure else ""
+        told = story(rows[0], same.get(c.id)) if rows[0].is_failure or c.id in same else ""
         print((f"  {c.id + ' ' + c.name:<{width}} " + " ".join(f"{SHOWN[r.status]:<20}" for r in rows)
-               + story).rstrip())
+               + told).rstrip())
     print("  " + " " * width + " " + " ".join(f"{'PASS' if rep.passed else 'FAIL':<20}" for rep in reports))
     render_failures(reports[0], sys.stdout, label="MindSpeed-MM's wrapper, ")
     # The demo succeeds when the contract tells the two apart as it should.
@@ -287,10 +254,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="stateful-contract",
-        description="Check that a dataloader checkpoints and resumes like torchdata's StatefulDataLoader.",
-    )
+    parser = _Parser(prog="stateful-contract", description="Check that a dataloader checkpoints and resumes "
+                                                           "like torchdata's StatefulDataLoader.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -333,20 +298,15 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--quiet", action="store_true")
     d.set_defaults(func=_cmd_demo)
 
-    c = sub.add_parser("clauses", help="list the clauses")
-    c.set_defaults(func=_cmd_clauses)
+    sub.add_parser("clauses", help="list the clauses").set_defaults(func=_cmd_clauses)
 
-    from . import badge
+    from . import badge, replay
 
-    b = sub.add_parser("badge", help="turn a JSON report into an SVG badge and a shields.io endpoint")
-    badge.add_arguments(b)
-    b.set_defaults(func=badge.run)
-
-    from . import replay
-
-    r = sub.add_parser("replay", help="rerun only the recorded failing example of a clause from a JSON report")
-    replay.add_arguments(r)
-    r.set_defaults(func=replay.run)
+    for face, says in ((badge, "turn a JSON report into an SVG badge and a shields.io endpoint"),
+                       (replay, "rerun only the recorded failing example of a clause from a JSON report")):
+        command = sub.add_parser(face.__name__.rpartition(".")[2], help=says)
+        face.add_arguments(command)
+        command.set_defaults(func=face.run)
     return parser
 
 

@@ -1,10 +1,7 @@
 """What a loader is built from: `LoaderConfig`, its dataset, and the Hypothesis strategy that draws it.
 
-A factory under test receives a `LoaderConfig` and returns a fresh loader. The config
-carries everything a user would pass to a `StatefulDataLoader` (batch size, shuffling,
-workers, ...) plus the wrapper knobs (`grad_acc_step`) and the distributed coordinates
-(`rank`, `world_size`). `config.stateful_dataloader()` builds torchdata's own loader
-for the config, so a wrapper factory is usually a one-liner around it.
+A factory under test receives a `LoaderConfig` and returns a fresh loader, usually a one-liner
+around `config.stateful_dataloader()`, torchdata's own loader for the config.
 """
 
 from __future__ import annotations
@@ -12,13 +9,13 @@ from __future__ import annotations
 import functools
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 from hypothesis import strategies as st
 from torch.utils.data import Dataset
 
-from .iterables import StatefulTokenIterable, TokenIterable, hf_iterable_dataset, sample_order
+from .iterables import StatefulTokenIterable, TokenIterable, hf_iterable_dataset
 
 __all__ = ["ConfigSpace", "LoaderConfig", "TokenDataset", "loader_configs"]
 
@@ -50,20 +47,17 @@ class TokenDataset(Dataset[dict[str, Any]]):
         if not 0 <= i < self.size:
             raise IndexError(f"TokenDataset index {i} out of range(0, {self.size})")
         if i not in self._samples:
-            self._samples[i] = self._build(i)
+            # A cheap, well-spread function of (i, salt): samples differ from each other
+            # and from those of a dataset with another salt.
+            valid = 1 + (i * 7 + self.salt * 3 + (i * i) % 5) % self.seq_len
+            input_ids = (torch.arange(self.seq_len, dtype=torch.long) * 31 + i * 17 + self.salt) % 1000
+            labels = input_ids.clone()
+            labels[valid:] = IGNORE_INDEX
+            self._samples[i] = input_ids, labels
         input_ids, labels = self._samples[i]
         # A new dict each time, so a loader that edits its batch cannot reach the cache
         # through the dict; collation copies the tensors.
         return {"index": i, "input_ids": input_ids, "labels": labels}
-
-    def _build(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        # A cheap, well-spread function of (i, salt): samples differ from each other
-        # and from those of a dataset with another salt.
-        valid = 1 + (i * 7 + self.salt * 3 + (i * i) % 5) % self.seq_len
-        input_ids = (torch.arange(self.seq_len, dtype=torch.long) * 31 + i * 17 + self.salt) % 1000
-        labels = input_ids.clone()
-        labels[valid:] = IGNORE_INDEX
-        return input_ids, labels
 
     def __repr__(self) -> str:
         return f"TokenDataset(size={self.size}, seq_len={self.seq_len}, salt={self.salt})"
@@ -100,12 +94,9 @@ class LoaderConfig:
     """Free-form ``(name, value)`` pairs for factories that need more knobs."""
 
     def __post_init__(self) -> None:
-        if self.dataset_size < 1:
-            raise ValueError(f"dataset_size must be >= 1, got {self.dataset_size}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.grad_acc_step < 1:
-            raise ValueError(f"grad_acc_step must be >= 1, got {self.grad_acc_step}")
+        for name in ("dataset_size", "batch_size", "grad_acc_step"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank must be in range(world_size={self.world_size}), got {self.rank}")
         if self.generator not in ("default", "explicit"):
@@ -139,11 +130,8 @@ class LoaderConfig:
         from torchdata.stateful_dataloader import StatefulDataLoader
         from torchdata.stateful_dataloader.sampler import RandomSampler
 
-        kwargs: dict[str, Any] = {
-            "batch_size": self.batch_size,
-            "drop_last": self.drop_last,
-            "num_workers": self.num_workers,
-        }
+        kwargs: dict[str, Any] = {"batch_size": self.batch_size, "drop_last": self.drop_last,
+                                  "num_workers": self.num_workers}
         # Under torch.distributed the batch sampler is the distributed one at any world size,
         # as a trainer launched on one rank builds it: a state saved on several ranks and
         # loaded on one is then refused by name (SC31), where torchdata's plain samplers
@@ -153,17 +141,10 @@ class LoaderConfig:
             from .samplers import DistributedBatchSampler
 
             # batch_size, drop_last and shuffle go to the batch sampler (the loader refuses them beside it).
-            shuffle = overrides.pop("shuffle", self.shuffle)
-            drop_last = overrides.pop("drop_last", kwargs.pop("drop_last"))
             kwargs["batch_sampler"] = DistributedBatchSampler(
-                self.dataset,
-                overrides.pop("batch_size", kwargs.pop("batch_size")),
-                num_replicas=self.world_size,
-                rank=self.rank,
-                shuffle=shuffle,
-                seed=self.seed,
-                drop_last=drop_last,
-            )
+                self.dataset, overrides.pop("batch_size", kwargs.pop("batch_size")),
+                num_replicas=self.world_size, rank=self.rank, shuffle=overrides.pop("shuffle", self.shuffle),
+                seed=self.seed, drop_last=overrides.pop("drop_last", kwargs.pop("drop_last")))
         elif not distributed:
             # An explicit generator goes to the sampler, not to the loader: torchdata 0.11
             # draws the workers' base seed from the loader's `generator=`, and when that is
@@ -181,53 +162,38 @@ class LoaderConfig:
         return StatefulDataLoader(self.dataset, **kwargs)
 
     def iterable_dataset(self, *, stateful: bool = False, shuffle: bool | None = None) -> Any:
-        """The config's samples as a torch ``IterableDataset``, sharded over worker processes.
-
-        Worker ``w`` of ``W`` yields every ``W``-th sample of the order, which is
-        ``range(dataset_size)`` or, with ``shuffle`` (default ``self.shuffle``), one
-        permutation drawn from ``seed``. ``stateful=True`` gives it a ``state_dict`` (its
-        offset); without, a ``StatefulDataLoader`` resumes it by fast-forwarding
-        (`stateful_contract.iterables`).
-        """
+        """The config's samples as a torch ``IterableDataset`` sharded over worker processes
+        (`stateful_contract.iterables.TokenIterable`), shuffled from ``seed`` if ``shuffle`` (default
+        ``self.shuffle``); ``stateful=True`` gives it a ``state_dict``."""
         order = self.sample_order(self.shuffle if shuffle is None else shuffle)
         return (StatefulTokenIterable if stateful else TokenIterable)(self.dataset, order)
 
     def hf_iterable_dataset(self, n_shards: int = 4, *, shuffle: bool = False) -> Any:
-        """The config's samples as a Hugging Face ``datasets.IterableDataset`` of ``n_shards``
-        shards of consecutive samples, in torch format, built from a generator (nothing
-        written or downloaded). Needs ``datasets`` installed; this package does not depend on
-        it. ``shuffle=True`` permutes the samples once from ``seed`` before sharding
-        (`stateful_contract.iterables.hf_iterable_dataset`).
-        """
+        """The config's samples as a Hugging Face ``datasets.IterableDataset`` of ``n_shards`` shards
+        (`stateful_contract.iterables.hf_iterable_dataset`; needs ``datasets``, which this package does
+        not depend on); ``shuffle=True`` permutes the samples once from ``seed`` before sharding."""
         return hf_iterable_dataset(self.dataset, self.sample_order(shuffle), n_shards)
 
     def sample_order(self, shuffle: bool) -> list[int]:
-        """The order an iterable dataset of this config yields: ``range(dataset_size)``, or with
-        ``shuffle`` one permutation of it drawn from ``seed`` (`stateful_contract.iterables.sample_order`)."""
-        return sample_order(self.dataset_size, shuffle=shuffle, seed=self.seed)
+        """The order an iterable dataset of this config yields (it shuffles itself): ``range(size)``,
+        or with ``shuffle`` one permutation of it drawn from ``seed``."""
+        if not shuffle:
+            return list(range(self.dataset_size))
+        return torch.randperm(self.dataset_size, generator=torch.Generator().manual_seed(self.seed)).tolist()
 
     def as_code(self) -> str:
         """A Python expression that rebuilds this config (used in reproductions)."""
         defaults = LoaderConfig()
-        parts = []
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if value != getattr(defaults, name):
-                parts.append(f"{name}={value!r}")
-        return f"LoaderConfig({', '.join(parts)})"
+        changed = [name for name in self.__dataclass_fields__ if getattr(self, name) != getattr(defaults, name)]
+        return f"LoaderConfig({', '.join(f'{name}={getattr(self, name)!r}' for name in changed)})"
 
 
 @st.composite
-def loader_configs(
-    draw: st.DrawFn,
-    *,
-    num_workers: st.SearchStrategy[int] = st.just(0),
-    dataset_size: st.SearchStrategy[int] = st.integers(1, 24),
-    batch_size: st.SearchStrategy[int] = st.integers(1, 5),
-    grad_acc_step: st.SearchStrategy[int] = st.integers(1, 8),
-    rank: int = 0,
-    world_size: int = 1,
-) -> LoaderConfig:
+def loader_configs(draw: st.DrawFn, *, num_workers: st.SearchStrategy[int] = st.just(0),
+                   dataset_size: st.SearchStrategy[int] = st.integers(1, 24),
+                   batch_size: st.SearchStrategy[int] = st.integers(1, 5),
+                   grad_acc_step: st.SearchStrategy[int] = st.integers(1, 8),
+                   rank: int = 0, world_size: int = 1) -> LoaderConfig:
     """Configurations the way users build loaders.
 
     Shrinks towards the simplest loader: no shuffling, default generator, no
@@ -236,25 +202,15 @@ def loader_configs(
     last batches, ``drop_last`` epochs with no batch at all, windows longer than an
     epoch (``grad_acc_step`` > batches per epoch) and epochs whose last window is short.
     """
-    size = draw(dataset_size)
-    batch, shuffle = draw(batch_size), draw(st.booleans())
-    generator: GeneratorKind = draw(st.sampled_from(["default", "explicit"]))
-    seed, drop_last, workers = draw(st.integers(0, 2**16)), draw(st.booleans()), draw(num_workers)
+    # Drawn in the order of the arguments. persistent_workers is drawn only with workers (so configs
+    # without them draw as before): half the worker examples keep their workers across epochs, as
+    # many trainers do, and fork them once.
     return LoaderConfig(
-        dataset_size=size,
-        batch_size=batch,
-        shuffle=shuffle,
-        generator=generator,
-        seed=seed,
-        drop_last=drop_last,
-        num_workers=workers,
-        # Drawn only with workers (so configs without them draw as before): half the worker
-        # examples keep their workers across epochs, as many trainers do, and fork them once.
-        persistent_workers=workers > 0 and draw(st.booleans()),
-        grad_acc_step=draw(grad_acc_step),
-        rank=rank,
-        world_size=world_size,
-    )
+        dataset_size=draw(dataset_size), batch_size=draw(batch_size), shuffle=draw(st.booleans()),
+        generator=draw(st.sampled_from(get_args(GeneratorKind))), seed=draw(st.integers(0, 2**16)),
+        drop_last=draw(st.booleans()), num_workers=(workers := draw(num_workers)),
+        persistent_workers=workers > 0 and draw(st.booleans()), grad_acc_step=draw(grad_acc_step),
+        rank=rank, world_size=world_size)
 
 
 @dataclass(frozen=True)
@@ -276,10 +232,6 @@ class ConfigSpace:
         if not counts:
             return st.nothing()
         return loader_configs(
-            num_workers=st.sampled_from(counts),
-            dataset_size=st.integers(*self.dataset_size),
-            batch_size=st.integers(*self.batch_size),
-            grad_acc_step=st.integers(*self.grad_acc_step),
-            rank=rank,
-            world_size=world_size,
-        )
+            num_workers=st.sampled_from(counts), dataset_size=st.integers(*self.dataset_size),
+            batch_size=st.integers(*self.batch_size), grad_acc_step=st.integers(*self.grad_acc_step),
+            rank=rank, world_size=world_size)

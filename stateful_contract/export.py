@@ -1,15 +1,8 @@
 """A report for other CI systems: JUnit XML, and Markdown for a job summary or a pull-request comment.
 
-    stateful-contract check mypkg:factory --junit reports/contract.xml --markdown reports/contract.md
-
 Both have one entry per clause that ran (clauses not selected are left out, as pytest's
-JUnit XML leaves out deselected tests) and say what failed with its reproduction:
-
-- **JUnit XML**: one ``<testcase>`` per clause; a failed clause (or a stale expected
-  failure) is a ``<failure>`` whose text is what every face prints; a declared expected
-  failure and a clause not judged are ``<skipped>``, as pytest writes an xfail and a skip;
-- **Markdown** (GitHub-flavoured): the verdict, one table row per clause, what the search
-  covered, then each failure with its reproduction in a code block.
+JUnit XML leaves out deselected tests); in JUnit XML a declared expected failure and a
+clause not judged are ``<skipped>``, as pytest writes an xfail and a skip.
 """
 
 from __future__ import annotations
@@ -20,30 +13,22 @@ from pathlib import Path
 
 from ._engine.advice import advisories
 from ._engine.coverage import POINT_PREFIX
-from ._render import SHOWN, coverage_line, render_result, summary_line
-from .report import ClauseResult, Report, same_causes
+from ._render import SHOWN, coverage_line, ran, render_result, summary_line, title
+from .report import Report
 
 __all__ = ["junit_xml", "markdown_summary", "write_junit", "write_markdown"]
 
 
-def _ran(report: Report) -> list[ClauseResult]:
-    return [r for r in report.results if r.status != "skipped"]
-
-
-def _title(report: Report) -> str:
-    return f"StatefulLoader contract v{report.contract_version}"
-
-
 def junit_xml(report: Report) -> str:
     """The report as JUnit XML: one testsuite, one testcase per clause that ran."""
-    ran = _ran(report)
-    failures = sum(r.is_failure for r in ran)
-    skipped = sum(r.status in ("expected-failure", "not-judged") for r in ran)
-    seconds = f"{sum(r.seconds for r in ran):.3f}"
-    counts = {"tests": str(len(ran)), "failures": str(failures), "errors": "0", "skipped": str(skipped),
+    results = [r for r, _ in ran(report)]
+    failures = sum(r.is_failure for r in results)
+    skipped = sum(r.status in ("expected-failure", "not-judged") for r in results)
+    seconds = f"{sum(r.seconds for r in results):.3f}"
+    counts = {"tests": str(len(results)), "failures": str(failures), "errors": "0", "skipped": str(skipped),
               "time": seconds}
-    suites = ET.Element("testsuites", {"name": _title(report), **counts})
-    suite = ET.SubElement(suites, "testsuite", {"name": f"{_title(report)}: {report.target}", **counts})
+    suites = ET.Element("testsuites", {"name": title(report), **counts})
+    suite = ET.SubElement(suites, "testsuite", {"name": f"{title(report)}: {report.target}", **counts})
     properties = ET.SubElement(suite, "properties")
     for name, value in (("target", report.target), ("profile", report.profile),
                         ("seed", "derandomized" if report.seed is None else str(report.seed)),
@@ -51,12 +36,11 @@ def junit_xml(report: Report) -> str:
                         ("checkpoint_alignment", report.checkpoint_alignment or "none"),
                         ("coverage", coverage_line(report).removeprefix("coverage: ") or "none")):
         ET.SubElement(properties, "property", {"name": name, "value": value})
-    same = same_causes(report.results)
-    for r in ran:
+    for r, same_as in ran(report):
         case = ET.SubElement(suite, "testcase", {"classname": report.target, "name": f"{r.id} {r.name}",
                                                  "time": f"{r.seconds:.3f}"})
         if r.is_failure:
-            failure = ET.SubElement(case, "failure", {"message": summary_line(r, same.get(r.id)) or r.status,
+            failure = ET.SubElement(case, "failure", {"message": summary_line(r, same_as) or r.status,
                                                       "type": r.status})
             failure.text = render_result(r)
         elif r.status == "expected-failure":
@@ -77,13 +61,8 @@ def write_junit(report: Report, path: str | Path) -> None:
 
 
 #: How a status reads in the Markdown table.
-_MARK = {
-    "passed": "✅ passed",
-    "failed": "❌ FAILED",
-    "unexpected-pass": "❌ XPASS (stale expected failure)",
-    "expected-failure": "⚠️ xfail",
-    "not-judged": "⏭️ not judged",
-}
+_MARK = {"passed": "✅ passed", "failed": "❌ FAILED", "unexpected-pass": "❌ XPASS (stale expected failure)",
+         "expected-failure": "⚠️ xfail", "not-judged": "⏭️ not judged"}
 
 
 def _cell(text: str) -> str:
@@ -100,11 +79,11 @@ def _code(text: str, language: str = "") -> str:
 
 def markdown_summary(report: Report) -> str:
     """The report in GitHub-flavoured Markdown: verdict, one row per clause that ran, the failures."""
-    ran = _ran(report)
-    failing = [r for r in ran if r.is_failure]
+    walk = ran(report)
+    failing = [(r, same_as) for r, same_as in walk if r.is_failure]
     verdict = "✅ pass" if report.passed else f"❌ fail ({len(failing)} clause{'s' if len(failing) != 1 else ''})"
     target = report.target.replace("`", "'")
-    lines = [f"### {_title(report)}: `{target}`: {verdict}", ""]
+    lines = [f"### {title(report)}: `{target}`: {verdict}", ""]
     facts = [f"profile `{report.profile}`", "derandomized" if report.seed is None else f"seed `{report.seed}`"]
     if report.world_size > 1:
         facts.append(f"{report.world_size} ranks")
@@ -112,21 +91,20 @@ def markdown_summary(report: Report) -> str:
         facts.append("declared exact at window boundaries only" if report.checkpoint_alignment == "window"
                      else f"declared exact every {report.checkpoint_alignment} batches only")
     lines += [", ".join(facts), "", "| clause | status | time | detail |", "| --- | --- | ---: | --- |"]
-    same = same_causes(report.results)
-    for r in ran:
+    for r, same_as in walk:
         lines.append(f"| {r.id} {_cell(r.name)} | {_MARK.get(r.status, SHOWN[r.status])} | {r.seconds:.2f} s | "
-                     f"{_cell(summary_line(r, same.get(r.id)))} |")
+                     f"{_cell(summary_line(r, same_as))} |")
     lines.append("")
     if coverage_line(report):
         lines += [f"Search {coverage_line(report)}.", ""]
     for note in report.notes:
         lines += [f"> note: {_cell(note)}", ""]
-    for r in ran:  # under a passing clause too: the clause holds, and its user has something to fix
+    for r, _ in walk:  # under a passing clause too: the clause holds, and its user has something to fix
         lines += [f"> advisory ({r.id}): {_cell(advice)}" for advice in advisories(r.notes)]
         lines += [""] if advisories(r.notes) else []
-    for r in failing:
-        if r.id in same:  # one cause, one story: told in full under the first clause it failed
-            lines += [f"#### ❌ {r.id} {r.name}: same cause as {same[r.id]}", "",
+    for r, same_as in failing:
+        if same_as:  # one cause, one story: told in full under the first clause it failed
+            lines += [f"#### ❌ {r.id} {r.name}: same cause as {same_as}", "",
                       f"Its own reproduction is in the JSON report (`stateful-contract replay REPORT.json {r.id}`).",
                       ""]
             continue

@@ -1,37 +1,20 @@
 """A `LoaderConfig`'s samples as an iterable dataset: for factories of streaming loaders.
 
-`LoaderConfig.iterable_dataset()` and `LoaderConfig.hf_iterable_dataset()` call these
-with the config's samples and their order (`sample_order`); this module knows nothing
-of the config itself, which builds on it. Both yield the same samples as
-``config.dataset`` (``index``, ``input_ids``, ``labels``), so the contract can still say
-which samples a resumed loader lost or repeated:
-
-- `TokenIterable`, a torch ``IterableDataset`` sharded over the loader's worker
-  processes (worker ``w`` of ``W`` yields every ``W``-th sample), with or without a
-  ``state_dict`` of its own;
-- `hf_iterable_dataset`, a Hugging Face ``datasets.IterableDataset`` with ``n_shards``
-  shards of consecutive samples, in torch format. ``datasets`` is imported only when it
-  is called: it is never a dependency of this package.
+`LoaderConfig.iterable_dataset()` and `LoaderConfig.hf_iterable_dataset()` build on these;
+this module knows nothing of the config itself. Both yield the samples of ``config.dataset``
+(``index``, ``input_ids``, ``labels``), so the contract can still say which samples a
+resumed loader lost or repeated.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
-import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-__all__ = ["StatefulTokenIterable", "TokenIterable", "hf_iterable_dataset", "sample_order", "shards"]
-
-
-def sample_order(size: int, *, shuffle: bool, seed: int) -> list[int]:
-    """``range(size)``, or with ``shuffle`` one fixed permutation of it drawn from ``seed``:
-    an iterable dataset shuffles itself."""
-    if shuffle:
-        generator = torch.Generator().manual_seed(seed)
-        return [int(i) for i in torch.randperm(size, generator=generator)]
-    return list(range(size))
+__all__ = ["StatefulTokenIterable", "TokenIterable", "hf_iterable_dataset", "shards"]
 
 
 def shards(order: list[int], n_shards: int) -> list[list[int]]:
@@ -40,12 +23,8 @@ def shards(order: list[int], n_shards: int) -> list[list[int]]:
     if n_shards < 1:
         raise ValueError(f"n_shards must be >= 1, got {n_shards}")
     size, longer = divmod(len(order), n_shards)
-    out, start = [], 0
-    for k in range(n_shards):
-        end = start + size + (k < longer)
-        out.append(order[start:end])
-        start = end
-    return out
+    starts = [k * size + min(k, longer) for k in range(n_shards + 1)]
+    return [order[start:end] for start, end in itertools.pairwise(starts)]
 
 
 class TokenIterable(IterableDataset):  # type: ignore[type-arg]
@@ -62,12 +41,9 @@ class TokenIterable(IterableDataset):  # type: ignore[type-arg]
         self.offset = 0
         self.pending: int | None = None
 
-    def shard(self) -> list[int]:
-        info = get_worker_info()
-        return self.order if info is None else self.order[info.id :: info.num_workers]
-
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        shard = self.shard()
+        info = get_worker_info()
+        shard = self.order if info is None else self.order[info.id :: info.num_workers]
         self.offset, self.pending = (self.pending or 0), None
         return self._run(shard)
 
@@ -111,11 +87,8 @@ def hf_iterable_dataset(samples: Dataset[dict[str, Any]], order: list[int], n_sh
     """
     import datasets  # optional: imported only here
 
-    features = datasets.Features({
-        "index": datasets.Value("int64"),
-        "input_ids": datasets.Sequence(datasets.Value("int64")),
-        "labels": datasets.Sequence(datasets.Value("int64")),
-    })
+    features = datasets.Features({"index": datasets.Value("int64"), "input_ids": datasets.Sequence(
+        datasets.Value("int64")), "labels": datasets.Sequence(datasets.Value("int64"))})
     # A list in gen_kwargs is how datasets knows the shards: shard k's generator gets [split[k]].
     split = [[{"index": i, "input_ids": samples[i]["input_ids"].tolist(), "labels": samples[i]["labels"].tolist()}
               for i in shard] for shard in shards(order, n_shards)]

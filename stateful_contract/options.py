@@ -1,20 +1,11 @@
 """`CheckOptions`: every option a check takes, in one frozen object, validated in one place.
 
-    >>> from stateful_contract import CheckOptions, check
     >>> options = CheckOptions(profile="dev", clauses=["SC10"], expected_failures={"SC17": "holds a file"})
-    >>> report = check(factory, options)              # or check(factory, profile="dev", ...)
-    >>> report = check(factory, options, seed=3)      # the same options, one changed
+    >>> report = check(factory, options, seed=3)      # or check(factory, profile="dev", ...)
 
-Every face builds one: the command line from its arguments (the GitHub Action and the nox
-contract sessions run the command line), the pytest mixin from the class's attributes and
-the run's own choices (`stateful_contract.pytest_plugin.run_options`), `check` from its
-keywords and `stateful_contract.distributed.check_world` with ``world_size`` required.
-A wrong value raises `OptionError` (a `ValueError` naming the option), whichever face
-gave it; an expected failure naming no clause is warned about once
+Every face builds one (docs/architecture.md), so a wrong value raises the same `OptionError`
+whichever face gave it, and an expected failure naming no clause is warned about once
 (`UnknownClauseWarning`), when the object is built, and noted on the report.
-
-Expected failures have one form in every face and table: a mapping from clause ID to
-the reason the loader is known to fail it (`ExpectedFailures`).
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, get_args
 
 from ._engine.plans import Alignment
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
@@ -47,8 +38,6 @@ ExpectedFailures = Mapping[str, str]
 
 #: Set by pytest-xdist in each of its workers: they already share the cores, one job each.
 XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
-
-_ISOLATIONS = ("supervised", "in-process")
 
 
 def default_jobs() -> int:
@@ -78,8 +67,8 @@ class UnknownClauseWarning(UserWarning):
 class CheckOptions:
     """Every option of a check (`stateful_contract.check`); each face builds one of these.
 
-    Build a changed copy with `replace`. What each field does is in `check`'s documentation
-    and docs/cli.md; a field left at its default means what the default of that option means.
+    Build a changed copy with `replace`; a field left at its default means what the default
+    of that option means.
     """
 
     #: ``"dev"``, ``"ci"`` (derandomized, the default) or ``"thorough"``.
@@ -88,13 +77,16 @@ class CheckOptions:
     clauses: Sequence[str] | None = None
     #: Also run the strict tier (beyond StatefulDataLoader's semantics).
     strict: bool = False
-    #: Clause ID -> reason, for clauses the loader is known to fail (strict: a pass fails the check).
+    #: Clause ID -> reason, for clauses the loader is known to fail: such a clause that fails is an
+    #: expected failure, one that passes an unexpected pass, which fails the check (the list stays current).
     expected_failures: ExpectedFailures = field(default_factory=dict)
-    #: None (checkpoints anywhere), ``"window"`` or a number of batches.
+    #: None (checkpoints anywhere), ``"window"`` or a number of batches: the loader is exact only
+    #: there, so checkpoints are drawn only there, and the report says so.
     checkpoint_alignment: Alignment = None
     #: The part of the configuration space searched.
     space: ConfigSpace = field(default_factory=ConfigSpace)
-    #: Ranks of torch.distributed; more than one adds the multi-rank clauses.
+    #: Ranks of torch.distributed (gloo) every example runs on at once; more than one adds the
+    #: multi-rank clauses.
     world_size: int = 1
     #: Seconds one example may take (None: the profile's; 0: no limit).
     timeout: float | None = None
@@ -102,13 +94,19 @@ class CheckOptions:
     run_timeout: float | None = None
     #: Bytes the loader's processes may gain during one example (None: no limit; supervised only).
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT
-    #: ``"supervised"`` (the default where ``os.fork`` exists) or ``"in-process"``.
+    #: ``"supervised"`` (the default where ``os.fork`` exists: a loader that kills its process, hangs
+    #: where ``timeout`` cannot interrupt it or passes ``memory_limit`` fails the clause it was running,
+    #: and the check goes on in a fresh child) or ``"in-process"`` (a little faster, and what a
+    #: debugger needs, but such a loader then takes the check down with it). See docs/supervision.md.
     isolation: Isolation | None = None
-    #: Parallel processes the searched clauses are judged in; None: `default_jobs`.
+    #: Parallel processes the searched clauses nothing else needs are judged in, each with an executor
+    #: of its own (None: `default_jobs`; one rank only); the report notes the speed-up, the verdicts
+    #: do not depend on it.
     jobs: int | None = None
-    #: Seeds the search (recorded on the report; None: the profile decides).
+    #: Seeds the search (recorded on the report; None: the profile decides, `Profile.draw_seed`).
     seed: int | None = None
-    #: Stop at the first clause that fails; the clauses not run are reported as such.
+    #: Stop at the first clause that fails (the likeliest to fail, and cheapest, run first:
+    #: `Clause.priority`); the clauses not run are reported as not judged (`Report.stopped_at`).
     exitfirst: bool = False
     #: Keeps a multi-rank run's files (states, checkpoints, rank logs) there.
     run_dir: str | Path | None = None
@@ -119,32 +117,33 @@ class CheckOptions:
         def put(name: str, value: object) -> None:
             object.__setattr__(self, name, value)
 
-        if self.profile not in PROFILES:
-            raise OptionError("profile", f"takes one of {', '.join(PROFILES)}, got {self.profile!r}")
+        for name, choices in (("profile", tuple(PROFILES)), ("isolation", get_args(Isolation))):
+            value = getattr(self, name)
+            if value not in choices and not (name == "isolation" and value is None):
+                raise OptionError(name, f"takes one of {', '.join(choices)}, got {value!r}")
         if self.clauses is not None:
             given = self.clauses.split(",") if isinstance(self.clauses, str) else self.clauses
-            put("clauses", tuple(_known(c) for c in given if c.strip()))
+            try:
+                put("clauses", tuple(lookup(c.strip()).id for c in given if c.strip()))
+            except KeyError as e:
+                raise OptionError("clauses", f"names an {e.args[0]}") from None
         put("expected_failures", MappingProxyType(self._expected(self.expected_failures)))
         alignment = self.checkpoint_alignment
         if not (alignment is None or alignment == "window" or _whole(alignment, 1)):
             raise OptionError("checkpoint_alignment",
                               f"takes 'window' or a whole number of batches >= 1, got {alignment!r}")
-        if not _whole(self.world_size, 1):
-            raise OptionError("world_size", f"takes a number >= 1, got {self.world_size!r}")
         if self.jobs is None:
             put("jobs", default_jobs())
-        elif not _whole(self.jobs, 1):
-            raise OptionError("jobs", f"takes a number >= 1, got {self.jobs!r}")
-        for name, least in (("timeout", 0.0), ("run_timeout", 0.0)):
+        for name, least, takes in (("world_size", 1, "a number >= 1"), ("jobs", 1, "a number >= 1"),
+                                   ("memory_limit", 1, "a number of bytes >= 1 or None"),
+                                   ("seed", 0, "a whole number >= 0")):
+            value = getattr(self, name)  # None: no memory limit, the profile's seed
+            if not (_whole(value, least) or (value is None and name in ("memory_limit", "seed"))):
+                raise OptionError(name, f"takes {takes}, got {value!r}")
+        for name in ("timeout", "run_timeout"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < least):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
                 raise OptionError(name, f"takes seconds >= 0 (0: none), got {value!r}")
-        if self.memory_limit is not None and not _whole(self.memory_limit, 1):
-            raise OptionError("memory_limit", f"takes a number of bytes >= 1 or None, got {self.memory_limit!r}")
-        if self.isolation is not None and self.isolation not in _ISOLATIONS:
-            raise OptionError("isolation", f"takes one of {', '.join(_ISOLATIONS)}, got {self.isolation!r}")
-        if self.seed is not None and not _whole(self.seed, 0):
-            raise OptionError("seed", f"takes a whole number >= 0, got {self.seed!r}")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
@@ -201,19 +200,10 @@ class CheckKeywords(TypedDict, total=False):
     run_dir: str | Path | None
 
 
-def _known(clause_id: str) -> str:
-    try:
-        return lookup(clause_id.strip()).id
-    except KeyError as e:
-        raise OptionError("clauses", f"names an {e.args[0]}") from None
-
-
 def _whole(value: object, least: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
-def options_of(options: CheckOptions | None, overrides: CheckKeywords) -> CheckOptions:
-    """``options`` (default ones if None) with ``overrides``: what `check` runs with."""
-    if options is None:
-        return CheckOptions(**overrides)
-    return dataclasses.replace(options, **overrides) if overrides else options
+def alignment_of(text: str | None) -> Any:
+    """A checkpoint alignment as a command line or a report writes it: ``window`` or a number of batches."""
+    return int(text) if text is not None and text.strip().isdigit() else text

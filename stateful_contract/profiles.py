@@ -1,11 +1,7 @@
-"""Run profiles: how hard the contract searches.
+"""Run profiles: how hard the contract searches (docs/pytest.md has the table).
 
-Every profile includes worker configurations (1 and 2 worker processes), with fewer
-examples, because each one costs 0.1 to 1 s of worker start-up on a 2-core machine
-against a few ms for an in-process example. The worker examples of a check draw from one
-pool of configurations (`stateful_contract._engine.pool`), so their uninterrupted runs
-are shared by every clause. Every profile judges clauses in parallel on every core
-(`stateful_contract.options.default_jobs`).
+Worker examples are fewer than in-process ones in every profile: each costs 0.1 to 1 s of
+worker start-up on a 2-core machine against a few ms for an in-process example.
 """
 
 from __future__ import annotations
@@ -29,16 +25,6 @@ class Profile:
     derandomize: bool
     #: Seconds one example may take before the loader counts as hung.
     timeout: float
-    description: str
-    #: Worker examples per clause on several ranks (None: ``worker_examples``): there each one
-    #: starts workers on every rank, and the ranks share the machine's cores.
-    rank_worker_examples: int | None = None
-
-    def worker_examples_on(self, world_size: int) -> int:
-        """Worker examples per clause of a check on ``world_size`` ranks."""
-        if world_size > 1 and self.rank_worker_examples is not None:
-            return self.rank_worker_examples
-        return self.worker_examples
 
     def draw_seed(self, seed: int | None = None) -> int | None:
         """The search seed: ``seed`` if given; else a fresh one for a random profile (``dev``,
@@ -51,18 +37,15 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     # Fast feedback while editing a wrapper: finds the common bugs in seconds.
-    "dev": Profile("dev", examples=15, worker_examples=2, derandomize=False, timeout=20.0,
-                   description="fast feedback, random examples"),
+    "dev": Profile("dev", examples=15, worker_examples=2, derandomize=False, timeout=20.0),
     # The default: deterministic, so a CI verdict does not flip between runs.
     # 4 worker examples per clause, drawn from the check's pool of worker configs and aimed at
     # the points where worker bugs show (batch counts the worker count does not divide, hops
     # shorter than it, 1 <-> 2 worker changes). 16 ran the full check 3x slower here (94 s
     # against 31 s, the import 2 s) and killed no more of the zoo and museum: docs/performance.md.
-    "ci": Profile("ci", examples=40, worker_examples=4, derandomize=True, timeout=30.0,
-                  description="derandomized, deterministic verdicts (default)", rank_worker_examples=4),
+    "ci": Profile("ci", examples=40, worker_examples=4, derandomize=True, timeout=30.0),
     # Before a release or after a bug: many more examples, still bounded.
-    "thorough": Profile("thorough", examples=400, worker_examples=64, derandomize=False, timeout=60.0,
-                        description="many more examples"),
+    "thorough": Profile("thorough", examples=400, worker_examples=64, derandomize=False, timeout=60.0),
 }
 
 
@@ -75,32 +58,18 @@ def get_profile(name: str) -> Profile:
 
 def hypothesis_settings(profile: Profile, *, workers: bool) -> settings:
     """Hypothesis settings for one phase (in-process or worker examples) of a clause."""
-    return settings(
-        max_examples=profile.worker_examples if workers else profile.examples,
-        derandomize=profile.derandomize,
-        # The engine enforces its own per-example timeout; Hypothesis' deadline would
-        # flag the (legitimately slower) worker examples as flaky.
-        deadline=None,
-        # No example database: the CLI must not write .hypothesis/ into the user's
-        # repository, and derandomized runs would not use it anyway.
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        print_blob=False,
-        report_multiple_bugs=False,
-        # The explain phase re-runs hundreds of variants of the minimal example to
-        # annotate it; measured at 7 of 9 seconds on a failing clause. Our own
-        # reproduction says more.
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
-    )
+    # No deadline: the engine enforces its own per-example timeout, and Hypothesis' would flag the
+    # (legitimately slower) worker examples as flaky. No example database: the CLI must not write
+    # .hypothesis/ into the user's repository. No explain phase: it re-runs hundreds of variants of
+    # the minimal example to annotate it (7 of 9 seconds on a failing clause); our reproduction says more.
+    return settings(max_examples=profile.worker_examples if workers else profile.examples,
+                    derandomize=profile.derandomize, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck), print_blob=False, report_multiple_bugs=False,
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink])
 
 
 def register_hypothesis_profiles() -> None:
     """Register ``stateful-contract-<name>`` Hypothesis profiles (for ``--hypothesis-profile``)."""
     for p in PROFILES.values():
-        settings.register_profile(
-            f"stateful-contract-{p.name}",
-            max_examples=p.examples,
-            derandomize=p.derandomize,
-            deadline=None,
-            database=None,
-        )
+        settings.register_profile(f"stateful-contract-{p.name}", max_examples=p.examples,
+                                  derandomize=p.derandomize, deadline=None, database=None)

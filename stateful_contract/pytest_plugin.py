@@ -1,29 +1,9 @@
-"""The pytest plugin, registered through the ``pytest11`` entry point ``stateful_contract``.
+"""The pytest plugin, registered through the ``pytest11`` entry point ``stateful_contract``
+(what it adds: docs/pytest.md, "The plugin").
 
-It adds what a downstream suite needs without touching its conftest:
-
-- the marker ``stateful_contract`` on every clause test of `StatefulLoaderContract`
-  (``pytest -m stateful_contract`` runs only the contract, ``-m "not stateful_contract"``
-  everything else);
-- ``--stateful-contract-profile {dev,ci,thorough}`` (else the environment variable
-  ``STATEFUL_CONTRACT_PROFILE``, else the ini key ``stateful_contract_profile``, as
-  pytest-timeout reads ``--timeout``): the engine profile of every contract class,
-  leaving the Hypothesis profile of the user's other tests alone;
-- the Hypothesis profiles ``stateful-contract-dev``, ``-ci`` and ``-thorough``, so
-  ``--hypothesis-profile stateful-contract-dev`` still picks the engine's profile of that
-  name (deprecated: it also switches every other Hypothesis test of the run to it);
-- ``--stateful-contract-seed N``: seed every class's search (the summary shows the seeds);
-- pytest's own ``-x`` (``--maxfail=1``): every class's check stops at its first failing
-  clause, the clauses it did not reach skipped as not run (`run_options`);
-- ``--contract-report PATH``, which writes the JSON report of each contract class that
-  ran, in the format the CLI writes (``{name}`` in PATH is replaced by the class name);
-- a terminal summary: each class's verdict and what its search covered;
-- under pytest-xdist, one check per class and the reports written by the controller alone
-  (`stateful_contract._xdist`, registered only when xdist is active).
-
-This module is imported by every pytest run in an environment that has the package, so
-it imports only `stateful_contract.profiles` (Hypothesis) itself; the engine and torch
-are the mixin's imports. (Importing any submodule also runs the package's ``__init__``.)
+Every pytest run in an environment that has the package imports this module, so it imports
+only `stateful_contract.profiles` (Hypothesis) itself; the engine and torch are the mixin's
+imports. (Importing any submodule also runs the package's ``__init__``.)
 """
 
 from __future__ import annotations
@@ -42,8 +22,8 @@ if TYPE_CHECKING:
     from .options import CheckKeywords
     from .report import Report
 
-__all__ = ["LEGACY_PREFIX", "MARKER", "PROFILE_ENV", "PROFILE_INI", "REPORTS", "report_paths", "run_options", "run_profile",
-           "run_seed"]
+__all__ = ["LEGACY_PREFIX", "MARKER", "PROFILE_ENV", "PROFILE_INI", "REPORTS", "clause_tests", "report_paths",
+           "run_options", "run_profile", "run_seed"]
 
 #: The marker put on every clause test.
 MARKER = "stateful_contract"
@@ -61,33 +41,20 @@ PROFILE_INI = "stateful_contract_profile"
 #: The deprecated way: ``--hypothesis-profile stateful-contract-<profile>``.
 LEGACY_PREFIX = "stateful-contract-"
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("stateful-contract", "StatefulLoader contract")
-    group.addoption(
-        "--contract-report",
-        metavar="PATH",
-        default=None,
-        help="write the JSON report of each StatefulLoaderContract class that ran to PATH "
-        "({name} is replaced by the class name; with several classes and no {name}, the "
-        "class name is appended to the file name)",
-    )
-    group.addoption(
-        "--stateful-contract-profile",
-        dest="stateful_contract_profile",
-        choices=list(PROFILES),
-        default=None,
-        help=f"engine profile of every StatefulLoaderContract class (default: the class's `profile`); "
-        f"also the ini key {PROFILE_INI} and the environment variable {PROFILE_ENV}. Other Hypothesis "
-        "tests keep their own profile",
-    )
-    group.addoption(
-        "--stateful-contract-seed",
-        dest="stateful_contract_seed",
-        type=int,
-        default=None,
-        metavar="N",
-        help="seed every contract class's search (the terminal summary and the reports show each class's seed)",
-    )
+    group.addoption("--contract-report", metavar="PATH",
+                    help="write the JSON report of each StatefulLoaderContract class that ran to PATH "
+                         "({name} is replaced by the class name; with several classes and no {name}, the "
+                         "class name is appended to the file name)")
+    group.addoption("--stateful-contract-profile", choices=list(PROFILES),
+                    help="engine profile of every StatefulLoaderContract class (default: the class's "
+                         f"`profile`); also the ini key {PROFILE_INI} and the environment variable "
+                         f"{PROFILE_ENV}. Other Hypothesis tests keep their own profile")
+    group.addoption("--stateful-contract-seed", type=int, metavar="N",
+                    help="seed every contract class's search (the terminal summary and the reports show each "
+                         "class's seed)")
     parser.addini(PROFILE_INI, f"engine profile of the StatefulLoaderContract classes ({', '.join(PROFILES)})",
                   default=None)
 
@@ -97,14 +64,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # First among the plugins: Hypothesis' own plugin loads the profile named by
     # --hypothesis-profile in its pytest_configure, and the names must exist by then.
     register_hypothesis_profiles()
-    config.addinivalue_line(
-        "markers", f"{MARKER}: a clause of the StatefulLoader contract (stateful_contract.testing)"
-    )
+    config.addinivalue_line("markers",
+                            f"{MARKER}: a clause of the StatefulLoader contract (stateful_contract.testing)")
     run_profile(config)  # a bad value in the environment or the ini file is a usage error, now
     if config.pluginmanager.hasplugin("xdist"):
         from ._xdist import XdistHooks
 
-        config.pluginmanager.register(XdistHooks(config, REPORTS, MARKER), "stateful_contract_xdist")
+        config.pluginmanager.register(XdistHooks(config, REPORTS), "stateful_contract_xdist")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -117,34 +83,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def _legacy_profile() -> str | None:
-    """The engine profile named by a loaded ``stateful-contract-<name>`` Hypothesis profile.
-
-    Hypothesis may derive a profile from the chosen one (``-with-verbose-verbosity``).
-    """
+    """The engine profile named by a loaded ``stateful-contract-<name>`` Hypothesis profile, or one
+    Hypothesis derived from it (``-with-verbose-verbosity``)."""
     current = settings.get_current_profile_name()
-    if current.startswith(LEGACY_PREFIX):
-        name = current[len(LEGACY_PREFIX):].split("-", 1)[0]
-        if name in PROFILES:
-            return name
-    return None
+    name = current.removeprefix(LEGACY_PREFIX).split("-", 1)[0]
+    return name if current.startswith(LEGACY_PREFIX) and name in PROFILES else None
 
 
 def run_profile(config: pytest.Config | None) -> str | None:
     """The engine profile the run chooses, or None to leave it to each class's ``profile``.
 
-    In order: ``--stateful-contract-profile``, a loaded ``--hypothesis-profile
-    stateful-contract-<name>`` (deprecated), ``STATEFUL_CONTRACT_PROFILE``, the ini key
-    ``stateful_contract_profile``. Works without this plugin (``-p no:stateful_contract``):
-    the environment variable and the deprecated profile still apply.
+    In order: ``--stateful-contract-profile``, a loaded ``--hypothesis-profile stateful-contract-<name>``
+    (deprecated), ``STATEFUL_CONTRACT_PROFILE``, the ini key ``stateful_contract_profile``. Without this
+    plugin (``-p no:stateful_contract``) the environment variable and the deprecated profile still apply.
     """
-    chosen = config.getoption("stateful_contract_profile", default=None) if config is not None else None
-    if chosen:
+    option = config.getoption("stateful_contract_profile", default=None) if config is not None else None
+    if chosen := option or _legacy_profile():
         return str(chosen)
-    legacy = _legacy_profile()
-    if legacy:
-        return legacy
+    try:
+        ini = config.getini(PROFILE_INI) if config is not None else None
+    except ValueError:  # the plugin is not active: the key is not registered
+        ini = None
     for value, where in ((os.environ.get(PROFILE_ENV), f"the environment variable {PROFILE_ENV}"),
-                         (_ini(config), f"the ini key {PROFILE_INI}")):
+                         (str(ini or ""), f"the ini key {PROFILE_INI}")):
         if value is None or not value.strip():
             continue
         if value.strip() not in PROFILES:
@@ -156,8 +117,7 @@ def run_profile(config: pytest.Config | None) -> str | None:
 
 def run_seed(config: pytest.Config | None) -> int | None:
     """The search seed ``--stateful-contract-seed`` chooses (None: the profile decides)."""
-    seed = config.getoption("stateful_contract_seed", default=None) if config is not None else None
-    return None if seed is None else int(seed)
+    return config.getoption("stateful_contract_seed", default=None) if config is not None else None  # type=int
 
 
 def run_options(config: pytest.Config | None) -> CheckKeywords:
@@ -166,24 +126,13 @@ def run_options(config: pytest.Config | None) -> CheckKeywords:
     ``exitfirst`` under pytest's own ``-x`` (``--maxfail=1``), which would stop at the first
     failing clause test anyway: the check then stops at the first failing clause too."""
     chosen: CheckKeywords = {}
-    profile, seed = run_profile(config), run_seed(config)
-    if profile is not None:
+    if (profile := run_profile(config)) is not None:
         chosen["profile"] = profile
-    if seed is not None:
+    if (seed := run_seed(config)) is not None:
         chosen["seed"] = seed
     if config is not None and config.getoption("maxfail", default=0) == 1:
         chosen["exitfirst"] = True
     return chosen
-
-
-def _ini(config: pytest.Config | None) -> str | None:
-    if config is None:
-        return None
-    try:
-        value = config.getini(PROFILE_INI)
-    except ValueError:  # the plugin is not active: the key is not registered
-        return None
-    return str(value) if value else None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -212,17 +161,23 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
         try:
             return (yield)
         finally:
-            tests: dict[str, pytest.Item] = {}
-            for other in item.session.items:
-                params = getattr(getattr(other, "callspec", None), "params", {})
-                if getattr(other, "cls", None) is getattr(item, "cls", None) and "clause_id" in params:
-                    tests[params["clause_id"]] = other
+            tests = clause_tests(item.session, getattr(item, "cls", None))
             for label, stats in collected:
                 owner = tests.get(label.split(" ", 1)[0], item)
                 stats["nodeid"] = f"{owner.nodeid}: the contract's search of {label}"
                 text = describe_statistics(stats)
                 before = getattr(owner, "hypothesis_statistics", "")
                 owner.hypothesis_statistics = f"{before}\n\n{text}" if before else text  # type: ignore[attr-defined]
+
+
+def clause_tests(session: pytest.Session, cls: type | None) -> dict[str, pytest.Item]:
+    """The clause tests of ``cls`` that survived selection (``-k``, ``--lf``, ...), by clause ID."""
+    tests: dict[str, pytest.Item] = {}
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if getattr(item, "cls", None) is cls and "clause_id" in params:
+            tests[params["clause_id"]] = item
+    return tests
 
 
 def report_paths(template: str, names: list[str]) -> list[Path]:
@@ -254,18 +209,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     reports = config.stash.get(REPORTS, {})
     if reports:
-        from ._render import coverage_line, impact_text  # the engine is loaded by now: a contract class ran
-        from .report import same_causes
+        from ._render import coverage_line, ran, story  # the engine is loaded by now: a contract class ran
 
         terminalreporter.write_sep("-", "StatefulLoader contract")
         for nodeid, report in reports.items():
-            judged = sum(r.status != "skipped" for r in report.results)
-            terminalreporter.write_line(f"{nodeid}: {report.verdict}, {judged} clauses, profile {report.profile}")
-            same = same_causes(report.results)
-            for r in report.results:  # what each failure does to a training run, first
+            walk = ran(report)
+            terminalreporter.write_line(f"{nodeid}: {report.verdict}, {len(walk)} clauses, profile {report.profile}")
+            for r, same_as in walk:  # what each failure does to a training run, first
                 if r.is_failure:
-                    story = f"same cause as {same[r.id]}" if r.id in same else (impact_text(r) or r.status)
-                    terminalreporter.write_line(f"  {r.id} {r.name}: {story}")
+                    terminalreporter.write_line(f"  {r.id} {r.name}: {story(r, same_as) or r.status}")
             if coverage_line(report):
                 terminalreporter.write_line(f"  {coverage_line(report)}")
     written = config.stash.get(_WRITTEN, [])

@@ -1,13 +1,9 @@
 """Rerun a recorded failure: ``stateful-contract replay report.json SC10``.
 
-A report keeps the minimal failing example of every failed clause: its config as
-``LoaderConfig(...)`` and its plan as the ``repr`` of a frozen dataclass
-(``Checkpoint(position=Position(...), more=0)``). `parse_example` reads them back without
-``eval``: the text is parsed with `ast`, and only literals and calls of the known
-dataclasses (`LoaderConfig`, `Position`, the plans of `stateful_contract._engine.plans`
-and of the clause modules) are built. `replay` then runs that one example through
-``check(..., replay=(config, plan))``, after the clauses it needs, so a fix can be
-tried in seconds rather than by a whole search.
+A report keeps the minimal failing example of every failed clause: its config and its plan
+as the ``repr`` of frozen dataclasses. `parse_example` reads them back without ``eval``
+(only literals and calls of `known_classes` are built), and `replay` runs that one example
+through ``check(..., replay=(config, plan))``, so a fix can be tried in seconds.
 """
 
 from __future__ import annotations
@@ -21,6 +17,7 @@ import sys
 from typing import Any
 
 from .config import LoaderConfig
+from .options import alignment_of
 from .report import ClauseResult, Report
 
 __all__ = ["ReplayError", "add_arguments", "known_classes", "parse_example", "parse_value", "replay", "run",
@@ -63,12 +60,6 @@ def parse_value(text: str, classes: dict[str, type] | None = None) -> Any:
 
 
 def _build(node: ast.expr, known: dict[str, type], text: str) -> Any:
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _build(node.operand, known, text)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, (ast.Tuple, ast.List)):
         items = [_build(e, known, text) for e in node.elts]
         return tuple(items) if isinstance(node, ast.Tuple) else items
@@ -88,7 +79,11 @@ def _build(node: ast.expr, known: dict[str, type], text: str) -> Any:
             return cls(*args, **kwargs)
         except (TypeError, ValueError) as e:
             raise ReplayError(f"cannot read {text!r}: {e}") from None
-    raise ReplayError(f"cannot read {text!r}: {ast.unparse(node)} is neither a literal nor a known dataclass")
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise ReplayError(f"cannot read {text!r}: {ast.unparse(node)} is neither a literal nor a known dataclass"
+                          ) from None
 
 
 def parse_example(result: ClauseResult) -> tuple[LoaderConfig, Any]:
@@ -106,14 +101,7 @@ def parse_example(result: ClauseResult) -> tuple[LoaderConfig, Any]:
 
 def target_of(report: Report) -> str:
     """The ``check`` target of a report: as given to the CLI, or a pytest class's node id as ``file.py:Class``."""
-    if "::" in report.target:
-        path, *names = report.target.split("::")
-        return f"{path}:{'.'.join(names)}"
-    return report.target
-
-
-def _alignment(text: str | None) -> Any:
-    return None if text is None else (text if text == "window" else int(text))
+    return report.target.replace("::", ":", 1).replace("::", ".")
 
 
 def replay(report: Report, clause_id: str, *, target: str | None = None, timeout: float | None = None) -> Report:
@@ -126,7 +114,7 @@ def replay(report: Report, clause_id: str, *, target: str | None = None, timeout
     from ._checking import check
 
     return check(target or target_of(report), profile=report.profile, clauses=[result.id],
-                 checkpoint_alignment=_alignment(report.checkpoint_alignment), strict=report.strict,
+                 checkpoint_alignment=alignment_of(report.checkpoint_alignment), strict=report.strict,
                  world_size=report.world_size, timeout=timeout, replay=(config, plan))
 
 

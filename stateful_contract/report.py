@@ -6,15 +6,17 @@ badge all read the same records, and `Report.to_json` is the one file format.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from ._engine.impact import Impact
-from ._engine.outcome import Outcome, Status
+from ._engine.outcome import ClauseViolation, Outcome, Status
 from ._faces import hint_remove_expected
 from .clauses.registry import CONTRACT_VERSION
 
@@ -27,20 +29,16 @@ __all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Outco
 #: expected failure that no longer fails (the declaration list must stay current).
 FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 
-#: Report format version, bumped when a field changes meaning. Version 2 adds the
-#: structured parts of a failure (``expected``, ``got``, ``context``, ``rank``) and the
-#: failing example (``config``, ``plan``); version 3 adds what took a loader's process down
-#: (``killed_by``), whether the run was ``interrupted``, and the verdict ``"interrupted"``;
-#: version 4 adds what the search covered per clause (``coverage``) and the search seed
-#: (``seed``, null for a derandomized run); version 5 adds the worker counts of the
-#: configuration space searched (``num_workers``), which with the points each clause reached
-#: (``coverage`` keys ``point:...``) gives the share of the checkpoint space visited; version 6
-#: adds what each failure does to a training run (``impact``: ``kind`` silent or loud, ``what``,
-#: ``where``, ``counts``, ``unit``, ``epoch``, ``at``; null where a clause did not fail) and, per
-#: report, which failures share one cause (``same_cause``: clause ID -> the ID told in full);
-#: version 7 adds the clause a check stopped at when it stops at the first failure
-#: (``stopped_at``, null otherwise; the clauses it did not reach are ``not-judged``, their
-#: message starting "not run"). Older reports still load.
+#: Report format version, bumped when a field changes meaning; older reports still load. 2: the
+#: structured parts of a failure (``expected``, ``got``, ``context``, ``rank``) and its example
+#: (``config``, ``plan``). 3: what took a loader's process down (``killed_by``), ``interrupted``
+#: and the verdict ``"interrupted"``. 4: ``coverage`` per clause and the search ``seed`` (null when
+#: derandomized). 5: ``num_workers``, the worker counts searched (with the ``point:...`` keys of
+#: ``coverage``: the share of the checkpoint space visited). 6: what each failure does to a training
+#: run (``impact``: ``kind`` silent or loud, ``what``, ``where``, ``counts``, ``unit``, ``epoch``,
+#: ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told in full). 7: the clause a
+#: check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not reached are
+#: ``not-judged``, their message starting "not run").
 REPORT_FORMAT = 7
 
 T = TypeVar("T")
@@ -98,15 +96,11 @@ class ClauseResult:
 
     @classmethod
     def from_outcome(cls, c: Clause, outcome: Outcome, *, seconds: float = 0.0) -> ClauseResult:
-        """The record of one clause, from what the engine found: the failing example's parts only
-        for a failure."""
-        failed = outcome.status == "failed"
-        impact = outcome.impact if failed else None
-        kept = dataclasses.replace(
-            outcome, notes=list(outcome.notes), coverage=dict(outcome.coverage),
-            reproduction=outcome.reproduction if failed else "", config=outcome.config if failed else "",
-            plan=outcome.plan if failed else "",
-            impact=None if impact is None else dataclasses.replace(impact, counts=dict(impact.counts)))
+        """The record of one clause, from what the engine found (the failing example's parts if it failed)."""
+        kept = copy.deepcopy(outcome)
+        if outcome.status != "failed":
+            kept.reproduction = kept.config = kept.plan = ""
+            kept.impact = None
         return cls(c.id, c.name, c.tier, kept, seconds)
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,17 +124,13 @@ class ClauseResult:
         ``raise report["SC10"].to_exception()`` fails a plain test (unittest, a script)
         with the same story every face prints.
         """
-        from ._engine.outcome import ClauseViolation
+        from ._engine.example import _attach_note  # the note an example's own failure carries
 
         error = ClauseViolation(self.id, heading=f"{self.id} {self.name}", expected=self.expected, got=self.got,
                                 context=self.context, rank=self.rank)
         error.args = (self.message or error.message,)
         if self.reproduction:
-            note = "Reproduce with:\n" + self.reproduction
-            if hasattr(error, "add_note"):
-                error.add_note(note)
-            else:  # Python 3.10: the attribute PEP 678 reads
-                error.__notes__ = [note]  # type: ignore[attr-defined]
+            _attach_note(error, self.reproduction)
         return error
 
     @property
@@ -169,14 +159,14 @@ class Report:
     world_size: int = 1
     checkpoint_alignment: str | None = None
     contract_version: str = CONTRACT_VERSION
-    notes: list[str] = field(default_factory=list)
-    #: The run was stopped (Ctrl-C) before every clause was judged: the report is partial.
-    interrupted: bool = False
     #: The Hypothesis seed of the search (``check(seed=...)``, ``--seed``); None when derandomized.
     seed: int | None = None
     #: The worker counts of the configuration space searched (``ConfigSpace.num_workers``; empty in
     #: reports before format 5): a dimension of the checkpoint space the coverage line measures.
     num_workers: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: The run was stopped (Ctrl-C) before every clause was judged: the report is partial.
+    interrupted: bool = False
     #: The clause whose failure stopped the check (``exitfirst``); None when it ran to the end.
     stopped_at: str | None = None
 
@@ -199,11 +189,10 @@ class Report:
     @property
     def coverage(self) -> dict[str, int]:
         """What the search covered, summed over the clauses."""
-        total: dict[str, int] = {}
+        total: Counter[str] = Counter()
         for r in self.results:
-            for k, v in r.coverage.items():
-                total[k] = total.get(k, 0) + v
-        return total
+            total.update(r.coverage)
+        return dict(total)
 
     @property
     def deviations(self) -> dict[str, str]:
@@ -211,24 +200,12 @@ class Report:
         return {r.id: r.expected_failure_reason or "" for r in self.results if r.status == "expected-failure"}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "report_format": REPORT_FORMAT,
-            "contract": "StatefulLoader contract",
-            "contract_version": self.contract_version,
-            "target": self.target,
-            "verdict": self.verdict,
-            "profile": self.profile,
-            "strict": self.strict,
-            "world_size": self.world_size,
-            "checkpoint_alignment": self.checkpoint_alignment,
-            "seed": self.seed,
-            "num_workers": list(self.num_workers),
-            "notes": list(self.notes),
-            "interrupted": self.interrupted,
-            "stopped_at": self.stopped_at,
-            "same_cause": same_causes(self.results),
-            "clauses": [r.to_dict() for r in self.results],
-        }
+        head = {"report_format": REPORT_FORMAT, "contract": "StatefulLoader contract",
+                "contract_version": self.contract_version, "target": self.target, "verdict": self.verdict}
+        # The other fields in their declared order (contract_version keeps its place at the head).
+        fields = {f.name: copy.copy(getattr(self, f.name)) for f in dataclasses.fields(self)[2:]}
+        return head | fields | {"same_cause": same_causes(self.results),
+                                "clauses": [r.to_dict() for r in self.results]}
 
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2) + "\n"
@@ -238,21 +215,9 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
-        results = [ClauseResult.from_dict(r) for r in data["clauses"]]
-        return cls(
-            target=data["target"],
-            results=results,
-            profile=data.get("profile", "ci"),
-            strict=data.get("strict", False),
-            world_size=data.get("world_size", 1),
-            checkpoint_alignment=data.get("checkpoint_alignment"),
-            contract_version=data.get("contract_version", CONTRACT_VERSION),
-            notes=list(data.get("notes", [])),
-            interrupted=bool(data.get("interrupted", False)),
-            seed=data.get("seed"),
-            num_workers=list(data.get("num_workers", [])),
-            stopped_at=data.get("stopped_at"),
-        )
+        """A report of any format: older formats lack fields, which take their defaults."""
+        fields = {f.name: data[f.name] for f in dataclasses.fields(cls)[2:] if f.name in data}
+        return cls(data["target"], [ClauseResult.from_dict(r) for r in data["clauses"]], **fields)
 
     @classmethod
     def from_json(cls, path: str | Path) -> Report:
@@ -260,10 +225,8 @@ class Report:
 
 
 def _cause(r: ClauseResult) -> tuple[object, ...] | None:
-    """What makes two failures one story: the same minimal example (its config, and where the
-    compared stream starts in the uninterrupted one, which is the checkpoint's position), the same
-    difference (what came instead, and its impact). Clauses whose examples differ in any of these
-    stay apart, even when their messages read alike."""
+    """What makes two failures one story: the same minimal example (its config, and the checkpoint's
+    position) and the same difference (what came instead, its impact); messages that read alike are not."""
     if r.impact is None or not r.config or not r.got:
         return None
     return r.config, r.rank, r.impact.at, r.impact.kind, r.impact.what, r.impact.where, r.got
@@ -278,11 +241,7 @@ def same_causes(results: list[ClauseResult]) -> dict[str, str]:
     first: dict[tuple[object, ...], str] = {}
     out: dict[str, str] = {}
     for r in results:
-        key = _cause(r) if r.status in ("failed", "expected-failure") else None
-        if key is None:
-            continue
-        if key in first:
-            out[r.id] = first[key]
-        else:
-            first[key] = r.id
+        if r.status in ("failed", "expected-failure") and (key := _cause(r)) is not None:
+            if first.setdefault(key, r.id) != r.id:
+                out[r.id] = first[key]
     return out

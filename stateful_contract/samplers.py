@@ -1,49 +1,31 @@
 """`DistributedBatchSampler`: a distributed batch sampler that resumes exactly, epoch by epoch.
 
-`LoaderConfig.stateful_dataloader()` gives it to torchdata's `StatefulDataLoader` as
-``batch_sampler=`` whenever ``world_size > 1``; it is public so that a user can do the
-same (``StatefulDataLoader(dataset, batch_sampler=DistributedBatchSampler(...))``).
+`LoaderConfig.stateful_dataloader()` passes it to torchdata's `StatefulDataLoader` as
+``batch_sampler=`` whenever ``world_size > 1``, as a user can. torchdata's
+``StatefulDistributedSampler`` resets its count only when an epoch's first index is drawn (a
+state taken between epochs resumes into an empty epoch or reports the epoch's start) and, like
+torch's ``DistributedSampler``, loses the next epoch when a state taken after an epoch's last
+batch is resumed at ``set_epoch(epoch + 1)`` (docs/findings.md, F4, F11, F12).
 
-Why not torchdata's ``StatefulDistributedSampler``
---------------------------------------------------
-Measured on torchdata 0.11 (docs/findings.md, F4, F11 and F12), that sampler resets its
-count only when an epoch's *first index* is drawn (its ``__iter__`` is a generator), so
-
-- a state taken after ``StopIteration``, or after ``iter()`` and before the first batch
-  of a later epoch, still carries the finished epoch's count: the resumed loader yields
-  an empty epoch (F4; with ``set_epoch`` in the trainer's loop a whole epoch is lost);
-- a state taken from a resumed loader after ``iter()`` and before its first batch
-  reports the epoch's start (F11): a second resume from it repeats batches;
-- like torch's own ``DistributedSampler`` under ``StatefulDataLoader``, a state taken
-  after an epoch's last batch (before ``StopIteration``) and resumed at the next epoch
-  (``set_epoch(epoch + 1)``, as trainers do) resumes into an empty epoch: the next epoch
-  is lost (F12, verl#7401).
-
-What this sampler does instead
-------------------------------
-It deals indices exactly as torch's ``DistributedSampler`` does (same padding, same
-``drop_last``, same ``seed + epoch`` shuffle), so the samples of every rank and epoch are
-the ones users get today, and groups each rank's indices into batches as torch's
-``BatchSampler`` would. Its state is ``{"epoch", "batches", "num_replicas"}``: the epoch of
-the pass in progress and how many of its batches were handed out. Three rules make it
+This sampler deals indices exactly as torch's ``DistributedSampler`` does (same padding,
+``drop_last`` and ``seed + epoch`` shuffle: the samples users get today) and batches each rank's
+indices as torch's ``BatchSampler``. Its state is ``{"epoch", "batches", "num_replicas"}``: the
+epoch of the pass in progress and how many of its batches were handed out. Three rules make it
 exact:
 
 1. The count belongs to the pass, and a pass starts at ``iter()``, not at its first batch.
-2. A loaded state waits for the next ``iter()`` (the loader loads lazily, and calls
-   ``load_state_dict`` on this sampler only then). That ``iter()`` resumes the loaded pass,
-   and the sampler's epoch becomes the loaded one: a resumed loader on which nobody
-   calls ``set_epoch`` continues as the saved one would have.
-3. A loaded state whose pass had handed out every batch *gives way* to ``set_epoch``: if
-   the epoch set before that ``iter()`` is later than the state's, the state's epoch is
-   over and the pass is the new epoch from its first batch. This is the trainer's
-   end-of-epoch checkpoint resumed at the next epoch. Without such a ``set_epoch`` (or
-   with the same epoch) the pass is the empty rest of the finished epoch, exactly as
-   ``StatefulDataLoader``'s default sampler resumes.
+2. A loaded state waits for the next ``iter()`` (the loader calls ``load_state_dict`` on this
+   sampler only then), which resumes the loaded pass in the loaded epoch: a resumed loader on
+   which nobody calls ``set_epoch`` continues as the saved one would have.
+3. A loaded state whose pass had handed out every batch *gives way* to ``set_epoch``: if the
+   epoch set before that ``iter()`` is later than the state's, the pass is the new epoch from its
+   first batch (the trainer's end-of-epoch checkpoint resumed at the next epoch). Otherwise it is
+   the empty rest of the finished epoch, exactly as ``StatefulDataLoader``'s default sampler resumes.
 
-A state records the world size and is refused, naming both, by a sampler of another
-world size (an elastic restart cannot reshard a per-rank position). It holds no rank,
-so that one copy under a shared key (``dcp.save({"dataloader": loader})``) still loads on
-every rank: at the same step every rank's state is the same.
+A state records the world size and is refused, naming both, by a sampler of another world size
+(an elastic restart cannot reshard a per-rank position). It holds no rank, so one copy under a
+shared key (``dcp.save({"dataloader": loader})``) loads on every rank: at the same step every
+rank's state is the same.
 """
 
 from __future__ import annotations
@@ -80,17 +62,10 @@ class _Pass(Iterator[list[int]]):
 class DistributedBatchSampler(Sampler[list[int]]):
     """Batches of one rank's share of ``dataset``, as ``BatchSampler(DistributedSampler(...))``, stateful.
 
-    Args:
-        dataset: a sized dataset (only its length is read).
-        batch_size: indices per batch.
-        num_replicas: ranks, as torch's ``DistributedSampler``.
-        rank: this rank, as torch's ``DistributedSampler``.
-        shuffle: as torch's ``DistributedSampler``.
-        seed: as torch's ``DistributedSampler``.
-        drop_last: as torch's ``DistributedSampler``: drop the tail that does not divide
-            evenly over the ranks.
-        drop_last_batch: drop each epoch's last batch when it is short, as
-            ``BatchSampler(drop_last=True)`` does (default: ``drop_last``).
+    ``dataset`` (sized: only its length is read), ``num_replicas``, ``rank``, ``shuffle``, ``seed`` and
+    ``drop_last`` (drop the tail that does not divide evenly over the ranks) are torch's
+    ``DistributedSampler``'s; ``batch_size`` indices make a batch, and ``drop_last_batch`` drops each
+    epoch's last batch when it is short, as ``BatchSampler(drop_last=True)`` does (default: ``drop_last``).
 
     ``set_epoch(epoch)`` chooses the epoch of the next pass, as with ``DistributedSampler``;
     ``state_dict()``/``load_state_dict()`` follow the module docstring's three rules.

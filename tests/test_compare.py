@@ -89,3 +89,37 @@ def test_a_loader_of_numpy_and_dataclass_batches_that_skips_a_batch_fails_sc10()
     assert "differs: ['input_ids']: expected array([" in result.message, result.message
     assert max(map(len, result.message.splitlines())) < 1200, "each batch is shown in one short line"
     assert "load_state_dict" in result.reproduction or "state=state" in result.reproduction
+
+
+# --- SC17's one resume per distinct round-tripped state (`state_steps.indistinguishable`) -----------
+
+def test_round_trips_of_a_plain_state_are_indistinguishable() -> None:
+    from stateful_contract._engine.state_steps import ROUND_TRIPS, indistinguishable
+
+    generator = torch.Generator().manual_seed(3).get_state()
+    state = {"epoch": 2, "done": False, "next": None, "rng": generator, "same": generator, "order": [1.5, -0.0]}
+    copies = [via(state) for via in ROUND_TRIPS.values()]
+    assert all(indistinguishable(copies[0], c) for c in copies)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ({"n": 1}, {"n": True}),                                   # bool is an int, but not to a loader that checks
+    ({"n": (1, 2)}, {"n": [1, 2]}),
+    ({"a": 1, "b": 2}, {"b": 2, "a": 1}),                      # key order: a loader may zip the values
+    ({"x": 0.0}, {"x": -0.0}),
+    ({"t": torch.zeros(2, dtype=torch.int64)}, {"t": torch.zeros(2, dtype=torch.int32)}),
+    ({"t": torch.arange(4)[1:]}, {"t": torch.arange(1, 4)}),  # the same values from another offset
+], ids=["bool-int", "tuple-list", "key-order", "signed-zero", "dtype", "offset"])
+def test_states_a_loader_could_tell_apart_are_not_indistinguishable(a: object, b: object) -> None:
+    from stateful_contract._engine.state_steps import indistinguishable
+
+    assert not indistinguishable(a, b)
+
+
+def test_sharing_and_unknown_leaves_are_not_indistinguishable() -> None:
+    from stateful_contract._engine.state_steps import indistinguishable
+
+    shared = torch.zeros(3)
+    assert not indistinguishable({"a": shared, "b": shared}, {"a": torch.zeros(3), "b": torch.zeros(3)})
+    leaf = Window(torch.zeros(1), 3)  # what a loader reads of an object of its own is unknown
+    assert not indistinguishable({"w": leaf}, {"w": leaf})

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from ranked_loaders import target as ranked_target
 
-from stateful_contract._engine.ranks.launch import processes_of
-from stateful_contract._engine.ranks.pool import left_behind
+from stateful_contract._engine.processes import processes_of
+from stateful_contract._engine.ranks.launch import left_behind
 from stateful_contract.config import LoaderConfig
 from stateful_contract.distributed import check_world
 from stateful_contract.reference.factories import reference_wrapper

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import gc
 import signal
+import sys
 import time
+import types
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 import pytest
+from zoo import EpochLoader
 
+from stateful_contract import check
+from stateful_contract._checking import CheckInterrupted
+from stateful_contract._engine import guard
 from stateful_contract._engine.guard import LoaderHung, can_interrupt, deadline
 
 pytestmark = pytest.mark.skipif(not can_interrupt(), reason="SIGALRM timers: POSIX main thread only")
@@ -70,3 +78,74 @@ def test_nested_deadlines_each_keep_their_own() -> None:
         with deadline(5):
             time.sleep(3)
     assert hung.value.seconds == 0.3
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C at Python's default, KeyboardInterrupt (an xdist worker ignores SIGINT)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def _ctrl_c_inside_a_gc_callback() -> None:
+    """Ctrl-C lands while CPython runs a gc callback (Hypothesis keeps one): the handler's
+    KeyboardInterrupt is "Exception ignored", python/cpython#95959."""
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            signal.raise_signal(signal.SIGINT)  # the handler runs here, inside the callback
+
+    gc.callbacks.append(callback)
+    try:
+        gc.collect()
+    finally:
+        gc.callbacks.remove(callback)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_cpython_swallows_a_ctrl_c_that_lands_in_a_gc_callback(ctrl_c_raises: None) -> None:
+    """Why `ctrl_c_kept` exists: without it, this Ctrl-C is lost."""
+    _ctrl_c_inside_a_gc_callback()  # no KeyboardInterrupt comes out
+
+
+def test_a_swallowed_ctrl_c_is_raised_again_at_the_next_wait(ctrl_c_raises: None) -> None:
+    with guard.ctrl_c_kept():
+        _ctrl_c_inside_a_gc_callback()
+        with pytest.raises(KeyboardInterrupt):
+            guard.raise_lost_ctrl_c()
+        guard.raise_lost_ctrl_c()  # raised once
+
+
+class _CtrlCInCollection(EpochLoader):
+    """A loader whose third batch sees a Ctrl-C land inside a gc callback."""
+
+    def __iter__(self) -> Iterator[Any]:
+        for i, batch in enumerate(super().__iter__()):
+            if i == 2:
+                _ctrl_c_inside_a_gc_callback()
+            yield batch
+
+
+def test_a_check_stops_on_a_ctrl_c_that_cpython_swallowed(ctrl_c_raises: None) -> None:
+    """Found by the 2-rank Ctrl-C test: a Ctrl-C inside Hypothesis' gc callback was lost and the check judged on."""
+    with pytest.raises(CheckInterrupted) as stopped:
+        check(_CtrlCInCollection, isolation="in-process", clauses="SC18", profile="dev")
+    assert stopped.value.report.interrupted
+
+
+def test_what_a_step_imports_on_first_use_is_frozen_at_the_next_collection() -> None:
+    """DCP, imported by SC19's first save, is 80,000 objects: left unfrozen, every later
+    collection before a worker loader would walk them (~55 ms instead of ~7)."""
+    name = "stateful_contract_test_imported_on_first_use"
+    with guard.frozen():
+        frozen_before = gc.get_freeze_count()
+        module = types.ModuleType(name)
+        module.objects = [[] for _ in range(10_000)]  # type: ignore[attr-defined]
+        sys.modules[name] = module
+        try:
+            guard.collect()
+            assert gc.get_freeze_count() >= frozen_before + 10_000
+        finally:
+            del sys.modules[name]
+    assert gc.get_freeze_count() == 0

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from stateful_contract._engine.processes import MARKER_ENV, kill_session, processes_of
-from stateful_contract._engine.ranks.joining import first_host, launcher_env
+from stateful_contract._engine.ranks.in_world import first_host, launcher_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
 
@@ -273,7 +273,7 @@ def test_a_restart_without_max_restarts_is_refused_with_exit_2(restart: list[str
 
 
 def test_the_attempt_number_comes_from_torchruns_agent_and_a_launch_without_restarts_is_refused() -> None:
-    from stateful_contract.distributed.restarts import attempt
+    from stateful_contract.distributed.phases import attempt
 
     assert attempt({"TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "1"}) == 0
     assert attempt({"TORCHELASTIC_RESTART_COUNT": "2", "TORCHELASTIC_MAX_RESTARTS": "3"}) == 2

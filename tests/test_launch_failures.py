@@ -32,7 +32,7 @@ from stateful_contract._engine.ranks.failures import (
     order_failures,
 )
 from stateful_contract._engine.ranks.launch import _read_outcome
-from stateful_contract._engine.ranks.launcher import _ExitWatch, _failure_record
+from stateful_contract._engine.ranks.launcher import _ExitWatch
 
 RESET = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
          "[127.0.0.1]:63172: Connection reset by peer. This is typically caused by a remote worker hanging or "
@@ -143,9 +143,7 @@ def test_the_rank_torch_left_out_is_added_and_blamed(tmp_path: Path, torch_repor
     watch.processes = [SimpleNamespace(pid=100, exitcode=1), SimpleNamespace(pid=101, exitcode=3)]
     watch.exited_at = {0: rank0_at, 1: rank1_at}
     # What ChildFailedError.failures holds: only the rank torch's monitor noticed.
-    found = watch.failures({torch_reports: made[torch_reports]})
-    assert sorted(found) == [0, 1]
-    records = [_failure_record(rank, f, log_dir, at) for rank, (f, at) in sorted(found.items())]
+    records = watch.failures({torch_reports: made[torch_reports]})
     assert [(r["rank"], r["exitcode"], r["exited_at"]) for r in records] == [(0, 1, rank0_at), (1, 3, rank1_at)]
     assert records[0]["error"] == RESET and records[1]["error"] == ""
     (tmp_path / "launch-outcome.json").write_text(json.dumps(
@@ -175,7 +173,20 @@ def test_the_watch_keeps_every_rank_s_exit_code_and_time(tmp_path: Path) -> None
     assert [p.exitcode for p in watch.processes] == [-signal.SIGTERM, 3]
     assert watch.exited_at[1] < watch.exited_at[0]
     found = watch.failures({})
-    assert {rank: f.exitcode for rank, (f, _) in found.items()} == {0: -signal.SIGTERM, 1: 3}
+    assert {record["rank"]: record["exitcode"] for record in found} == {0: -signal.SIGTERM, 1: 3}
+
+
+def test_an_error_file_cut_short_by_the_agent_s_kill_still_names_the_rank(tmp_path: Path) -> None:
+    """A rank killed while it wrote its error file leaves it empty: torch's ``ProcessFailure`` cannot
+    read it, and the launcher, raising, said only "the launcher failed: ... JSONDecodeError"."""
+    error_file = tmp_path / "search" / "attempt_0" / "0" / "error.json"
+    error_file.parent.mkdir(parents=True)
+    error_file.write_text("")
+    watch = _ExitWatch(tmp_path)
+    watch.processes = [SimpleNamespace(pid=12345, exitcode=-signal.SIGKILL), SimpleNamespace(pid=12346, exitcode=3)]
+    found = watch.failures({})
+    assert {record["rank"]: record["exitcode"] for record in found} == {0: -signal.SIGKILL, 1: 3}
+    assert "Signal 9 (SIGKILL)" in found[0]["error"]
 
 
 #: The launcher process, with ``init_process_group`` made to hang in the attempts named by argv[2]
@@ -183,6 +194,7 @@ def test_the_watch_keeps_every_rank_s_exit_code_and_time(tmp_path: Path) -> None
 #: they inherit the patch; checks fork them from a forkserver.
 _HANGING_JOIN = """
 import os, sys, time
+from pathlib import Path
 import torch.distributed as dist
 from stateful_contract._engine.ranks import launcher, world
 
@@ -196,7 +208,7 @@ world.JOIN_TIMEOUT = 3.0
 
 def entry(world, phase):
     return None
-sys.exit(launcher.main([sys.argv[1]]))
+launcher.run(Path(sys.argv[1]))
 """
 
 

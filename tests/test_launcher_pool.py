@@ -1,4 +1,4 @@
-"""The launcher kept between multi-rank checks (`stateful_contract._engine.ranks.pool`).
+"""The launcher kept between multi-rank checks (`stateful_contract._engine.ranks.launch`).
 
 A second check in the same process reuses the first one's launcher (torch imported once),
 and nothing of the first check reaches it: a process a rank left behind is killed when its
@@ -19,7 +19,10 @@ import psutil
 import pytest
 
 from stateful_contract import FactoryError
-from stateful_contract._engine.ranks import pool
+from stateful_contract._checking import CheckInterrupted
+from stateful_contract._engine.processes import processes_of
+from stateful_contract._engine.ranks import launch as pool
+from stateful_contract._run import Progress
 from stateful_contract.config import LoaderConfig
 from stateful_contract.distributed import check_world
 from stateful_contract.reference.factories import reference_wrapper
@@ -115,7 +118,7 @@ def test_a_kept_launcher_that_fails_a_run_says_why_and_is_not_kept(tmp_path: Pat
     (tmp_path / "status").mkdir()
     (tmp_path / "launch.json").write_text("{not json", encoding="utf-8")
     launcher = pool.start_launcher(tmp_path, reusable=True)
-    assert launcher.kept
+    assert launcher.key is not None
     outcome = finish_world(launcher, tmp_path, 2, wait=120)
     assert not outcome.timed_out
     assert "the launcher failed" in outcome.describe() and "JSONDecodeError" in outcome.describe(), outcome.describe()
@@ -125,7 +128,7 @@ def test_a_kept_launcher_that_fails_a_run_says_why_and_is_not_kept(tmp_path: Pat
 def test_a_kept_launcher_whose_caller_was_killed_exits_and_removes_its_directory(tmp_path: Path) -> None:
     """The caller SIGKILLed between checks: no atexit ran, but the launcher's stdin closes."""
     script = (f"import sys; sys.path.insert(0, {str(HERE.parent)!r})\n"
-              "from test_launcher_pool import replay_once\nfrom stateful_contract._engine.ranks import pool\n"
+              "from test_launcher_pool import replay_once\nfrom stateful_contract._engine.ranks import launch as pool\n"
               "replay_once('leaves_nothing')\n[launcher] = pool._idle\n"
               "print(launcher.proc.pid, launcher.marker, flush=True)\nimport os, signal\n"
               "os.kill(os.getpid(), signal.SIGKILL)\n")
@@ -135,3 +138,19 @@ def test_a_kept_launcher_whose_caller_was_killed_exits_and_removes_its_directory
     while (alive(int(pid)) or Path(marker).exists()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(int(pid)) and not Path(marker).exists(), done.stderr[-2000:]
+
+
+def test_an_interrupted_check_keeps_no_launcher() -> None:
+    """The CLI leaves with ``os._exit`` once an interrupted check's report is written, so atexit
+    never ends a kept launcher: the check ends it (found by the 2-rank Ctrl-C test, where the
+    launcher and its forkserver outlived the CLI)."""
+
+    def ctrl_c_after_the_example(progress: Progress) -> None:
+        if progress.status is not None:  # SC10 judged: its launcher has been given back
+            raise KeyboardInterrupt
+
+    with pytest.raises(CheckInterrupted):
+        check_world("stateful_contract.reference.factories:reference_wrapper", world_size=2, clauses=["SC10"], progress=ctrl_c_after_the_example,
+                    replay=(LoaderConfig(dataset_size=4, batch_size=1), Position(epoch=0, batches=1)))
+    assert pool._idle == []
+    assert [pid for marker in pool._markers for pid in processes_of(marker)] == []

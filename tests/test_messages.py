@@ -23,7 +23,7 @@ import zoo
 from stateful_contract import CheckOptions, ConfigSpace, LoaderConfig, check
 from stateful_contract._engine.epoch_compare import lost_epoch
 from stateful_contract._engine.epoch_steps import LoopPoint
-from stateful_contract._engine.hints import GENERATOR_ITER
+from stateful_contract._engine.example import GENERATOR_ITER
 from stateful_contract._engine.noise import ignore_set_vital
 from stateful_contract._engine.plans import Checkpoint
 from stateful_contract._engine.steps import Position

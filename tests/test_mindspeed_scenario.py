@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from stateful_contract._engine.ranks.launch import processes_of
+from stateful_contract._engine.processes import processes_of
 from tests.scenarios.mindspeed import (
     PARTS,
     RUN1_ITERS,

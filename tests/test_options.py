@@ -21,7 +21,6 @@ from stateful_contract.options import (
     CheckKeywords,
     ExpectedFailures,
     default_jobs,
-    options_of,
 )
 from stateful_contract.pytest_plugin import run_options
 from stateful_contract.testing import StatefulLoaderContract, class_options
@@ -56,7 +55,7 @@ def test_every_face_builds_the_same_options() -> None:
     keywords: CheckKeywords = {"profile": "dev", "strict": True, "expected_failures": {"sc17": "holds a file"},
                                "checkpoint_alignment": "window", "timeout": 5.0, "jobs": 2, "exitfirst": True,
                                "memory_limit": 1 << 30, "isolation": "in-process"}
-    from_python = options_of(None, keywords)
+    from_python = CheckOptions(**keywords)
     from_pytest = class_options(TestLoader).replace(seed=7)
     assert from_cli == from_python.replace(seed=7) == from_pytest
     assert from_cli.expected_failures == {"SC17": "holds a file"} and from_cli.exitfirst

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import misbehaving
+import torch
 import zoo
 
 from stateful_contract import ConfigSpace, check
+from stateful_contract._engine import lending, steps
 from stateful_contract._engine.coverage import coverage_of, describe_space, space_points
+from stateful_contract._engine.example import run_example
 from stateful_contract._engine.plans import Checkpoint, Hops
-from stateful_contract._engine.pool import worker_pool
+from stateful_contract._engine.search import worker_pool
 from stateful_contract._engine.steps import Position
 from stateful_contract._render import coverage_line
+from stateful_contract.clauses.registry import lookup
 from stateful_contract.config import LoaderConfig
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
@@ -88,3 +93,68 @@ def test_the_worker_pool_is_fixed_and_holds_the_points_where_worker_bugs_show() 
 def test_persistent_workers_reach_torchdata_only_with_workers() -> None:
     assert LoaderConfig(num_workers=1, persistent_workers=True).stateful_dataloader().persistent_workers
     assert not LoaderConfig(num_workers=0, persistent_workers=True).stateful_dataloader().persistent_workers
+
+
+# --- The jobs borrow the uninterrupted runs SC18 took (`_engine/lending.py`, issue 21) ------------
+
+class PidShuffled(zoo.EpochLoader):
+    """Shuffles each epoch with a seed from its process id: exact in one process, another stream in
+    the next job. Two fresh loaders agree (SC18 holds) and a resume in the same process is exact."""
+
+    def order(self, epoch: int) -> list[int]:
+        import os
+
+        g = torch.Generator().manual_seed(os.getpid() * 100 + epoch)
+        return torch.randperm(self.config.dataset_size, generator=g).tolist()
+
+
+def test_a_borrowed_run_serves_an_example_without_a_second_run_of_the_loader() -> None:
+    config = LoaderConfig(dataset_size=6, batch_size=2)
+    built: list[int] = []
+
+    def factory(c: LoaderConfig) -> zoo.EpochLoader:
+        built.append(1)
+        return zoo.EpochLoader(c)
+
+    with steps.references_kept():
+        taken = steps.uninterrupted(factory, config)
+        lent = steps.kept_references()
+    lending.lend(lent)
+    try:
+        with steps.references_kept(), lending.watching() as used:
+            assert steps.uninterrupted(factory, config) is taken and len(built) == 1
+        assert used == set(lent)
+    finally:
+        lending.lend({})
+    with steps.references_kept():  # a later block, after the loan: its own run
+        steps.uninterrupted(factory, config)
+    assert len(built) == 2
+
+
+def test_an_example_that_fails_on_a_borrowed_run_is_judged_again_on_its_own(tmp_path: Path) -> None:
+    config = LoaderConfig(dataset_size=6, batch_size=2)
+    factory = zoo.epoch_loader
+    with steps.references_kept():
+        batches, lengths = steps.uninterrupted(factory, config)
+        key, = steps.kept_references()
+    wrong = (list(reversed(batches)), lengths)  # another process's stream, say
+    lending.lend({key: wrong})
+    try:
+        with steps.references_kept():
+            run = run_example(lookup("SC13"), factory, config, Checkpoint(Position(0, 1)),
+                              factory_import="from zoo import epoch_loader as factory", load_form="positional",
+                              alignment=None, timeout=None, workdir=tmp_path)
+            assert run.outcome is None, run.outcome  # judged on its own run, which holds
+            assert steps.kept_references()[key] is not wrong  # and the borrowed one is no longer served
+    finally:
+        lending.lend({})
+
+
+def test_a_stream_that_depends_on_the_process_gets_the_verdicts_of_one_job_on_two() -> None:
+    # The jobs borrow SC18's runs from another process; every example that fails on one is judged
+    # again on its own process's run, so only SC10's resume in a fresh process sees the dependence.
+    kwargs = {"clauses": ["SC10", "SC11", "SC13", "SC20"], "space": IN_PROCESS, "profile": "dev", "seed": 5}
+    one, two = check(PidShuffled, jobs=1, **kwargs), check(PidShuffled, jobs=2, **kwargs)
+    assert [(r.id, r.status) for r in one.results] == [(r.id, r.status) for r in two.results]
+    assert two["SC10"].status == "failed" and "fresh" in two["SC10"].message, two["SC10"].message
+    assert [two[c].status for c in ("SC11", "SC13", "SC20")] == ["passed"] * 3

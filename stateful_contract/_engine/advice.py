@@ -1,22 +1,19 @@
 """Advisories: what a judgement that holds still wants its user to know.
 
-A clause can pass and still have something to say: a resume refused with an exception
-that does not name the mismatch (SC23, SC31) loses nothing, so it passes, but the person
-whose job was restarted gets an error that does not say why. The judgement calls
-`advise(text)` wherever it runs (in the loader's process, on a rank, in the caller's
-world judgement); `run_example` collects what the scenario advised into the
-`ExampleRun`, which carries it back across any process boundary; the caller collects
-again around the whole search and the fresh-process half (`collecting`), and the
-clause's outcome gets each advisory once, as a note starting with `PREFIX`, however
-many examples, ranks or processes gave it. The faces show those notes under passing
-clauses too (other notes are shown only with a failure).
+A resume refused with an exception that does not name the mismatch (SC23, SC31) loses
+nothing, so it passes, but the person whose job was restarted is not told why. A judgement
+calls `advise(text)` wherever it runs; the `ExampleRun` carries what its scenario advised back
+across any process boundary, and the clause's outcome gets each advisory once, as a note
+starting with `PREFIX`, which the faces show under passing clauses too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+
+from .recording import bound
 
 __all__ = ["PREFIX", "advise", "advisories", "collecting"]
 
@@ -34,15 +31,9 @@ def advise(text: str) -> None:
         sink.append(note)
 
 
-@contextlib.contextmanager
-def collecting() -> Iterator[list[str]]:
+def collecting() -> contextlib.AbstractContextManager[list[str]]:
     """Collect what is advised in this block, in order and without repeats."""
-    sink: list[str] = []
-    token = _SINK.set(sink)
-    try:
-        yield sink
-    finally:
-        _SINK.reset(token)
+    return bound(_SINK, [])
 
 
 def advisories(notes: Iterable[str]) -> list[str]:

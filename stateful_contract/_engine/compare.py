@@ -13,28 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = [
-    "PROTOCOL_METHODS",
-    "RESUME_WORDING",
-    "Segment",
-    "Wording",
-    "assert_protocol",
-    "assert_refused",
-    "assert_same_stream",
-    "assert_str_keyed_dict",
-    "assert_unchanged",
-    "describe_batch",
-    "describe_value",
-    "first_difference",
-    "missing_methods",
-    "stream_difference",
-]
+__all__ = ["PROTOCOL_METHODS", "RESUME_WORDING", "Segment", "Wording", "assert_protocol", "assert_refused",
+           "assert_same_stream", "assert_str_keyed_dict", "assert_unchanged", "describe_batch",
+           "describe_value", "first_difference", "missing_methods", "stream_difference"]
 
 #: How many elements of a tensor a message shows before eliding.
 _SHOWN_ELEMENTS = 8
@@ -45,48 +32,39 @@ _SHOWN_CHARACTERS = 160
 def first_difference(expected: Any, got: Any, path: str = "") -> str | None:
     """The first place where ``got`` differs from ``expected``, or None when they are equal."""
     if isinstance(expected, torch.Tensor) or isinstance(got, torch.Tensor):
-        if not (isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor)):
-            return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
-        if expected.dtype != got.dtype or expected.shape != got.shape:
-            return (f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}")
-        if not torch.equal(expected, got):
-            if expected.is_floating_point() and torch.equal(torch.isnan(expected), torch.isnan(got)):
-                both = ~torch.isnan(expected)
-                if torch.equal(expected[both], got[both]):
-                    return None
-            return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
-        return None
+        if not (isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor)) or (
+                expected.dtype != got.dtype or expected.shape != got.shape):
+            return _differs(expected, got, path)
+        if torch.equal(expected, got) or (expected.is_floating_point()  # NaN where the other has NaN: equal
+                                          and torch.allclose(expected, got, rtol=0, atol=0, equal_nan=True)):
+            return None
+        return _differs(expected, got, path)
     if isinstance(expected, Mapping) and isinstance(got, Mapping):
         if list(expected.keys()) != list(got.keys()) and set(expected.keys()) != set(got.keys()):
             return (f"{path or 'batch'}: expected keys {sorted(map(str, expected.keys()))}, "
                     f"got keys {sorted(map(str, got.keys()))}")
-        for key in expected:
-            diff = first_difference(expected[key], got[key], f"{path}[{key!r}]")
-            if diff is not None:
-                return diff
-        return None
-    if (isinstance(expected, Sequence) and isinstance(got, Sequence)
+        pairs: Iterator[tuple[Any, Any, str]] = ((expected[k], got[k], f"{path}[{k!r}]") for k in expected)
+    elif (isinstance(expected, Sequence) and isinstance(got, Sequence)
             and not isinstance(expected, (str, bytes)) and not isinstance(got, (str, bytes))):
         if _kind(expected) is not _kind(got) or len(expected) != len(got):
-            return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
-        for i, (e, g) in enumerate(zip(expected, got)):
-            diff = first_difference(e, g, f"{path}[{i}]")
-            if diff is not None:
-                return diff
-        return None
-    if _is_array(expected) or _is_array(got):
+            return _differs(expected, got, path)
+        pairs = ((e, g, f"{path}[{i}]") for i, (e, g) in enumerate(zip(expected, got)))
+    elif _is_array(expected) or _is_array(got):
         return _array_difference(expected, got, path)
-    if _is_dataclass_instance(expected) and type(expected) is type(got):
-        for f in dataclasses.fields(expected):
-            diff = first_difference(getattr(expected, f.name), getattr(got, f.name), f"{path}.{f.name}")
-            if diff is not None:
-                return diff
+    elif dataclasses.is_dataclass(expected) and not isinstance(expected, type) and type(got) is type(expected):
+        pairs = ((getattr(expected, f.name), getattr(got, f.name), f"{path}.{f.name}")
+                 for f in dataclasses.fields(expected))
+    elif isinstance(expected, float) and isinstance(got, float) and math.isnan(expected) and math.isnan(got):
         return None
-    if isinstance(expected, float) and isinstance(got, float) and math.isnan(expected) and math.isnan(got):
+    elif type(expected) is not type(got) or not _equal(expected, got):
+        return _differs(expected, got, path)
+    else:
         return None
-    if type(expected) is not type(got) or not _equal(expected, got):
-        return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
-    return None
+    return next((d for e, g, where in pairs if (d := first_difference(e, g, where)) is not None), None)
+
+
+def _differs(expected: Any, got: Any, path: str) -> str:
+    return f"{path or 'batch'}: expected {describe_value(expected)}, got {describe_value(got)}"
 
 
 class Segment(list):  # type: ignore[type-arg]
@@ -110,6 +88,11 @@ class Segment(list):  # type: ignore[type-arg]
             at -= n
         return None
 
+    def epoch_end(self, i: int) -> int:
+        """Where the epoch of batch ``i`` ends in this segment (its end, past the known epochs)."""
+        where = self.epoch_of(i)
+        return len(self) if where is None else min(len(self), i + self.lengths[where[0]] - where[1])
+
 
 def _kind(value: Any) -> type:
     return list if isinstance(value, Segment) else type(value)
@@ -120,20 +103,15 @@ def _is_array(value: Any) -> bool:
     return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
 
 
-def _is_dataclass_instance(value: Any) -> bool:
-    return dataclasses.is_dataclass(value) and not isinstance(value, type)
-
-
 def _array_difference(expected: Any, got: Any, path: str) -> str | None:
     import numpy as np
 
-    where = path or "batch"
     if not (_is_array(expected) and _is_array(got)) or expected.dtype != got.dtype or expected.shape != got.shape:
-        return f"{where}: expected {describe_value(expected)}, got {describe_value(got)}"
+        return _differs(expected, got, path)
     if expected.dtype.kind == "O":  # arrays of Python objects: element by element
         return first_difference(expected.tolist(), got.tolist(), path)
     if not np.array_equal(expected, got, equal_nan=expected.dtype.kind in "fc"):
-        return f"{where}: expected {describe_value(expected)}, got {describe_value(got)}"
+        return _differs(expected, got, path)
     return None
 
 
@@ -150,18 +128,14 @@ def _equal(expected: Any, got: Any) -> bool:
 
 def describe_value(value: Any) -> str:
     """A short, readable rendering of one value."""
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, torch.Tensor) or _is_array(value):
         flat = value.flatten().tolist()
-        shown = ", ".join(repr(v) for v in flat[:_SHOWN_ELEMENTS])
-        if len(flat) > _SHOWN_ELEMENTS:
-            shown += ", ..."
+        shown = ", ".join(repr(v) for v in flat[:_SHOWN_ELEMENTS]) + (", ..." if len(flat) > _SHOWN_ELEMENTS else "")
+        if _is_array(value):
+            return f"array([{shown}], shape={value.shape}, dtype={value.dtype})"
         if value.dim() == 0:
             return f"tensor({shown})"
         return f"tensor([{shown}], shape={tuple(value.shape)}, dtype={str(value.dtype).replace('torch.', '')})"
-    if _is_array(value):
-        flat = value.ravel().tolist()
-        shown = ", ".join(repr(v) for v in flat[:_SHOWN_ELEMENTS]) + (", ..." if len(flat) > _SHOWN_ELEMENTS else "")
-        return f"array([{shown}], shape={value.shape}, dtype={value.dtype})"
     if isinstance(value, Mapping):
         text = "{" + ", ".join(f"{k!r}: {describe_value(v)}" for k, v in value.items()) + "}"
     elif isinstance(value, (list, tuple)) and len(value) > _SHOWN_ELEMENTS:
@@ -250,10 +224,8 @@ def _reordered(expected: Sequence[Any], got: Sequence[Any], i: int) -> str:
     stream when its epochs are not known): the most common hand-written resume, skipping
     the batches already seen, in a process whose shuffle was drawn anew, looks like this.
     """
-    stop = len(expected)
     where = expected.epoch_of(i) if isinstance(expected, Segment) else None
-    if isinstance(expected, Segment) and where is not None:
-        stop = min(stop, i + expected.lengths[where[0]] - where[1])
+    stop = expected.epoch_end(i) if isinstance(expected, Segment) else len(expected)
     e, g = sample_ids(expected[i:stop]), sample_ids(got[i:stop])
     if e is None or g is None or e == g or sorted(map(repr, e)) != sorted(map(repr, g)):
         return ""

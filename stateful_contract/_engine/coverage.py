@@ -21,28 +21,20 @@ from .steps import Position
 __all__ = ["CATEGORIES", "EVENTS", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space",
            "space_points"]
 
-#: Every category, in the order they are shown, with how a summary names it.
-CATEGORIES: dict[str, str] = {
-    "mid-window": "mid-window",
-    "window-boundary": "at window boundaries",
-    "epoch-end": "at epoch ends",
-    "after-stop-iteration": "after StopIteration",
-    "before-first-iter": "before the first iter()",
-    "with-workers": "examples with workers",
-    "hops": "hops",
+#: Every category, in the order they are shown: how a summary names it, and its Hypothesis event
+#: (``--hypothesis-show-statistics`` shows their shares).
+CATEGORIES: dict[str, tuple[str, str]] = {
+    "mid-window": ("mid-window", "checkpoint mid-window"),
+    "window-boundary": ("at window boundaries", "checkpoint at a window boundary"),
+    "epoch-end": ("at epoch ends", "checkpoint at an epoch end"),
+    "after-stop-iteration": ("after StopIteration", "checkpoint after StopIteration"),
+    "before-first-iter": ("before the first iter()", "checkpoint before the first iter()"),
+    "with-workers": ("examples with workers", "with worker processes"),
+    "hops": ("hops", "resume hops"),
 }
+EVENTS = {category: event for category, (_, event) in CATEGORIES.items()}
 #: The categories that count checkpoint points (the rest count examples and hops).
 POINTS = ("mid-window", "window-boundary", "epoch-end", "after-stop-iteration", "before-first-iter")
-#: The Hypothesis event of each category (``--hypothesis-show-statistics`` shows their shares).
-EVENTS: dict[str, str] = {
-    "mid-window": "checkpoint mid-window",
-    "window-boundary": "checkpoint at a window boundary",
-    "epoch-end": "checkpoint at an epoch end",
-    "after-stop-iteration": "checkpoint after StopIteration",
-    "before-first-iter": "checkpoint before the first iter()",
-    "with-workers": "with worker processes",
-    "hops": "resume hops",
-}
 
 
 #: Coverage keys naming one point of the checkpoint space (`space_points`) start with this.
@@ -61,16 +53,9 @@ def space_points(worker_counts: tuple[int, ...] | list[int], aligned: bool) -> f
     """The checkpoint space a search can reach: epochs × batch positions × window phases × worker
     counts × hops. Before the first ``iter()`` exists in epoch 0 only; a loader declared exact only
     at window boundaries (``aligned``) has no mid-window point."""
-    from .plans import CHECKPOINT_EPOCHS
-
     kinds = [k for k in KINDS if not (aligned and k == "mid-window")]
     return frozenset(_cell(w, e, k, h) for w in worker_counts for e in range(CHECKPOINT_EPOCHS) for k in kinds
                      for h in HOPS if e == 0 or k != "before-first-iter")
-
-
-def _kind(position: Position, lengths: list[int], window: int) -> str:
-    kind = _point(position, lengths, window)
-    return "epoch-start" if kind == "window-boundary" and position.batches == 0 else kind
 
 
 def describe_space(counts: dict[str, int], worker_counts: tuple[int, ...] | list[int], aligned: bool) -> str:
@@ -88,7 +73,6 @@ def describe_space(counts: dict[str, int], worker_counts: tuple[int, ...] | list
 
 
 def _point(position: Position, lengths: list[int], window: int) -> str:
-    """The category of one checkpoint point."""
     if position.before_iter:
         return "before-first-iter"
     if position.after_stop:
@@ -117,39 +101,35 @@ def coverage_of(config: LoaderConfig, plan: Any, lengths: list[int] | None) -> C
     if plan is None or not dataclasses.is_dataclass(plan) or isinstance(plan, type):
         return counts
     window = max(1, config.grad_acc_step)
+    lengths = lengths or []
     hops = len(plan.stops) if isinstance(plan, Hops) else 0
-    for f in dataclasses.fields(plan):
-        value = getattr(plan, f.name)
-        if isinstance(value, Position):
-            counts[_point(value, lengths or [], window)] += 1
-            if value.epoch < CHECKPOINT_EPOCHS:
-                counts[_cell(config.num_workers, value.epoch, _kind(value, lengths or [], window), hops)] += 1
+    points = [(value.epoch, value.batches, _point(value, lengths, window)) for f in dataclasses.fields(plan)
+              if isinstance(value := getattr(plan, f.name), Position)]
+    if isinstance(plan, EpochLoop):  # SC21: a kind of point in an epoch of the set_epoch loop
+        points.append((plan.epoch, plan.batches, {
+            "before iter()": "before-first-iter" if plan.epoch == 0 else "window-boundary",
+            "after the last batch": "epoch-end", "after StopIteration": "after-stop-iteration"}.get(
+                plan.kind, "window-boundary" if plan.batches % window == 0 else "mid-window")))
+    for epoch, batches, kind in points:
+        counts[kind] += 1
+        if epoch < CHECKPOINT_EPOCHS:  # in the checkpoint space, a window boundary at batch 0 is the epoch's start
+            counts[_cell(config.num_workers, epoch, "epoch-start" if kind == "window-boundary" and batches == 0
+                         else kind, hops)] += 1
     if getattr(plan, "before_iter", False) is True and not isinstance(plan, Position):
         counts["before-first-iter"] += 1  # StateCalls: a state_dict() before the first iter()
-    if isinstance(plan, EpochLoop):  # SC21: a kind of point in an epoch of the set_epoch loop
-        kind = {"before iter()": "before-first-iter" if plan.epoch == 0 else "window-boundary",
-                "after the last batch": "epoch-end", "after StopIteration": "after-stop-iteration"}.get(plan.kind)
-        counts[kind or ("window-boundary" if plan.batches % window == 0 else "mid-window")] += 1
-        if plan.epoch < CHECKPOINT_EPOCHS:
-            cell = kind if kind != "window-boundary" else "epoch-start"
-            cell = cell or ("epoch-start" if plan.batches == 0 else
-                            "window-boundary" if plan.batches % window == 0 else "mid-window")
-            counts[_cell(config.num_workers, plan.epoch, cell, 0)] += 1
     if isinstance(plan, Hops):
         counts["hops"] += len(plan.stops)
         for stop, opened in zip(plan.stops, plan.after_iter or (False,) * len(plan.stops)):
             if not opened:
-                counts[_point(_stream_position(stop, lengths or []), lengths or [], window)] += 1
+                counts[_point(_stream_position(stop, lengths), lengths, window)] += 1
     return counts
 
 
 def describe_coverage(counts: dict[str, int]) -> str:
     """``12 checkpoints mid-window, 30 at window boundaries, ...; 8 examples with workers; 20 hops``."""
-    points = [f"{counts[k]} {CATEGORIES[k]}" for k in POINTS if counts.get(k)]
+    points = [f"{counts[k]} {CATEGORIES[k][0]}" for k in POINTS if counts.get(k)]
     text = ("checkpoints " + ", ".join(points)) if points else "no checkpoints"
-    for k in ("with-workers", "hops"):
-        if counts.get(k):
-            text += f"; {counts[k]} {CATEGORIES[k]}"
+    text += "".join(f"; {counts[k]} {CATEGORIES[k][0]}" for k in ("with-workers", "hops") if counts.get(k))
     extra = sorted(k for k in set(counts) - set(CATEGORIES) if not k.startswith(POINT_PREFIX))
     if extra:
         text += "; " + ", ".join(f"{counts[k]} {k}" for k in extra)

@@ -1,11 +1,5 @@
-"""Comparing resumed runs epoch by epoch, and saying which epoch is empty, lost or replayed.
-
-`epochs_difference` compares the epoch loop of a resumed trainer with the uninterrupted
-one (SC21); `lost_epoch` finds an empty pass of a resumed loader where the uninterrupted
-run has no empty epoch (SC10's epoch alignment). Both return None when all is well and
-one paragraph otherwise; the public assertions (`assert_same_epochs`,
-`assert_no_epoch_lost`) raise `AssertionError` with the same text, for reproductions.
-"""
+"""Comparing resumed runs epoch by epoch (SC21's loop, SC10's epoch alignment): which epoch is
+empty, lost or replayed, as the paragraph a message shows and the public assertions raise."""
 
 from __future__ import annotations
 
@@ -68,12 +62,9 @@ def epochs_difference(expected: Mapping[int, Sequence[Any]], got: Mapping[int, S
 def lost_epoch(lengths: Sequence[int], position: Position, passes: Sequence[int]) -> str | None:
     """An empty pass of a resumed loader where the uninterrupted run has no empty epoch, in words.
 
-    ``lengths``: the uninterrupted run's epoch lengths; ``passes``: how many batches each
-    pass of the loader resumed from ``position`` gave (`take_epochs`). An empty pass is
-    allowed only where the uninterrupted run has one still to come: the empty rest of the
-    checkpoint's epoch (a state taken after its last batch but before ``StopIteration``,
-    which torchdata's StatefulDataLoader resumes into an empty epoch), or an epoch that is
-    empty in the uninterrupted run too.
+    ``lengths``: the uninterrupted run's epoch lengths; ``passes``: how many batches each pass of the
+    loader resumed from ``position`` gave (`take_epochs`). Which empty passes are allowed:
+    docs/clauses.md, SC10, "Epoch alignment".
     """
     start = position.absolute(list(lengths))
     allowed: Counter[int] = Counter()

@@ -1,27 +1,9 @@
 """SC21's plan: where a trainer checkpoints in its epoch loop, and the epoch it resumes at.
 
-The trainer's loop is ``for epoch in range(start, n): set_epoch(epoch); for batch in
-loader: step()``. After a restart it builds a new loader, calls
-``load_state_dict(saved)`` and runs the loop from ``start``, the epoch its own counter
-says it was in. What that counter says depends on where the checkpoint was taken, and
-the plan says it (`EpochLoop.resume_at`):
-
-- after ``set_epoch(e)``, before ``iter()`` (a save at the top of the epoch loop):
-  epoch ``e``;
-- after ``k`` of the epoch's ``n`` batches, ``k < n`` (a save every N steps):
-  epoch ``e``, since ``global_step // steps_per_epoch == e`` and the loop variable is ``e``;
-- after the last batch, before ``StopIteration`` (the save inside the batch loop on the
-  epoch's last step, ``save_freq`` a multiple of ``steps_per_epoch``): epoch ``e + 1``,
-  since ``global_step == (e + 1) * n``; verl derives its epoch this way, as does every
-  trainer that counts steps (a trainer that saved its loop variable ``e`` instead
-  resumes into the empty rest of epoch ``e``, which SC10 covers);
-- after ``StopIteration`` (the save after the batch loop): epoch ``e + 1``, the next one
-  to run.
-
-A mid-epoch resume expects the rest of epoch ``e``; an end-of-epoch one expects epoch
-``e + 1`` from its first batch. In an epoch with no batch at all (``drop_last`` and fewer
-samples than a batch) only the top-of-loop, ``iter()`` and after-``StopIteration`` points
-exist; the first two resume at ``e``.
+After a restart a trainer resumes its loop at the epoch its own counter says it was in, which
+depends on where the checkpoint was taken (`EpochLoop.resume_at`): epoch ``e`` at the top of
+the loop or mid-epoch, ``e + 1`` after the epoch's last batch (a trainer that counts steps, as
+verl does) or after ``StopIteration``. docs/clauses.md (SC21, "How it is checked") has the rest.
 """
 
 from __future__ import annotations

@@ -1,32 +1,28 @@
-"""One example of one clause: what a clause's scenario is handed, and how it is run.
-
-`run_example` is what every executor calls, in whatever process the loader lives in
-(this one, a supervised child, each rank of a torch.distributed run): it builds the
-`Example`, records the program while the clause's scenario runs under the example
-timeout, and turns whatever ended it into an `Outcome` there, so nothing that cannot
-cross a process boundary has to.
-"""
+"""One example of one clause: what a clause's scenario is handed, and `run_example`, which runs it
+where the loader lives and turns whatever ended it into an `Outcome` there."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from .._faces import hint_alignment
+from .._links import doc
 from ..config import LoaderConfig
-from . import status, steps
-from .advice import advise, collecting
+from . import lending, status, steps
+from .advice import collecting
 from .compare import Segment
 from .guard import LoaderHung, deadline
-from .hints import attach_hints
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment, RankLengths, expected_bounds, on_rank
 from .recording import Program, recording
 from .steps import RESUME_EPOCHS, Factory, LoaderError, LoadForm, Position
 
-__all__ = ["ClauseLike", "Example", "ExampleRun", "LoadFormProbe", "World", "probe_load_form", "recorded_program",
-           "run_example"]
+__all__ = ["GENERATOR_ITER", "ClauseLike", "Example", "ExampleRun", "LoadFormProbe", "World",
+           "recorded_program", "run_example"]
 
 
 class World(Protocol):
@@ -68,10 +64,6 @@ class Example:
     _reference: tuple[list[Any], list[int]] | None = None
     _scratch: int = 0
 
-    def __post_init__(self) -> None:
-        self.program.bind(self.factory, "factory")
-        self.program.bind(self.config, "config")
-
     def fresh(self, state: Any = None, config: LoaderConfig | None = None) -> Any:
         """A new loader of this example's config (or ``config``), given ``state`` if any."""
         if state is None:
@@ -86,10 +78,6 @@ class Example:
         if self._reference is None:
             self._reference = steps.uninterrupted(self.factory, self.config)
         return self._reference
-
-    def known_lengths(self) -> list[int] | None:
-        """The uninterrupted run's epoch lengths if this example took it already (None: not taken)."""
-        return self._reference[1] if self._reference is not None else None
 
     def resumed(self, state: Any, count: int) -> list[Any]:
         """The first ``count`` batches of a fresh loader given ``state``."""
@@ -127,14 +115,8 @@ class ExampleRun:
     #: The example must end the search at once (a hang): shrinking would wait it out again.
     final: bool = False
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
     #: What the scenario advised (`stateful_contract._engine.advice`), carried back to the caller.
     advisories: list[str] = field(default_factory=list)
-
-    def readvise(self) -> None:
-        """Advise again, where the caller collects, what this run's scenario advised."""
-        for text in self.advisories:
-            advise(text)
 
 
 def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,
@@ -147,38 +129,76 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
     shortest) and this rank's own: the plan runs as this rank takes that step
     (`stateful_contract._engine.plans.on_rank`).
     """
-    import time
+    def attempt() -> ExampleRun:
+        program = recorded_program(factory_import, factory, config)
+        example = Example(factory, config, program, load_form, alignment, world, workdir, drawn_plan=plan)
+        rank = world.rank if world is not None else 0
+        run = ExampleRun(rank)
+        started = time.perf_counter()
+        own = plan
+        try:
+            with recording(program), deadline(timeout), collecting() as advised:
+                if rank_lengths is not None and plan is not None:
+                    own = on_rank(plan, rank_lengths)
+                run.value = clause.scenario(example, own)
+        except (LoaderHung, Exception) as e:  # a violation, the loader raising or hanging, anything else
+            _attach_hints(e, own, example)
+            _attach_note(e, program.source(config.as_code()))
+            run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=rank,
+                                     world_size=world.world_size if world is not None else 1)
+            # A hang would be waited out again by every shrink step; a loader that cannot be judged,
+            # or that never ends a pass, stays so in any smaller example.
+            run.final = isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
+        run.advisories = advised
+        run.reproduction = program.source(config.as_code())
+        run.seconds = time.perf_counter() - started
+        return run
 
-    program = Program(factory_import)
-    status.watch(program, config.as_code())
-    example = Example(factory, config, program, load_form, alignment, world, workdir)
-    rank = world.rank if world is not None else 0
-    run = ExampleRun(rank)
-    started = time.perf_counter()
-    advised: list[str] = []
-    try:
-        with recording(program), deadline(timeout), collecting() as advised:
-            example.drawn_plan = plan
-            if rank_lengths is not None and plan is not None:
-                plan = on_rank(plan, rank_lengths)
-            run.value = clause.scenario(example, plan)
-    except (ClauseViolation, LoaderError, LoaderHung, steps.NotJudgeable, Exception) as e:
-        attach_hints(e, plan, example)
-        _attach_note(e, program.source(config.as_code()))
-        on = world.rank if world is not None and world.world_size > 1 else None
-        run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=on,
-                                 world_size=world.world_size if world is not None else 1)
-        # A hang would be waited out again by every shrink step; a loader that cannot be judged,
-        # or that never ends a pass, stays so in any smaller example.
-        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
-    run.advisories = advised
-    run.reproduction = program.source(config.as_code())
-    run.seconds = time.perf_counter() - started
+    with lending.watching() as borrowed:
+        run = attempt()
+    if run.outcome is not None and not run.final and borrowed:  # judged again on this process's own runs
+        lending.forget_references(borrowed)
+        run = attempt()
     return run
 
 
+#: What a generator ``__iter__`` does to a state taken right after ``iter()``, and the fix.
+GENERATOR_ITER = (
+    "Hint: the loader's __iter__ is a generator function, so nothing in it runs until the first next(): a "
+    "state taken right after iter() is still the one the previous pass left (a pass cut short, or an epoch "
+    "already ended), not the new pass's. Start the inner loader's iterator in __iter__ itself "
+    "(it = iter(self.base); return (f(b) for b in it)), as StatefulDataLoader.__iter__ does: "
+    + doc("clauses.md", "sc22-cut-short-passes-resume"))
+
+
+def _attach_hints(error: BaseException, plan: Any, example: Example) -> None:
+    """Add to ``error`` the likeliest causes its example matches, whichever clause met them: a cause
+    does not belong to one clause (docs/clauses.md, "Hints")."""
+    if not isinstance(error, ClauseViolation) or isinstance(error.__context__, LoaderError):
+        return  # a crash, a hang or a refusal (a violation raised over the loader's exception) says why
+    hints = []
+    own = getattr(plan, "right_after_a_new_iter", None)  # a plan says where its state was taken...
+    position = getattr(plan, "position", None)  # ... or its position does
+    new_iter = own if isinstance(own, bool) else getattr(position, "right_after_a_new_iter", False)
+    loader = steps.last_loader_type()
+    if new_iter and loader is not None and inspect.isgeneratorfunction(getattr(loader, "__iter__", None)):
+        hints.append(GENERATOR_ITER)
+    window = example.config.grad_acc_step
+    lengths = example._reference[1] if example._reference is not None else None  # if the example took it
+    if (example.alignment is None and window > 1 and isinstance(position, Position)
+            and position.batches % window and position.kind(lengths) == "mid-epoch"):
+        hints.append(f"Hint: this state was taken inside a grad-acc window (after {position.batches % window}"
+                     f" of its {window} batches). A wrapper exact only at window boundaries can declare so "
+                     f"({hint_alignment()}; the report and the badge show it); otherwise its state must hold "
+                     "the position inside the window: "
+                     + doc("clauses.md", "sc10-resume-continues-the-stream"))
+    for hint in hints:
+        if hint not in error.got:
+            error.got += "\n  " + hint
+
+
 def recorded_program(factory_import: str, factory: Factory, config: LoaderConfig) -> Program:
-    """A program for steps the engine runs outside a clause, shown on the status board as it grows."""
+    """A program that knows ``factory`` and ``config`` by name, shown on the status board as it grows."""
     program = Program(factory_import)
     program.bind(factory, "factory")
     program.bind(config, "config")
@@ -200,49 +220,10 @@ LoadProbe = Literal["positional", "keyword", "unusable"]
 
 @dataclass
 class LoadFormProbe:
-    """How ``load_state_dict`` takes a state, as `probe_load_form` found it."""
+    """How ``load_state_dict`` takes a state, as `Handler.probe` found it."""
 
     form: LoadProbe
     detail: str = ""
     #: ``load_state_dict`` itself hung (or, under supervision, took its process down): the run
     #: that shows it, SC02's verdict as it stands (running it again would only wait it out again).
     failed: ExampleRun | None = None
-
-
-def probe_load_form(factory: Factory, config: LoaderConfig, timeout: float | None, *,
-                    factory_import: str = "factory = ...  # your factory(config) -> loader", rank: int = 0,
-                    world_size: int = 1) -> LoadFormProbe:
-    """How ``load_state_dict`` takes a state: positionally, only by keyword, or not at all.
-
-    Every clause that loads a state goes through the form found here, so that a loader
-    whose only bug is a keyword-only ``load_state_dict`` (SC02) still has every other
-    bug shown in the same run.
-    """
-    errors: list[str] = []
-    forms: tuple[LoadForm, ...] = ("positional", "keyword")
-    for form in forms:
-        program = recorded_program(factory_import, factory, config)
-        try:
-            with recording(program), deadline(timeout):
-                state = steps.state_of(steps.fresh(factory, config))
-        except LoaderHung:
-            # A hang is no verdict on the load form: the clauses meet it and fail on it.
-            return LoadFormProbe("positional", "hung")
-        except LoaderError as e:
-            return LoadFormProbe("unusable", str(e))
-        try:
-            with recording(program), deadline(timeout):
-                steps.load(steps.fresh(factory, config), state, form)
-            return LoadFormProbe(form)
-        except LoaderError as e:
-            errors.append(str(e))
-        except LoaderHung as e:
-            on = rank if world_size > 1 else None
-            outcome = outcome_of(e, clause_id="", heading="", rank=on, world_size=world_size)
-            run = ExampleRun(rank, outcome, reproduction=program.source(config.as_code()), final=True)
-            return LoadFormProbe("unusable", f"load_state_dict did not return: {e}", run)
-    return LoadFormProbe("unusable", "; ".join(errors))
-
-
-#: Signature of what builds a clause's plan from the uninterrupted run's epoch lengths.
-PlanDrawer = Callable[[Any, list[int], LoaderConfig, Alignment], Any]

@@ -1,11 +1,6 @@
-"""Executors: where the loader under test runs. The engine talks to all of them alike.
-
-An executor runs examples (`stateful_contract._engine.example.run_example`) on the
-loader and answers with one `ExampleRun` per rank. `InProcess` runs them in this
-process; `stateful_contract._engine.ranks.Ranks` runs each one on every rank of a
-torch.distributed run at once. The search loop, the judgement of what came back and
-the report never know which one they have.
-"""
+"""Executors: where the loader under test runs (`InProcess` here, `supervised.Supervised` in a child,
+`ranks.Ranks` on every rank), each answering one `ExampleRun` per rank; a `Handler` runs their
+commands where the loader lives."""
 
 from __future__ import annotations
 
@@ -13,19 +8,20 @@ import contextlib
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from types import SimpleNamespace
+from typing import Any, Protocol, cast, get_args
 
 from ..config import LoaderConfig
-from . import steps
-from .example import ClauseLike, ExampleRun, LoadFormProbe, probe_load_form, recorded_program, run_example
+from . import status, steps
+from .example import ClauseLike, ExampleRun, LoadFormProbe, recorded_program, run_example
 from .guard import LoaderHung, current_children, deadline, reap_children
 from .impact import loud
 from .outcome import ClauseViolation, Outcome, outcome_of
-from .plans import Alignment
+from .plans import Alignment, RankLengths
 from .recording import recording
 from .steps import Factory, LoaderError, LoadForm
 
-__all__ = ["BUILDING", "Executor", "FactoryProblem", "InProcess", "StartFailed"]
+__all__ = ["BUILDING", "Executor", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
 
 
 class FactoryProblem(Exception):
@@ -40,19 +36,8 @@ class StartFailed(Exception):
         self.run = run
 
 
-@dataclass(frozen=True)
-class _NoClause:
-    """A `ClauseLike` for messages about what ran when no clause was (building the first loader)."""
-
-    id: str
-    heading: str
-
-    def scenario(self, example: Any, plan: Any) -> Any:
-        raise NotImplementedError
-
-
-#: What a crash while building and probing the first loader is reported under.
-BUILDING = _NoClause("", "")
+#: What a crash while building and probing the first loader is reported under: no clause.
+BUILDING = cast(ClauseLike, SimpleNamespace(id="", heading=""))
 
 
 class Executor(Protocol):
@@ -62,11 +47,9 @@ class Executor(Protocol):
     load_form: LoadForm
 
     def start(self) -> None:
-        """Build one loader (raising `FactoryProblem` if none can be built) and probe its load form."""
+        """Build one loader (raising `FactoryProblem` if none can be built, `StartFailed` if it hung)."""
 
-    def probe(self) -> LoadFormProbe:
-        """How ``load_state_dict`` takes a state (`stateful_contract._engine.example.probe_load_form`)."""
-        ...
+    def probe(self) -> LoadFormProbe: ...
 
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         """The uninterrupted run's epoch lengths (shortest over ranks), or the run that failed."""
@@ -90,96 +73,197 @@ PROBE_CONFIG = LoaderConfig(dataset_size=7, batch_size=2, shuffle=True, generato
                             grad_acc_step=2)
 
 
-def factory_problem(factory: Factory, config: LoaderConfig, timeout: float | None, rank: int = 0,
-                    world_size: int = 1) -> str | ExampleRun | None:
-    """Why ``factory`` cannot build a loader for ``config`` at all (a hang: the run that hung), or None.
-
-    A factory that returns the same object twice is refused too: every clause resumes a *new*
-    loader from a state, and handed the old one back it would fail each of them, misleadingly.
-    """
-    again: Any = None
-    try:
-        with deadline(timeout):
-            loader = steps.fresh(factory, config)
-            if hasattr(loader, "__iter__"):
-                again = steps.fresh(factory, config)
-    except LoaderError as e:
-        return f"the factory raised {type(e.error).__name__}: {e.error}"
-    except LoaderHung as e:
-        v = ClauseViolation("", heading="", expected="factory(config) to return a loader",
-                            got=f"factory(config) did not return: {e}", rank=rank if world_size > 1 else None,
-                            world_size=world_size, impact=loud("factory(config)", "hangs: the job stops"))
-        return ExampleRun(rank, Outcome.of_violation(v), final=True)
-    if not hasattr(loader, "__iter__"):
-        return f"the factory returned {type(loader).__name__} {loader!r:.80}, not a loader (it is not iterable)"
-    if again is loader:
-        return (f"the factory returned the same {type(loader).__name__} object on two calls; it must build a new "
-                "loader on every call (the contract resumes a fresh loader from a saved state)")
-    return None
-
-
-def reference_lengths(clause_id: str, heading: str, factory: Factory, config: LoaderConfig, timeout: float | None,
-                      rank: int = 0, world_size: int = 1, factory_import: str = "") -> list[int] | ExampleRun:
-    """The epoch lengths of the uninterrupted run, or the failed run when the loader cannot give it."""
-    program = recorded_program(factory_import or "factory = ...  # your factory(config) -> loader", factory, config)
-    try:
-        with recording(program), deadline(timeout):
-            return steps.uninterrupted(factory, config)[1]
-    except (LoaderError, LoaderHung, steps.EndlessPass) as e:
-        on = rank if world_size > 1 else None
-        outcome: Outcome = outcome_of(e, clause_id=clause_id, heading=heading, rank=on, world_size=world_size)
-        return ExampleRun(rank, outcome, reproduction=program.source(config.as_code()) if factory_import else "",
-                          final=isinstance(e, (LoaderHung, steps.EndlessPass)))
-
-
 @dataclass
-class InProcess:
-    """Runs the loader in this process: the fastest executor, and the one a debugger can follow."""
+class Handler:
+    """Answers the engine's commands where the loader lives: ``handler(("lengths", clause, config))``.
+
+    `InProcess` calls it, and so does a supervised child (`stateful_contract._engine.child`). A
+    rank's handler (`stateful_contract._engine.ranks.world.Handler`) is one too: with its
+    `rank` and `world_size` put in each `config`, and a `world` for its scenarios.
+    """
 
     factory: Factory
     factory_import: str
     alignment: Alignment = None
     timeout: float | None = None
+    #: Where examples write their files (checkpoints); a supervised child's is shared by its sibling.
+    workdir: Path | None = None
+    rank: int = 0
     world_size: int = 1
+    #: What its scenarios may ask of the other ranks (`stateful_contract._engine.example.World`).
+    world: Any = None
+    #: The processes alive before the loader ran: any other left after a command is a loader's worker.
+    keep: set[int] = field(default_factory=current_children)
+
+    def __call__(self, command: tuple[Any, ...]) -> Any:
+        kind, *args = command
+        try:
+            return getattr(self, kind)(*args)
+        finally:
+            reap_children(self.keep)  # workers of a loader abandoned mid-epoch
+
+    def config(self, config: LoaderConfig) -> LoaderConfig:
+        """``config`` as this process runs it (a rank's handler puts its rank in)."""
+        return config
+
+    def doing(self, text: str) -> None:
+        """What this process now does, in its status log."""
+        status.command(text)
+
+    def start(self) -> str | ExampleRun | None:
+        """Why the factory cannot build a loader at all (a hang: the run that hung), or None.
+
+        A factory that returns the same object twice is refused too: every clause resumes a *new*
+        loader from a state, and handed the old one back it would fail each of them, misleadingly.
+        """
+        self.doing("building a loader")
+        config = self.config(PROBE_CONFIG)
+        again: Any = None
+        program = recorded_program(self.factory_import, self.factory, config)
+        try:
+            with recording(program), deadline(self.timeout):
+                loader = steps.fresh(self.factory, config)
+                if hasattr(loader, "__iter__"):
+                    again = steps.fresh(self.factory, config)
+        except LoaderError as e:
+            return f"the factory raised {type(e.error).__name__}: {e.error}"
+        except LoaderHung as e:
+            v = ClauseViolation("", heading="", expected="factory(config) to return a loader",
+                                got=f"factory(config) did not return: {e}", world_size=self.world_size,
+                                rank=self.rank if self.world_size > 1 else None,
+                                impact=loud("factory(config)", "hangs: the job stops"))
+            return ExampleRun(self.rank, Outcome.of_violation(v), final=True)
+        if not hasattr(loader, "__iter__"):
+            return (f"the factory returned {type(loader).__name__} {loader!r:.80}, not a loader "
+                    "(it is not iterable)")
+        if again is loader:
+            return (f"the factory returned the same {type(loader).__name__} object on two calls; it must "
+                    "build a new loader on every call (the contract resumes a fresh loader from a saved "
+                    "state)")
+        return None
+
+    def probe(self) -> LoadFormProbe:
+        """How ``load_state_dict`` takes a state: positionally, only by keyword, or not at all.
+
+        Every clause that loads a state goes through the form found here, so that a loader
+        whose only bug is a keyword-only ``load_state_dict`` (SC02) still has every other
+        bug shown in the same run.
+        """
+        self.doing("probing how load_state_dict takes a state")
+        config = self.config(PROBE_CONFIG)
+        errors: list[str] = []
+        for form in get_args(LoadForm):
+            program = recorded_program(self.factory_import, self.factory, config)
+            try:
+                with recording(program), deadline(self.timeout):
+                    state = steps.state_of(steps.fresh(self.factory, config))
+            except LoaderHung:  # no verdict on the load form: the clauses meet the hang and fail on it
+                return LoadFormProbe("positional", "hung")
+            except LoaderError as e:
+                return LoadFormProbe("unusable", str(e))
+            try:
+                with recording(program), deadline(self.timeout):
+                    steps.load(steps.fresh(self.factory, config), state, form)
+                return LoadFormProbe(form)
+            except LoaderError as e:
+                errors.append(str(e))
+            except LoaderHung as e:
+                outcome = outcome_of(e, clause_id="", heading="", rank=self.rank, world_size=self.world_size)
+                return LoadFormProbe("unusable", f"load_state_dict did not return: {e}", ExampleRun(
+                    self.rank, outcome, reproduction=program.source(config.as_code()), final=True))
+        return LoadFormProbe("unusable", "; ".join(errors))
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        """The epoch lengths of the uninterrupted run, or the failed run when the loader cannot give it."""
+        config = self.config(config)
+        self.doing(f"{clause.id}: running the uninterrupted {config.as_code()}")
+        program = recorded_program(self.factory_import, self.factory, config)
+        try:
+            with recording(program), deadline(self.timeout):
+                return steps.uninterrupted(self.factory, config)[1]
+        except (LoaderError, LoaderHung, steps.EndlessPass) as e:
+            outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=self.rank,
+                                 world_size=self.world_size)
+            return ExampleRun(self.rank, outcome, reproduction=program.source(config.as_code()),
+                              final=isinstance(e, (LoaderHung, steps.EndlessPass)))
+
+    def kept(self) -> dict[Any, Any]:
+        """The uninterrupted runs taken so far in this process, to lend to the parallel jobs."""
+        return steps.kept_references()
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any, load_form: LoadForm,
+            by_rank: list[list[int]] | None = None) -> ExampleRun:
+        # On several ranks: the lengths the plan was drawn from (the shortest over ranks) and this rank's own.
+        lengths = None if by_rank is None else RankLengths.of_rank(by_rank, self.rank)
+        config = self.config(config)
+        self.doing(f"{clause.id}: example {config.as_code()}"
+                   + (f", plan {plan!r}" if plan is not None else ""))
+        if self.workdir is not None:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        return run_example(clause, self.factory, config, plan, factory_import=self.factory_import,
+                           load_form=load_form, alignment=self.alignment, timeout=self.timeout,
+                           world=self.world, workdir=self.workdir, rank_lengths=lengths)
+
+
+class OneProcess:
+    """An executor of one process, `InProcess` or `Supervised`: each method one command to its `Handler`."""
+
+    world_size = 1
     load_form: LoadForm = "positional"
+
+    def _call(self, command: tuple[Any, ...], clause: ClauseLike = BUILDING) -> Any:
+        """The handler's answer to ``command``, or the failed run of ``clause`` when its process died."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        answer = self._call(("start",))
+        if isinstance(answer, ExampleRun):
+            raise StartFailed(answer)
+        if answer is not None:
+            raise FactoryProblem(answer)
+
+    def probe(self) -> LoadFormProbe:
+        answer = self._call(("probe",))
+        if isinstance(answer, ExampleRun):
+            assert answer.outcome is not None
+            return LoadFormProbe("unusable", answer.outcome.got, answer)
+        assert isinstance(answer, LoadFormProbe)
+        return answer
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        return self._call(("lengths", clause, config), clause)  # type: ignore[no-any-return]
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
+        return [self._call(("run", clause, config, plan, self.load_form), clause)]
+
+    def kept(self) -> dict[Any, Any]:
+        """The uninterrupted runs its loader's process has taken (none if it died)."""
+        answer = self._call(("kept",))
+        return answer if isinstance(answer, dict) else {}
+
+
+class InProcess(OneProcess):
+    """Runs the loader in this process: the fastest executor, and the one a debugger can follow."""
+
     #: Every example runs in this process: there is none that has not seen the others.
-    fresh_processes: bool = False
-    _children: set[int] = field(default_factory=current_children)
-    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    fresh_processes = False
+
+    def __init__(self, factory: Factory, factory_import: str, alignment: Alignment = None,
+                 timeout: float | None = None) -> None:
+        self._handler = Handler(factory, factory_import, alignment, timeout)
+        self._stack = contextlib.ExitStack()
 
     def start(self) -> None:
         self._stack.enter_context(steps.references_kept())
-        self._workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="stateful-contract-")))
-        problem = factory_problem(self.factory, PROBE_CONFIG, self.timeout)
-        reap_children(self._children)
-        if isinstance(problem, ExampleRun):
-            raise StartFailed(problem)
-        if problem is not None:
-            raise FactoryProblem(problem)
+        self._handler.workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(
+            prefix="stateful-contract-")))
+        super().start()
 
-    def probe(self) -> LoadFormProbe:
-        try:
-            return probe_load_form(self.factory, PROBE_CONFIG, self.timeout, factory_import=self.factory_import)
-        finally:
-            reap_children(self._children)
-
-    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        return reference_lengths(clause.id, clause.heading, self.factory, config, self.timeout,
-                                 factory_import=self.factory_import)
-
-    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        try:
-            return [run_example(clause, self.factory, config, plan, factory_import=self.factory_import,
-                                load_form=self.load_form, alignment=self.alignment, timeout=self.timeout,
-                                workdir=self._workdir)]
-        finally:
-            if config.num_workers > 0:
-                reap_children(self._children)  # workers of a loader abandoned mid-epoch
+    def _call(self, command: tuple[Any, ...], clause: ClauseLike = BUILDING) -> Any:
+        return self._handler(command)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
-        if world_size not in (None, 1):
-            raise ValueError(f"a check in this process cannot resume on {world_size} ranks; use world_size > 1")
+        """Never asked for: there are no `fresh_processes` to go on in."""
 
     def close(self) -> None:
-        reap_children(self._children)
         self._stack.close()

@@ -1,12 +1,8 @@
-"""What a failure does to a training run: the `Impact` every failed clause carries.
+"""What a failure does to a training run: the `Impact` every failed clause carries (docs/clauses.md).
 
-A user triaging a report needs one question answered first: does the resumed run go on
-and quietly train on the wrong data (*silent*: samples lost, repeated, reordered, or a
-state that fails a later resume or save), or does a call the trainer makes raise, so the
-job stops (*loud*: at save, at load, at ``iter()``, at ``next()``)? The answer is computed
-here from what a judgement compared (the expected and the resumed batches of the minimal
-example) or from the call the loader was in when it raised, hung or died, never parsed
-back out of a message.
+Silent (the resumed run trains on the wrong data) or loud (a call the trainer makes raises or
+stops the job), computed from what a judgement compared or from the call the loader was in when
+it raised, hung or died, never parsed back out of a message.
 """
 
 from __future__ import annotations
@@ -145,16 +141,13 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
                   epoch: int | None = None) -> Impact:
     """What resuming with ``got`` instead of ``expected`` does to a run: a silent impact with counts.
 
-    Counted in samples where every batch carries an ``index`` (the contract's dataset does),
-    else in whole batches. Where ``got`` knows its passes (`stream`, `take_epochs`) and
-    ``expected`` its epochs (a `Segment`), over the first epoch the resumed run's pass of it
-    gets wrong, exactly as a trainer counts it. Otherwise over the epoch of the first differing
-    batch (the whole stretch where no epochs are known): the same samples in another
-    order is an order changed; ``got`` as ``expected`` shifted by a few units is a loss at the
-    front (``got`` starts ahead) or a repeat (it starts behind), the tail past the compared
-    stretch being where a shifted stream runs off its end (``cut``: ``got`` was cut at the
-    length of ``expected``); otherwise what the epoch lacks is lost and what it has more often
-    is repeated. ``epoch``: the epoch the streams are, where ``expected`` does not know it.
+    In samples where every batch carries an ``index``, else in whole batches. Where ``got`` knows
+    its passes and ``expected`` its epochs (a `Segment`), over the first epoch the resumed run's
+    pass of it gets wrong, as a trainer counts it; otherwise over the epoch of the first differing
+    batch: the same samples in another order is an order changed; ``got`` as ``expected`` shifted
+    by a few units is a loss at the front or a repeat (``cut``: ``got`` was cut at the length of
+    ``expected``, so a shifted stream runs off its end); otherwise what the epoch lacks is lost
+    and what it has more often repeated. ``epoch``: the streams', where ``expected`` does not know it.
     """
     by_sample = all(batch_ids(b) is not None for b in [*expected, *got])
     unit = "sample" if by_sample else "batch"
@@ -165,11 +158,9 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
                         getattr(expected, "start", None), e_pass, g_pass)
     first = next((i for i, (a, b) in enumerate(zip(expected, got)) if _fingerprint(a) != _fingerprint(b)),
                  min(len(expected), len(got)))
-    where_ = expected.epoch_of(first) if isinstance(expected, Segment) else None
-    stop = len(expected)
-    if isinstance(expected, Segment) and where_ is not None:
-        stop = min(stop, first + expected.lengths[where_[0]] - where_[1])
-    epoch = where_[0] if where_ is not None else epoch
+    where = expected.epoch_of(first) if isinstance(expected, Segment) else None
+    stop = expected.epoch_end(first) if isinstance(expected, Segment) else len(expected)
+    epoch = where[0] if where is not None else epoch
     at = getattr(expected, "start", None)
     e, g = _units(expected[first:stop], by_sample), _units(got[first:stop], by_sample)
     shift = _shifted(_units(expected[first:], by_sample), _units(got[first:], by_sample)) \

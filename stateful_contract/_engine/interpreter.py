@@ -1,26 +1,10 @@
-"""Supervised children of a new Python interpreter, for a resume that must not share the checker's process.
-
-A forked child shares more with the checker than memory: the interpreter's string hash
-secret is fixed when an interpreter starts, so ``list({"b.bin", "a.bin"})``, ``hash(name)
-% shards`` and a dict built from them come out in the same order in the checker, its forked
-children and their DataLoader workers. A real resume is a new job, with a new secret
-(unless ``PYTHONHASHSEED`` pins one): a loader whose order depends on it resumes a
-different stream there. SC10's fresh-process half therefore runs in a child of another
-interpreter, started anew (``exec``) with a ``PYTHONHASHSEED`` other than the checker's.
-
-That interpreter, the *zygote*, is started once per checker process and imports torch
-(about 2 s); each fresh child is forked from it, never having run a loader, so a test
-session of many checks pays the import once. It is a session of its own (Ctrl-C reaches
-the checker only) and dies with the checker. A child gets the checker's ``sys.path`` and
-standard output and error at the time it is asked for (pytest's capture moves them).
-
-Not `multiprocessing`'s ``spawn`` or ``forkserver``: both import the checker's ``__main__``
-again in the child, which runs a user's script that has no ``if __name__ == "__main__"``
-guard a second time; and a loader's own forkserver workers would share our server.
-"""
+"""Supervised children of a new Python interpreter, for SC10's fresh-process half: another
+``PYTHONHASHSEED``, so another string hash secret than the checker's (docs/clauses.md, SC10), forked
+from a *zygote* that imports torch once per checker process (docs/supervision.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -34,6 +18,8 @@ import time
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
+
+import psutil
 
 from .noise import ignore_set_vital
 from .processes import MARKER_ENV, die_with_parent
@@ -61,21 +47,20 @@ def another_hash_seed(current: str | None = None) -> str:
     return "1"
 
 
+@dataclasses.dataclass(frozen=True)
 class Interpreter:
     """The parts of `multiprocessing.Process` the supervisor uses, for a child of the zygote."""
 
-    def __init__(self, zygote: _Zygote, pid: int) -> None:
-        self._zygote = zygote
-        self.pid = pid
-        self.hash_seed = zygote.hash_seed
+    zygote: _Zygote
+    pid: int
 
     @property
     def exitcode(self) -> int | None:
         """None while it runs; else its exit code, or minus the signal that ended it (as multiprocessing's)."""
-        return self._zygote.status(self.pid)
+        return self.zygote.status(self.pid)
 
-    def join(self, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+    def join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
         while self.exitcode is None and time.monotonic() < deadline:
             time.sleep(0.01)
 
@@ -98,9 +83,6 @@ class _Zygote:
         self._sock = mine
         self._conn = Connection(os.dup(mine.fileno()))
         self._lock = threading.Lock()
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
 
     def fork(self, spec: bytes, child_end: int) -> int:
         """A new child running ``spec``: ``child_end`` of its connection, and this process's output, go with it."""
@@ -126,7 +108,7 @@ _ZYGOTES: dict[int, _Zygote] = {}  # per process: a job forked from the checker 
 def prepare() -> _Zygote:
     """This process's zygote, started now if it has none (it imports in the background)."""
     zygote = _ZYGOTES.get(os.getpid())
-    if zygote is None or not zygote.alive():
+    if zygote is None or zygote.popen.poll() is not None:
         zygote = _ZYGOTES[os.getpid()] = _Zygote()
     return zygote
 
@@ -151,8 +133,7 @@ def zygote_main() -> None:
     """The zygote: import what a child needs, then fork one per request, and reap them."""
     conn = Connection(int(sys.argv[1]))
     sock = socket.socket(fileno=os.dup(conn.fileno()))
-    checker = int(sys.argv[2])
-    die_with_parent(checker)
+    die_with_parent(int(sys.argv[2]))  # the checker
     ignore_set_vital()  # a new interpreter has none of the checker's warning filters
     import torch  # noqa: F401  (the import every child would otherwise pay)
     import torchdata.stateful_dataloader  # noqa: F401
@@ -165,10 +146,12 @@ def zygote_main() -> None:
             command = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return  # the checker is gone
-        _reap(ended)
+        with contextlib.suppress(ChildProcessError):  # no child left
+            while (reaped := os.waitpid(-1, os.WNOHANG))[0]:  # (0, 0): none has ended since
+                ended[reaped[0]] = os.waitstatus_to_exitcode(reaped[1])  # -signal, as multiprocessing's
         if command[0] == "status":
             pid = command[1]
-            conn.send_bytes(pickle.dumps(ended.get(pid, None if _running(pid) else -signal.SIGKILL)))
+            conn.send_bytes(pickle.dumps(ended.get(pid, None if psutil.pid_exists(pid) else -signal.SIGKILL)))
             continue
         _, path, files, spec = command
         fds = reduction.recvfds(sock, 3)
@@ -207,21 +190,3 @@ def _child(fd: int, path: list[str], files: dict[str, str], spec_bytes: bytes) -
 
     child_main(conn, None, dataclasses.replace(spec, parent_pid=os.getppid()))  # its parent is the zygote
 
-
-def _reap(ended: dict[int, int]) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        ended[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False

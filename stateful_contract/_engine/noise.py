@@ -1,11 +1,8 @@
 """The one warning the contract silences: torchdata's ``set_vital`` deprecation (docs/findings.md, F7).
 
-torchdata 0.11's ``StatefulDataLoader.__init__`` calls ``torch.set_vital``, which torch 2.13
-deprecates with a `UserWarning`; every loader the contract builds on torchdata prints it, in
-every process that builds one (the checker, its supervised children, the new interpreter of
-SC10's fresh-process half, each rank). It is noise about the base loader, not the loader
-under test, and it hid the output that matters. Only that warning is filtered, and only
-where torchdata raises it: a loader's own warnings still show.
+Every loader built on torchdata 0.11 prints it under torch 2.13, in every process that builds
+one: noise about the base loader that hid the output that matters. Only that warning is
+filtered, and only where torchdata raises it: a loader's own warnings still show.
 """
 
 from __future__ import annotations

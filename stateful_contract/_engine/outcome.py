@@ -1,16 +1,11 @@
-"""What one clause came to: the `Outcome`, and the one mapping from exceptions to it.
-
-A clause's judgement raises `ClauseViolation` with the parts of its story as fields
-(what was expected, what came instead, at which checkpoint, on which rank); the
-loader's own exceptions arrive as `LoaderError`, hangs as `LoaderHung`. `outcome_of`
-turns any of them into an `Outcome` the same way for every clause and every executor,
-and the report keeps the fields apart, so no face has to parse a message again.
-"""
+"""What one clause came to: the `Outcome`, and `outcome_of`, the one mapping from whatever ended an
+example (a `ClauseViolation`, a `LoaderError`, a hang) to it, the same for every clause and executor."""
 
 from __future__ import annotations
 
+import functools
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import Literal
 
 from . import steps
@@ -23,48 +18,32 @@ __all__ = ["ClauseViolation", "Impact", "Outcome", "Status", "outcome_of"]
 Status = Literal["passed", "failed", "expected-failure", "unexpected-pass", "not-judged", "skipped"]
 
 
+@dataclass(eq=False, repr=False)
 class ClauseViolation(AssertionError):
     """A clause's statement does not hold: what was expected and what came instead."""
 
-    def __init__(self, clause_id: str, *, heading: str, expected: str, got: str, context: str = "",
-                 rank: int | None = None, world_size: int = 1, impact: Impact | None = None) -> None:
-        self.clause_id = clause_id
-        #: What this does to a training run (`stateful_contract._engine.impact`).
-        self.impact = impact
-        self.heading = heading
-        self.expected = expected
-        self.got = got
-        self.context = context
-        self.rank = rank
-        self.world_size = world_size
+    clause_id: str
+    _: KW_ONLY
+    heading: str
+    expected: str
+    got: str
+    context: str = ""
+    rank: int | None = None
+    world_size: int = 1
+    #: What this does to a training run (`stateful_contract._engine.impact`).
+    impact: Impact | None = None
+
+    def __post_init__(self) -> None:
         super().__init__(self.message)
 
     @property
     def message(self) -> str:
-        lines = [self.heading]
-        if self.rank is not None:
-            lines.append(f"Failed on rank {self.rank} of {self.world_size}")
-        if self.context:
-            lines.append(f"Checkpoint: {self.context}")
-        lines.append(f"Expected: {self.expected}")
-        lines.append(f"Got: {self.got}")
-        return "\n".join(lines)
+        rank = [f"Failed on rank {self.rank} of {self.world_size}"] if self.rank is not None else []
+        context = [f"Checkpoint: {self.context}"] if self.context else []
+        return "\n".join([self.heading, *rank, *context, f"Expected: {self.expected}", f"Got: {self.got}"])
 
-    def on_rank(self, rank: int, world_size: int) -> ClauseViolation:
-        return ClauseViolation(self.clause_id, heading=self.heading, expected=self.expected, got=self.got,
-                               context=self.context, rank=rank, world_size=world_size, impact=self.impact)
-
-    def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields: pickle through a helper
-        return (_violation, (self.clause_id, self.heading, self.expected, self.got, self.context, self.rank,
-                             self.world_size, self.impact))
-
-
-def _violation(*args: object) -> ClauseViolation:
-    cid, heading, expected, got, context, rank, world_size, impact = args
-    return ClauseViolation(str(cid), heading=str(heading), expected=str(expected), got=str(got),
-                           context=str(context), rank=rank if isinstance(rank, int) else None,
-                           world_size=world_size if isinstance(world_size, int) else 1,
-                           impact=impact if isinstance(impact, Impact) else None)
+    def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields: pickle as a call with keywords
+        return functools.partial(ClauseViolation, **{f.name: getattr(self, f.name) for f in fields(self)}), ()
 
 
 @dataclass
@@ -120,9 +99,10 @@ def _call_in_progress(error: BaseException) -> str:
 
 def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int | None = None,
                world_size: int = 1) -> Outcome:
-    """The outcome a clause comes to when its example ended with ``error``."""
+    """The outcome a clause comes to when its example ended with ``error`` (on ``rank``, if several)."""
+    rank = rank if world_size > 1 else None
     if isinstance(error, ClauseViolation):
-        v = error if rank is None or error.rank is not None else error.on_rank(rank, world_size)
+        v = error if rank is None or error.rank is not None else replace(error, rank=rank, world_size=world_size)
         return Outcome.of_violation(v)
     if isinstance(error, NotJudgeable):
         return Outcome("not-judged", got=str(error), message=str(error), rank=rank)

@@ -1,11 +1,8 @@
-"""Drawing checkpoint plans: where in the stream states are taken, as plain data.
+"""Drawing checkpoint plans: where in the stream states are taken, as frozen data (a replay records them).
 
-A plan is drawn *after* the uninterrupted run, from the epoch lengths it showed (on
-several ranks, the shortest of them), so every index of every epoch is reachable (mid
-grad-acc window, window boundaries, the last batch, after ``StopIteration``) and
-Hypothesis shrinks towards the first batch of the first epoch. Plans are frozen
-dataclasses: an executor in another process runs the same plan, and a report can
-record it for a replay.
+A plan is drawn *after* the uninterrupted run, from the epoch lengths it showed (on several
+ranks, the shortest), so every index of every epoch is reachable and Hypothesis shrinks
+towards the first batch of the first epoch.
 """
 
 from __future__ import annotations
@@ -18,24 +15,9 @@ from hypothesis import strategies as st
 from ..config import LoaderConfig
 from .steps import REFERENCE_EPOCHS, Position
 
-__all__ = [
-    "CHECKPOINT_EPOCHS",
-    "REFERENCE_EPOCHS",
-    "Alignment",
-    "Checkpoint",
-    "Hops",
-    "RankLengths",
-    "StateCalls",
-    "allowed_stream_points",
-    "checkpoint_plan",
-    "draw_position",
-    "expected_bounds",
-    "hops_plan",
-    "on_rank",
-    "position_on_rank",
-    "state_calls_plan",
-    "window_of",
-]
+__all__ = ["CHECKPOINT_EPOCHS", "WHOLE_STREAM_EPOCHS", "Alignment", "Checkpoint", "Hops", "RankLengths",
+           "StateCalls", "checkpoint_plan", "draw_position", "expected_bounds", "hops_plan", "on_rank",
+           "position_on_rank", "snapshot_plan", "state_calls_plan", "window_of"]
 
 #: Checkpoints are drawn in the first two epochs: the second shows what carries over
 #: an epoch boundary (sampler reseeding, buffered windows, worker restarts).
@@ -81,17 +63,6 @@ def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig,
     return Position(epoch=epoch, batches=batches, after_stop=after_stop, before_iter=before_iter)
 
 
-def allowed_stream_points(lengths: list[int], config: LoaderConfig, alignment: Alignment) -> list[int]:
-    """Stream indices (over the first `CHECKPOINT_EPOCHS` + 1 epochs) where a hop may checkpoint."""
-    window = window_of(alignment, config)
-    points: list[int] = []
-    start = 0
-    for n in lengths[: CHECKPOINT_EPOCHS + 1]:
-        points.extend(start + k for k in _allowed_batches(n, window))
-        start += n
-    return sorted(set(points))
-
-
 def expected_bounds(lengths: list[int], position: Position) -> tuple[int, int]:
     """The uninterrupted stream from ``position`` to the end of two further epochs, as stream indices."""
     return position.absolute(lengths), sum(lengths[: position.epoch + 3])
@@ -118,7 +89,7 @@ class Hops:
     after_iter: tuple[bool, ...] = ()
 
     def on_rank(self, lengths: RankLengths) -> Hops:
-        return replace(self, position=lengths.position(self.position),
+        return replace(self, position=position_on_rank(self.position, lengths.own),
                        stops=lengths.indices(self.position.epoch, self.stops))
 
 
@@ -147,7 +118,10 @@ def snapshot_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig,
 def hops_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment) -> Hops:
     position = draw_position(data, lengths, config, alignment)
     start = position.absolute(lengths)
-    points = [p for p in allowed_stream_points(lengths, config, alignment) if p >= start]
+    window = window_of(alignment, config)
+    # The stream indices where a hop may checkpoint, over the first `CHECKPOINT_EPOCHS` + 1 epochs.
+    points = sorted({p for e, n in enumerate(lengths[:CHECKPOINT_EPOCHS + 1])
+                     for k in _allowed_batches(n, window) if (p := sum(lengths[:e]) + k) >= start})
     hops = data.draw(st.integers(1, 2), label="further hops")
     stops = [start]
     after_iter: list[bool] = []
@@ -177,14 +151,8 @@ def state_calls_plan(data: st.DataObject, lengths: list[int], config: LoaderConf
 
 @dataclass(frozen=True)
 class RankLengths:
-    """The epoch lengths a plan was drawn from (the shortest over ranks) and one rank's own.
-
-    Ranks of a loader whose shards are uneven end their epochs at different lengths, and
-    every rank runs the one drawn plan against its own uninterrupted stream. A checkpoint
-    is a collective step, as in a trainer: "after ``k`` batches of epoch ``e``" is the same
-    point on every rank, except that "and its ``StopIteration``" exists only on a rank
-    whose epoch ended there (on a longer rank the same step is mid-epoch).
-    """
+    """The epoch lengths a plan was drawn from (the shortest over ranks) and one rank's own: each rank
+    runs the drawn plan as it takes that step on its own stream (docs/distributed.md, "Uneven shards")."""
 
     drawn: list[int]
     own: list[int]
@@ -197,9 +165,6 @@ class RankLengths:
     @classmethod
     def of_rank(cls, by_rank: list[list[int]], rank: int) -> RankLengths:
         return cls(cls.shortest(by_rank), by_rank[rank])
-
-    def position(self, position: Position) -> Position:
-        return position_on_rank(position, self.own)
 
     def indices(self, epoch: int, indices: tuple[int, ...]) -> tuple[int, ...]:
         """Stream indices counted on the drawn lengths, from epoch ``epoch`` on, as the same points here.
@@ -235,6 +200,7 @@ def on_rank(plan: Any, lengths: RankLengths) -> Any:
     if translate is not None:
         return translate(lengths)
     if is_dataclass(plan) and not isinstance(plan, type):
-        moved = {f.name: lengths.position(v) for f in fields(plan) if isinstance(v := getattr(plan, f.name), Position)}
+        moved = {f.name: position_on_rank(v, lengths.own) for f in fields(plan)
+                 if isinstance(v := getattr(plan, f.name), Position)}
         return replace(plan, **moved) if moved else plan
     return plan

@@ -31,24 +31,25 @@ CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.
                            signal.SIGTRAP, signal.SIGSYS})
 
 
-def _members(sid: int | None, marker: Path | None) -> list[psutil.Process]:
-    """Live processes of session ``sid`` or carrying ``marker``'s `MARKER_ENV` (zombies are dead already)."""
+def _alive(select: Callable[[psutil.Process], bool]) -> list[psutil.Process]:
+    """The live processes (zombies are dead already) but this one that ``select`` picks."""
     found = []
     for p in psutil.process_iter():
         try:
-            if p.pid == os.getpid() or p.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if (sid is not None and os.getsid(p.pid) == sid) or (
-                    marker is not None and p.environ().get(MARKER_ENV) == str(marker)):
+            if p.pid != os.getpid() and p.status() != psutil.STATUS_ZOMBIE and select(p):
                 found.append(p)
         except (psutil.Error, OSError):
             continue
     return found
 
 
+def _marked(p: psutil.Process, marker: Path | None) -> bool:
+    return marker is not None and p.environ().get(MARKER_ENV) == str(marker)
+
+
 def processes_of(run_dir: Path) -> list[int]:
     """Live processes carrying ``run_dir``'s marker in their environment."""
-    return [p.pid for p in _members(None, run_dir)]
+    return [p.pid for p in _alive(lambda p: _marked(p, run_dir))]
 
 
 def anon_rss(pid: int) -> int | None:
@@ -79,43 +80,28 @@ def gained(root: int, baseline: dict[int, int]) -> int:
     return total
 
 
-def _kill(processes: list[psutil.Process]) -> list[int]:
-    killed = []
-    for p in processes:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-            killed.append(p.pid)
-    return killed
-
-
-def kill_session(sid: int, marker: Path | None = None, wait: float = 2.0) -> list[int]:
+def kill_session(sid: int, marker: Path | None = None, wait: float = 2.0) -> None:
     """Kill session ``sid`` (its process group, then any member or marked process left), and wait
-    up to ``wait`` seconds until none of them is alive; returns the pids killed."""
+    up to ``wait`` seconds until none of them is alive."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, signal.SIGKILL)
-    killed = _kill(_members(sid, marker))
-    _kill_until_gone(lambda: [p for p in _members(sid, marker) if p.pid != sid], wait)
-    return killed
+    _kill_all(lambda p: os.getsid(p.pid) == sid or _marked(p, marker), wait)
 
 
-def kill_marked(marker: Path, spare: frozenset[int] = frozenset(), wait: float = 2.0) -> list[int]:
+def kill_marked(marker: Path, spare: frozenset[int] = frozenset(), wait: float = 2.0) -> None:
     """Kill every live process carrying ``marker``'s `MARKER_ENV` except those in ``spare``, and wait
-    up to ``wait`` seconds until none of them is alive; returns the pids killed."""
-    def left() -> list[psutil.Process]:
-        return [p for p in _members(None, marker) if p.pid not in spare]
-
-    killed = _kill(left())
-    _kill_until_gone(left, wait)
-    return killed
+    up to ``wait`` seconds until none of them is alive."""
+    _kill_all(lambda p: p.pid not in spare and _marked(p, marker), wait)
 
 
-def _kill_until_gone(left: Callable[[], list[psutil.Process]], wait: float) -> None:
+def _kill_all(select: Callable[[psutil.Process], bool], wait: float) -> None:
     limit = time.monotonic() + wait
-    while time.monotonic() < limit:
-        found = left()
-        if not found:
+    while found := _alive(select):
+        for p in found:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        if time.monotonic() > limit:
             return
-        _kill(found)
         time.sleep(0.01)
 
 

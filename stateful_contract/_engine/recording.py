@@ -1,14 +1,10 @@
 """Recording the program an example runs, as it runs.
 
-Every public step (`stateful_contract.repro`) is decorated with `recorded`. While a
-`Program` is active, the outermost step call appends one line of Python to it, rendered
-from the very arguments it was called with: values an earlier step returned are named
-by the variable they were assigned to, configs and positions by their constructor
-code, literals by ``repr``. So the reproduction a failure prints is the program that
-ran, by construction, and its imports are the names it uses.
-
-Steps called from inside another step (``checkpoint`` calls ``advance``) are not
-recorded again: the outer line already says what happened.
+While a `Program` is active, the outermost call of a `recorded` step appends one line of
+Python to it, rendered from the very arguments it was called with: values an earlier step
+returned by the variable they were assigned to, configs and positions by their constructor
+code, literals by ``repr``. So the reproduction a failure prints is the program that ran, by
+construction. Steps called from inside another step are not recorded again.
 """
 
 from __future__ import annotations
@@ -21,9 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["Program", "asserts", "recorded", "recording"]
+__all__ = ["Program", "asserts", "bound", "recorded", "recording"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 #: The program being recorded in this context (None: steps run unrecorded).
 _ACTIVE: contextvars.ContextVar[Program | None] = contextvars.ContextVar("stateful_contract_program", default=None)
@@ -55,11 +52,9 @@ class Program:
 
     def name(self, value: Any, base: str) -> str:
         """Give ``value`` a fresh variable name starting with ``base`` and return it."""
-        n = self._counts.get(base, 0) + 1
-        self._counts[base] = n
+        n = self._counts[base] = self._counts.get(base, 0) + 1
         name = base if n == 1 else f"{base}_{n}"
-        self._names[id(value)] = name
-        self._keep.append(value)
+        self.bind(value, name)
         return name
 
     def bind(self, value: Any, name: str) -> None:
@@ -103,27 +98,23 @@ class Program:
 
 
 @contextlib.contextmanager
-def recording(program: Program) -> Iterator[Program]:
-    """Record the steps run in this block into ``program``."""
-    token = _ACTIVE.set(program)
+def bound(var: contextvars.ContextVar[T | None], value: T) -> Iterator[T]:
+    """``var`` set to ``value`` in this block (the engine's per-context state: programs, advice, runs)."""
+    token = var.set(value)
     try:
-        yield program
+        yield value
     finally:
-        _ACTIVE.reset(token)
+        var.reset(token)
 
 
-@contextlib.contextmanager
-def unrecorded() -> Iterator[None]:
+def recording(program: Program | None) -> contextlib.AbstractContextManager[Program | None]:
+    """Record the steps run in this block into ``program`` (None: not at all)."""
+    return bound(_ACTIVE, program)
+
+
+def unrecorded() -> contextlib.AbstractContextManager[Program | None]:
     """Run steps in this block without recording them (a diagnosis, not part of the reproduction)."""
-    token = _ACTIVE.set(None)
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
-
-
-def active() -> Program | None:
-    return _ACTIVE.get()
+    return recording(None)
 
 
 def recorded(result: str | tuple[str, ...] | None = None) -> Callable[[F], F]:
@@ -139,26 +130,22 @@ def recorded(result: str | tuple[str, ...] | None = None) -> Callable[[F], F]:
 
         @functools.wraps(fn)
         def step(*args: Any, **kwargs: Any) -> Any:
-            program = _ACTIVE.get()
-            depth = _DEPTH.get()
-            if program is None or depth > 0:
-                token = _DEPTH.set(depth + 1)
+            program = _ACTIVE.get() if _DEPTH.get() == 0 else None
+            if program is not None:
                 try:
-                    return fn(*args, **kwargs)
-                finally:
-                    _DEPTH.reset(token)
-            try:
-                call = _render_call(program, fn.__name__, signature, args, kwargs)
-            except _Unrenderable as e:
-                call = f"{fn.__name__}(...)  # an argument of type {e} has no source form"
-            program.names_used.add(fn.__name__)
-            index = len(program.lines)
-            program.add(call)  # recorded before it runs: a failing step is the program's last line
-            token = _DEPTH.set(depth + 1)
+                    call = _render_call(program, fn.__name__, signature, args, kwargs)
+                except _Unrenderable as e:
+                    call = f"{fn.__name__}(...)  # an argument of type {e} has no source form"
+                program.names_used.add(fn.__name__)
+                index = len(program.lines)
+                program.add(call)  # recorded before it runs: a failing step is the program's last line
+            token = _DEPTH.set(_DEPTH.get() + 1)
             try:
                 value = fn(*args, **kwargs)
             finally:
                 _DEPTH.reset(token)
+            if program is None:
+                return value
             if isinstance(result, tuple):
                 targets = [program.name(v, base) for v, base in zip(value, result)]
                 program.lines[index] = f"{', '.join(targets)} = {call}"

@@ -1,15 +1,11 @@
-"""The one search loop: Hypothesis over configs and plans, on any executor.
-
-For every example the loop asks the executor for the uninterrupted run's epoch
-lengths, draws the clause's plan from them (so every batch index is reachable and
-shrinks towards batch 0), has the executor run the example on every rank, and judges
-what came back. A failure is raised to Hypothesis, which shrinks it; a hang ends the
-clause at once (shrinking would wait it out again and again).
-"""
+"""The one search loop: Hypothesis over configs and plans, on any executor (docs/architecture.md,
+"What happens in one example")."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
@@ -21,14 +17,16 @@ from hypothesis.reporting import with_reporter
 
 from ..config import ConfigSpace, LoaderConfig
 from ..profiles import Profile, hypothesis_settings
+from .advice import advise
 from .coverage import EVENTS, coverage_of
 from .example import ClauseLike, ExampleRun
 from .executors import Executor
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
-from .pool import worker_configs
+from .recording import bound
 
-__all__ = ["SEARCHING", "Budget", "SearchClause", "judge_runs", "replay_one", "run_one", "search"]
+__all__ = ["POOL_SIZE", "SEARCHING", "Budget", "SearchClause", "judge_runs", "replay_one", "run_one", "search",
+           "worker_configs", "worker_pool"]
 
 #: What the Hypothesis test running now searches: ``"SC10 resume-continues-the-stream"``, with
 #: ``", worker examples"`` in the phase with workers (None outside a search). The pytest plugin
@@ -63,14 +61,6 @@ class SearchClause(ClauseLike, Protocol):
     def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None: ...
 
 
-class _Failed(Exception):
-    """An example failed; Hypothesis shrinks it."""
-
-    def __init__(self, run: ExampleRun) -> None:
-        super().__init__(run.outcome.message if run.outcome else "")
-        self.run = run
-
-
 class _Final(BaseException):
     """An example hung or crashed: the search ends here, unshrunk."""
 
@@ -79,19 +69,22 @@ class _Final(BaseException):
         self.run = run
 
 
+class _Failed(_Final, Exception):
+    """An example failed: an `Exception`, so Hypothesis shrinks it."""
+
+
 def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfig, plan: Any) -> ExampleRun | None:
     """The run that failed the example, or None when it holds on every rank."""
-    for r in runs:  # once over the ranks: the caller collects (`stateful_contract._engine.advice`)
-        r.readvise()
+    for text in (text for r in runs for text in r.advisories):  # advised again where the caller collects
+        advise(text)
     failed = [r for r in runs if r.outcome is not None]
-    if not failed and len(runs) > 0:
+    if not failed:
         try:
-            clause.judge_world([r.value for r in runs], config, plan)
+            if runs:
+                clause.judge_world([r.value for r in runs], config, plan)
         except ClauseViolation as v:
             shown = getattr(v, "reproduce_on", 0) or 0
             return dataclasses.replace(runs[shown], outcome=Outcome.of_violation(v))
-        return None
-    if not failed:
         return None
     first = failed[0]
     if len(runs) > 1:
@@ -112,13 +105,12 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
     covered (`coverage_of`), and Hypothesis gets the same categories as events.
     """
     covered: Counter[str] = Counter()
+    executor = cast(Executor, _Counting(executor, covered))
     if clause.budget == "once":
         assert clause.fixed_config is not None
         on_example(1, 1)
-        covered.update(coverage_of(clause.fixed_config, None, None))
         return _covered(_verdict(run_one(clause, executor, clause.fixed_config, None), 1, 1), covered)
-    executor = cast(Executor, _Counting(executor, covered))
-    worker_examples = profile.worker_examples_on(executor.world_size)
+    worker_examples = profile.worker_examples
     in_process = {"strict": STRICT_EXAMPLES, "workers": 2 * worker_examples}.get(clause.budget, profile.examples)
     phases = [(False, in_process)]
     if clause.budget in ("search", "workers"):
@@ -142,7 +134,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         if passed is not None:
             passed.append((config, plan))
     for workers, budget in phases:
-        # Worker examples draw from the check's pool (`pool.py`): their uninterrupted runs are shared.
+        # Worker examples draw from the check's pool (`worker_pool`): their uninterrupted runs are shared.
         strategy = (worker_configs(space, budget, search_seed) if workers and executor.world_size == 1
                     else space.configs(workers=workers))
         if strategy.is_empty or budget == 0:
@@ -174,27 +166,22 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
 
         if search_seed is not None:  # overrides derandomize (hypothesis.seed)
             example = seed(search_seed)(example)
-        searching = SEARCHING.set(clause.heading.split(":", 1)[0] + (", worker examples" if workers else ""))
+        searching = clause.heading.split(":", 1)[0] + (", worker examples" if workers else "")
         try:
             # Hypothesis would print "You can reproduce this failure by adding @seed(...)" after a
             # hang or a crash; the outcome says how to reproduce it, in the loader's own terms.
-            with with_reporter(lambda text: None):
+            with bound(SEARCHING, searching), with_reporter(lambda text: None):
                 example()
-        except (_Failed, _Final) as e:
+        except _Final as e:  # _Failed too
             return _covered(_verdict(e.run, examples, found_after), covered)
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
             outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading)
             return _covered(dataclasses.replace(outcome, examples=examples, found_after=found_after), covered)
-        finally:
-            SEARCHING.reset(searching)
     return _covered(Outcome("passed", examples=examples), covered)
 
 
 class _Counting:
-    """The executor, counting what each example it runs covers (and telling Hypothesis, as events).
-
-    Only what the search calls is wrapped; everything else is the executor's own.
-    """
+    """The executor, counting what each example it runs covers (and telling Hypothesis, as events)."""
 
     def __init__(self, executor: Executor, covered: Counter[str]) -> None:
         self.executor = executor
@@ -244,3 +231,60 @@ def _verdict(failed: ExampleRun | None, examples: int, found_after: int | None) 
         return Outcome("passed", examples=examples)
     return dataclasses.replace(failed.outcome, reproduction=failed.reproduction, examples=examples,
                                found_after=found_after)
+
+
+# The worker configurations of a check: one pool, shared by every clause's worker examples. A
+# worker example's cost is its worker processes (0.1 to 0.3 s per epoch on 2 cores), and its
+# uninterrupted run, four epochs, is taken once per configuration and check. Drawn freely,
+# configurations almost never repeat across clauses; drawn from one pool, each one's run is taken
+# once, while every clause still draws its own plans on it. The pool holds the points where worker
+# bugs show: both worker counts, persistent workers and not, and epochs of an odd number of batches
+# (`plans.draw_position` asks half the time for a batch count the worker count does not divide).
+
+#: Configurations in the pool at least (a search of n worker examples per clause has 2n): each meets many clauses.
+POOL_SIZE = 24
+#: Batches per epoch of a pool configuration, at most.
+MAX_BATCHES = 6
+#: The pool of a derandomized run (ci) is always this one.
+DERANDOMIZED = 0
+
+
+def _batches(size: int, batch: int, drop_last: bool) -> int:
+    return size // batch if drop_last else -(-size // batch)
+
+
+@functools.lru_cache(maxsize=8)
+def worker_pool(space: ConfigSpace, size: int = POOL_SIZE, seed: int = DERANDOMIZED) -> tuple[LoaderConfig, ...]:
+    """``size`` configurations with workers from ``space``, simplest first (Hypothesis shrinks
+    towards the first), the same for every call with the same arguments."""
+    counts = sorted(n for n in space.num_workers if n > 0)
+    if not counts:
+        return ()
+    rng = random.Random(seed)
+    pool = []
+    for i in range(size):
+        workers = counts[i % len(counts)]
+        batch = rng.randint(*space.batch_size)
+        drop_last = rng.random() < 0.3
+        # At most `MAX_BATCHES` batches an epoch: every batch crosses a process boundary, and an
+        # example iterates up to ten epochs; worker-count offsets show in short epochs as well.
+        sizes = [n for n in range(space.dataset_size[0], space.dataset_size[1] + 1)
+                 if _batches(n, batch, drop_last) <= MAX_BATCHES] or [space.dataset_size[0]]
+        # Half the pool: epochs of an odd number (3 or more) of batches, which no worker count
+        # above one divides, where the space allows it.
+        odd = [n for n in sizes if _batches(n, batch, drop_last) % 2 == 1 and _batches(n, batch, drop_last) >= 3]
+        dataset_size = rng.choice(odd if i % 4 < 2 and odd else sizes)
+        pool.append(LoaderConfig(
+            # Every worker count meets every combination of persistent workers and shuffling.
+            dataset_size=dataset_size, batch_size=batch, shuffle=(i // (2 * len(counts))) % 2 == 1,
+            generator=rng.choice(["default", "explicit"]), seed=rng.randint(0, 2**16), drop_last=drop_last,
+            num_workers=workers, persistent_workers=(i // len(counts)) % 2 == 1,
+            grad_acc_step=rng.randint(*space.grad_acc_step)))
+    return tuple(sorted(pool, key=lambda c: (c.num_workers, c.persistent_workers, c.dataset_size, c.batch_size,
+                                             c.grad_acc_step, c.shuffle, c.drop_last, c.generator, c.seed)))
+
+
+def worker_configs(space: ConfigSpace, examples: int, seed: int | None) -> st.SearchStrategy[LoaderConfig]:
+    """The strategy the worker examples of a check draw from: its pool (empty without workers)."""
+    pool = worker_pool(space, max(POOL_SIZE, 2 * examples), DERANDOMIZED if seed is None else seed)
+    return st.sampled_from(pool) if pool else st.nothing()

@@ -1,18 +1,9 @@
-"""What the process running the loader is doing, readable after that process died.
+"""What the process running the loader is doing, readable after that process died: its status log.
 
-A supervised child and every rank keep a *status log*: a file to which they append one
-JSON line per event: the command being run (clause, config, plan), each call into the
-loader as it begins and ends (``loader.load_state_dict(state)``), the reproduction recorded
-so far (what each step added) and the example timeout currently running. Each event is one
-``write`` to a file opened with ``O_APPEND``, so once it returned the line is the kernel's
-(its page cache): it outlives the writer, and the supervisor reads it after a SIGSEGV, an
-``os._exit`` or a SIGKILL and says what the loader was doing, with the example's
-reproduction up to the line that never returned. The supervisor, which looks every 0.1 s
-while it waits, reads only what was appended since its last look.
-
-The steps report through `calling`, `stateful_contract._engine.guard.deadline` through
-`deadline_started`, and a recorded `Program` through `watch`; all three do nothing in a
-process that installed no log (in-process checks).
+One JSON line per event (the command, each call into the loader as it begins and ends, what each
+step added to the reproduction, the example timeout), one ``write`` each: once it returned the line
+is the kernel's, so it outlives a SIGSEGV or a SIGKILL of the writer. The supervisor reads what was
+appended since its last look. Nothing is written in a process that installed no log (in-process).
 """
 
 from __future__ import annotations
@@ -23,11 +14,9 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-__all__ = ["Board", "BoardView", "calling", "command", "deadline_ended", "deadline_started", "install", "read",
-           "watch"]
+__all__ = ["Board", "BoardView", "calling", "command", "deadline", "install", "read", "watch"]
 
 _LEAVE = b'{"in_call": false}\n'
 
@@ -40,6 +29,7 @@ class Board:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         self._enter = b""
         self._label = ""
+        self._label_next = ""
         self._program = ""
         # The first line tells this log from an earlier one at the same path (a reader's cache).
         self._write({"pid": os.getpid(), "opened": time.time_ns()})
@@ -59,6 +49,17 @@ class Board:
 
     def leave(self) -> None:
         os.write(self._fd, _LEAVE)
+
+    def __call__(self, label: str) -> Board:
+        """The board as the context of the call ``label`` (`calling`): entered at once, so calls may nest."""
+        self._label_next = label
+        return self
+
+    def __enter__(self) -> None:
+        self.enter(self._label_next)
+
+    def __exit__(self, *exc: object) -> None:
+        self.leave()
 
     def program(self, source: str) -> None:
         if source.startswith(self._program):  # a step added lines: only they are written
@@ -132,6 +133,8 @@ def read(path: Path) -> BoardView:
     return BoardView(command=state.get("command", ""), call=state.get("call", ""),
                      in_call=bool(state.get("in_call")), program=state.get("program", ""),
                      deadline=(deadline[0], deadline[1]) if deadline else None, pid=state.get("pid", 0))
+
+
 _BOARD: Board | None = None
 
 
@@ -141,38 +144,19 @@ def install(board: Board | None) -> None:
     _BOARD = board
 
 
-class _Calling:
-    __slots__ = ("board", "label")
-
-    def __init__(self, board: Board, label: str) -> None:
-        self.board = board
-        self.label = label
-
-    def __enter__(self) -> None:
-        self.board.enter(self.label)
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.board.leave()
-
-
 _NOTHING = contextlib.nullcontext()
 
 
 def calling(label: str) -> contextlib.AbstractContextManager[None]:
     """Around one call into the loader: the board says which while it runs."""
     board = _BOARD
-    return _NOTHING if board is None else _Calling(board, label)
+    return _NOTHING if board is None else board(label)
 
 
-def deadline_started(started: float, seconds: float) -> None:
+def deadline(started: float, seconds: float) -> None:
+    """An example timeout of ``seconds`` began at ``started`` (``time.monotonic()``; 0 seconds: it ended)."""
     if _BOARD is not None:
         _BOARD.deadline(started, seconds)
-
-
-def deadline_ended() -> None:
-    if _BOARD is not None:
-        _BOARD.deadline(0.0, 0.0)
 
 
 def command(text: str) -> None:

@@ -1,59 +1,83 @@
-"""The steps every clause is made of: build, iterate, checkpoint, resume.
+"""The steps every clause is made of: build, iterate, checkpoint, resume, and the exceptions they end with.
 
-They are public, through `stateful_contract.repro`: every reproduction the contract
-prints is written with them, and each one records its own line of that reproduction
-as it runs (`stateful_contract._engine.recording`), so a failing example replays in a
-few lines outside the suite.
-
-A *stream* is the concatenation of the batches of consecutive epochs (one epoch is
-one ``for batch in loader``). Comparing streams rather than epochs is what
-CONTRACT.md asks: torchdata resumes a state taken after the last batch into an
-empty epoch, other loaders roll over, and both continue the same stream.
+Public through `stateful_contract.repro`; each records its own line of the reproduction as it runs.
+A *stream* is the batches of consecutive epochs (one epoch is one ``for batch in loader``), compared
+as one: torchdata resumes a state taken after the last batch into an empty epoch, other loaders roll
+over, and both continue the same stream.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 
 from ..config import LoaderConfig
-from . import status
+from . import lending, status
 from .compare import Segment
-from .errors import EndlessPass, LoaderError, NotJudgeable, pass_limit
-from .guard import LoaderHung
+from .guard import LoaderHung, collect
+from .lending import forget_references, kept_references, references_kept
 from .recording import recorded
-from .vocabulary import PointKind, describe_point, point_code, point_kind
+from .vocabulary import Point
 
-__all__ = [
-    "RESUME_EPOCHS",
-    "EndlessPass",
-    "LoadForm",
-    "LoaderError",
-    "NotJudgeable",
-    "Position",
-    "advance",
-    "checkpoint",
-    "epoch_lengths",
-    "fresh",
-    "iterate_on",
-    "load",
-    "pass_limit",
-    "references_kept",
-    "state_of",
-    "stream",
-    "stream_calling_state_dict",
-    "take",
-    "uninterrupted",
-]
+__all__ = ["RESUME_EPOCHS", "EndlessPass", "LoadForm", "LoaderError", "NotJudgeable", "Position", "advance",
+           "checkpoint", "epoch_lengths", "forget_references", "fresh", "iterate_on", "kept_references",
+           "load", "pass_limit", "references_kept", "state_of", "stream", "stream_calling_state_dict", "take",
+           "uninterrupted"]
 
 LoadForm = Literal["positional", "keyword"]
 Factory = Callable[[LoaderConfig], Any]
+
+
+class NotJudgeable(Exception):
+    """The clause cannot be judged for this loader; the message points at the clause that can."""
+
+
+class EndlessPass(Exception):
+    """One pass over the loader went on far past what the config's dataset can make.
+
+    Raised where the contract iterates a pass to its end: without it an endless loader (one
+    that cycles over or repeats its data) would be reported, in every clause, as a hang.
+    """
+
+    def __init__(self, batches: int, config: LoaderConfig) -> None:
+        limit = pass_limit(config)
+        tokens = config.dataset_size * config.seq_len
+        super().__init__(
+            f"one pass over the loader yielded {batches} batches and had not raised StopIteration; one epoch "
+            f"of the config's dataset (dataset_size={config.dataset_size} samples of seq_len={config.seq_len}) "
+            f"holds {tokens} tokens, so no pass over it comes near {limit} batches: the loader looks endless "
+            "(it cycles over its data, or repeats it). The contract compares epochs, as StatefulDataLoader "
+            "ends them: build the factory's loader over one pass of config.dataset (for example "
+            "infinite=False, or no .repeat() or itertools.cycle)")
+        self.batches = batches
+        self.limit = limit
+
+
+def pass_limit(config: LoaderConfig) -> int:
+    """The most batches one pass of a loader on ``config`` may yield before it is called endless.
+
+    Every batch holds at least one token of one sample, so no pass over the config's samples
+    has more than ``dataset_size * seq_len`` batches; four times that (and at least 64) leaves
+    room for wrappers that split batches and costs milliseconds to reach.
+    """
+    return max(64, 4 * config.dataset_size * config.seq_len)
+
+
+class LoaderError(Exception):
+    """Code of the loader under test raised; ``step`` says what the contract was doing."""
+
+    #: Batches the `stream` (or the pass of `up_to`) it ended had yielded before it (None: raised
+    #: outside one): a refusal comes before the first batch (SC23, SC31).
+    batches_before: int | None = None
+
+    def __init__(self, step: str, error: BaseException) -> None:
+        super().__init__(f"{step} raised {type(error).__name__}: {error}")
+        self.step = step
+        self.error = error
 
 #: The uninterrupted run covers the checkpoint's epochs plus two further epochs.
 REFERENCE_EPOCHS = 4
@@ -61,37 +85,16 @@ REFERENCE_EPOCHS = 4
 #: torchdata resumes a state taken after an epoch's last batch into one empty epoch.
 RESUME_EPOCHS = REFERENCE_EPOCHS + 2
 
-#: Uninterrupted runs already taken in this check, keyed by (factory, config, epochs).
-_REFERENCES: contextvars.ContextVar[dict[Any, tuple[list[Any], list[int]]] | None] = contextvars.ContextVar(
-    "stateful_contract_references", default=None)
-
-
-#: The config the newest loader was built on (`fresh` sets it; every loader of an example
-#: shares the example's dataset), whose `pass_limit` bounds a pass.
-_PASS_CONFIG: contextvars.ContextVar[LoaderConfig | None] = contextvars.ContextVar(
-    "stateful_contract_pass_config", default=None)
-
-
-#: The class of the newest loader `fresh` built: a hint may depend on how it is written
-#: (`stateful_contract._engine.hints`).
-_LOADER_TYPE: contextvars.ContextVar[type | None] = contextvars.ContextVar(
-    "stateful_contract_loader_type", default=None)
+#: The config and the class of the newest loader `fresh` built: every loader of an example shares
+#: its dataset, whose `pass_limit` bounds a pass, and a hint may depend on how the class is written
+#: (`stateful_contract._engine.example`).
+_NEWEST: contextvars.ContextVar[tuple[LoaderConfig, type] | None] = contextvars.ContextVar(
+    "stateful_contract_newest_loader", default=None)
 
 
 def last_loader_type() -> type | None:
-    """The class of the newest loader built in this context (None before any)."""
-    return _LOADER_TYPE.get()
-
-
-def check_pass_length(batches: int) -> None:
-    """Raise `EndlessPass` once a pass has yielded more batches than its config allows."""
-    config = _PASS_CONFIG.get()
-    if config is not None and batches > pass_limit(config):
-        raise EndlessPass(batches, config)
-
-
-def _length(lengths: Sequence[int] | None, epoch: int) -> int | None:
-    return lengths[epoch] if lengths is not None and 0 <= epoch < len(lengths) else None
+    newest = _NEWEST.get()
+    return newest[1] if newest is not None else None
 
 
 def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -106,32 +109,37 @@ def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 @recorded("loader")
-def fresh(
-    factory: Factory,
-    config: LoaderConfig,
-    *,
-    state: dict[str, Any] | None = None,
-    load_form: LoadForm = "positional",
-) -> Any:
+def fresh(factory: Factory, config: LoaderConfig, *, state: dict[str, Any] | None = None,
+          load_form: LoadForm = "positional") -> Any:
     """A new loader from ``factory(config)``, optionally given ``state``.
 
     Seeds torch's global RNG with ``config.seed`` first, as a trainer does at start-up:
     loaders with the default generator draw their shuffling seed from it.
     """
     if config.num_workers > 0:
-        # Abandoned loader iterators linger in reference cycles. A worker forked while
-        # they are alive inherits them, collects them itself and, in their __del__,
-        # tries to shut down workers that are not its children (tracebacks on stderr).
-        # Collect them here, before this loader forks any worker; check() freezes the
-        # objects alive before it starts, so this costs milliseconds, not ~0.3 s.
-        gc.collect()
-    torch.manual_seed(config.seed)
-    _PASS_CONFIG.set(config)
+        # Abandoned loader iterators linger in reference cycles: a worker forked while they are
+        # alive collects them itself and, in their __del__, tries to shut down workers that are not
+        # its children (tracebacks on stderr). What was alive before the run is frozen
+        # (`guard.frozen`), so this costs milliseconds, not ~0.3 s.
+        collect()
+    _manual_seed(config.seed)
     loader = _user("factory(config)", factory, config)
-    _LOADER_TYPE.set(type(loader))
+    _NEWEST.set((config, type(loader)))
     if state is not None:
         load(loader, state, load_form)
     return loader
+
+
+def _manual_seed(seed: int) -> None:
+    """``torch.manual_seed(seed)``; with no accelerator, only the CPU generator it would seed anyway.
+
+    Without a device, ``torch.manual_seed`` still queues a seed for CUDA, XPU and MTIA should one
+    start later, formatting the Python stack for each: 0.9 ms a loader, 1.5 s of a ci check.
+    """
+    if torch.accelerator.is_available():
+        torch.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(seed)
 
 
 @recorded()
@@ -159,7 +167,7 @@ def _iter(loader: Any) -> Iterator[Any]:
 
 @recorded("batches")
 def stream(loader: Any, epochs: int, *, limit: int | None = None,
-           every_step: Callable[[], object] | None = None) -> list[Any]:
+           every_step: Callable[[], object] | None = None) -> Segment:
     """The batches of ``epochs`` consecutive epochs, stopping early at ``limit`` batches.
 
     ``every_step`` runs before every ``next()`` and once after each epoch's
@@ -169,81 +177,31 @@ def stream(loader: Any, epochs: int, *, limit: int | None = None,
     passes: list[int] = []  # how many batches each pass gave: an impact is counted per pass
     for _ in range(epochs):
         try:
-            it = _iter(loader)
+            got = up_to(_iter(loader), None if limit is None else limit - len(out), every_step=every_step)
         except LoaderError as e:
-            e.batches_before = len(out)
+            e.batches_before = len(out) + (e.batches_before or 0)
             raise
-        started = len(out)
-        while limit is None or len(out) < limit:
-            if every_step is not None:
-                every_step()
-            if limit is None:
-                check_pass_length(len(out) - started)
-            try:
-                out.append(_next(it))
-            except LoaderError as e:
-                if not isinstance(e.error, StopIteration):
-                    e.batches_before = len(out)
-                    raise
-                if every_step is not None:
-                    every_step()
-                break
-        else:
-            passes.append(len(out) - started)
+        out += got
+        passes.append(len(got))
+        if limit is not None and len(out) >= limit:  # not at a StopIteration, which yields no batch
             break
-        passes.append(len(out) - started)
     return Segment(out, 0, passes)
 
 
 @recorded(("batches", "lengths"))
 def epoch_lengths(loader: Any, epochs: int) -> tuple[list[Any], list[int]]:
     """The stream of ``epochs`` epochs and how many batches each epoch had."""
-    batches: list[Any] = []
-    lengths: list[int] = []
-    for _ in range(epochs):
-        epoch = stream(loader, 1)
-        batches.extend(epoch)
-        lengths.append(len(epoch))
-    return batches, lengths
+    batches = stream(loader, epochs)
+    return batches, list(batches.lengths)
 
 
 @dataclass(frozen=True)
-class Position:
-    """A checkpoint point: after ``batches`` batches of epoch ``epoch``.
-
-    ``before_iter``: on a loader never iterated (only at epoch 0, batch 0).
-    ``after_stop``: the epoch's iterator has already raised ``StopIteration``.
-    Otherwise ``iter()`` of the epoch was called and its iterator is open.
-    """
-
-    epoch: int = 0
-    batches: int = 0
-    after_stop: bool = False
-    before_iter: bool = False
+class Position(Point):
+    """A checkpoint point: after ``batches`` batches of epoch ``epoch`` (`Point` says how each is worded)."""
 
     def absolute(self, lengths: list[int]) -> int:
         """Index in the stream of the first batch after this point."""
         return sum(lengths[: self.epoch]) + self.batches
-
-    def kind(self, lengths: Sequence[int] | None = None) -> PointKind:
-        """Which kind of point this is (`stateful_contract._engine.vocabulary`)."""
-        return point_kind(self.batches, after_stop=self.after_stop, before_iter=self.before_iter,
-                          length=_length(lengths, self.epoch))
-
-    @property
-    def right_after_a_new_iter(self) -> bool:
-        """``iter()`` of an epoch after the first was called and no batch yet: the point a lazy
-        ``__iter__`` gets wrong (`stateful_contract._engine.hints`)."""
-        return self.epoch > 0 and self.kind() == "after iter()"
-
-    def describe(self, lengths: Sequence[int] | None = None) -> str:
-        """This point in the words every message uses; ``lengths`` (the uninterrupted run's
-        epoch lengths) tell the last batch from the middle of an epoch."""
-        return describe_point(self.epoch, self.batches, after_stop=self.after_stop, before_iter=self.before_iter,
-                              length=_length(lengths, self.epoch))
-
-    def as_code(self) -> str:
-        return point_code("Position", self.epoch, self.batches, after_stop=self.after_stop, before_iter=self.before_iter)
 
 
 @recorded("it")
@@ -256,47 +214,48 @@ def advance(loader: Any, position: Position) -> Iterator[Any] | None:
     it = _iter(loader)
     for _ in range(position.batches):
         _next(it)
-    if position.after_stop:
-        try:
-            extra = _next(it)
-        except LoaderError as e:
-            if not isinstance(e.error, StopIteration):
-                raise
-        else:
-            raise LoaderError(
-                "next(iter(loader)) past the epoch's last batch",
-                RuntimeError(f"yielded {extra!r} where the uninterrupted run had ended the epoch"),
-            )
+    extra = up_to(it, 1) if position.after_stop else []
+    if extra:
+        raise LoaderError("next(iter(loader)) past the epoch's last batch", RuntimeError(
+            f"yielded {extra[0]!r} where the uninterrupted run had ended the epoch"))
     return it
 
 
 @recorded("state")
 def checkpoint(loader: Any, position: Position) -> Any:
-    """``loader.state_dict()`` taken at ``position``."""
+    """`advance` to ``position``, then ``loader.state_dict()``."""
     advance(loader, position)
     return state_of(loader)
 
 
 @recorded("batches")
 def take(loader: Any, count: int, *, max_epochs: int) -> list[Any]:
-    """The next ``count`` batches of the stream, over at most ``max_epochs`` iter() calls.
+    """The next ``count`` batches of the stream, over at most ``max_epochs`` iter() calls (none for 0).
 
     Stops mid-epoch, without exhausting the iterator, when ``count`` is reached.
     """
-    if count == 0:
-        return []
-    return stream(loader, max_epochs, limit=count)
+    return stream(loader, max_epochs, limit=count) if count else []
 
 
-def up_to(it: Iterator[Any], count: int) -> list[Any]:
-    """At most ``count`` batches from the open iterator ``it``, fewer if its epoch ends first."""
+def up_to(it: Iterator[Any], count: int | None = None, *, every_step: Callable[[], object] | None = None,
+          ) -> list[Any]:
+    """At most ``count`` batches from the open iterator ``it``, fewer if its epoch ends first (None: the
+    rest of its pass, which `pass_limit` bounds as it does every whole pass); ``every_step`` as for
+    `stream`."""
     out: list[Any] = []
-    for _ in range(count):
+    while count is None or len(out) < count:
+        if every_step is not None:
+            every_step()
+        if count is None and (newest := _NEWEST.get()) is not None and len(out) > pass_limit(newest[0]):
+            raise EndlessPass(len(out), newest[0])
         try:
             out.append(_next(it))
         except LoaderError as e:
             if not isinstance(e.error, StopIteration):
+                e.batches_before = len(out)
                 raise
+            if every_step is not None:
+                every_step()
             break
     return out
 
@@ -308,36 +267,15 @@ def iterate_on(loader: Any, it: Iterator[Any] | None, count: int, *, max_epochs:
     return out + take(loader, count - len(out), max_epochs=max_epochs)
 
 
-@contextlib.contextmanager
-def references_kept() -> Iterator[None]:
-    """Keep every `uninterrupted` run of this block, to serve later examples of the same config."""
-    token = _REFERENCES.set({})
-    try:
-        yield
-    finally:
-        _REFERENCES.reset(token)
-
-
-#: Reference runs kept per check: configs repeat across clauses in derandomized runs.
-_REFERENCE_CACHE_SIZE = 128
-
-
 @recorded(("reference", "lengths"))
 def uninterrupted(factory: Factory, config: LoaderConfig, epochs: int = REFERENCE_EPOCHS,
                   ) -> tuple[list[Any], list[int]]:
     """The uninterrupted stream of ``epochs`` epochs of a fresh loader, and each epoch's length."""
-    cache = _REFERENCES.get()
-    key = (id(factory), config, epochs)
-    if cache is not None and key in cache:
-        return cache[key]
-    got = epoch_lengths(fresh(factory, config), epochs)
-    if cache is not None:
-        if len(cache) >= _REFERENCE_CACHE_SIZE:
-            # The oldest run without workers goes first: a worker config's run costs a hundred times
-            # more, and the worker examples of every clause draw from one pool of them (`pool.py`).
-            cheap = next((k for k in cache if k[1].num_workers == 0), None)
-            del cache[cheap if cheap is not None else next(iter(cache))]
-        cache[key] = got
+    key = (id(factory), config, epochs)  # kept per check (`references_kept`)
+    got: tuple[list[Any], list[int]] | None = lending.kept(key)
+    if got is None:
+        got = epoch_lengths(fresh(factory, config), epochs)
+        lending.keep(key, got)
     return got
 
 

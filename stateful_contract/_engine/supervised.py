@@ -1,28 +1,6 @@
-"""The supervised executor: the loader runs in a child process that this process watches.
-
-Nothing the loader does can take the check down. The engine (the search, Hypothesis, the
-report) stays in the caller's process; the loader lives in a child forked from it
-(`stateful_contract._engine.child`), which answers one pickled command at a time, as the
-ranks' rank 0 does. While it waits for an answer the supervisor watches three things:
-
-- the child's death (a pidfd: noticed at once, even while its DataLoader workers live on):
-  a signal (SIGSEGV from a native extension, SIGKILL from the kernel's OOM killer) or an
-  exit code (``os._exit(7)``);
-- the example timeout: the child interrupts ordinary hangs itself (``SIGALRM``, and the
-  clause fails as in-process); when that cannot work (the signal is blocked, or native
-  code never returns to Python) the child stops answering, and once its status log
-  shows the timeout passed by `grace` seconds the supervisor kills it;
-- memory: what the child and its workers gained during the example, against the memory
-  limit, five times a second.
-
-Either way the supervisor kills the child's whole session (no worker is left behind),
-reads the status log to say what the loader was doing, and answers the engine with a
-failed `ExampleRun`: the clause fails with "the loader killed the process with SIGSEGV
-during loader.load_state_dict(state)" and the reproduction up to that line. The next
-command starts a fresh child. A crash is cheap to repeat, so it shrinks like any failure
-(up to `SHRINK_CRASHES` crashes per clause); a hang or a memory blow-up ends the clause
-unshrunk, as each re-run would wait it out again.
-"""
+"""The supervised executor: the loader runs in a child process (`child`) that this process watches
+(`watch`: its death, a hang its own alarm could not end, the memory it gained); then the child's
+session is killed, and its status log says what the loader was doing (docs/supervision.md)."""
 
 from __future__ import annotations
 
@@ -35,33 +13,31 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
-from ..config import LoaderConfig
 from . import interpreter, status
 from .child import ChildSpec, EngineError, child_main
-from .example import ClauseLike, ExampleRun, LoadFormProbe
-from .executors import BUILDING, FactoryProblem, StartFailed
+from .example import ClauseLike, ExampleRun
+from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFailed
+from .guard import raise_lost_ctrl_c
 from .impact import died
 from .outcome import ClauseViolation, Outcome
 from .plans import Alignment
 from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
-from .steps import Factory, LoadForm
+from .steps import Factory
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "Supervised", "choose_isolation", "grace",
-           "supported"]
+__all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "PendingSibling", "Stall", "Supervised",
+           "choose_isolation", "grace", "supported", "watch"]
 
-#: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches:
-#: nothing the loader does takes the check down) or ``"in-process"`` (this process: a little
-#: faster, and a debugger can follow the loader, but a crash or an uninterruptible hang is
-#: the check's own). Several ranks always run in processes of their own.
+#: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches) or
+#: ``"in-process"`` (this process: a debugger can follow the loader, but a crash is the check's own).
 Isolation = Literal["supervised", "in-process"]
 
-#: What the loader's processes may gain during one example, by default: far more than any
-#: loader of the contract's small datasets needs, far less than it takes to bring a machine down.
+#: What the loader's processes may gain during one example, by default (docs/supervision.md says why).
 DEFAULT_MEMORY_LIMIT = 4 << 30
 #: Crashes of one clause's examples re-run in fresh children while shrinking; then the
 #: smallest crashing example found so far is reported, saying the shrinking stopped.
@@ -70,14 +46,13 @@ SHRINK_CRASHES = 30
 POLL = 0.1
 #: Seconds between memory readings of the loader's processes.
 MEMORY_EVERY = 0.2
+#: Seconds a command may take beyond twice the example timeout (process start-up, DCP, gathering).
+COMMAND_GRACE = 60.0
 
 
 def grace(timeout: float) -> float:
-    """Seconds past the example timeout before a child that has not answered is killed as hung.
-
-    The child's own alarm ends ordinary hangs at the timeout; this is the time it may take to
-    unwind (worker shutdown) before the supervisor concludes the alarm could not reach it.
-    """
+    """Seconds past the example timeout before a child that has not answered is killed as hung: the
+    time its own alarm may take to unwind (worker shutdown)."""
     return min(max(1.0, 0.25 * timeout), 10.0)
 
 
@@ -87,60 +62,77 @@ def supported() -> bool:
 
 
 def choose_isolation(isolation: Isolation | None) -> Isolation:
-    """``isolation``, or the default: supervised on Linux (elsewhere ``fork`` is not safe with
-    the system's frameworks, and the clean-up reads ``/proc``)."""
+    """``isolation`` (`CheckOptions` checked it), or the default: supervised on Linux (elsewhere ``fork``
+    is not safe with the system's frameworks)."""
     if isolation is None:
         return "supervised" if sys.platform.startswith("linux") and supported() else "in-process"
-    if isolation not in ("supervised", "in-process"):
-        raise ValueError(f"isolation must be 'supervised' or 'in-process', got {isolation!r}")
     return isolation
 
 
-@dataclass
-class Death:
-    """How the child ended and what its loader was doing."""
+@dataclass(frozen=True)
+class Stall:
+    """Why `watch` gave up on a command: a process (by its log's index) hung, or outgrew the memory limit."""
 
-    killed_by: str  # "SIGSEGV", "exit code 7", "timeout", "memory limit"
-    got: str
-    final: bool
-    board: status.BoardView
-    fault: str = ""
-
-    def reproduction(self) -> str:
-        program = self.board.program
-        if program and self.board.in_call:
-            how = "was killed" if self.final else "died"
-            program += f"  # <- the process {how} here ({self.killed_by})"
-        return program
+    rank: int
+    #: Seconds since its example timeout began (or, past the command's limit, since the command was sent).
+    waited: float
+    #: The example timeout that passed (None: the command's limit did).
+    timeout: float | None = None
+    #: Bytes the processes gained together, past the memory limit (0: not the memory).
+    memory: int = 0
 
 
-class Supervised:
+def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView]], *, sent: float,
+          timeout: float | None, memory_limit: int | None, limit: float,
+          baseline: dict[int, int] | None = None) -> Stall | None:
+    """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up.
+
+    Given up on when a process's log shows its example timeout passed by the `grace` (its alarm
+    could not reach it), when the command passed ``limit``, or when the processes the logs name
+    (and their descendants) gained more than ``memory_limit`` since ``sent`` (``baseline``: what
+    each had then; one first seen later counts from then).
+    """
+    baseline = {} if baseline is None else baseline
+    next_memory = sent + MEMORY_EVERY
+    while not answered():
+        raise_lost_ctrl_c()
+        now = time.monotonic()
+        boards = logs()
+        for rank, board in enumerate(boards):
+            started, seconds = board.deadline or (now, 0.0)
+            if timeout and board.deadline is not None and now > started + seconds + grace(seconds):
+                return Stall(rank, now - started, seconds)
+        if now > limit:
+            return Stall(0, now - sent)
+        if memory_limit and now >= next_memory:
+            next_memory = now + MEMORY_EVERY
+            grown = {rank: gained(board.pid, baseline) for rank, board in enumerate(boards) if board.pid}
+            if sum(grown.values()) > memory_limit:
+                return Stall(max(grown, key=grown.__getitem__), now - sent, memory=sum(grown.values()))
+    return None
+
+
+class Supervised(OneProcess):
     """Runs the loader in a supervised child process; survives whatever the loader does."""
-
-    world_size = 1
 
     def __init__(self, factory: Factory, factory_import: str, alignment: Alignment = None,
                  timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
                  new_interpreter: bool = False) -> None:
         if not supported():
             raise RuntimeError("supervised checks need os.fork (Linux, macOS); use isolation='in-process'")
-        self.factory = factory
-        self.factory_import = factory_import
-        self.alignment: Alignment = alignment
         self.timeout = timeout or None
         self.memory_limit = memory_limit or None
-        self.load_form: LoadForm = "positional"
         self.notes: list[str] = []
         self.run_dir = Path(tempfile.mkdtemp(prefix="stateful-contract-"))
-        #: Where the examples write their files (a sibling shares its elder's).
-        self.scratch = self.run_dir / "scratch"
+        #: What answers the commands in the child; its ``workdir``, the examples' files, a sibling shares.
+        self.handler = Handler(factory, factory_import, alignment, self.timeout, self.run_dir / "scratch")
         #: A process that never ran an example of this check: its examples resume in it.
         self.fresh_processes = True
         #: The child is a new interpreter (`interpreter.start`), not a fork: another string hash secret.
         self.new_interpreter = new_interpreter
         #: The ``PYTHONHASHSEED`` of the new interpreter, once started.
         self.hash_seed: str | None = None
-        self._proc: Any = None  # multiprocessing.Process
+        self._proc: Any = None  # multiprocessing.Process, or `interpreter.Interpreter`
         self._conn: Connection | None = None
         self._pidfd: int | None = None
         self._spec: ChildSpec | None = None
@@ -148,20 +140,17 @@ class Supervised:
         self._crashes: dict[str, int] = {}
         self._spawned_rss = 0
 
-    # -- the child's life ----------------------------------------------------------------
-
     def _spawn(self) -> None:
         self._children += 1
         n = self._children
-        self._spec = ChildSpec(self.factory, self.factory_import, self.alignment, self.timeout, self.run_dir,
-                               self.run_dir / f"board-{n}", self.run_dir / f"fault-{n}.txt", os.getpid(),
-                               self.scratch)
+        self._spec = ChildSpec(self.handler, self.run_dir, self.run_dir / f"board-{n}",
+                               self.run_dir / f"fault-{n}.txt", os.getpid())
         for stream in (sys.stdout, sys.stderr):  # or the child would print the parent's buffered text again
             with contextlib.suppress(Exception):
                 stream.flush()
         if self.new_interpreter:
             self._proc, self._conn = interpreter.start(self._spec)
-            self.hash_seed = self._proc.hash_seed
+            self.hash_seed = self._proc.zygote.hash_seed
         else:
             ctx = multiprocessing.get_context("fork")
             mine, theirs = ctx.Pipe(duplex=True)
@@ -193,148 +182,113 @@ class Supervised:
             os.close(self._pidfd)
             self._pidfd = None
 
-    def _dead(self) -> bool:
-        if self._pidfd is not None:
-            return bool(wait([self._pidfd], 0))
-        return self._proc is None or self._proc.exitcode is not None
-
-    def _call(self, command: tuple[Any, ...]) -> Any:
-        """The child's answer to ``command``, or the `Death` that ended the child instead."""
-        if self._proc is not None and self.memory_limit and self._grown() > self.memory_limit:
+    def _call(self, command: tuple[Any, ...], clause: ClauseLike = BUILDING) -> Any:
+        if (self._proc is not None and self.memory_limit
+                and (anon_rss(self._proc.pid) or 0) - self._spawned_rss > self.memory_limit):
             self.notes.append("the loader's process had grown past the memory limit over several examples "
                               "and was replaced by a fresh one")
             self.stop()
         if self._proc is None:
             self._spawn()
         try:
-            return self._await(command)
+            return self._await(command, clause)
         except BaseException:  # Ctrl-C: nothing of the loader outlives the check
             self._kill()
             raise
 
-    def _grown(self) -> int:
-        return (anon_rss(self._proc.pid) or 0) - self._spawned_rss
-
-    def _await(self, command: tuple[Any, ...]) -> Any:
+    def _await(self, command: tuple[Any, ...], clause: ClauseLike) -> Any:
         assert self._conn is not None and self._proc is not None and self._spec is not None
+        conn, board, proc = self._conn, self._spec.board, self._proc
         sent = time.monotonic()
-        timeout = self.timeout
-        cap = sent + 2 * timeout + 60 if timeout else float("inf")
-        baseline: dict[int, int] = {self._proc.pid: anon_rss(self._proc.pid) or 0}
-        next_memory = sent + MEMORY_EVERY
-        handles: list[Any] = [self._conn] + ([self._pidfd] if self._pidfd is not None else [])
+        handles: list[Any] = [conn] + ([self._pidfd] if self._pidfd is not None else [])
         try:
-            self._conn.send_bytes(pickle.dumps(command))
+            conn.send_bytes(pickle.dumps(command))
         except OSError:
-            return self._died()
-        while True:
-            ready = wait(handles, POLL)
-            if self._conn in ready:
-                try:
-                    answer = pickle.loads(self._conn.recv_bytes())
-                except (EOFError, OSError):
-                    return self._died()
-                if isinstance(answer, EngineError):
-                    raise RuntimeError(f"the supervised child failed (a bug of stateful-contract):\n{answer.trace}")
-                return answer
-            if ready or self._dead():
-                return self._died()
-            now = time.monotonic()
-            board = status.read(self._spec.board)
-            if board.deadline is not None and timeout:
-                started, seconds = board.deadline
-                if now > started + seconds + grace(seconds):
-                    return self._died(hung=now - started)
-            elif now > cap:
-                return self._died(hung=now - sent)
-            if self.memory_limit and now >= next_memory:
-                next_memory = now + MEMORY_EVERY
-                grown = gained(self._proc.pid, baseline)
-                if grown > self.memory_limit:
-                    return self._died(memory=grown)
+            return self._crashed(clause)
+        # Answered, or died (a look of up to `POLL` s; without a pidfd, its exit code says it).
+        stall = watch(lambda: bool(wait(handles, POLL)) or (len(handles) == 1 and proc.exitcode is not None),
+                      lambda: [status.read(board)], sent=sent, timeout=self.timeout,
+                      memory_limit=self.memory_limit, baseline={proc.pid: anon_rss(proc.pid) or 0},
+                      limit=sent + 2 * self.timeout + COMMAND_GRACE if self.timeout else float("inf"))
+        if stall is not None or not conn.poll():
+            return self._crashed(clause, stall)
+        try:
+            answer = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return self._crashed(clause)
+        if isinstance(answer, EngineError):
+            raise RuntimeError(f"the supervised child failed (a bug of stateful-contract):\n{answer.trace}")
+        return answer
 
-    def _died(self, hung: float | None = None, memory: int | None = None) -> Death:
+    def _crashed(self, clause: ClauseLike, stall: Stall | None = None) -> ExampleRun:
+        """The failed run of ``clause`` when the child died, or was killed for ``stall``: said from its status
+        log (the call in progress, the program so far) and its fatal-signal stack."""
         assert self._proc is not None and self._spec is not None
         proc, spec = self._proc, self._spec
         self._kill()
         board = status.read(spec.board)
-        try:
-            fault = fault_excerpt(spec.fault_file.read_text(encoding="utf-8", errors="replace"))
-        except OSError:
-            fault = ""
-        during = board.during
-        if hung is not None:
-            limit = f"{self.timeout:g} s" if self.timeout else "the command limit"
-            return Death("timeout", (
-                f"the example did not finish within {limit}, and the process stopped answering {during}: the "
-                "timeout could not interrupt it (SIGALRM blocked, or native code that never returns to Python), "
-                f"so the checker killed it and its workers after {hung:.1f} s"), True, board)
-        if memory is not None:
-            assert self.memory_limit is not None
-            return Death("memory limit", (
-                f"the loader's processes grew by {_size(memory)} {during}, over the memory limit of "
-                f"{_size(self.memory_limit)}; the checker killed them (memory_limit= / --memory-limit sets it)"),
-                True, board)
-        code = proc.exitcode if proc.exitcode is not None else -signal.SIGKILL
-        killed_by, _ = describe_exit(code)
-        if code >= 0:
-            got = f"the loader ended the process with exit code {code} {during} (os._exit, or exit() in native code)"
-        elif -code in CRASH_SIGNALS:
-            got = f"the loader killed the process with {killed_by} {during}"
-        else:
-            got = f"the process was killed by {killed_by} {during}, not by the checker"
-            if -code == signal.SIGKILL:
-                got += " (the kernel's out-of-memory killer sends SIGKILL when the machine runs out of memory)"
-        return Death(killed_by, got, False, board, fault)
-
-    def _crashed(self, clause: ClauseLike, death: Death) -> ExampleRun:
+        fault = ""
+        if stall is None:
+            with contextlib.suppress(OSError):
+                fault = fault_excerpt(spec.fault_file.read_text(encoding="utf-8", errors="replace"))
+        killed_by, got = self._why(stall, proc.exitcode, board.during)
         crashes = self._crashes[clause.id] = self._crashes.get(clause.id, 0) + 1
-        final = death.final or crashes > SHRINK_CRASHES
+        final = stall is not None or crashes > SHRINK_CRASHES
         v = ClauseViolation(clause.id, heading=clause.heading,
-                            expected="the example to finish, with the loader's process alive", got=death.got,
-                            impact=died(death.board.call if death.board.in_call else "", death.killed_by))
-        message = v.message
-        if death.board.command:
-            message += f"\nDoing: {death.board.command}"
-        if death.fault:
-            message += f"\n\nPython stack at the crash (faulthandler, most recent call first):\n{death.fault}"
+                            expected="the example to finish, with the loader's process alive", got=got,
+                            impact=died(board.call if board.in_call else "", killed_by))
+        message = v.message + (f"\nDoing: {board.command}" if board.command else "")
+        if fault:
+            message += f"\n\nPython stack at the crash (faulthandler, most recent call first):\n{fault}"
         outcome = Outcome.of_violation(v, message=message + "\n(The check went on in a fresh process.)",
-                                       killed_by=death.killed_by)
-        if death.final:
+                                       killed_by=killed_by)
+        if stall is not None:
             outcome.notes.append(f"not shrunk: every re-run of a smaller example would wait out the "
-                                 f"{'timeout' if death.killed_by == 'timeout' else 'memory limit'} again")
+                                 f"{'timeout' if killed_by == 'timeout' else 'memory limit'} again")
         elif final:
             outcome.notes.append(f"shrinking stopped after {SHRINK_CRASHES} crashes: this is the smallest "
                                  "crashing example found by then")
-        return ExampleRun(0, outcome, reproduction=death.reproduction(), final=final)
+        program = board.program
+        if program and board.in_call:
+            how = "was killed" if stall is not None else "died"
+            program += f"  # <- the process {how} here ({killed_by})"
+        return ExampleRun(0, outcome, reproduction=program, final=final)
 
-    # -- the executor --------------------------------------------------------------------
+    def _why(self, stall: Stall | None, code: int | None, during: str) -> tuple[str, str]:
+        """What ended the child, as the report names it (``killed_by``), and how a message says it."""
+        if stall is not None and stall.memory:
+            assert self.memory_limit is not None
+            return "memory limit", (
+                f"the loader's processes grew by {_size(stall.memory)} {during}, over the memory limit of "
+                f"{_size(self.memory_limit)}; the checker killed them (memory_limit= / --memory-limit sets "
+                "it)")
+        if stall is not None:
+            limit = f"{self.timeout:g} s" if self.timeout else "the command limit"
+            return "timeout", (
+                f"the example did not finish within {limit}, and the process stopped answering {during}: the "
+                "timeout could not interrupt it (SIGALRM blocked, or native code that never returns to Python), "
+                f"so the checker killed it and its workers after {stall.waited:.1f} s")
+        code = -signal.SIGKILL if code is None else code
+        killed_by, _ = describe_exit(code)
+        if code >= 0:
+            return killed_by, (f"the loader ended the process with exit code {code} {during} (os._exit, or "
+                               "exit() in native code)")
+        if -code in CRASH_SIGNALS:
+            return killed_by, f"the loader killed the process with {killed_by} {during}"
+        got = f"the process was killed by {killed_by} {during}, not by the checker"
+        if -code == signal.SIGKILL:
+            got += " (the kernel's out-of-memory killer sends SIGKILL when the machine runs out of memory)"
+        return killed_by, got
 
     def start(self) -> None:
-        answer = self._call(("start",))
-        if self.new_interpreter and self._proc is not None:  # its imports are not the loader's growth
-            self._spawned_rss = anon_rss(self._proc.pid) or 0
-        if isinstance(answer, Death):
-            raise StartFailed(self._crashed(BUILDING, answer))
-        if isinstance(answer, ExampleRun):
-            raise StartFailed(answer)
-        if answer is not None:
-            raise FactoryProblem(answer)
+        try:
+            super().start()
+        finally:
+            if self.new_interpreter and self._proc is not None:  # its imports are not the loader's growth
+                self._spawned_rss = anon_rss(self._proc.pid) or 0
 
-    def probe(self) -> LoadFormProbe:
-        answer = self._call(("probe",))
-        if isinstance(answer, Death):
-            return LoadFormProbe("unusable", answer.got, self._crashed(BUILDING, answer))
-        assert isinstance(answer, LoadFormProbe)
-        return answer
-
-    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        answer = self._call(("lengths", clause, config))
-        return self._crashed(clause, answer) if isinstance(answer, Death) else answer
-
-    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        answer = self._call(("run", clause, config, plan, self.load_form))
-        return [self._crashed(clause, answer) if isinstance(answer, Death) else answer]
+    def kept(self) -> dict[Any, Any]:
+        return super().kept() if self._proc is not None else {}  # a child started only to be asked has none
 
     def stop(self) -> None:
         """End the child (politely, then by force); the next command starts a fresh one."""
@@ -352,21 +306,6 @@ class Supervised:
         # (Other world sizes are the multi-rank executor's; one rank has no SC31.)
         self.stop()
 
-    def sibling(self, new_interpreter: bool = False) -> Supervised:
-        """A second child beside this one, reading the files this one's examples wrote.
-
-        A resume in a fresh process (SC10's second half) runs there, so this child keeps the
-        uninterrupted runs it has taken for the clauses still to come (with workers, about
-        0.4 s each). Its own directory, status logs and process marker keep the two apart.
-        ``new_interpreter``: started anew rather than forked (`interpreter`), about 2 s of
-        imports, for a string hash secret of its own; `start` it to know it could be.
-        """
-        other = Supervised(self.factory, self.factory_import, self.alignment, self.timeout, self.memory_limit,
-                           new_interpreter=new_interpreter)
-        other.scratch = self.scratch
-        other.load_form = self.load_form
-        return other
-
     def close(self) -> None:
         self.stop()
         restarts = sum(self._crashes.values())
@@ -374,6 +313,46 @@ class Supervised:
             self.notes.append(f"the loader's process crashed or hung {restarts} time{'s' if restarts != 1 else ''}; "
                               "each time the check went on in a fresh one")
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+class PendingSibling:
+    """The child SC10's fresh half resumes in, beside ``elder``: a new interpreter if it can be.
+
+    It reads the files the elder's examples wrote, so the elder keeps the uninterrupted runs it
+    took for the clauses still to come (with workers, about 0.4 s each). The zygote starts
+    importing at once (about 2 s on 2 cores), so the import overlaps the search.
+    """
+
+    def __init__(self, elder: Supervised) -> None:
+        self._elder = elder
+        interpreter.prepare()
+
+    def _sibling(self, new_interpreter: bool) -> Supervised:
+        elder = self._elder
+        handler = elder.handler
+        sibling = Supervised(handler.factory, handler.factory_import, handler.alignment, handler.timeout,
+                             elder.memory_limit, new_interpreter=new_interpreter)
+        sibling.handler.workdir = handler.workdir
+        sibling.load_form = elder.load_form
+        return sibling
+
+    def take(self) -> tuple[Supervised, str]:
+        """The sibling, started, and ""; or a forked one and why the new interpreter could not be used
+        (a factory defined in a closure, a module that does not import there)."""
+        sibling = self._sibling(new_interpreter=True)
+        try:
+            sibling.start()
+            return sibling, ""
+        except StartFailed as e:
+            why = e.run.outcome.got if e.run.outcome is not None else "it did not start"
+        except FactoryProblem as e:
+            why = str(e)
+        except Exception as e:  # pickling the factory: PicklingError, AttributeError, TypeError
+            why = f"the factory cannot be named in another interpreter ({type(e).__name__}: {e})"
+        sibling.close()
+        return self._sibling(new_interpreter=False), (
+            "the fresh process was forked from the checker, so it shares the checker's string hash seed (a "
+            f"loader whose order depends on it is not caught): {why}")
 
 
 def _size(n: int) -> str:

@@ -13,7 +13,10 @@ from typing import Any
 from .recording import recorded
 from .steps import LoadForm, _iter, _user, load, up_to
 
-__all__ = ["AsStateful", "cut_short", "dcp_load", "dcp_save", "into_cut_short_pass"]
+__all__ = ["DCP", "AsStateful", "cut_short", "dcp_load", "dcp_save", "into_cut_short_pass"]
+
+#: What `dcp_save` and `dcp_load` import on first use (frozen at the next `guard.collect`).
+DCP = "torch.distributed.checkpoint"
 
 
 class AsStateful:
@@ -31,26 +34,21 @@ class AsStateful:
         load(self.loader, state_dict, self.load_form)
 
 
-def _quiet_dcp() -> Any:
+def _dcp(call: str, stateful: AsStateful, path: str) -> None:
     import torch.distributed.checkpoint as dcp
 
-    context = warnings.catch_warnings()
-    context.__enter__()
-    # "torch.distributed is disabled, unavailable or uninitialized, assuming the intent is
-    # to save in a single process": that is the intent.
-    warnings.simplefilter("ignore")
-    return dcp, context
+    with warnings.catch_warnings():
+        # "torch.distributed is disabled, unavailable or uninitialized, assuming the intent is
+        # to save in a single process": that is the intent.
+        warnings.simplefilter("ignore")
+        _user(f"torch.distributed.checkpoint.{call}({{'dataloader': loader}})", getattr(dcp, call),
+              {"dataloader": stateful}, checkpoint_id=path, no_dist=True)
 
 
 @recorded()
 def dcp_save(loader: Any, path: str) -> None:
     """``torch.distributed.checkpoint.save({"dataloader": loader}, checkpoint_id=path)``, in this process."""
-    dcp, context = _quiet_dcp()
-    try:
-        _user("torch.distributed.checkpoint.save({'dataloader': loader})", lambda: dcp.save(
-            {"dataloader": AsStateful(loader)}, checkpoint_id=path, no_dist=True))
-    finally:
-        context.__exit__(None, None, None)
+    _dcp("save", AsStateful(loader), path)
 
 
 @recorded()
@@ -60,12 +58,7 @@ def dcp_load(loader: Any, path: str, load_form: LoadForm = "positional") -> None
     DCP first asks the loader for its ``state_dict()`` as a template, fills it in place
     from the checkpoint, then calls ``load_state_dict`` with it.
     """
-    dcp, context = _quiet_dcp()
-    try:
-        _user("torch.distributed.checkpoint.load({'dataloader': loader})", lambda: dcp.load(
-            {"dataloader": AsStateful(loader, load_form)}, checkpoint_id=path, no_dist=True))
-    finally:
-        context.__exit__(None, None, None)
+    _dcp("load", AsStateful(loader, load_form), path)
 
 
 @recorded("passes")

@@ -1,37 +1,20 @@
 """How a message names a point in a run: one vocabulary for every clause, plan and reproduction.
 
-A reader meets these words once, in a failure, without having read the code, so each
-point says which calls were made on the loader:
-
-- epochs and passes are numbered from 0, as ``for epoch in range(n)`` and ``set_epoch``
-  count them (a *pass* is one ``iter()`` and the batches it yields; a pass cut short is
-  still one pass);
-- batches are counted, never numbered, where a point is named: "after 3 batches of
-  epoch 0" (three ``next()`` calls returned a batch);
-- every point says whether ``iter()`` was called and whether ``StopIteration`` was raised:
-
-  ==============================  ===================================================================
-  point                           words
-  ==============================  ===================================================================
-  never iterated                  before iter() of epoch 0 (the loader never iterated)
-  top of the set_epoch loop       after set_epoch(1), before iter() of epoch 1
-  ``iter()``, no batch yet        after iter() of epoch 1, before its first batch
-  mid-epoch                       after 3 of the 5 batches of epoch 0 (its iterator open)
-  the last batch                  after the last batch of epoch 0 (5 batches), before its StopIteration
-  past the end                    after StopIteration of epoch 0 (5 batches), before iter() of epoch 1
-  ==============================  ===================================================================
-
-`Position` (`stateful_contract._engine.steps`) and the epoch loop's `LoopPoint` both
-describe themselves with `describe_point`, so no message words a point its own way.
+A reader meets these words once, in a failure, without having read the code, so each point
+says which calls were made on the loader; docs/clauses.md ("How a failure names a point")
+shows each kind of point in its words. `Position` (`stateful_contract._engine.steps`) and
+the epoch loop's `LoopPoint` are both a `Point`, so no message words a point its own way.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
-__all__ = ["PointKind", "batch_count", "describe_point", "ordinal", "pass_name", "point_code", "point_kind"]
+__all__ = ["Point", "PointKind", "batch_count", "ordinal", "pass_name"]
 
-#: The kinds of points, as `point_kind` tells them apart.
+#: The kinds of points, as `Point.kind` tells them apart.
 PointKind = Literal["before iter()", "after iter()", "mid-epoch", "after the last batch", "after StopIteration"]
 
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
@@ -55,42 +38,65 @@ def pass_name(index: int) -> str:
     return f"pass {index} (its {ordinal(index + 1)} iter())"
 
 
-def point_kind(batches: int, *, after_stop: bool = False, before_iter: bool = False,
-               length: int | None = None) -> PointKind:
-    """Which of the points of the module docstring this is (``length``: the epoch's batches, if known)."""
-    if before_iter:
-        return "before iter()"
-    if after_stop:
-        return "after StopIteration"
-    if length is not None and length > 0 and batches >= length:
-        return "after the last batch"
-    return "after iter()" if batches == 0 else "mid-epoch"
+@dataclass(frozen=True)
+class Point:
+    """A checkpoint point: after ``batches`` batches of epoch ``epoch``.
 
-
-def describe_point(epoch: int, batches: int, *, after_stop: bool = False, before_iter: bool = False,
-                   length: int | None = None, set_epoch: bool = False) -> str:
-    """The point after ``batches`` batches of epoch ``epoch``, in the words of the module docstring.
-
-    ``length``: the epoch's number of batches, where the caller knows it (it tells the
-    last batch from the middle); ``set_epoch``: the point is in the trainer's ``set_epoch``
-    loop, so ``set_epoch(epoch)`` was called before the epoch's ``iter()``.
+    ``before_iter``: before the epoch's ``iter()`` (a loader never iterated: only at epoch 0,
+    batch 0). ``after_stop``: the epoch's iterator has already raised ``StopIteration``.
+    Otherwise ``iter()`` of the epoch was called and its iterator is open.
     """
-    kind = point_kind(batches, after_stop=after_stop, before_iter=before_iter, length=length)
-    if kind == "before iter()":
-        if set_epoch:
-            return f"after set_epoch({epoch}), before iter() of epoch {epoch}"
-        return f"before iter() of epoch {epoch}" + (" (the loader never iterated)" if epoch == 0 else "")
-    if kind == "after StopIteration":
-        return f"after StopIteration of epoch {epoch} ({batch_count(batches)}), before iter() of epoch {epoch + 1}"
-    if kind == "after the last batch":
-        return f"after the last batch of epoch {epoch} ({batch_count(batches)}), before its StopIteration"
-    if kind == "after iter()":
-        return f"after iter() of epoch {epoch}, before its first batch"
-    of = f"{batches} of the {length} batches" if length is not None else batch_count(batches)
-    return f"after {of} of epoch {epoch} (its iterator open)"
 
+    epoch: int = 0
+    batches: int = 0
+    after_stop: bool = False
+    before_iter: bool = False
+    #: In the trainer's ``set_epoch`` loop: ``set_epoch(epoch)`` was called before the epoch's ``iter()``.
+    in_loop: ClassVar[bool] = False
 
-def point_code(kind: str, epoch: int, batches: int, *, after_stop: bool = False, before_iter: bool = False) -> str:
-    """A point as the reproduction writes it: ``Position(epoch=1, batches=0, before_iter=True)``."""
-    flags = [name for name, on in (("after_stop", after_stop), ("before_iter", before_iter)) if on]
-    return f"{kind}({', '.join([f'epoch={epoch}', f'batches={batches}', *(f'{f}=True' for f in flags)])})"
+    def _length(self, lengths: Sequence[int] | int | None) -> int | None:
+        if isinstance(lengths, int) or lengths is None:
+            return lengths
+        return lengths[self.epoch] if 0 <= self.epoch < len(lengths) else None
+
+    def kind(self, lengths: Sequence[int] | int | None = None) -> PointKind:
+        """Which kind of point this is; ``lengths`` (the uninterrupted run's epoch lengths, or this
+        epoch's alone) tell the last batch from the middle of an epoch."""
+        length = self._length(lengths)
+        if self.before_iter:
+            return "before iter()"
+        if self.after_stop:
+            return "after StopIteration"
+        if length is not None and length > 0 and self.batches >= length:
+            return "after the last batch"
+        return "after iter()" if self.batches == 0 else "mid-epoch"
+
+    @property
+    def right_after_a_new_iter(self) -> bool:
+        """``iter()`` of an epoch after the first was called and no batch yet: the point a lazy
+        ``__iter__`` gets wrong (`stateful_contract._engine.example`)."""
+        return self.epoch > 0 and self.kind() == "after iter()"
+
+    def describe(self, lengths: Sequence[int] | int | None = None) -> str:
+        """This point in the words every message uses (``lengths`` as for `kind`)."""
+        epoch, batches, kind = self.epoch, self.batches, self.kind(lengths)
+        if kind == "before iter()":
+            if self.in_loop:
+                return f"after set_epoch({epoch}), before iter() of epoch {epoch}"
+            return f"before iter() of epoch {epoch}" + (" (the loader never iterated)" if epoch == 0 else "")
+        if kind == "after StopIteration":
+            return (f"after StopIteration of epoch {epoch} ({batch_count(batches)}), "
+                    f"before iter() of epoch {epoch + 1}")
+        if kind == "after the last batch":
+            return f"after the last batch of epoch {epoch} ({batch_count(batches)}), before its StopIteration"
+        if kind == "after iter()":
+            return f"after iter() of epoch {epoch}, before its first batch"
+        length = self._length(lengths)
+        of = f"{batches} of the {length} batches" if length is not None else batch_count(batches)
+        return f"after {of} of epoch {epoch} (its iterator open)"
+
+    def as_code(self) -> str:
+        """As the reproduction writes it: ``Position(epoch=1, batches=0, before_iter=True)``."""
+        fields = [f"epoch={self.epoch}", f"batches={self.batches}"]
+        fields += [f"{name}=True" for name in ("after_stop", "before_iter") if getattr(self, name)]
+        return f"{type(self).__name__}({', '.join(fields)})"

@@ -7,7 +7,7 @@ See `stateful_contract.clauses.registry` for how a clause is defined, and
 
 from __future__ import annotations
 
-from . import distributed, epochs, resume, strict, structure, trainer, worker_change, world_change
+from . import distributed, resume, strict, structure, trainer, worker_change, world_change
 from .registry import (
     CONTRACT_VERSION,
     TIERS,
@@ -27,4 +27,4 @@ CLAUSES: tuple[Clause, ...] = all_clauses()
 #: The clause with an ID (``clause("sc10")`` works too); `KeyError` names the known IDs.
 clause = lookup
 
-del distributed, epochs, resume, strict, structure, trainer, worker_change, world_change
+del distributed, resume, strict, structure, trainer, worker_change, world_change

@@ -1,46 +1,31 @@
 """SC30 every-rank-resumes: each rank resumes its own stream, and together they lose nothing.
 
-Every rank checkpoints its own loader at the same step (trainers checkpoint all ranks
-at the same global step) and saves the state the three ways trainers do:
-
-- ``torch.save({"extra_state": {"train_dataloader": state}}, "rank{r}.pt")``, one file
-  per rank (MindSpeed-MM's ``extra_state``);
-- ``torch.distributed.checkpoint.save`` of ``{"train_dataloader": {"rank_{r}": pickled
-  state}}``: rank-unique keys, as torchtitan saves its loaders;
-- ``torch.distributed.checkpoint.save({"dataloader": state})``: one key shared by every
-  rank, what ``dcp.save({"dataloader": loader})`` saves. Measured on torch 2.13: DCP
-  treats every item of a key that all ranks save as replicated and keeps one copy of
-  each, taken from whichever rank its load balancing picks (so even a mixture of
-  ranks), and every rank loads that copy, silently. A loader whose per-rank states are
-  the same at the same step (a position) resumes exactly; one whose state differs per
-  rank must say so: key it by rank inside (``{"rank_1": ...}``, distinct keys for DCP)
-  or refuse a state that is not its rank's with an exception naming the rank. One that
-  silently resumes another rank's position fails (docs/distributed.md).
-
-It resumes in the same processes from the file and from the shared key (a failure
-there is shrunk), and once the search is over, in a fresh set of processes from all
-three, where a state that only means something inside the process that took it fails.
+Each rank saves its state the three ways trainers do (``torch.save`` per rank, DCP with
+rank-unique keys, DCP with one key shared by every rank, F15), resumes in the same processes
+and, once the search is over, in fresh ones: docs/distributed.md ("What SC30 checks").
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import io
 import json
 import pickle
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .._engine.compare import stream_difference
+from .._engine.compare import first_difference, stream_difference
 from .._engine.example import Example
 from .._engine.plans import Checkpoint, checkpoint_plan, expected_bounds, position_on_rank
 from .._engine.recording import Program, asserts, recording
-from .._engine.state_steps import TRAINER_KEYS, load_checkpoint, save_checkpoint
+from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, Position, checkpoint, uninterrupted
 from ..config import LoaderConfig
 from .rank_streams import RankResume, every_rank_resumed, example_folder, sample_ids, window
@@ -63,74 +48,39 @@ def _own_stream(expected: list[Any], resumed: list[Any]) -> str | None:
     return stream_difference(expected, resumed)
 
 
-def _dcp_save(path: Path, rank: int, payload: bytes) -> None:
+def _dcp_save(path: Path, tree: dict[str, Any]) -> None:
+    """``torch.distributed.checkpoint.save(tree)`` (a collective)."""
     from torch.distributed.checkpoint.state_dict_saver import save
 
-    save({"train_dataloader": {f"rank_{rank}": payload}}, checkpoint_id=str(path))
+    save(tree, checkpoint_id=str(path))
 
 
-def _dcp_load(path: Path, rank: int) -> bytes:
+def _dcp_load(path: Path, key: str, template: Any) -> Any:
+    """``torch.distributed.checkpoint.load({key: template})``, into a copy of the template (a collective)."""
     from torch.distributed.checkpoint.state_dict_loader import load
 
-    wanted: dict[str, Any] = {"train_dataloader": {f"rank_{rank}": b""}}
+    wanted: dict[str, Any] = {key: copy.deepcopy(template)}
     load(wanted, checkpoint_id=str(path))
-    payload = wanted["train_dataloader"][f"rank_{rank}"]
-    if isinstance(payload, io.BytesIO):
-        payload = payload.getvalue()
-    assert isinstance(payload, bytes)
-    return payload
-
-
-def _shared_save(path: Path, state: Any) -> None:
-    """``dcp.save({"dataloader": state})``: the same key on every rank (a collective)."""
-    from torch.distributed.checkpoint.state_dict_saver import save
-
-    save({"dataloader": state}, checkpoint_id=str(path))
-
-
-def _shared_load(path: Path, template: Any) -> Any:
-    """``dcp.load({"dataloader": template})``, the template being this rank's own state's shape (a collective)."""
-    from torch.distributed.checkpoint.state_dict_loader import load
-
-    wanted: dict[str, Any] = {"dataloader": copy.deepcopy(template)}
-    load(wanted, checkpoint_id=str(path))
-    return wanted["dataloader"]
+    return wanted[key]
 
 
 def _leaves(state: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(state, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in state.items():
-            out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: state}
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
-                and a.shape == b.shape and bool(torch.equal(a, b)))
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
+    if not isinstance(state, Mapping):
+        return {prefix: state}
+    return {path: leaf for k, v in state.items()
+            for path, leaf in _leaves(v, f"{prefix}.{k}" if prefix else str(k)).items()}
 
 
 def whose_state(loaded: Any, saved: Mapping[int, Any], rank: int) -> list[int]:
     """The other ranks whose saved values a state loaded from the shared key holds (empty: its own)."""
-    mine = _leaves(saved.get(rank))
-    theirs = {q: _leaves(s) for q, s in saved.items() if q != rank}
+    leaves = {q: _leaves(s) for q, s in saved.items()}
     owners: set[int] = set()
     for path, value in _leaves(loaded).items():
-        if path in mine and _same(value, mine[path]):
-            continue
-        owners.update(q for q, leaves in theirs.items() if path in leaves and _same(value, leaves[path]))
+        holders = {q for q, of_q in leaves.items()
+                   if path in of_q and first_difference(of_q[path], value) is None}
+        if rank not in holders:
+            owners |= holders
     return sorted(owners)
-
-
-def _saved_state(path: Path) -> Any:
-    """A rank's saved state, read back for a message (not a step of the reproduction)."""
-    return torch.load(path, weights_only=True)[TRAINER_KEYS[0]][TRAINER_KEYS[1]]
 
 
 def _resume_and_compare(example: Example, result: RankResume, state: Any, expected: list[Any],
@@ -143,7 +93,18 @@ def _resume_and_compare(example: Example, result: RankResume, state: Any, expect
         return
     result.difference = _own_stream(expected, resumed)
     result.expected_ids, result.resumed_ids = sample_ids(expected), sample_ids(resumed)
-    result.expected_batches = len(expected)
+
+
+def _read_and_resume(example: Example, result: RankResume, expected: list[Any], read: Callable[[], Any],
+                     failed: str) -> Any:
+    """The state ``read()`` returns, resumed and compared (None where it raised: ``failed`` says so)."""
+    try:
+        state = read()
+    except Exception as e:
+        result.error = f"{failed}: {type(e).__name__}: {e}"
+        return None
+    _resume_and_compare(example, result, state, expected)
+    return state
 
 
 def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[Any], via: str,
@@ -157,7 +118,7 @@ def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[
     result = RankResume(world.rank, via=via)
     world.status("loading the state with torch.distributed.checkpoint (one shared key)")
     try:
-        loaded = _shared_load(folder / "dcp-shared", state if state is not None else {})
+        loaded = _dcp_load(folder / "dcp-shared", "dataloader", state if state is not None else {})
     except Exception as e:
         result.error = f"torch.distributed.checkpoint.load failed: {type(e).__name__}: {e}"
         return result, None
@@ -167,12 +128,11 @@ def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[
     with recording(Program("")):  # DCP cannot be replayed in one process: see `_replay_shared_key`
         _resume_and_compare(example, result, loaded, expected, refusable=True)
     if not result.exact:
+        read = load_checkpoint.__wrapped__  # type: ignore[attr-defined]  # for the message: no step
         saved = {}
         for q in range(world.world_size):
-            try:
-                saved[q] = _saved_state(folder / f"rank{q}.pt")
-            except Exception:
-                continue
+            with contextlib.suppress(Exception):
+                saved[q] = read(str(folder / f"rank{q}.pt"))
         owners = whose_state(loaded, saved, world.rank)
         if owners:
             names = " and ".join(f"rank {q}" for q in owners)
@@ -206,18 +166,17 @@ def _replay_shared_key(example: Example, other: int, position: Position, expecte
         pass
 
 
-def _judge_every_save(values: Sequence[list[RankResume]], plan: Checkpoint, ranks: int, where: str) -> None:
-    """Each save's resumes over all ranks, one verdict per save; ``where`` says which processes resumed."""
+def _judge_every_save(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint, *,
+                      fresh: bool = False) -> None:
+    """Each save's resumes over all ranks, one verdict per save (``fresh``: in a fresh set of processes)."""
+    ranks = len(values)
+    where = f"in a fresh set of {ranks} processes" if fresh else "in the same processes"
     for via in range(len(values[0])):
         results = [per_rank[via] for per_rank in values]
         shared = results[0].via.startswith(VIA_SHARED)
         every_rank_resumed(results, clause_id="SC30", refusal=SHARED_REFUSAL if shared else "", context=(
             f"every rank checkpointed {plan.position.describe()} (the same step on all {ranks} ranks), saved with "
             f"{results[0].via.split(', resumed')[0]}, and resumed {where}"))
-
-
-def _judge_ranks(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint) -> None:
-    _judge_every_save(values, plan, config.world_size if config.world_size > 1 else len(values), "in the same processes")
 
 
 def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankResume]:
@@ -227,39 +186,33 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankRe
     folder = example_folder(example, "SC30")
     rank = world.rank
     expected = torch.load(folder / f"expected-rank{rank}.pt", weights_only=False)
-    consumed, sizes = json.loads((folder / f"window-rank{rank}.json").read_text(encoding="utf-8"))
+    consumed, epochs = json.loads((folder / f"window-rank{rank}.json").read_text(encoding="utf-8"))
     from_file = RankResume(rank, via=f"{VIA_FILE}, resumed in a fresh process")
-    own: Any = None
-    try:
-        own = state = load_checkpoint(str(folder / f"rank{rank}.pt"))
-    except Exception as e:
-        from_file.error = f"torch.load(weights_only=True) of rank{rank}.pt failed: {type(e).__name__}: {e}"
-    else:
-        _resume_and_compare(example, from_file, state, expected)
+    own = _read_and_resume(example, from_file, expected,
+                           lambda: load_checkpoint(str(folder / f"rank{rank}.pt")),
+                           f"torch.load(weights_only=True) of rank{rank}.pt failed")
     from_dcp = RankResume(rank, via=f"{VIA_DCP}, resumed in a fresh process")
     world.status("loading the state with torch.distributed.checkpoint")
-    try:
-        state = pickle.loads(_dcp_load(folder / "dcp", rank))  # a collective: every rank loads
-    except Exception as e:
-        from_dcp.error = f"torch.distributed.checkpoint.load failed: {type(e).__name__}: {e}"
-    else:
-        _resume_and_compare(example, from_dcp, state, expected)
+    _read_and_resume(example, from_dcp, expected, lambda: _rank_key_state(folder, rank),
+                     "torch.distributed.checkpoint.load failed")
     from_shared, other = _from_shared_key(example, folder, own, expected,
                                           f"{VIA_SHARED}, resumed in a fresh process")
     if other is not None:
         _replay_shared_key(example, other, position_on_rank(plan.position, example.reference()[1]), expected)
     for r in (from_file, from_dcp, from_shared):  # to count the padding epoch by epoch
-        r.consumed_ids, r.epoch_sizes = consumed, sizes
+        r.consumed_ids, r.epochs = consumed, epochs
     return [from_file, from_dcp, from_shared]
 
 
-def judge_fresh_processes(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint) -> None:
-    """The three saves of the example resumed exactly in the fresh processes, on every rank."""
-    _judge_every_save(values, plan, len(values), f"in a fresh set of {len(values)} processes")
+def _rank_key_state(folder: Path, rank: int) -> Any:
+    """This rank's state, from its own DCP key (a collective: every rank loads)."""
+    payload = _dcp_load(folder / "dcp", "train_dataloader", {f"rank_{rank}": b""})[f"rank_{rank}"]
+    return pickle.loads(payload.getvalue() if isinstance(payload, io.BytesIO) else payload)
 
 
 @clause("SC30", "every-rank-resumes", tier="distributed", kills=4, cost=25, plan=checkpoint_plan, needs=("SC01", LOAD),
-        world=_judge_ranks, after_restart=(resume_in_fresh_processes, judge_fresh_processes))
+        world=_judge_every_save,
+        after_restart=(resume_in_fresh_processes, functools.partial(_judge_every_save, fresh=True)))
 def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
     """Each rank's loader resumes its own stream exactly from its own saved state, and over all ranks
     the resumed streams cover exactly the samples the uninterrupted run would have covered: none
@@ -274,8 +227,8 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
     position = position_on_rank(plan.position, lengths)
     start, end = expected_bounds(lengths, position)
     expected = example.segment("expected", start, end)
-    consumed, sizes = window(reference, lengths, position.epoch, start, end)
-    (folder / f"window-rank{world.rank}.json").write_text(json.dumps([consumed, sizes]), encoding="utf-8")
+    consumed, epochs = window(reference, lengths, position)
+    (folder / f"window-rank{world.rank}.json").write_text(json.dumps([consumed, epochs]), encoding="utf-8")
     payload, state = b"", None
     path = str(folder / f"rank{world.rank}.pt")
     example.program.bind(path, repr(Path(path).name))  # the reproduction saves beside itself
@@ -292,10 +245,10 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
         state = None
     # Collectives: every rank saves, even one whose loader failed (with an empty payload).
     world.status("saving the state with torch.distributed.checkpoint")
-    _dcp_save(folder / "dcp", world.rank, payload)
+    _dcp_save(folder / "dcp", {"train_dataloader": {f"rank_{world.rank}": payload}})
     world.status("saving the state with torch.distributed.checkpoint (one shared key)")
     try:
-        _shared_save(folder / "dcp-shared", state if state is not None else {})
+        _dcp_save(folder / "dcp-shared", {"dataloader": state if state is not None else {}})
     except Exception as e:  # DCP raises on every rank alike (it gathers the errors): none loads
         from_shared = RankResume(world.rank, via=f"{VIA_SHARED}, resumed in the saving process",
                                  error=f"torch.distributed.checkpoint.save failed: {type(e).__name__}: {e}")
@@ -304,14 +257,10 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
         from_shared, other = _from_shared_key(example, folder, state, expected,
                                               f"{VIA_SHARED}, resumed in the saving process")
     if result.error is None:
-        try:
-            state = load_checkpoint(path)
-        except Exception as e:
-            result.error = f"torch.load(weights_only=True) cannot read the saved state back: {type(e).__name__}: {e}"
-        else:
-            _resume_and_compare(example, result, state, expected)
+        _read_and_resume(example, result, expected, lambda: load_checkpoint(path),
+                         "torch.load(weights_only=True) cannot read the saved state back")
     if other is not None:
         _replay_shared_key(example, other, position, expected)
     for r in (result, from_shared):  # to count the padding epoch by epoch
-        r.consumed_ids, r.epoch_sizes = consumed, sizes
+        r.consumed_ids, r.epochs = consumed, epochs
     return [result, from_shared]

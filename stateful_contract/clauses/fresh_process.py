@@ -1,12 +1,9 @@
 """SC10's second half: the saved state resumed in a process that never ran the loader.
 
-A real resume always starts a new process. A state that holds a handle into the process
-that took it (a key into a module-level registry, an ``id()``, a cache filled while
-iterating) resumes exactly in that process, in every in-process clause, and not at all in
-the next job. On several ranks SC30 resumes in fresh processes; on one, SC10 does: its
-search saves each example's state as a trainer does (``torch.save``), and once the search
-has passed, every example that held is resumed again in a sibling child that never ran an
-example (`stateful_contract._engine.supervised.Supervised.sibling`), from that file.
+A state can be good only in the process that took it (a key into a registry, an ``id()``, a
+cache), and a real resume always starts a new process. On one process SC10 resumes every
+example that held again in a new interpreter (`_engine.supervised.PendingSibling`), from the
+state saved with ``torch.save``; on several ranks SC30 does it (docs/clauses.md, SC10).
 """
 
 from __future__ import annotations
@@ -24,12 +21,11 @@ from .._engine.interpreter import FRESH_INTERPRETER_ENV
 from .._engine.plans import Checkpoint, expected_bounds
 from .._engine.recording import unrecorded
 from .._engine.state_steps import load_checkpoint, save_checkpoint
-from .._engine.steps import RESUME_EPOCHS, Position, uninterrupted
-from .epochs import no_epoch_lost
-from .judgements import same_stream
+from .._engine.steps import RESUME_EPOCHS, uninterrupted
+from .judgements import no_epoch_lost, same_stream
 from .rank_streams import example_folder
 
-__all__ = ["judged_on_the_process", "keep_for_a_fresh_process", "one_process_only", "resume_in_a_fresh_process"]
+__all__ = ["keep_for_a_fresh_process", "one_process_only", "resume_in_a_fresh_process"]
 
 #: The files of one example: the state as a trainer saves it, and what it must resume to (with the
 #: first process's epoch lengths). The reproduction's first process saves only the batches, as
@@ -41,13 +37,9 @@ EXPECTED_FILE = "expected.pt"
 
 def keep_for_a_fresh_process(example: Example, clause_id: str, state: Any, expected: list[Any],
                              lengths: list[int]) -> None:
-    """Save ``state`` (as taken, before anything loads it) and what it resumes to, for the second half.
-
-    Not a step of the reproduction (the step's unrecorded body writes the trainer's layout). A
-    state ``torch.save`` cannot write, or batches it cannot write, leave nothing: that example
-    is not resumed again (SC17 judges the state's serialization). On several ranks nothing is
-    kept: SC30 resumes every rank in fresh processes, and SC10 does not.
-    """
+    """Save ``state`` (as taken, before anything loads it) and what it resumes to, for the second half:
+    no step of the reproduction. What ``torch.save`` cannot write leaves nothing, and that example is
+    not resumed again (SC17 judges serialization); on several ranks SC30 resumes, so nothing is kept."""
     if example.world is not None or example.workdir is None:
         return
     folder = example_folder(example, clause_id)
@@ -69,7 +61,18 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
     lengths: list[int] = saved["lengths"]
     start, stop = expected_bounds(lengths, plan.position)
     program = example.program
-    for line in _first_process(plan.position, start, stop):
+    for line in (
+        "# In a first process, the state was taken and saved as a trainer saves it, with the batches it resumes to:",
+        "#     import torch",
+        "#     from stateful_contract.repro import Position, checkpoint, save_checkpoint, uninterrupted",
+        "#     reference, lengths = uninterrupted(factory, config)",
+        f"#     torch.save(reference[{start}:{stop}], {EXPECTED_FILE!r})",
+        "#     loader = fresh(factory, config)",
+        f"#     state = checkpoint(loader, {plan.position.as_code()})",
+        f"#     save_checkpoint(state, {STATE_FILE!r})",
+        "# and this process, which never built a loader before, resumes from those files"
+        + (f" (run it as PYTHONHASHSEED={seed} python ...):" if (seed := _new_interpreter_seed()) is not None else ":"),
+    ):
         program.add(line)
     # What the first process's uninterrupted run yields from the checkpoint on, as it saved it: this
     # process's own run may differ (the stream may depend on the process), and the first one's counts.
@@ -82,7 +85,10 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
     except Exception:
         return
     resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
-    where = f"{plan.position.describe(lengths)}; saved with torch.save and resumed in {_this_process()}"
+    seed = _new_interpreter_seed()
+    where = f"{plan.position.describe(lengths)}; saved with torch.save and resumed in " + (
+        "a fresh process" if seed is None else
+        f"a new interpreter (run with PYTHONHASHSEED={seed}: another string hash seed than the first process's)")
     if first_difference(expected, resumed) is not None:
         where += _why_it_differs(example, start, stop, expected)
     same_stream(expected, resumed, clause_id="SC10", context=where)
@@ -92,14 +98,6 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
 def _new_interpreter_seed() -> str | None:
     """The ``PYTHONHASHSEED`` this process runs with, when it is the new interpreter (else None: a fork)."""
     return os.environ.get("PYTHONHASHSEED") if os.environ.get(FRESH_INTERPRETER_ENV) else None
-
-
-def _this_process() -> str:
-    seed = _new_interpreter_seed()
-    if seed is not None:
-        return (f"a new interpreter (run with PYTHONHASHSEED={seed}: another string hash seed than the first "
-                "process's)")
-    return "a fresh process"
 
 
 def _why_it_differs(example: Example, start: int, stop: int, first: list[Any]) -> str:
@@ -117,25 +115,6 @@ def _why_it_differs(example: Example, start: int, stop: int, first: list[Any]) -
                 "the job that saved the state")
     return ("; a loader never given a state yields the same batches here: the state is only good in the process "
             "that took it (it holds a key into a registry, an id() or a cache that a new process does not have)")
-
-
-def _first_process(position: Position, start: int, stop: int) -> list[str]:
-    return [
-        "# In a first process, the state was taken and saved as a trainer saves it, with the batches it resumes to:",
-        "#     import torch",
-        "#     from stateful_contract.repro import Position, checkpoint, save_checkpoint, uninterrupted",
-        "#     reference, lengths = uninterrupted(factory, config)",
-        f"#     torch.save(reference[{start}:{stop}], {EXPECTED_FILE!r})",
-        "#     loader = fresh(factory, config)",
-        f"#     state = checkpoint(loader, {position.as_code()})",
-        f"#     save_checkpoint(state, {STATE_FILE!r})",
-        "# and this process, which never built a loader before, resumes from those files"
-        + (f" (run it as PYTHONHASHSEED={seed} python ...):" if (seed := _new_interpreter_seed()) is not None else ":"),
-    ]
-
-
-def judged_on_the_process(values: Any, config: Any, plan: Any) -> None:
-    """Nothing to judge across processes: the fresh process's scenario judged its own resume."""
 
 
 def one_process_only(world_size: int) -> tuple[int | None, ...]:

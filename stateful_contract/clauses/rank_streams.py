@@ -1,16 +1,8 @@
 """What the multi-rank clauses (SC30, SC31) share: each rank's resume, and samples counted over ranks.
 
-Each rank reports a `RankResume`: whether its resumed stream was exactly its own
-uninterrupted stream from the checkpoint on, and which samples (the ``index`` field of
-the contract's dataset) each stream held. `every_rank_resumed` raises the clause's
-violation when a rank did not, saying which ranks failed and, over all ranks, which
-samples were lost and which were repeated, and whose they were: a rank that resumed
-another rank's position shows up as repeating that rank's samples.
-
-Padding is not data (`tally`): where a world pads its shards (``DistributedSampler``
-deals a few samples twice so that every rank has as many), a sample is lost when it is
-still due and no world yields it, and repeated when it comes more often than the
-worlds' own padding accounts for. A pad copy of a sample already yielded is not due.
+Each rank reports a `RankResume`; `every_rank_resumed` raises the clause's violation, naming the
+failing ranks and, over all ranks, the samples lost and repeated and whose they were. Padding is
+not data (`tally`; docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -25,10 +17,11 @@ from typing import Any
 from .._engine.compare import sample_ids as stream_ids
 from .._engine.example import Example
 from .._engine.impact import Impact, losses
+from .._engine.steps import Position
 from .registry import violated
 
-__all__ = ["RankResume", "Tally", "coverage", "every_rank_resumed", "example_folder", "id_list", "sample_ids",
-           "tally", "window"]
+__all__ = ["RankResume", "Tally", "coverage", "epoch_ids", "every_rank_resumed", "example_folder", "id_list",
+           "sample_ids", "tally", "window"]
 
 #: Sample ids a message lists before eliding.
 SHOWN_IDS = 12
@@ -41,9 +34,8 @@ class RankResume:
     rank: int
     #: How the state travelled, e.g. ``"torch.save per rank"``.
     via: str = ""
-    #: The loader raised, or hung, or the state could not be saved or read back.
+    #: The loader raised, or the state could not be saved or read back.
     error: str | None = None
-    hung: bool = False
     #: The error is a refusal the clause accepts (a state from another rank, named as such).
     refused: bool = False
     #: Where the resumed stream departs from the uninterrupted one (None: exact).
@@ -52,13 +44,12 @@ class RankResume:
     #: stream (None when batches carry no ``index`` field).
     expected_ids: list[int] | None = None
     resumed_ids: list[int] | None = None
-    expected_batches: int = 0
     #: Whose saved state this rank was given back (a shared DCP key), when it was not its own.
     loaded_from: str = ""
-    #: Of the uninterrupted stream: the sample ids of the checkpoint's epoch before the checkpoint,
-    #: and how many of ``expected_ids`` fall in each epoch from it on (to count padding per epoch).
+    #: Of the uninterrupted stream (`window`): the sample ids of the checkpoint's epoch before the
+    #: checkpoint, and of that epoch and the two after it, whole (to count padding per epoch).
     consumed_ids: list[int] | None = None
-    epoch_sizes: list[int] | None = None
+    epochs: list[list[int]] | None = None
 
     @property
     def exact(self) -> bool:
@@ -106,19 +97,14 @@ def tally(epochs: Sequence[Counter[int]], before: Counter[int], after: Counter[i
           resharded: bool = False) -> Tally:
     """Lost and repeated samples, where padding is not data.
 
-    ``epochs``: what the saving world's uninterrupted run deals over all its ranks, epoch by
-    epoch from the checkpoint's epoch on (its pad copies included); ``before``: what it had
-    yielded of the first before the checkpoint; ``after``: what was yielded from the checkpoint
-    on, over all ranks (of the same world, or of a resuming world of another size, ``resharded``).
+    ``epochs``: what the saving world deals over all its ranks, epoch by epoch from the
+    checkpoint's on (pad copies included); ``before``: what it yielded of the first before the
+    checkpoint; ``after``: what was yielded from the checkpoint on, by the same world or by one
+    of another size (``resharded``, which may yield once a sample the saving world dropped).
 
-    - Lost: a sample is due once in each epoch that deals it, in the first only if it was not
-      yielded before the checkpoint (a pad copy of a sample already yielded is not due).
-    - Allowed copies: as many as the saving world deals (one and its pad copies), over both
-      sides of the checkpoint; a resharded world may also yield once a sample the saving world
-      dropped (``drop_last``). Copies beyond that are extra when the resuming world can have
-      padded them: it pads with copies of samples it is due to yield, so all but its first copy
-      of such a sample, at most ``padding`` in all (``DistributedSampler`` evens M shards with
-      at most M - 1); all other copies are repeated.
+    A sample is due once per epoch that deals it (in the first, unless yielded before). Copies
+    beyond what the saving world deals are extra where the resuming world's padding explains
+    them (all but its first copy, at most ``padding`` in all), else repeated.
     """
     dealt: Counter[int] = sum(epochs, Counter())
     distinct = [set(e) for e in epochs]
@@ -161,18 +147,14 @@ def padding_lines(t: Tally, saving: str, resuming: str | None = None, *, span: s
 
 
 def coverage(results: Sequence[RankResume]) -> list[str]:
-    """Over all ranks: samples lost and repeated, attributed to ranks (empty when exact)."""
-    if any(r.expected_ids is None or r.resumed_ids is None for r in results):
+    """Over all ranks: samples lost and repeated, attributed to ranks (empty when exact, or when the
+    batches carry no int ``index`` field to count)."""
+    t = _world_tally(results)
+    if t is None:
         return []
     expected = {r.rank: Counter(r.expected_ids) for r in results}
     resumed = {r.rank: Counter(r.resumed_ids) for r in results}
     lines = []
-    t = _world_tally(results)
-    if t is not None:
-        lost_all, repeated_all = t.lost, t.repeated
-    else:
-        lost_all = sum(expected.values(), Counter()) - sum(resumed.values(), Counter())
-        repeated_all = sum(resumed.values(), Counter()) - sum(expected.values(), Counter())
     for r in results:
         lost = expected[r.rank] - resumed[r.rank]
         extra = resumed[r.rank] - expected[r.rank]
@@ -186,16 +168,15 @@ def coverage(results: Sequence[RankResume]) -> list[str]:
                      f"{', '.join(map(str, owners))}" if owners else "")
             lines.append(f"rank {r.rank} yielded {id_list(extra)} more often than its uninterrupted run{whose}")
     world = f"{len(results)}-rank world"
-    if lost_all or repeated_all:
+    if t.lost or t.repeated:
         total = sum(sum(c.values()) for c in expected.values())
         lines.append(f"over all {len(results)} ranks: of the {total} samples the uninterrupted run yields "
-                     f"after the checkpoint, lost {id_list(lost_all) if lost_all else 'none'}, "
-                     f"repeated {id_list(repeated_all) if repeated_all else 'none'}")
-        lines += padding_lines(t, world, span="from the checkpoint's epoch on") if t is not None else []
+                     f"after the checkpoint, lost {id_list(t.lost) if t.lost else 'none'}, "
+                     f"repeated {id_list(t.repeated) if t.repeated else 'none'}")
+        lines += padding_lines(t, world, span="from the checkpoint's epoch on")
     elif any(not r.exact for r in results):
-        padded = t is not None and bool(t.padded)
         lines.append(f"over all {len(results)} ranks the same samples were covered"
-                     f"{' (counting the padding as the ' + world + ' deals it)' if padded else ''}, but not in the "
+                     f"{' (counting the padding as the ' + world + ' deals it)' if t.padded else ''}, but not in the "
                      "uninterrupted run's batches and order (or with other field values)")
     return lines
 
@@ -206,32 +187,27 @@ def _world_tally(results: Sequence[RankResume]) -> Tally | None:
     before: Counter[int] = Counter()
     after: Counter[int] = Counter()
     for r in results:
-        if r.consumed_ids is None or r.epoch_sizes is None or r.expected_ids is None or r.resumed_ids is None:
+        if r.consumed_ids is None or r.epochs is None or r.resumed_ids is None:
             return None
         before.update(r.consumed_ids)
         after.update(r.resumed_ids)
-        start = 0
-        for k, size in enumerate(r.epoch_sizes[:len(epochs)]):
-            epochs[k].update(r.expected_ids[start:start + size])
-            start += size
-    epochs[0].update(before)
+        for counter, ids in zip(epochs, r.epochs):
+            counter.update(ids)
     return tally(epochs, before, after)
 
 
-def window(reference: Sequence[Any], lengths: Sequence[int], epoch: int, start: int, end: int,
-           ) -> tuple[list[int] | None, list[int] | None]:
-    """For `RankResume`: the sample ids of ``epoch`` before the stream index ``start``, and how many ids
-    of ``reference[start:end]`` fall in each epoch from ``epoch`` on (None without an ``index`` field)."""
-    first = sum(lengths[:epoch])
-    consumed = sample_ids(reference[first:min(start, sum(lengths[:epoch + 1]))])
-    sizes = []
-    for k in range(epoch, epoch + 3):
-        lo, hi = max(start, sum(lengths[:k])), min(end, sum(lengths[:k + 1]))
-        ids = sample_ids(reference[lo:hi]) if hi > lo else []
-        if ids is None:
-            return consumed, None
-        sizes.append(len(ids))
-    return consumed, sizes
+def epoch_ids(reference: Sequence[Any], lengths: list[int], epoch: int) -> list[int] | None:
+    return sample_ids(reference[sum(lengths[:epoch]):sum(lengths[:epoch + 1])])
+
+
+def window(reference: Sequence[Any], lengths: list[int], position: Position,
+           ) -> tuple[list[int] | None, list[list[int]] | None]:
+    """The sample ids of an uninterrupted run's epoch before ``position``, and of that epoch and the
+    two after it, whole (None without an int ``index`` field)."""
+    consumed = sample_ids(reference[sum(lengths[:position.epoch]):position.absolute(lengths)])
+    epochs = [epoch_ids(reference, lengths, k) for k in range(position.epoch, position.epoch + 3)]
+    known = [ids for ids in epochs if ids is not None]
+    return consumed, known if len(known) == len(epochs) else None
 
 
 def _impact(failed: Sequence[RankResume]) -> Impact:
@@ -239,8 +215,7 @@ def _impact(failed: Sequence[RankResume]) -> Impact:
     samples the resumed streams lose, repeat or reorder, over the failing ranks."""
     errors = [r for r in failed if r.error is not None]
     if errors:
-        how = "hangs" if any(r.hung for r in errors) else "raises"
-        return Impact("loud", f"the resume {how} on {len(errors)} rank{'s' if len(errors) != 1 else ''}: the job stops")
+        return Impact("loud", f"the resume raises on {len(errors)} rank{'s' if len(errors) != 1 else ''}: the job stops")
     if any(r.expected_ids is None or r.resumed_ids is None for r in failed):
         return Impact("silent", f"{len(failed)} rank{'s' if len(failed) != 1 else ''} resume another stream",
                       counts={"changed": len(failed)}, unit="batch")

@@ -1,19 +1,9 @@
-"""The clause registry: every clause is one decorated function, and everything else reads it.
+"""The clause registry: every clause is one decorated function (`clause`), and everything else reads it.
 
-    @clause("SC10", "resume-continues-the-stream", tier="core", plan=checkpoint_plan, needs=RESUMES)
-    def resume_continues_the_stream(example, plan):
-        \"\"\"For any checkpoint point, a fresh loader given ... (the clause's statement).\"\"\"
-        ...  # steps, then a pure judgement that raises ClauseViolation
-
-The decorator attaches a `Clause` to the function (as Hypothesis' ``@rule`` attaches a
-``Rule``) and registers it. The tiers are data too (`TIERS`: which run by default, from
-which world size, which decide the badge, their skip texts). The run order, the default
-selection (`default_selection`), the order of parallel jobs (``cost``), the order of a run
-(``cost`` and the museum's ``kills``: the likeliest failure first), the clause that
-judges the load probe (``probes_load``), the "not judged because SCxx failed" texts and
-the skip texts are all derived from these objects; nothing about a clause is kept
-anywhere else. IDs are public names that downstream
-reports, badges and expected-failure lists refer to: never renumber, only add.
+The tiers (`TIERS`), the default selection, the run order, the order of parallel jobs, the load
+probe and the skip and "not judged" texts all derive from the registered `Clause` objects; nothing
+about a clause is kept anywhere else (docs/contributing.md adds one). IDs are public names that
+downstream reports, badges and expected-failure lists refer to: never renumber, only add.
 """
 
 from __future__ import annotations
@@ -64,6 +54,7 @@ WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], None]
 #: uninterrupted run's epoch lengths (and the checkpoint alignment).
 ExplicitExamples = Callable[[Any], Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]]
 
+
 @dataclass(frozen=True)
 class TierInfo:
     """What a tier means for a run: whether it runs unasked, from which world size, on the badge."""
@@ -77,10 +68,6 @@ class TierInfo:
     min_world_size: int = 1
     #: Why one of its clauses was skipped, and how to run it.
     skip_text: str = "not selected"
-
-    def applies(self, *, strict: bool, world_size: int) -> bool:
-        """Whether a run with no clause named judges this tier."""
-        return (self.default or strict) and world_size >= self.min_world_size
 
 
 #: Every tier. The strict tier goes beyond StatefulDataLoader's own semantics: it runs on
@@ -118,22 +105,18 @@ class Clause:
     world: WorldJudgement | None = field(default=None, compare=False, repr=False)
     #: A second scenario and its judgement, run on every example once the search passed, in fresh
     #: processes: a state may be good only inside the process that took it.
-    after_restart: tuple[Callable[..., Any], WorldJudgement] | None = field(default=None, compare=False,
-                                                                             repr=False)
-    #: The world sizes the fresh processes of ``after_restart`` run on, given the check's
-    #: (an elastic restart, SC31); None: the check's own.
+    after_restart: tuple[Callable[..., Any], WorldJudgement | None] | None = field(
+        default=None, compare=False, repr=False)
+    #: The world sizes of ``after_restart``'s fresh processes, given the check's (SC31); None: its own.
     restart_worlds: Callable[[int], tuple[int | None, ...]] | None = field(default=None, compare=False, repr=False)
-    #: Relative time of its search in a ci run on a correct loader (the order measured for
-    #: docs/performance.md): parallel jobs take the costliest first, so none starts last.
+    #: Relative time of its search (docs/performance.md): parallel jobs take the costliest first.
     cost: int = 0
-    #: Pieces of the bug museum it fails (docs/museum.md, "caught today"; a test keeps the two
-    #: equal): with ``cost``, how soon a run judges it (`priority`).
+    #: Museum pieces it fails (docs/museum.md; a test keeps the two equal): with ``cost``, its `priority`.
     kills: int = 0
     #: Its one example is the run's load probe (``load_state_dict(state)`` positionally): when
     #: the probe hung or crashed, that is its verdict, and it is judged whenever no form loads.
     probes_load: bool = False
-    #: Examples run before the search, as Hypothesis runs ``@example``s: the cases a clause's random
-    #: search reaches too rarely in a small budget (SC23: each pair of worker counts, mid-epoch).
+    #: Examples run before the search, as Hypothesis' ``@example``s: what a small search rarely reaches.
     explicit: ExplicitExamples | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -188,13 +171,11 @@ def load_blocks(detail: str = "") -> str:
     return f"load_state_dict cannot be called with a state at all{f' ({detail})' if detail else ''}; see {load_prober().id}"
 
 
-def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), budget: Budget = "search",
-           plan: PlanDrawer | None = None, fixed_config: LoaderConfig | None = None, blocks: str = "",
-           world: WorldJudgement | None = None,
-           after_restart: tuple[Callable[..., Any], WorldJudgement] | None = None,
-           restart_worlds: Callable[[int], tuple[int | None, ...]] | None = None, cost: int = 0,
-           kills: int = 0, probes_load: bool = False, explicit: ExplicitExamples | None = None) -> Callable[[F], F]:
-    """Register the decorated scenario as a clause; its docstring's first paragraph is the statement."""
+def clause(clause_id: str, name: str, *, tier: Tier, **facts: Any) -> Callable[[F], F]:
+    """Register the decorated scenario as a clause; its docstring's first paragraph is the statement.
+
+    ``facts`` are the other fields of `Clause` (``needs``, ``plan``, ``cost``, ...).
+    """
 
     def register(fn: F) -> F:
         doc = inspect.cleandoc(fn.__doc__ or "").split("\n\n", 1)[0]
@@ -202,10 +183,8 @@ def clause(clause_id: str, name: str, *, tier: Tier, needs: Iterable[str] = (), 
             raise ValueError(f"clause {clause_id} needs a docstring: its first paragraph is the statement")
         if clause_id in _REGISTRY:
             raise ValueError(f"clause {clause_id} is registered twice")
-        entry = Clause(clause_id, name, tier, " ".join(doc.split()), fn, budget, plan, tuple(needs), fixed_config,
-                       blocks, world, after_restart, restart_worlds, cost, kills, probes_load, explicit)
-        _REGISTRY[clause_id] = entry
-        fn.clause = entry  # type: ignore[attr-defined]
+        _REGISTRY[clause_id] = Clause(
+            clause_id, name, tier, " ".join(doc.split()), fn, **facts)
         return fn
 
     return register
@@ -218,7 +197,8 @@ def all_clauses() -> tuple[Clause, ...]:
 
 def default_selection(*, strict: bool = False, world_size: int = 1) -> list[Clause]:
     """The clauses a run judges when none is named: every clause of the tiers that apply."""
-    return [c for c in all_clauses() if TIERS[c.tier].applies(strict=strict, world_size=world_size)]
+    return [c for c in all_clauses()
+            if (TIERS[c.tier].default or strict) and world_size >= TIERS[c.tier].min_world_size]
 
 
 def load_prober() -> Clause:

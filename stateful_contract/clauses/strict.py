@@ -24,6 +24,7 @@ from .registry import LOAD, RESUMES, clause, violated
 from .worker_change import (
     WorkerChange,
     _worker_change_plan,
+    change_context,
     names_the_worker_counts,
     raised_in_torchdata,
     resume_with_other_workers,
@@ -107,29 +108,24 @@ def _other_worlds(world_size: int) -> tuple[int | None, ...]:
 def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint) -> None:
     """Where a worker-count change (SC23) or, on several ranks, a world-size change (SC31) is refused,
     the exception names what differs: the two worker counts, the two world sizes. torchdata 0.11's bare
-    `assert` (F13) does not.
-
-    A resume that is not refused has nothing to name: SC23 and SC31 judge what it yields.
-    """
+    `assert` (F13) does not."""
     several = example.world is not None and example.world.world_size > 1
     if isinstance(plan, WorkerChange):
-        outcome, _ = resume_with_other_workers(example, plan)
-        if outcome.refusal is not None:
-            example.program.add(f"# refused: the exception must name num_workers {outcome.saved} and {outcome.resumed}")
-        if outcome.refusal is not None and not names_the_worker_counts(outcome.refusal, outcome.saved,
-                                                                      outcome.resumed):
-            raise violated("SC41", context=(
-                f"state taken {plan.position.describe()} with num_workers={outcome.saved}, resumed with "
-                f"num_workers={outcome.resumed}"), expected=(
-                f"the refusal to name the two worker counts ({outcome.saved} and {outcome.resumed}), e.g. "
-                f"ValueError('state saved with num_workers={outcome.saved}, this loader has "
-                f"num_workers={outcome.resumed}')"), got=(
-                (f"{type(outcome.refusal).__name__}: {outcome.refusal}" if str(outcome.refusal).strip()
-                 else f"a bare {type(outcome.refusal).__name__} with no message")
-                + ": it does not name the two worker counts, so someone whose job is restarted with another num_workers is not told why it fails"
-                + (f" (raised inside torchdata's StatefulDataLoader, F13 in {doc('findings.md', 'f13')}: record num_workers in "
-                   "your state and check it in load_state_dict before the base loader does)"
-                   if raised_in_torchdata(outcome.refusal) else "")),
+        outcome, _, _ = resume_with_other_workers(example, plan)
+        error, saved, resumed = outcome.refusal, outcome.saved, outcome.resumed
+        if error is not None:  # a resume that is not refused has nothing to name (SC23 judges it)
+            example.program.add(f"# refused: the exception must name num_workers {saved} and {resumed}")
+        if error is not None and not names_the_worker_counts(error, saved, resumed):
+            shown = (f"{type(error).__name__}: {error}" if str(error).strip()
+                     else f"a bare {type(error).__name__} with no message")
+            raise violated("SC41", context=change_context(plan, example.config), expected=(
+                f"the refusal to name the two worker counts ({saved} and {resumed}), e.g. "
+                f"ValueError('state saved with num_workers={saved}, this loader has num_workers={resumed}')"),
+                got=f"{shown}: it does not name the two worker counts, so someone whose job is restarted "
+                    "with another num_workers is not told why it fails" + (
+                    " (raised inside torchdata's StatefulDataLoader, F13 in "
+                    f"{doc('findings.md', 'f13')}: record num_workers in your state and check it in "
+                    "load_state_dict before the base loader does)" if raised_in_torchdata(error) else ""),
                 impact=_unnamed("worker counts"))
     elif not several:
         raise NotJudgeable("the configuration space allows one number of worker processes only "

@@ -6,7 +6,6 @@ A failure here is reported once instead of cascading into every resume clause.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
 from typing import Any
 
 from .._engine.compare import PROTOCOL_METHODS, missing_methods
@@ -23,17 +22,13 @@ __all__ = ["implements_protocol", "load_accepts_positional_state", "state_is_a_s
 @asserts("assert_protocol")
 def _has_the_protocols_methods(loader: Any) -> None:
     missing = missing_methods(loader)
+    # A trainer calls the missing method and gets an AttributeError (state_dict at save first).
+    steps = {"state_dict": "loader.state_dict()", "load_state_dict": "loader.load_state_dict(state)",
+             "__iter__": "iter(loader)"}
     if missing:
         raise violated("SC01", expected=f"callable {', '.join(PROTOCOL_METHODS)} on {type(loader).__name__}",
                        got=f"{type(loader).__name__} has no callable {', '.join(missing)}",
-                       impact=_missing_impact(missing))
-
-
-def _missing_impact(missing: list[str]) -> Impact:
-    """A trainer calls the missing method and gets an AttributeError (state_dict at save first)."""
-    step = {"state_dict": "loader.state_dict()", "load_state_dict": "loader.load_state_dict(state)"}
-    first = next((m for m in ("state_dict", "load_state_dict") if m in missing), None)
-    return loud(step[first] if first else "iter(loader)", "raises AttributeError")
+                       impact=loud(next(steps[m] for m in steps if m in missing), "raises AttributeError"))
 
 
 @clause("SC01", "implements-protocol", tier="structure", kills=1, budget="once", fixed_config=PROBE_CONFIG,
@@ -82,7 +77,7 @@ _UNUSABLE = Impact("silent", "state unusable later: checkpoint code needs a dict
 
 @asserts("assert_str_keyed_dict")
 def _a_str_keyed_dict(state: Any, *, where: str) -> None:
-    if not isinstance(state, Mapping) or not isinstance(state, dict):
+    if not isinstance(state, dict):
         raise violated("SC03", context=where,
                        expected="state_dict() to return a dict (checkpoint code such as torch.distributed."
                                 "checkpoint and trainers' extra_state merge it as a dict)",

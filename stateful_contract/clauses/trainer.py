@@ -1,4 +1,4 @@
-"""Trainer usage (SC19, SC20, SC22; SC23 in `worker_change`): the ways real trainers drive loaders.
+"""Trainer usage (SC19-SC22; SC23 in `worker_change`): the ways real trainers drive loaders.
 
 Each of these has shipped as a real resume bug (the museum, ``docs/museum.md``): DCP's
 template load, reloading a loader that already ran, passes cut short by a step limit,
@@ -8,9 +8,12 @@ and a resume with another number of worker processes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import strategies as st
 
+from .._engine.epoch_plans import EpochLoop, epoch_loop_plan
+from .._engine.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
 from .._engine.example import Example
 from .._engine.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
 from .._engine.steps import (
@@ -24,10 +27,11 @@ from .._engine.steps import (
 from .._engine.trainer_steps import cut_short, dcp_load, dcp_save, into_cut_short_pass
 from .._engine.vocabulary import batch_count, pass_name
 from ..config import LoaderConfig
-from .judgements import same_stream
+from .judgements import same_epochs, same_stream
 from .registry import RESUMES, clause
 
-__all__ = ["cut_short_passes_resume", "reload_into_a_used_loader", "template_then_load_resumes"]
+__all__ = ["cut_short_passes_resume", "reload_into_a_used_loader", "set_epoch_loop_resumes_epoch_by_epoch",
+           "template_then_load_resumes"]
 
 
 @clause("SC19", "template-then-load-resumes", tier="trainer", kills=15, cost=12, plan=checkpoint_plan, needs=RESUMES)
@@ -71,11 +75,7 @@ def _reload_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, 
 @clause("SC20", "reload-into-a-used-loader", tier="trainer", kills=13, cost=9, plan=_reload_plan, needs=RESUMES)
 def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
     """`load_state_dict(saved)` on a loader that already iterated (some batches, whole epochs, an
-    open iterator, persistent workers) resumes exactly from `saved`.
-
-    An iterator created before the load is not judged: torchdata's detaches and keeps its
-    old sequence (docs/clauses.md).
-    """
+    open iterator, persistent workers) resumes exactly from `saved`."""
     expected = example.expected_after(plan.position)
     saved = checkpoint(example.fresh(), plan.position)
     loader = example.fresh()
@@ -84,6 +84,28 @@ def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
     same_stream(expected, take(loader, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC20",
                 context=f"state taken {plan.position.describe(example.reference()[1])}, loaded into a loader "
                         f"that had already been iterated until {plan.used.describe(example.reference()[1])}")
+
+
+@clause("SC21", "set-epoch-loop-resumes-epoch-by-epoch", tier="trainer", kills=11, plan=epoch_loop_plan, needs=RESUMES)
+def set_epoch_loop_resumes_epoch_by_epoch(example: Example, plan: EpochLoop) -> None:
+    """In the loop `for epoch in range(start, n): set_epoch(epoch); for batch in loader`, with
+    checkpoints mid-epoch, after the last batch and after `StopIteration` (the latter two resumed at
+    the next epoch, as trainers do), every epoch after the resume has exactly the uninterrupted run's
+    batches: none empty, none lost, none replayed."""
+    reference = uninterrupted_loop(example.factory, example.config, plan.stop)  # not judged without set_epoch
+    e, start = plan.epoch, plan.resume_at
+    point = plan.point(len(reference[e]))  # this rank's own last batch, for the end-of-epoch points
+    k = point.batches if start == e else 0
+    name = example.program.render(reference)
+    parts = {n: f"{name}[{n}]" for n in range(start, plan.stop)}
+    if k:
+        parts[e] = f"{name}[{e}][{k}:]"
+    expected: dict[int, list[Any]] = example.program.expression(
+        "expected", "{" + ", ".join(f"{n}: {text}" for n, text in parts.items()) + "}",
+        {n: (reference[n][k:] if n == e else reference[n]) for n in range(start, plan.stop)})
+    state = loop_checkpoint(example.fresh(), point)  # run 1
+    resumed = epoch_loop(example.fresh(state), start, plan.stop)  # run 2: a new loader, load, the loop
+    same_epochs(expected, resumed, clause_id="SC21", context=plan.describe(len(reference[e])), reference=reference)
 
 
 @dataclass(frozen=True)
@@ -96,7 +118,7 @@ class CutShort:
 
     @property
     def right_after_a_new_iter(self) -> bool:
-        """The state is taken right after the ``iter()`` that follows a pass cut short (`hints`)."""
+        """The state is taken right after the ``iter()`` that follows a pass cut short (`_attach_hints`)."""
         return self.into == 0 and self.passes > 0
 
 
@@ -118,12 +140,7 @@ def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
 @clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES)
 def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
     """Passes that `break` after some batches (step limits, eval every N steps), checkpointed
-    inside a pass, resume exactly.
-
-    The comparison is with the same loader's own uninterrupted cut-short run: whether a
-    new ``iter()`` continues a pass cut short or starts the next epoch is the loader's
-    choice, and a resume must keep it.
-    """
+    inside a pass, resume exactly."""
     reference = cut_short(example.fresh(), CUT_SHORT_PASSES, plan.limit)
     loader = example.fresh()
     into_cut_short_pass(loader, plan.passes, plan.limit, plan.into)

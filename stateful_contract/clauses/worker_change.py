@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+import traceback
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,6 +41,7 @@ from .registry import RESUMES, clause, violated
 __all__ = [
     "WorkerChange",
     "WorkerResume",
+    "change_context",
     "names_the_worker_counts",
     "raised_in_torchdata",
     "refusal_kind",
@@ -94,10 +96,8 @@ def _mid_epoch_change(lengths: list[int], alignment: Alignment, *, config: Loade
 
 
 def worker_change_examples(space: ConfigSpace | None) -> list[tuple[LoaderConfig, Any]]:
-    """SC23's explicit examples: every ordered pair of worker counts the space allows, each a shuffled
-    epoch of six batches (12 samples in batches of 2, within the space) checkpointed mid-epoch (growing the count with drop_last, shrinking it
-    without). A random search of a few worker examples reaches such a pair with a mid-epoch checkpoint
-    only now and then; these make the verdict on a worker-count change independent of the seed."""
+    """SC23's explicit examples: every ordered pair of worker counts the space allows, checkpointed
+    mid-epoch, which a small search reaches only now and then (docs/clauses.md, SC23)."""
     space = space or ConfigSpace()
     counts = sorted(set(space.num_workers))
     size, batch = _clamp(12, space.dataset_size), _clamp(2, space.batch_size)
@@ -127,10 +127,8 @@ def names_the_worker_counts(error: BaseException, saved: int, resumed: int) -> b
 
 def raised_in_torchdata(error: BaseException) -> bool:
     """The innermost frame of ``error`` is torchdata's StatefulDataLoader (its bare assert, F13)."""
-    tb, last = error.__traceback__, None
-    while tb is not None:
-        last, tb = tb, tb.tb_next
-    return last is not None and "torchdata/stateful_dataloader" in last.tb_frame.f_code.co_filename.replace("\\", "/")
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and "torchdata/stateful_dataloader" in frames[-1].filename.replace("\\", "/")
 
 
 def refusal_kind(error: BaseException) -> str:
@@ -165,29 +163,26 @@ class WorkerResume:
     crash: LoaderError | None = None
 
 
-def resume_with_other_workers(example: Example, plan: WorkerChange) -> tuple[WorkerResume, list[Any]]:
-    """The state taken at ``plan.position``, loaded into a loader with ``plan.workers`` workers:
-    the refusal, or the first batches of the resumed stream (as many as the uninterrupted run has
-    from the checkpoint to the end of two further epochs). SC23 judges the stream, SC41 the refusal.
-
-    An exception after the resumed loader yielded a batch is no refusal (the run has started
-    training on the resumed data), but a crash mid-run: SC23 fails it.
-    """
+def resume_with_other_workers(example: Example, plan: WorkerChange,
+                              ) -> tuple[WorkerResume, list[Any], list[Any]]:
+    """The state taken at ``plan.position``, loaded into a loader with ``plan.workers`` workers: the
+    refusal (an exception before the first batch) or crash, else the expected and the resumed stream."""
     expected = example.expected_after(plan.position)
     saved = checkpoint(example.fresh(), plan.position)
     result = WorkerResume(example.config.num_workers, plan.workers, saved)
     try:
-        return result, take(example.fresh(saved, config=other_config(example.config, plan)), len(expected),
-                            max_epochs=RESUME_EPOCHS)
+        return result, expected, take(example.fresh(saved, config=other_config(example.config, plan)),
+                                      len(expected), max_epochs=RESUME_EPOCHS)
     except LoaderError as e:
         if e.batches_before:
             result.crash = e
         else:
             result.refusal = e.error
-        return result, []
+        return result, expected, []
 
 
-def _where(plan: WorkerChange, config: LoaderConfig) -> str:
+def change_context(plan: WorkerChange, config: LoaderConfig) -> str:
+    """Where the example checkpointed, and the two worker counts, as messages say it."""
     return (f"state taken {plan.position.describe()} with num_workers={config.num_workers}, "
             f"resumed with num_workers={plan.workers}")
 
@@ -197,21 +192,14 @@ def _where(plan: WorkerChange, config: LoaderConfig) -> str:
 def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange | None) -> None:
     """A state resumed with another `num_workers` either continues the stream exactly or is refused
     (an exception at `load_state_dict`, `iter()` or the first `next()`, before any batch); never a
-    silent loss or repeat.
-
-    "Exactly": the stream the uninterrupted run has from the checkpoint on, or, where the loader's
-    order depends on ``num_workers`` (its uninterrupted runs with the two counts differ), the rest
-    of the interrupted epoch holding exactly the samples still due and each later epoch equal to
-    that epoch of an uninterrupted loader built with the new count (litData#878). A refusal that
-    does not name the two counts passes with an advisory; SC41 (strict) fails it.
-    """
+    silent loss or repeat."""
     if plan is None:
         raise NotJudgeable("the configuration space allows one number of worker processes only "
                            "(ConfigSpace.num_workers), so there is no other count to resume with")
-    outcome, resumed = resume_with_other_workers(example, plan)
+    outcome, expected, resumed = resume_with_other_workers(example, plan)
     if outcome.crash is not None:
         n = outcome.crash.batches_before
-        raise violated("SC23", context=_where(plan, example.config), expected=(
+        raise violated("SC23", context=change_context(plan, example.config), expected=(
             "the resume to continue the stream exactly, or to be refused before its first batch (at "
             "load_state_dict, iter() or the first next())"), got=(
             f"{outcome.crash}, after {n} batch{'es' if n != 1 else ''} of the resumed stream: a run that had "
@@ -222,29 +210,23 @@ def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange
         if not names_the_worker_counts(outcome.refusal, outcome.saved, outcome.resumed):
             advise(unnamed_worker_refusal(outcome.refusal))
         return  # refused before any batch: nothing lost, the job stops there
-    expected = example.expected_after(plan.position)
     if stream_difference(expected, resumed) is None:
         return  # the uninterrupted run's own stream
     reference, lengths = example.reference()
     new_run = uninterrupted(example.factory, other_config(example.config, plan))
     if stream_difference(reference, new_run[0]) is None:  # the order does not depend on num_workers
-        same_stream(expected, resumed, clause_id="SC23", context=_where(plan, example.config),
+        same_stream(expected, resumed, clause_id="SC23", context=change_context(plan, example.config),
                     what="the loader resumed with another num_workers to continue the stream exactly (or to "
                          "refuse)")
         return
     _exact_with_the_new_count(example, plan, outcome, lengths, new_run)
 
 
-#: What the later epochs of a loader whose order depends on num_workers are compared with.
-_LATER = ("each epoch after the interrupted one to equal that epoch of an uninterrupted loader built with the "
-          "new num_workers (the loader's order depends on num_workers)")
-
-
 def _exact_with_the_new_count(example: Example, plan: WorkerChange, outcome: WorkerResume, lengths: list[int],
                               new_run: tuple[list[Any], list[int]]) -> None:
     """For a loader whose order depends on ``num_workers``: the rest of the interrupted epoch holds
     exactly the samples still due (in any order), and each later epoch is the new count's."""
-    p, where, program = plan.position, _where(plan, example.config), example.program
+    p, where, program = plan.position, change_context(plan, example.config), example.program
     reference, _ = example.reference()
     new_reference, new_lengths = new_run
     start = sum(lengths[:p.epoch])
@@ -253,11 +235,11 @@ def _exact_with_the_new_count(example: Example, plan: WorkerChange, outcome: Wor
     later = program.expression("expected", f"{program.render(new_reference)}[{first}:{stop}]",
                                new_reference[first:stop])
     loader = example.fresh(outcome.state, config=other_config(example.config, plan))
-    if due:  # a checkpoint inside the epoch: its first pass is the rest of that epoch
-        rest = sample_ids(stream(loader, 1))
-        if rest is None:
-            raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
-                               "so the samples the resumed epoch holds cannot be counted")
+    rest = sample_ids(stream(loader, 1)) if due else []  # inside the epoch: its first pass is the rest of it
+    if due is None or rest is None:
+        raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
+                           "so the samples the resumed epoch holds cannot be counted")
+    if due:
         program.add(f"# The rest of epoch {p.epoch} must hold the samples {sorted(due)}, once each, in any order")
         if Counter(rest) != Counter(due):
             lost, extra = Counter(due) - Counter(rest), Counter(rest) - Counter(due)
@@ -267,13 +249,11 @@ def _exact_with_the_new_count(example: Example, plan: WorkerChange, outcome: Wor
                 f"the resumed epoch held {id_list(Counter(rest))}: lost {id_list(lost) if lost else 'none'}, "
                 f"repeated {id_list(extra) if extra else 'none'}"),
                 impact=samples_impact(due, rest, epoch=p.epoch))
-    elif due is None:
-        raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
-                           "so the samples the resumed epoch holds cannot be counted")
     # After the epoch's last batch (and after the rest of it), the later epochs; an empty pass first is
     # a state taken before StopIteration (F5), which take() goes past as the other resume clauses do.
     same_stream(later, take(loader, len(later), max_epochs=RESUME_EPOCHS), clause_id="SC23", context=where,
-                what=_LATER)
+                what="each epoch after the interrupted one to equal that epoch of an uninterrupted loader built "
+                     "with the new num_workers (the loader's order depends on num_workers)")
 
 
 def other_config(config: LoaderConfig, plan: WorkerChange) -> LoaderConfig:

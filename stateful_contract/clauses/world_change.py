@@ -1,30 +1,8 @@
 """SC31 world-size-change-is-exact-or-refused: a state saved on N ranks, resumed on M != N.
 
-An elastic restart (or a job moved from 8 ranks to 4) resumes loader states saved by a
-world of another size. Each rank's state then describes a shard that no longer exists.
-The contract accepts two answers: refuse, with an exception that says the world size
-changed, or reshard exactly, so that the M new ranks together yield every sample of the
-interrupted epoch that no old rank had yielded yet, once, and none of those already
-yielded. Silently resuming the old per-rank position on the new shards (samples lost and
-repeated), or warning and starting over (torchtitan's "DataLoader state is empty"), fails.
-
-How it runs (docs/distributed.md): during the search, every one of the N ranks
-checkpoints at the same step and saves its state with ``torch.save`` to ``rank{r}.pt``,
-and writes down which samples it had yielded and which it would yield. Once the search
-is over, the executor starts a fresh world of ``max(1, N // 2)`` ranks, then one of
-``N + 1`` (an elastic shrink and growth: 2 -> 1 and 2 -> 3), and every saved example is
-resumed there: new rank ``r`` builds its loader with the new ``rank``/``world_size`` and
-loads ``rank{r % N}.pt`` (its own file when it exists, as trainers open their rank's file;
-a rank that is new to the world opens an old rank's file instead of none, so a loader that
-could reshard from any one state can show it). Then the verdict over all new ranks:
-
-- some rank refused, with an exception before its first batch (at ``load_state_dict``,
-  ``iter()`` or the first ``next()``): the resume is refused (the job stops there); passed,
-  with an advisory where no refusal names the world sizes (SC41, strict, fails that);
-- otherwise, the checkpoint was inside an epoch: the samples of that epoch the old world
-  had not yet yielded must come out of the new ranks' first pass exactly once each, and
-  none it had yielded; the checkpoint was between epochs (or before the first batch):
-  each new rank's pass must be exactly that epoch as a fresh world of M ranks yields it.
+An elastic restart resumes per-rank states describing shards that no longer exist: the new
+world must refuse them before its first batch, or together yield exactly what was still due.
+docs/distributed.md ("What SC31 checks") says how the worlds are run and judged.
 """
 
 from __future__ import annotations
@@ -46,8 +24,9 @@ from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .._engine.recording import Program, recording
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream
+from .._faces import hint_strict
 from ..config import LoaderConfig
-from .rank_streams import Tally, example_folder, id_list, padding_lines, sample_ids, tally
+from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, sample_ids, tally, window
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind
 
@@ -78,7 +57,7 @@ def unnamed_world_refusal(refused: WorldResume) -> str:
             f"but {refused.refusal} does not name the two world sizes: whoever restarts an elastic job on "
             "fewer or more ranks is not told why it fails. Fix: record world_size in state_dict() and, in "
             "load_state_dict(), raise e.g. ValueError(f\"state saved on world_size={saved} ranks, this run has "
-            "world_size={now}\"). SC41 (--strict) requires it.")
+            f"world_size={{now}}\"). SC41 ({hint_strict()}) requires it.")
 
 
 @dataclass
@@ -93,7 +72,7 @@ class WorldResume:
     refused: bool = False
     #: It names the world size (`names_the_world_size`); SC31 advises where not, SC41 fails.
     named: bool = False
-    #: The refusing exception's type and whether it had a message (`refusal_kind`), for the advisory.
+    #: The refusing exception's type (`refusal_kind`), for the advisory.
     refusal: str = ""
     #: Sample ids the resumed loader yielded in the rest of the epoch (its first pass).
     yielded: list[int] = field(default_factory=list)
@@ -129,23 +108,12 @@ def _logged(into: list[str]) -> Iterator[None]:
         root.removeHandler(handler)
 
 
-def _epoch_ids(batches: Sequence[Any], lengths: list[int], epoch: int) -> list[list[int]] | None:
-    start = sum(lengths[:epoch])
-    out = []
-    for batch in batches[start:start + lengths[epoch]]:
-        ids = sample_ids([batch])
-        if ids is None:
-            return None
-        out.append(ids)
-    return out
-
-
 def _old_world(records: list[dict[str, Any]]) -> tuple[int, list[int], list[int]]:
     """The epoch the new world resumes, and what the old world had yielded of it and would still yield."""
-    if all(r["batches"] == len(r["epochs"][0]) for r in records):  # every rank finished it: the next one
-        return records[0]["epoch"] + 1, [], [i for r in records for b in r["epochs"][1] for i in b]
-    consumed = [i for r in records for b in r["epochs"][0][: r["batches"]] for i in b]
-    rest = [i for r in records for b in r["epochs"][0][r["batches"]:] for i in b]
+    if all(r["finished"] for r in records):  # every rank finished it: the next one
+        return records[0]["epoch"] + 1, [], [i for r in records for i in r["epochs"][1]]
+    consumed = [i for r in records for i in r["consumed"]]
+    rest = [i for r in records for i in r["epochs"][0][len(r["consumed"]):]]
     return records[0]["epoch"], consumed, rest
 
 
@@ -154,10 +122,10 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
     world = example.world
     assert world is not None
     folder = example_folder(example, "SC31")
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("saved-rank*.json"))]
-    records.sort(key=lambda r: int(r["rank"]))
+    records = sorted((json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("saved-rank*.json")),
+                     key=lambda r: int(r["rank"]))
     saved = len(records)
-    if saved == 0 or any(r["epochs"] is None for r in records):
+    if saved == 0 or any(r["epochs"] is None or r["consumed"] is None for r in records):
         raise NotJudgeable("the batches carry no 'index' field, so the samples a resumed world covers cannot be "
                            "counted; see SC30")
     source = world.rank % saved
@@ -176,8 +144,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
     if not consumed:
         with recording(Program("")):  # not a step of the reproduction
             reference, lengths = example.reference()
-        fresh = _epoch_ids(reference, lengths, epoch)
-        result.fresh = None if fresh is None else [i for b in fresh for i in b]
+        result.fresh = epoch_ids(reference, lengths, epoch)
     limit = example.config.dataset_size + world.world_size + 1
     try:
         with _logged(result.logged):
@@ -185,7 +152,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
             batches = stream(loader, 1, limit=limit)
             # torchdata resumes a state taken after the last batch, before StopIteration, into
             # an empty epoch (docs/findings.md, F5): then the next pass is the due epoch.
-            if not batches and old["batches"] == len(old["epochs"][0]) and not old["after_stop"]:
+            if not batches and old["finished"] and not old["after_stop"]:
                 batches = stream(loader, 1, limit=limit)
     except LoaderError as e:
         result.error = str(e)
@@ -201,15 +168,9 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
 
 
 def judged(values: Sequence[WorldResume], due_ids: Sequence[int] | None = None) -> Tally:
-    """Over the new world's first pass: samples lost, repeated, and copies only its padding explains.
-
-    Counted against the old world's epoch as it deals it, its pad copies included (`tally`): a
-    sample is lost when it is due and no rank of either world yields it, so a pad copy of a sample
-    the old world had yielded is not still due; it is repeated when both worlds together yield it
-    more often than the old world deals it and the new world's padding can account for (a sample
-    the old world had dropped, with ``drop_last``, may come once). ``due_ids``: judge against that
-    epoch instead (as a fresh world of the new size deals it), nothing yielded before.
-    """
+    """Over the new world's first pass, against the old world's epoch as it deals it (`tally`):
+    samples lost, repeated, and copies only its padding explains. ``due_ids``: judge against that
+    epoch instead (as a fresh world of the new size deals it), nothing yielded before."""
     first = values[0]
     got = Counter(i for r in values for i in r.yielded)
     before = Counter(first.consumed) if due_ids is None else Counter()
@@ -226,11 +187,8 @@ def _how(r: WorldResume) -> str:
 
 
 def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan: Checkpoint) -> None:
-    """The resume on the new world was refused, naming the world size, or it covered exactly what was due.
-
-    Padding is not data (`judged`): each world's pad copies (``DistributedSampler`` pads an epoch to
-    a multiple of the world size, up to M - 1 copies on M ranks) are neither due nor repeats.
-    """
+    """The resume on the new world was refused (an advisory where the refusal does not name the world
+    sizes), or it covered exactly what was due, padding not counted as data (`judged`)."""
     first = values[0]
     saved, resumed = first.saved_world_size, len(values)
     refusals = [r for r in values if r.refused]
@@ -247,41 +205,33 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
                 f"yield exactly the {len(due)} sample{'s' if len(due) != 1 else ''} of epoch {first.epoch} not "
                 "yet consumed: none lost, none repeated"
                 + ("" if first.consumed else f" (or that epoch as a fresh {resumed}-rank world yields it)"))
-    lines: list[str] = []
     errors = [r for r in values if r.error is not None]
-    for r in errors:
-        lines.append(f"{_how(r)} raised after its first batch, so the job dies mid-run: {r.error}")
-    if not errors:
+    if errors:
+        lines = [f"{_how(r)} raised after its first batch, so the job dies mid-run: {r.error}"
+                 for r in errors]
+        how = "raised after it had started"
+        impact = Impact("loud", f"the resume on {_ranks(resumed)} raises mid-run: the job dies after training on "
+                                "resumed batches", where="next()")
+    else:
         t = judged(values)
-        if t.exact:
+        fresh = [r.fresh for r in values]  # a whole epoch, as a fresh world of the new size has it
+        if t.exact or (None not in fresh and judged(values, [i for f in fresh for i in f or []]).exact):
             return
-        fresh = [r.fresh for r in values]
-        if all(f is not None for f in fresh):  # a whole epoch, as a fresh world of the new size has it
-            if judged(values, [i for f in fresh for i in f or []]).exact:
-                return
-        consumed = set(first.consumed)
-        for r in values:
-            again = Counter(i for i in r.yielded if t.repeated[i])
-            if again:
-                lines.append(f"{_how(r)} yielded {id_list(again)} that the {saved}-rank world had already yielded "
-                             f"in epoch {first.epoch}")
+        lines = [f"{_how(r)} yielded {id_list(again)} that the {saved}-rank world had already yielded "
+                 f"in epoch {first.epoch}"
+                 for r in values if (again := Counter(i for i in r.yielded if t.repeated[i]))]
         if sum(t.extra.values()) > t.padding:
             lines.append(f"yielded {id_list(t.extra)} more often than the {saved}-rank world would have (more than "
                          f"the {t.padding} copies padding may add)")
         lines.append(f"over {'all ' if resumed > 1 else ''}{_ranks(resumed)}: lost "
                      f"{id_list(t.lost) if t.lost else 'none'}, repeated {id_list(t.repeated) if t.repeated else 'none'}"
                      f"; the {saved}-rank world had yielded "
-                     f"{id_list(Counter(first.consumed)) if consumed else 'nothing'} of epoch {first.epoch}")
+                     f"{id_list(Counter(first.consumed)) if first.consumed else 'nothing'} of epoch {first.epoch}")
         lines += padding_lines(t, f"{saved}-rank world", f"{resumed}-rank world", span=f"in epoch {first.epoch}")
-    lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
-    how = "raised after it had started" if errors else "resumed silently"
-    if errors:
-        impact = Impact("loud", f"the resume on {_ranks(resumed)} raises mid-run: the job dies after training on "
-                                "resumed batches", where="next()")
-    else:
-        t = judged(values)
+        how = "resumed silently"
         impact = losses(sum(t.lost.values()), sum(t.repeated.values()) + max(0, sum(t.extra.values()) - t.padding),
                         epoch=first.epoch)
+    lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
     violation = violated("SC31", context=context, expected=expected, impact=impact, got=(
         f"saved on {saved} ranks, resumed on {resumed}: the new world {how}:\n  " + "\n  ".join(lines)))
     violation.reproduce_on = next((r.rank for r in values if r.error), 0)  # type: ignore[attr-defined]
@@ -305,9 +255,8 @@ def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) ->
     path = str(folder / f"rank{world.rank}.pt")
     example.program.bind(path, repr(f"rank{world.rank}.pt"))
     save_checkpoint(checkpoint(example.fresh(), position), path)
-    epochs = {e: _epoch_ids(reference, lengths, e) for e in (position.epoch, position.epoch + 1)}
-    record = {"rank": world.rank, "world_size": world.world_size, "batches": position.batches,
-              "after_stop": position.after_stop, "before_iter": position.before_iter, "epoch": position.epoch,
-              "epochs": None if any(v is None for v in epochs.values()) else [epochs[position.epoch],
-                                                                             epochs[position.epoch + 1]]}
+    consumed, epochs = window(reference, lengths, position)
+    record = {"rank": world.rank, "batches": position.batches, "after_stop": position.after_stop,
+              "before_iter": position.before_iter, "epoch": position.epoch,
+              "finished": position.batches == lengths[position.epoch], "consumed": consumed, "epochs": epochs}
     (folder / f"saved-rank{world.rank}.json").write_text(json.dumps(record), encoding="utf-8")

@@ -24,8 +24,7 @@ from collections.abc import Sequence
 from .._checking import FactoryError
 from .._render import render_result
 from .._target import TargetError
-from . import check_world
-from .calls import add_example_arguments, replay_of
+from . import check_world, in_world
 
 __all__ = ["main"]
 
@@ -33,20 +32,17 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     args_given = list(sys.argv[1:] if argv is None else argv)
     if args_given[:1] == ["run"]:  # inside a world the user's launcher started
-        from .in_world import exit_now
-        from .in_world import main as run_in_world
-
-        exit_now(run_in_world(args_given[1:]))
+        in_world.exit_now(in_world.main(args_given[1:]))
     parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory")
     parser.add_argument("--world-size", type=int, default=2, metavar="N")
     parser.add_argument("--clause", default="SC30", metavar="ID", help="the clause to run (default SC30)")
-    add_example_arguments(parser)
+    in_world.add_example_arguments(parser)
     parser.add_argument("--run-timeout", type=float, help="seconds the whole run may take")
     parser.add_argument("--run-dir", help="keep the run's files here")
     args = parser.parse_args(args_given)
-    replay = replay_of(parser, args)
+    replay = in_world.replay_of(parser, args)
     try:
         report = check_world(args.target, world_size=args.world_size, profile=args.profile, clauses=[args.clause],
                              timeout=args.timeout, run_timeout=args.run_timeout, replay=replay,

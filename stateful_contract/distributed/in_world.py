@@ -16,7 +16,7 @@ same status: 0 when every clause passed, 1 when one failed, 2 when the target ca
 used. ``--phase save --dir D`` and, in a later launch, ``--phase resume --dir D`` split a
 check in two jobs, as a trainer resumes (`stateful_contract.distributed.phases`);
 ``--phase restart --dir D`` under ``torchrun --max-restarts 1`` does both in one launch, the
-first attempt exiting on purpose (`stateful_contract.distributed.restarts`).
+first attempt exiting on purpose (`stateful_contract.distributed.phases`).
 """
 
 from __future__ import annotations
@@ -34,21 +34,23 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
+import torch.distributed as dist
+
 from .._checking import CheckInterrupted, FactoryError, check
 from .._engine.noise import ignore_set_vital
 from .._engine.plans import Checkpoint
 from .._engine.ranks import default_run_timeout
-from .._engine.ranks.in_world import follow, last_executor, set_joined
-from .._engine.ranks.joining import alive, default_backend, join, launcher_env, local_pids
-from .._engine.ranks.world import STOP
+from .._engine.ranks.in_world import InWorld, alive, default_backend, follow, join, launcher_env, local_pids
+from .._engine.steps import Position
 from .._render import render_report
 from .._target import TargetError
-from ..profiles import get_profile
+from ..config import LoaderConfig
+from ..profiles import PROFILES, get_profile
+from ..replay import ReplayError, parse_value
 from ..report import Report
-from . import restarts
-from .calls import add_example_arguments, replay_of
+from . import phases
 
-__all__ = ["main"]
+__all__ = ["add_example_arguments", "main", "replay_of"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,6 +75,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_example_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both commands share: the profile, the example timeout, and one example to replay."""
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
+    parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
+    parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
+
+
+def replay_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[LoaderConfig, Position] | None:
+    """The example ``--config`` and ``--position`` name, if any (a usage error when only one is given)."""
+    if (args.config is None) != (args.position is None):
+        parser.error("--config and --position go together")
+    if args.config is None:
+        return None
+    example = []
+    for text, expected in ((args.config, LoaderConfig), (args.position, Position)):
+        try:  # literals and the one dataclass only: no eval
+            example.append(parse_value(text, {expected.__name__: expected}))
+        except ReplayError as e:
+            parser.error(str(e))
+        if not isinstance(example[-1], expected):
+            parser.error(f"expected {expected.__name__}(name=value, ...), got {text!r}")
+    return example[0], example[1]
+
+
 def _run_dir(given: str | None) -> tuple[Path, bool]:
     """The run's directory, the same on every rank without talking (they have not joined yet); kept?"""
     if given:
@@ -87,14 +114,12 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> tuple[Report | None, int]:
-    """Rank 0: the report, and the exit status of every rank."""
-    from . import phases
-
+def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> Report:
+    """Rank 0: the report."""
     clauses = [c.strip().upper() for c in args.clause.split(",")] if args.clause else None
     if args.phase == "resume":
-        return _verdict(phases.resume(world, run_dir, args.target, clauses=clauses, profile=args.profile,
-                                      timeout=args.timeout, launch=launch))
+        return phases.resume(world, run_dir, args.target, clauses=clauses, profile=args.profile,
+                             timeout=args.timeout, launch=launch)
     replay = None if args.replay is None else (args.replay[0], Checkpoint(args.replay[1]))
     try:
         report = check(args.target, world_size=world.world_size, profile=args.profile, clauses=clauses,
@@ -103,20 +128,9 @@ def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> 
         report = e.report
         report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
                             "the job was cancelled; the launcher's error summary names the rank")
-    executor = last_executor()
-    if args.phase == "save" and executor is not None:
-        counts = phases.write_manifest(run_dir, executor, report)
-        for cid, n in counts.items():
-            r = report[cid]
-            r.notes.append(f"{n} examples saved in {run_dir} for the resume launch (--phase resume --dir)")
-            if cid == "SC31" and r.status == "passed":  # only saved here: the other world judges it
-                r.status, r.message = "not-judged", (f"saved on {world.world_size} ranks; judged when a launch on "
-                                                     f"another number of ranks resumes them (--phase resume)")
-    return _verdict(report)
-
-
-def _verdict(report: Report) -> tuple[Report, int]:
-    return report, 0 if report.passed else 1
+    if args.phase == "save" and InWorld.last is not None:
+        phases.write_manifest(run_dir, InWorld.last, report)
+    return report
 
 
 def _launch_line(world_size: int) -> str:
@@ -144,12 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     restarting = args.phase == "restart"
     if restarting:
-        number = restarts.attempt(os.environ)
+        number = phases.attempt(os.environ)
         if isinstance(number, str):
             print(f"stateful_contract.distributed run: {number}", file=sys.stderr)
             return 2
         args.phase = "save" if number == 0 else "resume"
-        if number and (repeated := restarts.saved(Path(args.dir).resolve())) is not None:
+        if number and (repeated := phases.saved(Path(args.dir).resolve())) is not None:
             return repeated  # the save failed (or never finished): its verdict again, nothing to resume
     ignore_set_vital()  # torchdata's deprecation warning, once per loader, on every rank
     run_dir, keep = _run_dir(args.dir)
@@ -163,50 +177,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if world.rank != 0:
             last = follow(world)
-            code = int(last[1]) if isinstance(last, tuple) and len(last) > 1 else 1
-            if restarting and code == restarts.RESTART_EXIT:
-                print(f"stateful_contract.distributed run: rank {world.rank}: {restarts.ON_PURPOSE}", file=sys.stderr)
+            code = int(last[1])
+            if restarting and code == phases.RESTART_EXIT:
+                print(f"stateful_contract.distributed run: rank {world.rank}: {phases.ON_PURPOSE}", file=sys.stderr)
             return code
         signal.signal(signal.SIGTERM, _interrupt)
-        set_joined(world, args.phase)
+        InWorld.joined = (world, args.phase)
         if restarting and args.phase == "save":
-            restarts.clear(run_dir)
+            phases.clear(run_dir)
         report: Report | None = None
         try:
-            report, code = _judge(args, world, run_dir, launch)
+            report = _judge(args, world, run_dir, launch)
             if restarting and args.phase == "resume":
-                report = restarts.merged(run_dir, report) if report is not None else None
+                report = phases.merged(run_dir, report)
+            code = 0 if report.passed else 1
         except (TargetError, FactoryError, FileNotFoundError, ValueError) as e:
             print(f"stateful_contract.distributed run: {e}", file=sys.stderr)
             code = 2
         except BaseException:
-            executor = last_executor()
-            if executor is None or not executor.down:
-                world.stop((STOP, 1))  # the others must not wait for a command that never comes
+            if InWorld.last is None or not InWorld.last.down:
+                world.stop(1)  # the others must not wait for a command that never comes
             raise
         finally:
-            set_joined(None)
+            InWorld.joined = None
         if report is not None:
             report.notes.append(f"backend {backend} (commands on a gloo group), launched as: {launch}")
             if args.json:
                 report.to_json(args.json)
             render_report(report, sys.stdout)
-        executor = last_executor()
-        if executor is not None and executor.down:
+        if InWorld.last is not None and InWorld.last.down:
             # A rank is gone or stuck: no verdict can reach it. The ranks left on this host are ended here
             # (a launcher would, but srun and mpirun may wait for a stuck one); exiting tells the launcher.
             sys.stdout.flush()
             _local_ranks_ended(run_dir, world.world_size, (signal.SIGTERM, signal.SIGKILL), seconds=1.0)
             os._exit(code or 1)
         if restarting and args.phase == "save":
-            restarts.record_save(run_dir, code, report)
+            phases.record_save(run_dir, code, report)
             if code == 0:
-                code = restarts.RESTART_EXIT
-                print(f"stateful_contract.distributed run: rank 0: the save passed; {restarts.ON_PURPOSE}",
+                code = phases.RESTART_EXIT
+                print(f"stateful_contract.distributed run: rank 0: the save passed; {phases.ON_PURPOSE}",
                       file=sys.stderr)
                 # The agent stops rank 0 (SIGTERM) as soon as another rank's exit on purpose is seen.
-                signal.signal(signal.SIGTERM, lambda signum, frame: exit_now(restarts.RESTART_EXIT))
-        world.stop((STOP, code))  # every rank exits with rank 0's status
+                signal.signal(signal.SIGTERM, lambda signum, frame: exit_now(phases.RESTART_EXIT))
+        world.stop(code)  # every rank exits with rank 0's status
         # Rank 0 leaves last. Exiting first with a failure, it would have the launcher stop the others
         # (SIGTERM) before they exit with the verdict themselves; and without a launcher's store (srun,
         # mpirun) it hosts the group's store, which must outlive the others' goodbyes.
@@ -215,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(run_dir, ignore_errors=True)
         return code
     finally:
-        _leave()
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def _local_ranks_ended(run_dir: Path, world_size: int, signals: Sequence[int], seconds: float) -> None:
@@ -230,13 +244,6 @@ def _local_ranks_ended(run_dir: Path, world_size: int, signals: Sequence[int], s
         while pids and time.monotonic() < deadline:
             pids = [pid for pid in pids if alive(pid)]
             time.sleep(0.05)
-
-
-def _leave() -> None:
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.destroy_process_group()
 
 
 def exit_now(code: int) -> NoReturn:

@@ -1,18 +1,18 @@
 """Two launches, as the seed resumed: ``--phase save`` leaves its examples, ``--phase resume`` judges them.
 
-The save launch runs the search (`check`) in the launcher's world; every example of
-SC30 and SC31 leaves its checkpoints in the shared directory (per-rank ``torch.save``
-files, DCP with per-rank keys, DCP with one shared key, and what each rank had yielded),
-and rank 0 writes a manifest of them. The resume launch, a fresh launcher invocation on
-the same or another number of ranks, resumes every saved example in its own processes
-and judges it: SC30 where the world size is the same (each rank resumes its own
-state), SC31 where it differs (an elastic restart).
+SC30 is judged where the resume has the save's number of ranks, SC31 where it has another.
+``--phase restart`` does both in one torchrun, attempt 0 exiting with `RESTART_EXIT` on purpose
+after a passing save so that the agent restarts the job in fresh processes; a failed save is
+never hidden by a resume (docs/distributed.md, "Two jobs, as the seed resumed").
 """
 
 from __future__ import annotations
 
+import json
 import pickle
+import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,48 +21,40 @@ from .._engine.ranks.in_world import InWorld
 from .._engine.ranks.world import World
 from .._run import _Run
 from ..clauses import CLAUSES, clause
-from ..config import ConfigSpace
+from ..options import CheckOptions
 from ..report import Report
 
-__all__ = ["MANIFEST", "read_manifest", "resume", "write_manifest"]
+__all__ = ["MANIFEST", "RESTART_EXIT", "attempt", "clear", "merged", "record_save", "resume", "saved",
+           "write_manifest"]
 
 #: Rank 0's list of the saved examples, in the shared directory.
 MANIFEST = "in-world-saved.pkl"
+#: The status of every rank of attempt 0 after a passing save (EX_TEMPFAIL: "try again").
+RESTART_EXIT = 75
+#: Rank 0's record of attempt 0 in the shared directory: the save's exit status.
+RECORD = "in-world-restart.json"
+#: The save's report, merged into the resume's so the one report covers every clause.
+SAVE_REPORT = "in-world-save-report.json"
+ON_PURPOSE = "exiting on purpose so that torchrun restarts the job (--max-restarts)"
 
 
-def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> dict[str, int]:
-    """Record the examples of each clause with a fresh-process half that passed its search; their counts."""
-    examples: dict[str, list[tuple[Any, Any]]] = {}
-    for cid, config, plan in executor.ran:
-        c = clause(cid)
-        if c.restarted() is None or report[cid].status != "passed":
-            continue
-        examples.setdefault(cid, [])
-        if (config, repr(plan)) not in {(k, repr(p)) for k, p in examples[cid]}:
-            examples[cid].append((config, plan))
+def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
+    """Record the examples of each clause with a fresh-process half that passed its search, and say so."""
+    examples: dict[str, dict[tuple[Any, str], tuple[Any, Any]]] = {}
+    for cid, config, plan in executor.ran:  # Hypothesis runs some examples more than once: each saved once
+        if clause(cid).restarted() is not None and report[cid].status == "passed":
+            examples.setdefault(cid, {}).setdefault((config, repr(plan)), (config, plan))
     manifest = {"world_size": executor.world_size, "target": executor.target,
                 "factory_import": executor.spec.factory_import, "alignment": executor.spec.alignment,
-                "examples": examples}
+                "examples": {cid: list(saved.values()) for cid, saved in examples.items()}}
     (run_dir / MANIFEST).write_bytes(pickle.dumps(manifest))
-    return {cid: len(e) for cid, e in examples.items()}
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / MANIFEST
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: run the save launch first (--phase save --dir {run_dir})")
-    return pickle.loads(path.read_bytes())  # type: ignore[no-any-return]
-
-
-def _why_not(cid: str, saved: int, size: int) -> str | None:
-    """Why ``cid`` is not judged on a world of ``size`` resuming a save of ``saved`` ranks."""
-    if cid == "SC30" and size != saved:
-        return (f"SC30 resumes each rank's own state: the save ran on {saved} ranks, this launch has {size}; "
-                f"resume on {saved} ranks to judge it (on another number, SC31 is judged)")
-    if cid == "SC31" and size == saved:
-        return (f"SC31 resumes on another world size: the save ran on {saved} ranks, as does this launch; "
-                f"resume on another number of ranks to judge it (on {saved}, SC30 is judged)")
-    return None
+    for cid, saved in examples.items():
+        result = report[cid]
+        result.notes.append(f"{len(saved)} examples saved in {run_dir} for the resume launch (--phase resume --dir)")
+        if cid == "SC31":  # only saved here: the other world judges it
+            result.status, result.message = "not-judged", (
+                f"saved on {executor.world_size} ranks; judged when a launch on another number of ranks resumes "
+                "them (--phase resume)")
 
 
 def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | None, profile: str,
@@ -72,8 +64,11 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
     ``target`` is the factory that resumes: the saving one, or (as a fix is tried on the states a
     job left) another.
     """
-    manifest = read_manifest(run_dir)
-    saved, examples = int(manifest["world_size"]), manifest["examples"]
+    if not (run_dir / MANIFEST).is_file():
+        raise FileNotFoundError(f"{run_dir / MANIFEST} does not exist: run the save launch first (--phase save "
+                                f"--dir {run_dir})")
+    manifest = pickle.loads((run_dir / MANIFEST).read_bytes())
+    saved, examples, size = int(manifest["world_size"]), manifest["examples"], world.world_size
     executor = InWorld(target, world=world, mode="resume", factory_import=manifest["factory_import"],
                        alignment=manifest["alignment"], timeout=timeout, launch=launch)
     wanted = [c.upper() for c in clauses] if clauses else sorted(examples)
@@ -81,27 +76,32 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
              f"in {run_dir}, on {world.world_size} ranks in a fresh launch"]
     if executor.target != manifest["target"]:
         notes.append(f"saved by {manifest['target']}, resumed by {executor.target}")
-    run = _Run(executor, selected=list(wanted), expected={}, profile=profile, space=ConfigSpace(),
-               alignment=manifest["alignment"], progress=None, replay=None, notes=notes)
+    run = _Run(executor, CheckOptions(profile, wanted, checkpoint_alignment=manifest["alignment"]), notes=notes)
     try:
         executor.start()
         run.probe()
         for cid in wanted:
             c = clause(cid)
             started = time.perf_counter()
-            why = _why_not(cid, saved, world.world_size)
             restarted = c.restarted()
+            why: str | None = None
             if restarted is None:
                 why = f"{cid} has no half that resumes in fresh processes: the save launch judged it"
             elif not examples.get(cid):
                 why = f"the save launch left no passing example of {cid} in {run_dir}"
+            elif cid == "SC30" and size != saved:
+                why = (f"SC30 resumes each rank's own state: the save ran on {saved} ranks, this launch has {size}; "
+                       f"resume on {saved} ranks to judge it (on another number, SC31 is judged)")
+            elif cid == "SC31" and size == saved:
+                why = (f"SC31 resumes on another world size: the save ran on {saved} ranks, as does this launch; "
+                       f"resume on another number of ranks to judge it (on {saved}, SC30 is judged)")
             if why is not None:
                 outcome = Outcome("not-judged", message=why)
             else:
                 assert restarted is not None
                 passed = Outcome("passed", examples=len(examples[cid]))
                 # SC30 on the saving world's size (None), SC31 on this world's other one.
-                worlds = (None,) if cid == "SC30" else (world.world_size,)
+                worlds = (None,) if cid == "SC30" else (size,)
                 outcome = run.in_fresh_processes(restarted, examples[cid], passed, worlds=worlds)
             run.record(c, outcome, time.perf_counter() - started)
     finally:
@@ -109,3 +109,58 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
     notes.extend(executor.notes)
     return Report(target=executor.target, results=[run.report(c) for c in CLAUSES], profile=profile,
                   world_size=world.world_size, notes=notes)
+
+
+def attempt(env: Mapping[str, str]) -> int | str:
+    """This launch's attempt number (0 first), or why ``--phase restart`` cannot run here."""
+    count, limit = env.get("TORCHELASTIC_RESTART_COUNT"), env.get("TORCHELASTIC_MAX_RESTARTS")
+    if count is None or limit is None:
+        return ("--phase restart needs torchrun's elastic restart: launch it with torchrun --max-restarts 1 (or "
+                "more); under srun or mpirun, run --phase save and then --phase resume as two jobs")
+    if int(limit) < 1:
+        return ("--phase restart exits on purpose after the save so that torchrun restarts the job, and this "
+                f"torchrun restarts it {limit} times: add --max-restarts 1")
+    return int(count)
+
+
+def clear(run_dir: Path) -> None:
+    """Attempt 0, rank 0: forget an earlier run's save in the same directory."""
+    for name in (MANIFEST, RECORD, SAVE_REPORT):
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def record_save(run_dir: Path, code: int, report: Report | None) -> None:
+    """Attempt 0, rank 0: the save's status (and report) for the attempts the agent starts next."""
+    if report is not None:
+        report.to_json(run_dir / SAVE_REPORT)
+    (run_dir / RECORD).write_text(json.dumps({"save_exit": code}) + "\n", encoding="utf-8")
+
+
+def saved(run_dir: Path) -> int | None:
+    """Attempt 1 or later, any rank: None to resume, or the status to exit with (said on stderr)."""
+    path = run_dir / RECORD
+    if not path.is_file():
+        print(f"stateful_contract.distributed run: {path} does not exist: the first attempt (the save) did not "
+              f"finish, so there is nothing to resume; its ranks' output above says why", file=sys.stderr)
+        return 2
+    code = int(json.loads(path.read_text(encoding="utf-8"))["save_exit"])
+    if code == 0:
+        return None
+    print(f"stateful_contract.distributed run: the first attempt's save exited with {code} (its report was "
+          f"printed then, and written to --json); not resuming", file=sys.stderr)
+    return code
+
+
+def merged(run_dir: Path, resumed: Report) -> Report:
+    """The resume's report, with the save's result for every clause the resume did not judge."""
+    path = run_dir / SAVE_REPORT
+    if not path.is_file():
+        return resumed
+    save = Report.from_json(path)
+    by_id = {r.id: r for r in save.results}
+    resumed.results = [by_id[r.id] if r.status == "not-judged" and r.id in by_id
+                       and by_id[r.id].status != "not-judged" else r for r in resumed.results]
+    resumed.notes.insert(0, "one torchrun: attempt 0 saved and exited on purpose, the agent restarted the job "
+                            "(--max-restarts), this attempt resumed; clauses the resume does not judge keep "
+                            "the save's result")
+    return resumed

@@ -1,14 +1,10 @@
 """Reference loaders: the corrected grad-accumulation wrapper, MindSpeed-MM's broken ones, factories.
 
-- `PrefetchGradAccDataLoader`: buffers a gradient-accumulation window, adds the
-  window's valid-token count to each batch, and checkpoints exactly at every point,
-  mid-window included (see `stateful_contract.reference.prefetch`).
-- `MindSpeedPrefetchGradAccDataLoader`, `ProposedFixPrefetchGradAccDataLoader`: the seed
-  report's MindSpeed-MM wrapper and its proposed fix, kept as known-bad examples (see
-  `stateful_contract.reference.mindspeed`).
-- `stateful_contract.reference.factories`: ``factory(config) -> loader`` targets for the
-  contract (``stateful_dataloader``, ``reference_wrapper``, ``mindspeed_wrapper``,
-  ``proposed_fix_wrapper``).
+`PrefetchGradAccDataLoader` checkpoints exactly at every point, mid-window included
+(`stateful_contract.reference.prefetch`); `MindSpeedPrefetchGradAccDataLoader` and
+`ProposedFixPrefetchGradAccDataLoader` are the seed report's wrapper and its proposed fix, kept
+as known-bad examples (`stateful_contract.reference.mindspeed`); the factories
+(`stateful_contract.reference.factories`) are targets for the contract.
 """
 
 from __future__ import annotations

@@ -5,15 +5,6 @@ Each function is a module-level target usable by the CLI and the pytest face as
 from ``config.stateful_dataloader()`` (torchdata's ``StatefulDataLoader`` for the
 config); the contract seeds torch's global RNG with ``config.seed`` right before each
 call, because a default-generator shuffling sampler seeds itself from it.
-
-- `stateful_dataloader`: torchdata's loader itself, the baseline every clause is
-  measured against.
-- `reference_wrapper`: `PrefetchGradAccDataLoader`, the corrected wrapper; exact at
-  every checkpoint point.
-- `mindspeed_wrapper`: MindSpeed-MM's wrapper, known bad (positional load crashes;
-  keyword load loses the rest of the window mid-window).
-- `proposed_fix_wrapper`: the fix proposed in MindSpeed-MM's bug report, known bad mid-window, exact only
-  at window boundaries.
 """
 
 from __future__ import annotations
@@ -31,12 +22,12 @@ __all__ = ["mindspeed_wrapper", "proposed_fix_wrapper", "reference_wrapper", "st
 
 
 def stateful_dataloader(config: LoaderConfig) -> Any:
-    """torchdata's ``StatefulDataLoader`` for `config` (ignores ``grad_acc_step``)."""
+    """torchdata's ``StatefulDataLoader`` for `config` (ignores ``grad_acc_step``): the baseline."""
     return config.stateful_dataloader()
 
 
 def reference_wrapper(config: LoaderConfig) -> PrefetchGradAccDataLoader:
-    """The corrected gradient-accumulation wrapper around the config's base loader."""
+    """The corrected gradient-accumulation wrapper around the config's base loader: exact everywhere."""
     return PrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
 
 

@@ -1,51 +1,25 @@
 """MindSpeed-MM's wrapper, reproduced on purpose with its bugs: known-bad examples.
 
 MindSpeed-MM's bug report (``seed/000_418544c3f3dcb82f.txt``, MindSpeed-MM master ``852ddffd``)
-is about ``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader``,
-which MindSpeed-MM puts around its base ``StatefulDataLoader`` when
-``loss_cfg.loss_type == "per_token_loss"``. It buffers ``grad_acc_step`` micro-batches,
-counts their valid tokens (``(batch["labels"] > -1).sum()``), and yields each buffered
-batch as a new dict carrying the window total (``global_step_token_num``) and the
-per-micro-batch average (``avg_per_step_token_num``). Its state methods are::
+is about ``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader``, used
+for ``loss_cfg.loss_type == "per_token_loss"``. docs/index.md tells its two bugs: bug 1, its
+keyword-only ``load_state_dict(self, **kwargs)``, which the trainer's positional call crashes on
+(`MindSpeedPrefetchGradAccDataLoader`, SC02); bug 2, a state that is the *base* loader's, ahead
+of the wrapper by the rest of the buffered window, so a checkpoint mid-window loses it (SC10).
+The report's proposed fix, ``def load_state_dict(self, state_dict=None)``, removes the crash
+only (`ProposedFixPrefetchGradAccDataLoader`), and ``load_state_dict(None)`` is silently
+ignored. `stateful_contract.reference.PrefetchGradAccDataLoader` is the corrected wrapper.
 
-    def state_dict(self):
-        return self.base_dataloader.state_dict()
-
-    def load_state_dict(self, **kwargs):
-        # mypy flags this very line: the protocol's state_dict is positional-only.
-        self.base_dataloader.load_state_dict(**kwargs)  # type: ignore[call-arg]
-
-Bug 1 (the crash the report is about): ``load_state_dict`` is keyword-only, and the
-trainer calls ``self.train_dataloader.load_state_dict(state["extra_state"]["train_dataloader"])``
-positionally, so every per-token-loss resume dies on all ranks with
-``TypeError: ...load_state_dict() takes 1 positional argument but 2 were given``.
-`MindSpeedPrefetchGradAccDataLoader` reproduces it.
-
-Bug 2 (behind the crash): the state is the *base* loader's, and the base loader is ahead
-of the wrapper by the un-yielded rest of the buffered window. A checkpoint taken after
-``k`` batches of a window (``0 < k < window length``) resumes at the next window: the
-window's remaining batches are lost (and, position by position, the resumed stream
-carries other batches with other window token counts). Only at window boundaries is the
-base state the wrapper's position. The report's proposed fix,
-``def load_state_dict(self, state_dict=None)`` forwarding a non-``None`` state, removes
-the crash only; `ProposedFixPrefetchGradAccDataLoader` reproduces it: exact at window
-boundaries (where MindSpeed-MM's trainer happens to checkpoint), wrong mid-window, and
-``load_state_dict(None)`` is silently ignored.
-
-`stateful_contract.reference.PrefetchGradAccDataLoader` is the corrected wrapper.
-
-Faithfulness notes. Buffering, counting (``> -1``, hard-coded as upstream), the average
-(divided by the batches actually fetched, as the current upstream does for the short
-last window), the output keys, the ``__iter__``-returns-``self`` iterator protocol and
-the two state methods are upstream's. Two deliberate differences, neither touching the
-state bugs: upstream defaults to ``cyclic=True`` (an endless iterator over epochs, in
-which windows may span epochs); this reproduction is one epoch per ``iter()``, like
-upstream's ``cyclic=False`` path, so that its stream is comparable batch for batch with
-the base loader's and the reference wrapper's. And the base iterator is created per
-epoch only (upstream's ``cyclic=False`` also creates one in ``__init__``, which
-advances a shuffling sampler's generator once more and so changes the stream), and
-lazily, at the first ``next()``, as upstream's default cyclic generator does: so
-``for batch in iter(loader)``, which calls ``__iter__`` twice, starts one epoch, not two.
+Buffering, counting (``> -1``, hard-coded as upstream), the average (divided by the batches
+actually fetched, as upstream does for the short last window), the output keys, the
+``__iter__``-returns-``self`` protocol and the two state methods are upstream's. Two deliberate
+differences, neither touching the state bugs: one epoch per ``iter()`` (upstream's
+``cyclic=False`` path; its default ``cyclic=True`` is an endless iterator whose windows may span
+epochs), so that its stream compares batch for batch with the base loader's; and the base
+iterator is created per epoch only (upstream's ``cyclic=False`` also creates one in
+``__init__``, which advances a shuffling sampler's generator once more), and lazily, at the first
+``next()``, as upstream's default cyclic generator does: so ``for batch in iter(loader)``, which
+calls ``__iter__`` twice, starts one epoch, not two.
 """
 
 from __future__ import annotations
@@ -67,12 +41,8 @@ AVG_PER_STEP_TOKEN_NUM = AVG_TOKEN_COUNT_KEY
 
 
 class MindSpeedPrefetchGradAccDataLoader:
-    """MindSpeed-MM's ``PrefetchGradAccDataLoader`` as of MindSpeed-MM's bug report. KNOWN BAD.
-
-    Crashes on a positional ``load_state_dict(state)`` (bug 1) and, through the keyword
-    form ``load_state_dict(state_dict=state)``, loses the rest of the window when resumed
-    from a mid-window checkpoint (bug 2). See the module docstring.
-    """
+    """MindSpeed-MM's ``PrefetchGradAccDataLoader`` as of MindSpeed-MM's bug report. KNOWN BAD:
+    bugs 1 and 2 of the module docstring."""
 
     def __init__(self, base_dataloader: StatefulBaseLoader, grad_acc_step: int) -> None:
         if grad_acc_step <= 0:
@@ -83,9 +53,8 @@ class MindSpeedPrefetchGradAccDataLoader:
         self._current_iterator: Generator[dict[str, Any], None, None] | None = None
 
     def __iter__(self) -> MindSpeedPrefetchGradAccDataLoader:
-        # Start a new iteration (reset state); the wrapper is its own iterator, as upstream.
-        # As with upstream's default cyclic iterator, the base iterator is only created at
-        # the first next(), so `for b in iter(loader)` (a second __iter__) restarts nothing.
+        # Start a new iteration (reset state); the wrapper is its own iterator, as upstream. The
+        # base iterator is only created at the first next() (the module docstring says why).
         self._current_iterator = self._generate_batches()
         return self
 
@@ -150,12 +119,8 @@ class MindSpeedPrefetchGradAccDataLoader:
 
 
 class ProposedFixPrefetchGradAccDataLoader(MindSpeedPrefetchGradAccDataLoader):
-    """The fix proposed in MindSpeed-MM's bug report: positional ``load_state_dict``. STILL BAD mid-window.
-
-    Resumes exactly only from checkpoints at window boundaries; a mid-window checkpoint
-    loses the rest of the window (bug 2 is untouched), and ``load_state_dict(None)`` is
-    silently ignored.
-    """
+    """The fix proposed in MindSpeed-MM's bug report: positional ``load_state_dict``. STILL BAD
+    mid-window: bug 2 is untouched, and ``load_state_dict(None)`` is silently ignored."""
 
     def load_state_dict(self, state_dict: dict[str, Any] | None = None) -> None:  # type: ignore[override]
         # Accept a positional state_dict (the train_engine caller passes it

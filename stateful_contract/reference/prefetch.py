@@ -1,56 +1,34 @@
 """A gradient-accumulation prefetching wrapper that checkpoints exactly, mid-window included.
 
 `PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name
-(see `stateful_contract.reference.mindspeed` and MindSpeed-MM's bug report): for per-token loss the
-trainer must know, before the first micro-step of an optimizer step, how many valid
-tokens the whole step will see. So the wrapper reads one gradient-accumulation *window*
-(``grad_acc_step`` micro-batches) from the base loader ahead of time, counts the window's
-valid tokens, and yields the buffered batches one by one, each a new dict carrying the
-window's count.
+(`stateful_contract.reference.mindspeed`): for per-token loss the trainer must know, before
+the first micro-step of an optimizer step, how many valid tokens the whole step will see.
+So the wrapper reads one gradient-accumulation *window* (``grad_acc_step`` micro-batches)
+ahead, counts its valid tokens, and yields the buffered batches one by one, each a new
+dict carrying the window's count.
 
-Why the state cannot simply be the base loader's state
-------------------------------------------------------
-While a window is being yielded, the base loader is *ahead* of the wrapper by the
-un-yielded rest of the window: it has already produced those batches. A base state
-taken mid-window therefore resumes after the window, and the rest of the window is lost
-(the seed wrapper's second bug). Nor can the wrapper save the buffered batches: they
-are arbitrary tensors, possibly large, and a state must stay small and loadable with
-``torch.load(weights_only=True)``.
-
-What this wrapper saves instead is *where the current window started*: a snapshot of
-the base loader's state taken before the window was read, plus how many of the window's
-batches were already yielded. Resuming loads the snapshot into the base loader, reads the
-same window again (so its token count is computed from the same batches), drops the
-batches already yielded and goes on. This relies only on the base loader resuming
-exactly from its own states, which torchdata's `StatefulDataLoader` does.
-
-The state layout (all keys are ``str``; leaves are ``int``/``bool``/``None`` or the
-base loader's tensors, so it survives ``torch.save`` + ``torch.load(weights_only=True)``,
-``pickle`` and ``copy.deepcopy``)::
+Its state cannot simply be the base loader's: mid-window, the base loader is *ahead* of the
+wrapper by the rest of the window, so a base state resumes after the window and the rest
+of it is lost (the seed wrapper's second bug). Nor can it hold the buffered batches: they
+are arbitrary, possibly large tensors, and a state must stay small and loadable with
+``torch.load(weights_only=True)``. So it saves *where the current window started* (the
+base loader's state before the window was read) and how many of its batches were
+yielded; a resume loads that base state, reads the same window again (the same token
+count), drops the batches already yielded and goes on. This relies only on the base
+loader resuming exactly from its own states, as torchdata's `StatefulDataLoader` does.
+The state (``str`` keys; leaves ``int``, ``bool``, ``None`` or the base loader's tensors)::
 
     {
-        "format_version": 1,
+        "format_version": 2,
         "grad_acc_step": <int>,                 # refused if it differs at load time
         "base_state_at_window_start": {...},    # the base loader's own state_dict()
         "batches_yielded_in_window": <int>,     # 0 <= k < grad_acc_step
+        "num_workers": <int or None>,           # the base loader's; refused if it differs
     }
 
-A window whose batches were all yielded is recorded as the start of the next window with
-0 batches yielded, so the usual checkpoint at an optimizer-step boundary does not re-read
-anything on resume (the one exception, the short last window of an epoch before
-``StopIteration``, is explained in `WindowIterator.position`).
-
-Epoch semantics follow `StatefulDataLoader`: each ``iter()`` is one pass (epoch) of the
-base loader and a window never spans two epochs (the last window of an epoch holds the
-remaining batches; a window longer than the epoch is the whole epoch). At the end of an
-epoch the wrapper resumes exactly as torchdata 0.11 does (measured): a state taken after
-the last batch but before ``StopIteration`` resumes to an empty epoch, and the next
-``iter()`` gives the next epoch; a state taken after ``StopIteration`` resumes straight
-into the next epoch. With torchdata's ``StatefulDistributedSampler`` the base loader
-itself resumes epoch-start and epoch-end states into an extra empty epoch (its count
-resets only at an epoch's first index); the stream of batches is still exact, and the
-one case where that quirk would lose batches here (a state mid-way through the first
-window of a later epoch) is handled in `WindowIterator.read_window`.
+Epochs follow `StatefulDataLoader`: each ``iter()`` is one pass of the base loader, and a
+window never spans two epochs; at an epoch's end the wrapper resumes as torchdata 0.11
+does (measured; `WindowIterator.position` and `WindowIterator.read_window`).
 """
 
 from __future__ import annotations
@@ -58,10 +36,11 @@ from __future__ import annotations
 import copy
 import functools
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sized
+from collections.abc import Iterator, Mapping, Sized
 from typing import Any
 
-from .window import StatefulBaseLoader, WindowIterator, copy_state, decorate_window, snapshot_of
+import torch
+from typing_extensions import Protocol, runtime_checkable
 
 __all__ = [
     "AVG_TOKEN_COUNT_KEY",
@@ -71,13 +50,11 @@ __all__ = [
     "StatefulBaseLoader",
 ]
 
-#: Default key of a yielded batch holding the window's number of valid tokens (a 0-d
-#: ``int64`` tensor). Same name as MindSpeed-MM's ``GLOBAL_STEP_TOKEN_NUM``, so this
-#: wrapper is a drop-in replacement for MindSpeed-MM's.
+#: Default key of the window's number of valid tokens (a 0-d ``int64`` tensor): MindSpeed-MM's
+#: ``GLOBAL_STEP_TOKEN_NUM``, so this wrapper is a drop-in replacement for MindSpeed-MM's.
 WINDOW_TOKEN_COUNT_KEY = "global_step_token_num"
 
-#: Default key holding the window's tokens per micro-batch (window count divided by the
-#: number of batches in the window, a 0-d float tensor). Same name as MindSpeed-MM's
+#: Default key of the window's tokens per micro-batch (a 0-d float tensor): MindSpeed-MM's
 #: ``AVG_PER_STEP_TOKEN_NUM``, which its per-token loss reads.
 AVG_TOKEN_COUNT_KEY = "avg_per_step_token_num"
 
@@ -92,15 +69,66 @@ _YIELDED = "batches_yielded_in_window"
 _NUM_WORKERS = "num_workers"
 _STATE_KEYS = frozenset({_VERSION, _GRAD_ACC_STEP, _BASE_STATE, _YIELDED, _NUM_WORKERS})
 
-# Top-level keys of torchdata StatefulDataLoader states (single- and multi-process), used
-# only to give a better error message when such a bare state is loaded into the wrapper.
+# Top-level keys of torchdata's states: a bare one loaded into the wrapper is refused as such.
 _BARE_BASE_STATE_HINTS = frozenset({"_snapshot", "_num_yielded", "_iterator_finished"})
 
+_ATOMIC = (int, float, bool, str, bytes, type(None))
 
-def _current_pass(loader: weakref.ref[PrefetchGradAccDataLoader]) -> WindowIterator | None:
-    # Weakly: the loader holds its pass, and the pass must not hold the loader (WindowIterator).
-    owner = loader()
-    return None if owner is None else owner._active
+
+@runtime_checkable
+class StatefulBaseLoader(Protocol):
+    """What the wrapper needs from its base loader: torchdata's `StatefulDataLoader` API (each
+    ``iter()`` one epoch of mapping batches, a lazy ``load_state_dict``, exact resumes)."""
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any], /) -> None: ...
+
+
+def copy_state(value: Any) -> Any:
+    """`copy.deepcopy` for the usual state shapes, about 4x faster (taken once per window)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: copy_state(v) for k, v in value.items()}
+    if kind in _ATOMIC:
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if kind is list or kind is tuple:
+        return kind(copy_state(v) for v in value)
+    return copy.deepcopy(value)
+
+
+def snapshot_of(base: StatefulBaseLoader) -> dict[str, Any]:
+    """A copy of the base loader's state: torchdata's states share live objects."""
+    state = base.state_dict()
+    if not isinstance(state, dict):
+        raise TypeError(f"base loader's state_dict() returned {type(state).__name__}, expected a dict")
+    copied: dict[str, Any] = copy_state(state)
+    return copied
+
+
+def decorate_window(
+    batches: list[Mapping[str, Any]],
+    *,
+    token_count_key: str,
+    avg_token_count_key: str | None,
+    labels_key: str,
+    ignore_index: int,
+) -> list[dict[str, Any]]:
+    """New dicts for one window, each with the window's token count (own tensors)."""
+    labels = [batch[labels_key] for batch in batches]
+    for one in labels:
+        if not isinstance(one, torch.Tensor):
+            raise TypeError(
+                f"batch[{labels_key!r}] must be a tensor to count tokens, got {type(one).__name__}")
+    total = torch.stack([(one > ignore_index).sum() for one in labels]).sum()
+    counts = {token_count_key: total}
+    if avg_token_count_key is not None:
+        counts[avg_token_count_key] = total / len(batches)
+    return [{**batch, **{key: count.clone() for key, count in counts.items()}} for batch in batches]
 
 
 class PrefetchGradAccDataLoader:
@@ -112,10 +140,8 @@ class PrefetchGradAccDataLoader:
         grad_acc_step: micro-batches per window (gradient-accumulation steps), >= 1.
         token_count_key: key under which each yielded batch carries the window's number
             of valid tokens, a 0-d ``int64`` tensor.
-        avg_token_count_key: key for the window's tokens per micro-batch (count divided
-            by the number of batches actually in the window, which is smaller than
-            ``grad_acc_step`` for the short last window of an epoch), a 0-d float tensor;
-            ``None`` leaves it out.
+        avg_token_count_key: key for the window's count divided by the number of batches
+            actually in it (fewer in an epoch's short last window); ``None`` leaves it out.
         labels_key: key of the labels tensor in a base batch.
         ignore_index: labels ``<= ignore_index`` do not count as tokens. The seed wrapper
             counts ``labels > -1``, which is the same for ``-100`` padding and
@@ -123,8 +149,7 @@ class PrefetchGradAccDataLoader:
 
     Batches are yielded as new dicts (the base batch is not modified). ``state_dict()``
     and ``load_state_dict(state)`` follow ``StatefulDataLoader``: callable at any point,
-    loading is lazy, and a state resumes exactly, mid-window included. See the module
-    docstring for how and for the state layout.
+    loading is lazy, and a state resumes exactly, mid-window included.
     """
 
     def __init__(
@@ -150,40 +175,35 @@ class PrefetchGradAccDataLoader:
         self.base_dataloader = base_dataloader
         self.grad_acc_step = grad_acc_step
         self.token_count_key = token_count_key
-        self.avg_token_count_key = avg_token_count_key
-        self.labels_key = labels_key
-        self.ignore_index = ignore_index
+        # Not a method: the passes hold it, and must not hold the loader (`WindowIterator`).
+        self._decorate = functools.partial(decorate_window, token_count_key=token_count_key,
+                                           avg_token_count_key=avg_token_count_key, labels_key=labels_key,
+                                           ignore_index=ignore_index)
         # A loaded state waiting for the next iter(), as StatefulDataLoader.next_iter_state.
         self._pending_state: dict[str, Any] | None = None
-        # The pass whose position state_dict() reports; None before the first iter() and
-        # right after a load (the loaded state is then the position).
+        # The pass whose position state_dict() reports (None before the first iter() and after a load).
         self._active: WindowIterator | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """Start the next epoch, or resume from the state given to `load_state_dict`."""
-        skip = 0
         pending, self._pending_state = self._pending_state, None
         if pending is not None:
             # The base loader keeps a reference to what it is given; hand it a copy so the
             # stored state (and the caller's dict) can never be touched.
             self.base_dataloader.load_state_dict(copy.deepcopy(pending[_BASE_STATE]))
-            skip = pending[_YIELDED]
         self._active = None
         base_iter = iter(self.base_dataloader)
-        # On a resume the window's start is the loaded base state itself. Asking the base
-        # loader again here (after load + iter(), before the first next()) is not safe:
-        # torchdata 0.11 with StatefulDistributedSampler reports the start of the epoch
-        # at that point (docs/findings.md), which resumed with batches repeated.
-        window_start = copy.deepcopy(pending[_BASE_STATE]) if pending is not None else self._snapshot_base()
-        active = WindowIterator(
-            self.base_dataloader, base_iter, window_start, skip, grad_acc_step=self.grad_acc_step,
-            decorate=self._decorator(), current_pass=functools.partial(_current_pass, weakref.ref(self)),
-        )
-        self._active = active
+        # On a resume the window starts at the loaded base state itself. Asking the base loader here
+        # (after load + iter()) is not safe: torchdata 0.11 with StatefulDistributedSampler reports
+        # the start of the epoch there (docs/findings.md), which resumed with batches repeated.
+        if pending is not None:
+            window_start, skip = copy.deepcopy(pending[_BASE_STATE]), pending[_YIELDED]
+        else:
+            window_start, skip = snapshot_of(self.base_dataloader), 0
+        self._active = active = WindowIterator(self, base_iter, window_start, skip)
         if skip:
-            # Re-read the interrupted window now, so that a state that does not fit this
-            # loader (fewer batches in the window than it says were yielded) is refused
-            # at iter(), not silently a few steps later.
+            # Re-read the interrupted window now: a state that does not fit this loader (fewer batches
+            # in the window than it says were yielded) is refused at iter(), not a few steps later.
             active.read_window()
         return active
 
@@ -204,31 +224,28 @@ class PrefetchGradAccDataLoader:
         return getattr(self.base_dataloader, "batch_sampler", None)
 
     def state_dict(self) -> dict[str, Any]:
-        """A snapshot of the position: base state at the current window's start + batches yielded.
+        """A copy of the position: the base state at the current window's start + batches yielded.
 
-        Callable at any point without changing the stream. Before the first ``iter()``
-        it is the base loader's initial state (torchdata then creates its iterator, which
-        the next ``iter()`` reuses); right after `load_state_dict` it is the loaded state.
-        The returned dict is a deep copy: later iteration never changes it.
+        Before the first ``iter()`` it is the base loader's initial state (torchdata then creates
+        its iterator, which the next ``iter()`` reuses); right after a load, the loaded state.
         """
         if self._pending_state is not None:
             pending: dict[str, Any] = copy_state(self._pending_state)
             return pending
         if self._active is None:
-            return self._pack(self._snapshot_base(), 0)
-        base_state, yielded = self._active.position()
-        return self._pack(copy_state(base_state), yielded)
+            base_state, yielded = snapshot_of(self.base_dataloader), 0
+        else:
+            start, yielded = self._active.position()
+            base_state = copy_state(start)
+        return {_VERSION: STATE_FORMAT_VERSION, _GRAD_ACC_STEP: self.grad_acc_step, _BASE_STATE: base_state,
+                _YIELDED: yielded, _NUM_WORKERS: self._num_workers()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from `state_dict` at the next ``iter()`` (lazy, like ``StatefulDataLoader``).
 
-        Positional or keyword (``state_dict=``), exactly as ``StatefulDataLoader`` accepts it.
-
-        The argument is validated and copied, never modified. An iterator created before
-        the load is detached: it keeps its own sequence but no longer moves this loader's
-        position. Raises `TypeError` for a non-dict and `ValueError` for a dict that is
-        not a state of this wrapper (``{}``, missing or unknown keys, another
-        ``grad_acc_step``, a bare base-loader state) instead of silently restarting.
+        The argument is validated and copied, never modified; an iterator created before the
+        load keeps its own sequence but no longer moves this loader's position. A state that
+        is not one of this wrapper's is refused by name instead of silently restarting.
         """
         self._validate(state_dict)
         self._pending_state = copy.deepcopy(dict(state_dict))
@@ -240,20 +257,6 @@ class PrefetchGradAccDataLoader:
             f"grad_acc_step={self.grad_acc_step}, token_count_key={self.token_count_key!r})"
         )
 
-    # -- internals ---------------------------------------------------------------------
-
-    def _snapshot_base(self) -> dict[str, Any]:
-        return snapshot_of(self.base_dataloader)
-
-    def _pack(self, base_state: dict[str, Any], yielded: int) -> dict[str, Any]:
-        return {
-            _VERSION: STATE_FORMAT_VERSION,
-            _GRAD_ACC_STEP: self.grad_acc_step,
-            _BASE_STATE: base_state,
-            _YIELDED: yielded,
-            _NUM_WORKERS: self._num_workers(),
-        }
-
     def _num_workers(self) -> int | None:
         # torchdata's own check is a bare `assert` with no message (docs/findings.md), so
         # the wrapper records the count and refuses another one by name.
@@ -261,62 +264,137 @@ class PrefetchGradAccDataLoader:
         return workers if isinstance(workers, int) else None
 
     def _validate(self, state: object) -> None:
-        what = f"{type(self).__name__}.load_state_dict"
+        what = f"{type(self).__name__}.load_state_dict()"
         if not isinstance(state, Mapping):
-            raise TypeError(f"{what}() expects a dict returned by state_dict(), got {type(state).__name__}")
+            raise TypeError(f"{what} expects a dict returned by state_dict(), got {type(state).__name__}")
         keys = set(state)
         if not keys:
-            raise ValueError(f"{what}() got an empty state; refusing to silently restart from scratch")
-        missing = sorted(_STATE_KEYS - keys)
-        unknown = sorted(map(repr, keys - _STATE_KEYS))
+            raise ValueError(f"{what} got an empty state; refusing to silently restart from scratch")
+        missing, unknown = sorted(_STATE_KEYS - keys), sorted(map(repr, keys - _STATE_KEYS))
         if missing or unknown:
-            detail = []
-            if missing:
-                detail.append(f"missing keys {missing}")
-            if unknown:
-                detail.append(f"unknown keys [{', '.join(unknown)}]")
-            hint = ""
-            if keys & _BARE_BASE_STATE_HINTS:
-                hint = (
-                    "; this looks like a bare base-loader state (as saved by a wrapper that "
-                    "returns base_dataloader.state_dict()), which does not say how much of "
-                    "the buffered window was yielded"
-                )
-            raise ValueError(f"{what}(): not a state of this wrapper: {'; '.join(detail)}{hint}")
-        version = state[_VERSION]
-        if version != STATE_FORMAT_VERSION:
-            raise ValueError(
-                f"{what}(): {_VERSION} is {version!r}, this version reads {STATE_FORMAT_VERSION}"
-            )
-        if state[_GRAD_ACC_STEP] != self.grad_acc_step:
-            raise ValueError(
-                f"{what}(): state was saved with grad_acc_step={state[_GRAD_ACC_STEP]!r}, "
-                f"this loader has grad_acc_step={self.grad_acc_step}"
-            )
-        if state[_NUM_WORKERS] != self._num_workers():
-            raise ValueError(
-                f"{what}(): state was saved with num_workers={state[_NUM_WORKERS]!r} worker processes, "
-                f"this loader has num_workers={self._num_workers()!r}; the base loader cannot resume "
-                "another number of workers"
-            )
-        yielded = state[_YIELDED]
-        if isinstance(yielded, bool) or not isinstance(yielded, int) or not 0 <= yielded < self.grad_acc_step:
-            raise ValueError(
-                f"{what}(): {_YIELDED} must be an int in range(grad_acc_step={self.grad_acc_step}), "
-                f"got {yielded!r}"
-            )
-        base_state = state[_BASE_STATE]
-        if not isinstance(base_state, Mapping) or not base_state:
-            raise ValueError(
-                f"{what}(): {_BASE_STATE} must be a non-empty dict (the base loader's state), "
-                f"got {base_state!r}"
-            )
+            detail = [f"missing keys {missing}"] if missing else []
+            detail += [f"unknown keys [{', '.join(unknown)}]"] if unknown else []
+            hint = ("; this looks like a bare base-loader state (as saved by a wrapper that returns "
+                    "base_dataloader.state_dict()), which does not say how much of the buffered window "
+                    "was yielded" if keys & _BARE_BASE_STATE_HINTS else "")
+            raise ValueError(f"{what}: not a state of this wrapper: {'; '.join(detail)}{hint}")
+        yielded, base_state, workers = state[_YIELDED], state[_BASE_STATE], self._num_workers()
+        for wrong, problem in (
+            (state[_VERSION] != STATE_FORMAT_VERSION,
+             f"{_VERSION} is {state[_VERSION]!r}, this version reads {STATE_FORMAT_VERSION}"),
+            (state[_GRAD_ACC_STEP] != self.grad_acc_step, f"state was saved with grad_acc_step="
+             f"{state[_GRAD_ACC_STEP]!r}, this loader has grad_acc_step={self.grad_acc_step}"),
+            (state[_NUM_WORKERS] != workers, f"state was saved with num_workers={state[_NUM_WORKERS]!r} "
+             f"worker processes, this loader has num_workers={workers!r}; "
+             "the base loader cannot resume another number of workers"),
+            (type(yielded) is not int or not 0 <= yielded < self.grad_acc_step,  # a bool is no count
+             f"{_YIELDED} must be an int in range(grad_acc_step={self.grad_acc_step}), got "
+             f"{yielded!r}"),
+            (not isinstance(base_state, Mapping) or not base_state,
+             f"{_BASE_STATE} must be a non-empty dict (the base loader's state), got {base_state!r}"),
+        ):
+            if wrong:
+                raise ValueError(f"{what}: {problem}")
 
-    def _decorator(self) -> Callable[[list[Mapping[str, Any]]], list[dict[str, Any]]]:
-        return functools.partial(
-            decorate_window,
-            token_count_key=self.token_count_key,
-            avg_token_count_key=self.avg_token_count_key,
-            labels_key=self.labels_key,
-            ignore_index=self.ignore_index,
-        )
+
+class WindowIterator(Iterator[dict[str, Any]]):
+    """One pass of the base loader, read one window at a time; `position` says where a state
+    taken now resumes (``window_start``: the base state before the current window was read;
+    ``next_start``: right after it).
+
+    Only the loader's current pass records positions. It holds its loader weakly: the loader
+    holds its current pass, and a cycle would keep a dropped loader's worker processes alive
+    until the garbage collector runs, possibly inside a freshly forked worker.
+    """
+
+    def __init__(self, loader: PrefetchGradAccDataLoader, base_iter: Iterator[Mapping[str, Any]],
+                 window_start: dict[str, Any], skip: int) -> None:
+        self._loader = weakref.ref(loader)
+        self._base = loader.base_dataloader
+        self._grad_acc_step = loader.grad_acc_step
+        self._decorate = loader._decorate
+        self._base_iter = base_iter
+        self._window_start = window_start
+        self._consumed = skip
+        self._window: list[dict[str, Any]] | None = None
+        self._next_start: dict[str, Any] | None = None
+        #: The base state after a short last window's last batch (`_next_start` is past its StopIteration).
+        self._after_last_batch: dict[str, Any] | None = None
+        self._base_exhausted = False
+        self._done = False
+
+    def __next__(self) -> dict[str, Any]:
+        while not self._done and (self._window is None or self._consumed == len(self._window)):
+            if self._window is not None:
+                # The window is used up: the next one starts where it ended.
+                assert self._next_start is not None or not self._is_active()
+                self._window_start = self._next_start or {}
+                self._window = None
+                self._consumed = 0
+            self._done = not self.read_window()
+        if self._done or self._window is None:
+            raise StopIteration
+        self._consumed += 1
+        return self._window[self._consumed - 1]
+
+    def read_window(self) -> bool:
+        """Read the current window from the base loader; False if the epoch has no batch left."""
+        batches = self._read_batches()
+        if not batches and self._consumed:  # a resume's first window, and only it
+            # torchdata 0.11's StatefulDistributedSampler resets its count only when an epoch's
+            # first index is drawn, so a base state taken after iter() and before the first batch
+            # of a later epoch (where a first window starts) still carries the previous epoch's
+            # count and resumes into an empty epoch. A state of this wrapper with batches already
+            # yielded never has an empty window, so the epoch it means is the one after.
+            self._base_iter = iter(self._base)
+            self._base_exhausted = False
+            batches = self._read_batches()
+        # Only the loader's current pass records positions: a detached iterator (after a
+        # load or a newer iter()) must not ask the base loader for a state it does not own.
+        self._next_start = snapshot_of(self._base) if self._is_active() else None
+        if self._consumed > len(batches):
+            raise ValueError(
+                f"cannot resume: the state says {self._consumed} batches of the window were "
+                f"yielded, but the window has only {len(batches)} (a state from another config?)"
+            )
+        # At the end of the epoch, an empty window: the exhausted base state resumes into the next epoch.
+        self._window = self._decorate(batches) if batches else []
+        return bool(batches)
+
+    def _read_batches(self) -> list[Mapping[str, Any]]:
+        batches: list[Mapping[str, Any]] = []
+        before = None
+        while not self._base_exhausted and len(batches) < self._grad_acc_step:
+            if batches and self._is_active():
+                # This next() may be the one that raises StopIteration: keep the base state
+                # after the last batch, which says "epoch used up, not finished" (g - 1
+                # snapshots per window of g; none for windows of one batch).
+                before = snapshot_of(self._base)
+            try:
+                batches.append(next(self._base_iter))
+            except StopIteration:
+                self._base_exhausted = True
+                self._after_last_batch = before
+        return batches
+
+    def position(self) -> tuple[dict[str, Any], int]:
+        """(base state to resume from, batches of that window already yielded); not copied.
+
+        A used-up window is reported as the start of the next one (so the usual checkpoint at an
+        optimizer step re-reads nothing on resume), except the epoch's short last
+        window before StopIteration: the base loader has raised StopIteration there, and its state
+        would resume into the next epoch, where ``StatefulDataLoader`` resumes to an empty epoch
+        first. That window reports the base state right after its last batch: it resumes to the
+        same empty rest of the epoch, and a ``set_epoch`` after the load can tell that the epoch
+        was used up (F12).
+        """
+        if self._window is not None and self._consumed == len(self._window):
+            if self._next_start is not None and (self._done or not self._base_exhausted):
+                return self._next_start, 0
+            if self._after_last_batch is not None and self._window:
+                return self._after_last_batch, 0
+        return self._window_start, self._consumed
+
+    def _is_active(self) -> bool:
+        loader = self._loader()
+        return loader is not None and loader._active is self

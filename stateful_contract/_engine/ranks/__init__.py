@@ -1,18 +1,10 @@
 """The multi-rank executor: every example on every rank of a torch.distributed run at once.
 
-`Ranks` starts ``world_size`` processes the way ``torchrun`` does (torch's elastic
-launcher, gloo, see `stateful_contract._engine.ranks.launch`), connects to rank 0 and
-sends it the engine's commands one at a time (`stateful_contract._engine.ranks.server`).
-The engine itself (the search, the judgement, the report) stays in the caller's
-process, exactly as with the in-process executor.
-
-A rank that dies or hangs cannot take the run down: the caller waits for each answer
-only so long, then kills every process of the run and says which rank failed first
-and what each rank was doing. The next command starts a fresh set of processes.
-
-`Ranks.restart` goes on in a fresh set of processes, on the same number of ranks or,
-as an elastic restart does, on another (``restart("world-1", world_size=1)``): the
-clauses that resume a state saved by another world (SC31) run there.
+`Ranks` starts ``world_size`` processes the way ``torchrun`` does (`launch`), connects to
+rank 0 and sends it the engine's commands one at a time (`world.serve`); the engine stays in the
+caller's process, so a rank that dies or hangs cannot take the check down: the caller waits
+for each answer only so long, then kills every process of the run and says which rank failed
+first and what each rank was doing. The next command starts a fresh set of processes.
 """
 
 from __future__ import annotations
@@ -30,38 +22,31 @@ from typing import Any
 from ...profiles import Profile
 from ..plans import Alignment
 from ..supervised import DEFAULT_MEMORY_LIMIT, POLL
-from .executor import RankExecutor, WorldDown, absolute_target
-from .in_world import InWorld, joined
-from .launch import JOIN_TIMEOUT, LaunchOutcome, board_path, finish_world, start_world
-from .pool import Launcher
-from .server import ADDRESS_FILE, SPEC_FILE
+from .executor import RankExecutor, WorldDown
+from .failures import LaunchOutcome
+from .in_world import InWorld
+from .launch import JOIN_TIMEOUT, Launcher, board_path, finish_world, start_world
+from .world import ADDRESS_FILE, SPEC_FILE
 
-__all__ = ["RankExecutor", "Ranks", "absolute_target", "default_run_timeout", "rank_executor"]
+__all__ = ["RankExecutor", "Ranks", "default_run_timeout", "rank_executor"]
 
-#: The rank-side entry of every phase.
-ENTRY = "stateful_contract._engine.ranks.server:serve"
 #: Seconds a fresh set of processes may take to start and listen.
 START_TIMEOUT = 120.0
 
 
 def default_run_timeout(profile: Profile, clauses: int) -> float:
-    """Seconds a whole multi-rank run may take before it is killed as hung.
-
-    Generous on purpose (it only ends real hangs; single examples have their own
-    ``timeout``): a start-up allowance plus, per clause, 0.25 s per in-process example and
-    2 s per worker-process example, doubled.
-    """
+    """Seconds a whole multi-rank run may take before it is killed as hung: generous on purpose, it only
+    ends real hangs (single examples have their own ``timeout``)."""
     return 120.0 + 2 * clauses * (0.25 * profile.examples + 2.0 * profile.worker_examples)
 
 
 def rank_executor(target: str, *, world_size: int, factory_import: str, alignment: Alignment,
                   timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
                   run_timeout: float | None = None,
-                  memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> RankExecutor:
-    """The multi-rank executor: the world this process joined (`in_world.joined`), else a `Ranks` of its own."""
-    found = joined()
-    if found is not None:
-        world, mode = found
+                  memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> Ranks | InWorld:
+    """The multi-rank executor: the world this process joined (`InWorld.joined`), else a `Ranks` of its own."""
+    if InWorld.joined is not None:
+        world, mode = InWorld.joined
         return InWorld(target, world=world, mode=mode, factory_import=factory_import, alignment=alignment,
                        timeout=timeout)
     return Ranks(target, world_size=world_size, factory_import=factory_import, alignment=alignment, timeout=timeout,
@@ -91,7 +76,7 @@ class Ranks(RankExecutor):
         (self.run_dir / SPEC_FILE).write_bytes(pickle.dumps(self.spec))
         self._launcher: Launcher | None = None
         self._conn: Connection | None = None
-        self._phase_names: set[str] = set()
+        self._phases: list[str] = []
         self._deadline = 0.0
         #: Why a restarted phase never came up (`restart`): the next command fails with it.
         self._restart_failed: LaunchOutcome | None = None
@@ -100,19 +85,16 @@ class Ranks(RankExecutor):
 
     def _name(self, phase: str) -> str:
         """A phase name not used before in this run (each phase has its own address file and logs)."""
-        name, n = phase, 1
-        while name in self._phase_names:
-            n += 1
-            name = f"{phase}{n}"
-        self._phase_names.add(name)
-        return name
+        self._phases.append(phase)
+        n = self._phases.count(phase)
+        return phase if n == 1 else f"{phase}{n}"
 
     def _launch(self) -> None:
         """A fresh launcher, with a deadline of its own, and its first phase's rank 0 connected."""
-        phase = self._name("phase" if self._phase_names else "search")
+        phase = self._name("phase" if self._phases else "search")
         self._deadline = time.monotonic() + self.run_timeout
-        self._launcher = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase, entry=ENTRY,
-                                 timeout=self.run_timeout)
+        self._launcher = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase,
+                                     timeout=self.run_timeout)
         self._connect(phase)
 
     def _connect(self, phase: str) -> None:
@@ -140,30 +122,27 @@ class Ranks(RankExecutor):
         return outcome
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
+        """Rank 0's answer; the run is killed when a rank dies, hangs past its timeout or eats memory (`wait`)."""
         if self._restart_failed is not None:
             down, self._restart_failed = self._restart_failed, None
             raise WorldDown(down)
         try:
             if self._conn is None:
                 self._launch()
-            return self._await(command)
+            conn = self._conn
+            assert conn is not None
+            try:
+                conn.send_bytes(pickle.dumps(command))
+                self.wait(lambda: conn.poll(POLL), time.monotonic(), self._deadline)
+                return pickle.loads(conn.recv_bytes())  # type: ignore[no-any-return]
+            except (EOFError, OSError):
+                raise WorldDown(self._down(timed_out=False)) from None
         except WorldDown:
             raise
         except BaseException:  # Ctrl-C: nothing of the run outlives the check
             if self._launcher is not None:
                 self._down(timed_out=True)
             raise
-
-    def _await(self, command: tuple[Any, ...]) -> list[Any]:
-        """Rank 0's answer; the run is killed when a rank dies, hangs past its timeout or eats memory (`wait`)."""
-        assert self._conn is not None
-        conn = self._conn
-        try:
-            conn.send_bytes(pickle.dumps(command))
-            self.wait(lambda: conn.poll(POLL), time.monotonic(), self._deadline)
-            return pickle.loads(conn.recv_bytes())  # type: ignore[no-any-return]
-        except (EOFError, OSError):
-            raise WorldDown(self._down(timed_out=False)) from None
 
     def _broken(self, waited: float) -> LaunchOutcome:
         return self._down(timed_out=True)
@@ -175,11 +154,9 @@ class Ranks(RankExecutor):
         and on how many ranks. With no phase running, the next command starts it there.
         """
         size = self.world_size if world_size is None else world_size
-        if size < 1:
-            raise ValueError(f"a world has at least one rank, not {size}")
         if self._conn is not None:
             phase = self._name(phase)
-            if self._stop(phase, size if size != self.live_world_size else None):
+            if self._stop(phase, size):
                 self.live_world_size = size
                 try:
                     self._connect(phase)
@@ -189,11 +166,11 @@ class Ranks(RankExecutor):
             self._down(timed_out=False)
         self.live_world_size = size
 
-    def _stop(self, *following: Any) -> bool:
-        """Rank 0 ends the phase (``following``: the next phase and its world size, if any); it answered?"""
+    def _stop(self, following: str | None, size: int) -> bool:
+        """Rank 0 ends the phase (``following``: the next phase, on ``size`` ranks, if any); it answered?"""
         assert self._conn is not None
         try:
-            self._conn.send_bytes(pickle.dumps(("stop", *following)))
+            self._conn.send_bytes(pickle.dumps(("stop", following, size)))
             self._conn.recv_bytes()
             return True
         except (EOFError, OSError):
@@ -204,7 +181,7 @@ class Ranks(RankExecutor):
 
     def close(self) -> None:
         if self._conn is not None:
-            self._stop(None)
+            self._stop(None, self.world_size)
         if self._launcher is not None:
             down = self._down(timed_out=False)
             self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), started by torch's elastic "

@@ -1,18 +1,13 @@
 """What the engine asks of several ranks, whoever started them.
 
-`RankExecutor` is the executor half both multi-rank modes share: it sends the engine's
-commands (build a loader, probe the load form, take the uninterrupted run, run an
-example) to every rank, waits for their answers while it watches the ranks' status logs
-for one that hangs (`RankExecutor.wait`), and turns the answers, or a rank that went
-down, into the engine's results. How a command reaches the ranks, and what is known of a
-world that broke, is the subclass's: `Ranks` (the ranks this package starts, the engine
-in the caller's process, a relay to rank 0, the launcher's record) or `InWorld` (a world
-the user's launcher started, the engine on its rank 0, the world's own collectives).
+`RankExecutor` sends the engine's commands to every rank, waits for their answers while it
+watches the ranks' status logs (`RankExecutor.wait`), and turns the answers, or a rank that
+went down, into the engine's results. How a command reaches the ranks is the subclass's:
+`Ranks` (the ranks this package starts) or `InWorld` (a world the user's launcher started).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -25,25 +20,16 @@ from ..executors import BUILDING, FactoryProblem, StartFailed
 from ..impact import Impact
 from ..outcome import ClauseViolation, Outcome
 from ..plans import Alignment, Checkpoint, RankLengths
-from ..processes import gained
 from ..steps import LoadForm
-from ..supervised import MEMORY_EVERY, grace
+from ..supervised import watch
 from .failures import LaunchOutcome
 from .launch import board_path
-from .server import RankSpec
+from .world import RankSpec
 
-__all__ = ["COMMAND_GRACE", "RankExecutor", "WorldDown", "absolute_target"]
+__all__ = ["COMMAND_GRACE", "RankExecutor", "WorldDown"]
 
 #: Seconds a command may take beyond twice the example timeout (process start-up, DCP, gathering).
 COMMAND_GRACE = 60.0
-
-
-def absolute_target(target: str) -> str:
-    """Path targets resolved against the caller's directory: the ranks re-import them by name."""
-    module_part, sep, attr = target.rpartition(":")
-    if sep and (module_part.endswith(".py") or "/" in module_part or "\\" in module_part):
-        return f"{Path(module_part).resolve()}:{attr}"
-    return target
 
 
 class WorldDown(Exception):
@@ -72,7 +58,10 @@ class RankExecutor:
                  authkey: str = "") -> None:
         from ..._target import load_target
 
-        self.target = absolute_target(target)
+        module_part, sep, attr = target.rpartition(":")
+        if sep and (module_part.endswith(".py") or "/" in module_part or "\\" in module_part):
+            target = f"{Path(module_part).resolve()}:{attr}"  # a path: the ranks re-import it from any directory
+        self.target = target
         load_target(self.target)  # fail fast, with the user's error, before any rank is asked
         self.timeout = timeout
         self.spec = RankSpec(self.target, factory_import, alignment, timeout, authkey)
@@ -90,56 +79,19 @@ class RankExecutor:
         raise NotImplementedError
 
     def wait(self, answered: Callable[[], bool], sent: float, deadline: float = float("inf")) -> None:
-        """Until ``answered()`` (each look waits up to `POLL`), unless the world must be given up on.
-
-        It is (`WorldDown`) when a rank's example timeout passed by the grace and the rank
-        still has not come back from it (its alarm could not reach it), when the command
-        took twice the example timeout and `COMMAND_GRACE` (or passed ``deadline``), or when
-        the ranks' processes grew past `memory_limit` since the command was sent.
-        """
-        limit = min(deadline, sent + (self.timeout or 0) * 2 + COMMAND_GRACE)
-        baseline: dict[int, int] = {}
-        next_memory = sent + MEMORY_EVERY
-        while not answered():
-            now = time.monotonic()
-            hung = self._hung_rank(now)
-            grown = None
-            if self.memory_limit and now >= next_memory:
-                next_memory = now + MEMORY_EVERY
-                grown = self._grown(baseline)
-            if hung is not None or grown is not None or now > limit:
-                down = self._broken(now - sent)
-                down.hung = hung
-                down.memory = grown if hung is None else None
-                raise WorldDown(down)
-
-    def _boards(self) -> list[status.BoardView]:
-        """Every rank process's status log, as it is now (an empty view for a rank that wrote none)."""
-        return [status.read(board_path(self.run_dir, r)) for r in range(max(self.world_size, self.live_world_size))]
-
-    def _hung_rank(self, now: float) -> tuple[int, float, float] | None:
-        """(rank, example timeout, seconds since it began) of a rank past its timeout and the grace."""
-        if not self.timeout:
-            return None
-        for rank, board in enumerate(self._boards()):
-            if board.deadline is not None and now > board.deadline[0] + board.deadline[1] + grace(board.deadline[1]):
-                return rank, board.deadline[1], now - board.deadline[0]
-        return None
-
-    def _grown(self, baseline: dict[int, int]) -> tuple[int, int, int] | None:
-        """(the rank that grew most, bytes, limit) when the ranks' processes together grew past the memory limit."""
-        limit = self.memory_limit or 0
-        by_rank = {rank: gained(board.pid, baseline) for rank, board in enumerate(self._boards()) if board.pid}
-        if sum(by_rank.values()) <= limit:
-            return None
-        return max(by_rank, key=lambda r: by_rank[r]), sum(by_rank.values()), limit
-
-    def restart(self, phase: str, world_size: int | None = None) -> None:
-        """Go on in a fresh set of processes, ``world_size`` of them (None: the check's own)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
+        """Until ``answered()``, unless the world must be given up on (`WorldDown`): `supervised.watch`
+        on the ranks' status logs, with a limit of twice the example timeout and `COMMAND_GRACE`."""
+        ranks = range(max(self.world_size, self.live_world_size))
+        stall = watch(answered, lambda: [status.read(board_path(self.run_dir, rank)) for rank in ranks], sent=sent,
+                      timeout=self.timeout, memory_limit=self.memory_limit,
+                      limit=min(deadline, sent + (self.timeout or 0) * 2 + COMMAND_GRACE))
+        if stall is not None:
+            down = self._broken(stall.waited)
+            if stall.memory:
+                down.memory = stall.rank, stall.memory, self.memory_limit or 0
+            elif stall.timeout is not None:
+                down.hung = stall.rank, stall.timeout, stall.waited
+            raise WorldDown(down)
 
     def rerun(self, clause_id: str) -> str:
         """The command that runs ``clause_id`` on these ranks again."""
@@ -208,9 +160,7 @@ class RankExecutor:
         v = ClauseViolation(clause.id, heading=clause.heading, expected="every rank to finish the example",
                             got=f"the multi-rank run failed: {what}",
                             impact=Impact("loud", "a rank's process fails: the job stops"))
-        rank = down.failures[0].rank if down.failures else 0
-        if down.hung is not None or down.memory is not None:
-            rank = (down.hung or down.memory or (0,))[0]
+        rank = down.rank
         rerun = f"{self.rerun(clause.id)} --run-dir DIR  # keeps each rank's logs in DIR/logs"
         if config is not None and isinstance(plan, Checkpoint):
             rerun = self.replay_hint(clause, config, plan).split("# ", 2)[-1]

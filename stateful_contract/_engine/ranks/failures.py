@@ -1,15 +1,9 @@
 """What happened to a multi-rank run, and which rank's failure was the cause.
 
-When one rank dies, the others fail too, on their broken gloo connections
-("Connection reset by peer"), and torch's launcher reports only the rank its monitor
-happened to notice first: for function entrypoints ``ChildFailedError.failures`` holds
-a single rank, and when several are dead by the monitor's next poll it is the lowest
-local rank, usually one that failed *because* another had died. The launcher therefore
-records every rank's exit itself (`stateful_contract._engine.ranks.launcher`), and
-`order_failures` names as the cause the failure that is not a consequence of another (a
-rank that died on its own, or raised an error of its own, comes before a rank whose
-communication broke, which comes before a rank the launcher stopped), the earliest
-among those, and lists the rest after it as what followed.
+When one rank dies, the others fail too, on their broken gloo connections, and torch's
+launcher reports only the rank its monitor noticed first, often one that failed *because*
+another had died. So the launcher records every rank's exit itself (`launcher`), and
+`order_failures` names the cause and lists the rest after it as what followed.
 """
 
 from __future__ import annotations
@@ -38,7 +32,9 @@ STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.
 
 #: How a failure relates to the others (`order_failures`), from most to least likely the cause.
 OWN, KILLED, COMMUNICATION, STOPPED = "own", "killed", "communication", "stopped"
-_KIND_ORDER = {OWN: 0, KILLED: 1, COMMUNICATION: 2, STOPPED: 3}
+_KINDS = (OWN, KILLED, COMMUNICATION, STOPPED)
+#: Why a rank stopped by a signal failed, said after the cause.
+_STOPPED_BY = {STOPPED: "stopped by the launcher once a rank had failed", KILLED: "stopped by a signal"}
 
 
 @dataclass
@@ -58,8 +54,8 @@ class RankFailure:
 
     @property
     def killed_by(self) -> str:
-        """``"SIGSEGV"``, ``"exit code 7"``, ... (as in a report's ``killed_by``)."""
-        return describe_exit(self.exitcode)[0] if self.exitcode is not None else "exit code None"
+        """``"SIGSEGV"``, ``"exit code 7"``, ... (as in a report's ``killed_by``; "" when not known, in-world)."""
+        return describe_exit(self.exitcode)[0] if self.exitcode is not None else ""
 
     @property
     def how(self) -> str:
@@ -77,10 +73,8 @@ class RankFailure:
         """One line for a failure that followed the cause."""
         if self.kind == OWN:
             return "then " + self.describe()
-        if self.kind == STOPPED:
-            return f"then rank {self.rank} {self.how} (stopped by the launcher once a rank had failed)"
-        if self.kind == KILLED:
-            return f"then rank {self.rank} {self.how} (stopped by a signal)"
+        if self.kind in _STOPPED_BY:
+            return f"then rank {self.rank} {self.how} ({_STOPPED_BY[self.kind]})"
         first = next((line.strip() for line in self.error.splitlines() if line.strip()), "")
         short = first if len(first) <= 160 else first[:157] + "..."
         return f"then rank {self.rank} {self.how} (its communication with the other ranks failed: {short})"
@@ -105,36 +99,27 @@ def _kind(failure: RankFailure, others: Sequence[RankFailure]) -> str:
 def order_failures(failures: Sequence[RankFailure]) -> list[RankFailure]:
     """The failures with the cause first, then the others in the order they exited.
 
-    Exit times alone do not settle it: a rank that raised may exit after the rank it
-    failed because of or in the same poll of the launcher, or times may be unknown or
-    whole seconds. So each failure is first judged against the others (its ``kind``), and
-    the cause is, in this order: a rank that died or raised on its own (`OWN`:
-    ``os._exit``, a crash signal, an error that is not about communication); a rank
-    killed by a stop signal (SIGTERM, SIGKILL...) no later than the others exited
-    (`KILLED`: the OOM killer, say); a rank whose communication with the others broke
-    (`COMMUNICATION`: "Connection reset by peer", a timeout); a rank stopped by a signal
-    after another had exited (`STOPPED`: the launcher shutting the run down). Among
-    failures of the same kind the earliest exit is the cause; equal or unknown times go
-    to the lowest rank, so the verdict never depends on the order the failures arrived in.
+    Exit times alone do not settle it (a rank that raised may exit after the rank it failed
+    because of, times may be unknown or whole seconds), so the cause is the first by kind
+    (`_KINDS`: died or raised on its own; killed by a stop signal no later than the others
+    exited, as by the OOM killer; its communication broke; stopped after another exited), then
+    by exit, then by rank: the verdict never depends on the order the failures arrived in.
     """
     failures = list(failures)
-    for f in failures:
-        f.kind = _kind(f, [o for o in failures if o is not f])
-
-    def when(f: RankFailure) -> float:
-        return math.inf if f.exited_at is None else f.exited_at
-
     if not failures:
         return []
-    cause = min(failures, key=lambda f: (_KIND_ORDER[f.kind], when(f), f.rank))
-    return [cause, *sorted((f for f in failures if f is not cause), key=lambda f: (when(f), f.rank))]
+    for f in failures:
+        f.kind = _kind(f, [o for o in failures if o is not f])
+    cause = min(failures, key=lambda f: (_KINDS.index(f.kind), f.exited_at or math.inf, f.rank))
+    return [cause, *sorted((f for f in failures if f is not cause), key=lambda f: (f.exited_at or math.inf, f.rank))]
 
 
 @dataclass
 class LaunchOutcome:
-    """What happened to the launched phases."""
+    """What happened to the ranks: from the launcher's record, or (``in_world``) as rank 0 of a world
+    the user's launcher started sees it (`InWorld`): no launcher's record, its collective's ``error``."""
 
-    phases_done: list[str]
+    phases_done: list[str] = field(default_factory=list)
     failed_phase: str | None = None
     #: The ranks that failed, the cause first (`order_failures`).
     failures: list[RankFailure] = field(default_factory=list)
@@ -152,6 +137,16 @@ class LaunchOutcome:
     programs: dict[int, str] = field(default_factory=dict)
     #: The phases started again because their ranks could not form their group (`world.JOIN_TIMEOUT`).
     joins_retried: list[str] = field(default_factory=list)
+    in_world: bool = False
+    error: str = ""
+
+    @property
+    def rank(self) -> int:
+        """The rank to blame: the hung or grown one, else the cause among the failures (0: none known)."""
+        found = self.hung or self.memory
+        if found is not None:
+            return found[0]
+        return self.failures[0].rank if self.failures else 0
 
     @property
     def killed_by(self) -> str:
@@ -161,38 +156,38 @@ class LaunchOutcome:
             return "timeout"
         return self.failures[0].killed_by if self.failures else ""
 
-    @property
-    def launcher_error(self) -> str:
-        return "" if self.failed_phase or self.timed_out or "LAUNCHER-OK" in self.launcher_log else (
-            self.launcher_log.strip()[-2000:] or "the launcher exited without a word")
-
     def where_each_rank_was(self, cause: str) -> str:
         """``cause``, then one line per rank saying what it was doing (from the status boards)."""
         return "\n".join([f"{cause} Where each rank was:",
                           *(f"  rank {r}: {d or 'starting up'}" for r, d in sorted(self.doing.items()))])
 
-    def hung_rank(self, aftermath: str) -> str:
-        """A rank that overran its example and stopped answering; ``aftermath`` ({waited}) says what followed."""
-        assert self.hung is not None
-        rank, timeout, waited = self.hung
-        return self.where_each_rank_was(
-            f"rank {rank} did not finish its example within {timeout:g} s and stopped answering: the timeout "
-            "could not interrupt it (SIGALRM blocked, or native code that never returns to Python)"
-            f"{aftermath.format(waited=waited)}")
-
     def describe(self) -> str:
         """Why the run did not finish, one rank per line."""
         if self.hung is not None:
-            return self.hung_rank(", so the checker killed the run, every rank and its workers, after {waited:.1f} s.")
+            rank, timeout, waited = self.hung
+            then = (f"; after {waited:.1f} s rank 0 stopped waiting, reported, and exits, and the launcher stops "
+                    "the other ranks." if self.in_world else
+                    f", so the checker killed the run, every rank and its workers, after {waited:.1f} s.")
+            return self.where_each_rank_was(
+                f"rank {rank} did not finish its example within {timeout:g} s and stopped answering: the timeout "
+                f"could not interrupt it (SIGALRM blocked, or native code that never returns to Python){then}")
         if self.memory is not None:
             rank, grown, limit = self.memory
             return self.where_each_rank_was(
                 f"rank {rank}'s processes grew by {grown / (1 << 20):.0f} MiB during the example, over the memory "
                 f"limit of {limit / (1 << 20):.0f} MiB; the checker killed the run.")
         if self.timed_out:
-            return self.where_each_rank_was(f"the {len(self.doing)}-rank run did not finish within {self.timeout:g} s "
-                                            "and was killed (with all its processes).")
+            return self.where_each_rank_was(
+                f"the ranks did not answer within {self.timeout:.0f} s; rank 0 stopped waiting." if self.in_world
+                else f"the {len(self.doing)}-rank run did not finish within {self.timeout:g} s and was killed "
+                "(with all its processes).")
+        if self.in_world:
+            gone = ", ".join(str(f.rank) for f in self.failures)
+            lost = (f"rank {gone}'s process ended (found on this host)" if gone else
+                    "another rank went away (its process ended or lost its connection; the launcher's error "
+                    "summary names it)")
+            return self.where_each_rank_was(f"{lost}, and rank 0's collective with it failed ({self.error}).")
         if self.failures:
             cause, *after = order_failures(self.failures)
             return "\n".join([cause.describe(), *(f.describe_consequence() for f in after)])
-        return f"the launcher failed: {self.launcher_error}"
+        return f"the launcher failed: {self.launcher_log.strip()[-2000:] or 'the launcher exited without a word'}"

@@ -1,63 +1,154 @@
-"""The multi-rank executor inside a world the user's launcher started (torchrun, srun, mpirun).
+"""A world the user's launcher started (torchrun, srun, mpirun): joining it, and the executor in it.
 
-`Ranks` starts its own world and drives it from the caller's process through a relay
-to rank 0. Here the world exists already, and the engine runs on its rank 0: `InWorld`
-sends each command through the world's own collectives (`World.call`: broadcast it,
-run it, gather every rank's answer) while the other ranks `follow`. The rank side is
-`Ranks`'s own (`stateful_contract._engine.ranks.server.Handler`, `World`); what differs
-is only where the engine lives and how a command reaches rank 0.
-
-What cannot happen inside one world, and what is done instead:
-
-- *a fresh set of processes* (SC30's second half): ``mode="run"`` resumes in the same
-  processes and says so; ``mode="save"`` leaves the examples in the shared directory and
-  ``mode="resume"``, a later launch, resumes them there (`stateful_contract.distributed`);
-- *a world of another size* (SC31): in ``mode="run"`` its ranks take turns on this
-  world's processes (`Handler.as_ranks`); a later launch on another number of ranks
-  (``mode="resume"``) is the real elastic restart.
-
-A rank that hangs where its example alarm cannot reach it is found, as by `Ranks`, on
-its status log; rank 0 then stops waiting, reports, and exits, and the launcher stops
-the rest. A rank that dies breaks the collective rank 0 waits in.
+Every rank joins through ``env://`` (`launcher_env` maps SLURM's and Open MPI's variables onto
+torchrun's), on the user's backend, with a gloo group beside it for commands (`join`): nccl and
+hccl move tensors on devices, not pickled Python objects. The engine runs on rank 0 (`InWorld`),
+the other ranks `follow`. A world cannot restart itself: a fresh-process half resumes in the same
+processes (``mode="run"``; a world of another size takes turns on them, `Handler.as_ranks`), or in
+a later launch (``mode="save"``, then ``mode="resume"``): see docs/distributed.md.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
+import datetime
+import os
+import re
+import socket
 import time
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psutil
+import torch
+import torch.distributed as dist
 
 from .. import steps
+from ..guard import frozen
 from ..plans import Alignment
-from ..supervised import POLL
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome, RankFailure
-from .joining import alive, local_pids
 from .launch import where_ranks_were
-from .server import Handler
-from .world import World
+from .world import Handler, World
 
-__all__ = ["InWorld", "InWorldDown", "follow", "joined", "last_executor", "set_joined"]
+__all__ = ["DEFAULT_PORT", "InWorld", "alive", "default_backend", "first_host", "follow", "join", "launcher_env",
+           "local_pids"]
 
-_JOINED: tuple[World, str] | None = None
-#: The last `InWorld` made on this rank: the face reads what it ran (the save manifest) and whether the world broke.
-_LAST: list[InWorld] = []
-
-
-def set_joined(world: World | None, mode: str = "run") -> None:
-    """Make ``check(..., world_size=N)`` on this rank run in ``world`` (None: start its own again)."""
-    global _JOINED
-    _JOINED = None if world is None else (world, mode)
+#: ``MASTER_PORT`` when the launcher gives none (SLURM and Open MPI do not): torchrun's default.
+DEFAULT_PORT = "29500"
+#: Where SLURM and Open MPI say a task's rank: the variables they set for ``WORLD_SIZE`` and ``LOCAL_RANK``.
+_LAUNCHERS = {"SLURM_PROCID": ("SLURM_NTASKS", "SLURM_LOCALID"),
+              "OMPI_COMM_WORLD_RANK": ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")}
 
 
-def joined() -> tuple[World, str] | None:
-    """The world this process joined and its mode (``run``, ``save``, ``resume``), or None."""
-    return _JOINED
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list: ``node[03-05,7],gpu1`` -> ``node03``.
+
+    ``scontrol show hostnames`` does this on a cluster; a rank may not have ``scontrol``,
+    and the first host is all ``MASTER_ADDR`` needs.
+    """
+    head = re.match(r"([^,\[]+)(?:\[([^]\-,]+))?", nodelist.strip())  # the name, and its first range's start
+    return head.group(1) + (head.group(2) or "") if head else nodelist
 
 
-def last_executor() -> InWorld | None:
-    return _LAST[-1] if _LAST else None
+def launcher_env(env: Mapping[str, str], *, master_addr: str | None = None,
+                 master_port: str | None = None) -> dict[str, str]:
+    """The ``env://`` variables ``env`` lacks, taken from SLURM's or Open MPI's own (`_LAUNCHERS`).
+
+    Nothing is changed where ``RANK`` is set (torchrun, or a user who set it). ``MASTER_ADDR``:
+    ``--master-addr``, else the user's export, else the first host of ``SLURM_NODELIST``
+    (``SLURM_JOB_NODELIST``) or, under mpirun, which says nothing of it, 127.0.0.1.
+    """
+    rank = next((name for name in _LAUNCHERS if name in env), None)
+    if "RANK" in env or rank is None:
+        return {"MASTER_PORT": master_port} if master_port and "MASTER_PORT" not in env else {}
+    size, local = _LAUNCHERS[rank]
+    nodes = env.get("SLURM_NODELIST") or env.get("SLURM_JOB_NODELIST") or "127.0.0.1"
+    guess = first_host(nodes) if rank == "SLURM_PROCID" else "127.0.0.1"
+    return {"RANK": env[rank], "WORLD_SIZE": env.get(size, "1"), "LOCAL_RANK": env.get(local, "0"),
+            "MASTER_ADDR": master_addr or env.get("MASTER_ADDR", guess),
+            "MASTER_PORT": master_port or env.get("MASTER_PORT", DEFAULT_PORT)}
+
+
+def default_backend() -> str:
+    """hccl where ``torch_npu`` imports (Ascend NPUs), nccl where CUDA is there, else gloo."""
+    try:
+        import torch_npu  # type: ignore[import-not-found]  # noqa: F401
+
+        return "hccl"
+    except ImportError:
+        pass
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def _set_device(backend: str, local_rank: int) -> None:
+    """nccl and hccl need each rank on its own device before the group is made."""
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+    elif backend == "hccl":
+        import torch_npu  # noqa: F401
+
+        torch.npu.set_device(local_rank)  # type: ignore[attr-defined]
+
+
+def join(run_dir: Path, *, backend: str, timeout: float) -> World:
+    """Join the launcher's world through ``env://``; returns this rank's `World`, its gloo group beside.
+
+    ``timeout`` bounds the group's collectives (a rank gone for good); hangs inside an example
+    are the engine's to end (`stateful_contract._engine.ranks.in_world`).
+    """
+    env = os.environ
+    rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
+    _set_device(backend, int(env.get("LOCAL_RANK", "0")))
+    limit = datetime.timedelta(seconds=timeout)
+    attempt = env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and attempt != "0":
+        # torchrun's agent keeps one store for every attempt, and env:// adds no prefix per attempt:
+        # gloo's ranks of a restarted job could read the addresses the previous attempt's ranks left
+        # there ("Connection refused" at connectFullMesh). Each attempt gets keys of its own.
+        # (torch.distributed exports both stores; its stubs do not say so.)
+        store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), size,  # type: ignore[attr-defined]
+                              is_master=False, timeout=limit)
+        prefixed = dist.PrefixStore(f"/stateful-contract/attempt_{attempt}", store)  # type: ignore[attr-defined]
+        dist.init_process_group(backend, store=prefixed,
+                                rank=rank, world_size=size, timeout=limit)
+    else:
+        dist.init_process_group(backend, init_method="env://", timeout=limit)
+    # A gloo group for Python objects; the default group already is one on gloo.
+    group: Any = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=limit)
+    world = World(rank, size, run_dir, group=group)
+    (run_dir / "status").mkdir(parents=True, exist_ok=True)
+    # Where each rank runs, for the message when one goes away (a pid means something on its host only).
+    _host_file(run_dir, rank).write_text(f"{socket.gethostname()} {os.getpid()}\n", encoding="utf-8")
+    return world
+
+
+def _host_file(run_dir: Path, rank: int) -> Path:
+    return run_dir / "status" / f"rank{rank}.host"
+
+
+def local_pids(run_dir: Path, world_size: int) -> dict[int, int]:
+    """The process of each rank that runs on this host (as each wrote when it joined), by rank."""
+    found = {}
+    for rank in range(world_size):
+        try:
+            host, pid = _host_file(run_dir, rank).read_text(encoding="utf-8").split()
+        except (OSError, ValueError):
+            continue
+        if host == socket.gethostname():
+            found[rank] = int(pid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, exited and not yet reaped by its launcher, does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.AccessDenied:
+        return True
+    except psutil.NoSuchProcess:
+        return False
 
 
 def follow(world: World) -> Any:
@@ -68,39 +159,20 @@ def follow(world: World) -> Any:
     spec = world.share()
     if isinstance(spec, tuple):  # rank 0 could not even start (an unusable target): its verdict
         return spec
-    with steps.references_kept():  # as every executor does: one uninterrupted run per config and rank
+    # As every executor does: one uninterrupted run per config and rank, and collections that skip the imports.
+    with steps.references_kept(), frozen():
         return world.follow(Handler(world, spec))
-
-
-class InWorldDown(LaunchOutcome):
-    """`LaunchOutcome` as rank 0 of a world it does not own sees it: no launcher's record, its own error."""
-
-    def __init__(self, *, error: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.error = error
-
-    @property
-    def killed_by(self) -> str:
-        return "timeout" if self.hung is not None or self.timed_out else ""
-
-    def describe(self) -> str:
-        if self.hung is not None:
-            return self.hung_rank("; after {waited:.1f} s rank 0 stopped waiting, reported, and exits, and the "
-                                  "launcher stops the other ranks.")
-        if self.timed_out:
-            return self.where_each_rank_was(f"the ranks did not answer within {self.timeout:.0f} s; rank 0 stopped "
-                                            "waiting.")
-        gone = [f.rank for f in self.failures]
-        cause = (f"rank {', '.join(map(str, gone))}'s process ended (found on this host)" if gone else
-                 "another rank went away (its process ended or lost its connection; the launcher's error summary "
-                 "names it)")
-        return self.where_each_rank_was(f"{cause}, and rank 0's collective with it failed ({self.error}).")
 
 
 class InWorld(RankExecutor):
     """Rank 0's executor: every example on every rank of the joined world."""
 
     where_hint = "torch.distributed, in the world your launcher starts"
+    #: The world this rank joined and its mode (``run``, ``save``, ``resume``), set by
+    #: `stateful_contract.distributed` around its check, which then runs in it (`rank_executor`).
+    joined: ClassVar[tuple[World, str] | None] = None
+    #: The last one made on this rank: the face reads what it ran (the save manifest) and whether the world broke.
+    last: ClassVar[InWorld | None] = None
 
     def __init__(self, target: str, *, world: World, mode: str, factory_import: str, alignment: Alignment,
                  timeout: float | None, launch: str = "torchrun --nproc-per-node N") -> None:
@@ -115,17 +187,13 @@ class InWorld(RankExecutor):
         self.handler = Handler(world, self.spec)
         self._kept = contextlib.ExitStack()  # the uninterrupted runs, kept as `follow` keeps them (until close)
         self._kept.enter_context(steps.references_kept())
-        self._down: LaunchOutcome | None = None
+        #: Why the world broke (a rank died or hung): its collectives can no longer be used.
+        self.down: LaunchOutcome | None = None
         # The fresh-process halves: emulated in this world ("run"), the later launch's ("resume"), or left to it.
         self.fresh_processes = mode != "save"
         self.why_not_fresh = (f"they are saved in {world.run_dir}, and a later launch with --phase resume "
                               "judges them in fresh processes")
-        _LAST[:] = [self]
-
-    @property
-    def down(self) -> bool:
-        """The world broke (a rank died or hung): its collectives can no longer be used."""
-        return self._down is not None
+        InWorld.last = self
 
     def rerun(self, clause_id: str) -> str:
         return f"{self.launch} -m stateful_contract.distributed run {self.target} --clause {clause_id}"
@@ -147,66 +215,38 @@ class InWorld(RankExecutor):
     # -- one command on every rank ----------------------------------------------------
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
-        if self._down is not None:
-            raise WorldDown(self._down)
+        if self.down is not None:
+            raise WorldDown(self.down)
         size, width = self.live_world_size, self.world_size
-        sent = command if size == width else ("as", size, command)
+        sent = command if size == width else ("as_ranks", size, command)
         if command[0] == "run" and self.mode == "save":
             self.ran.append((command[1].id, command[2], command[3]))
-        try:
-            gathered = self._exchange(sent)
+        try:  # the gather in a thread: rank 0 watches the status logs for a hung rank meanwhile
+            gathered = self.world.call(sent, self.handler, lambda answered: self.wait(answered, time.monotonic()))
         except WorldDown as e:
-            self._down = e.outcome
+            self.down = e.outcome
             raise
+        except Exception as e:  # a collective failed: another rank is gone
+            self.down = self._outcome(e)
+            raise WorldDown(self.down) from None
         if size == width:
             return gathered
         return [gathered[r % width][r // width] for r in range(size)]
-
-    def _exchange(self, command: tuple[Any, ...]) -> list[Any]:
-        """`World.call`, its gather in a thread: rank 0 keeps watching the status logs for a hung rank."""
-        import torch.distributed as dist
-
-        world = self.world
-        try:
-            dist.broadcast_object_list([command], src=0, group=world.group)
-            mine = self.handler(command)
-        except Exception as e:  # a collective failed: another rank is gone
-            raise WorldDown(self._outcome(e)) from None
-        gathered: list[Any] = [None] * self.world_size
-        failed: list[BaseException] = []
-
-        def gather() -> None:
-            try:
-                dist.gather_object(mine, gathered, dst=0, group=world.group)
-            except BaseException as e:
-                failed.append(e)
-
-        thread = threading.Thread(target=gather, name="stateful-contract-gather", daemon=True)
-        thread.start()
-
-        def answered() -> bool:
-            thread.join(POLL)
-            return not thread.is_alive()
-
-        self.wait(answered, time.monotonic())  # given up: the gather stays blocked, the process exits after the report
-        if failed:
-            raise WorldDown(self._outcome(failed[0]))
-        return gathered
 
     def _broken(self, waited: float) -> LaunchOutcome:
         down = self._outcome(None)
         down.timed_out, down.timeout = True, waited
         return down
 
-    def _outcome(self, error: BaseException | None) -> InWorldDown:
+    def _outcome(self, error: BaseException | None) -> LaunchOutcome:
         """What rank 0 can tell of the others: where each was, and which processes on this host are gone."""
         doing, programs = where_ranks_were(self.run_dir, self.world_size)
         local = local_pids(self.run_dir, self.world_size)
         gone = [rank for rank in range(1, self.world_size) if rank in local and not alive(local[rank])]
         text = "" if error is None else f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
         failures = [RankFailure(r, "in-world", None, "its process ended", doing[r]) for r in gone]
-        return InWorldDown(phases_done=[], failed_phase="in-world" if error is not None else None,
-                           failures=failures, doing=doing, programs=programs, error=text)
+        return LaunchOutcome(failed_phase="in-world" if error is not None else None, failures=failures, doing=doing,
+                             programs=programs, in_world=True, error=text)
 
     # -- what cannot be done inside one world ---------------------------------------
 

@@ -1,59 +1,35 @@
 """Starting the ranks the way ``torchrun`` starts them, and making sure none outlives the run.
 
-`start_world` starts one *launcher* process, which runs torch's own launcher,
-``torch.distributed.launcher.api.elastic_launch`` (what ``torchrun`` runs inside), once per
-phase (rank 0's return value names the next phase): each phase is a fresh set of
-``world_size`` processes with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-``MASTER_ADDR=127.0.0.1`` and a ``MASTER_PORT`` picked by the c10d rendezvous, and the
-elastic agent stops the whole set as soon as one rank fails (``max_restarts=0``). Each
-rank then joins a gloo process group and calls the phase's entry function
-(`stateful_contract._engine.ranks.world.rank_main`).
-
-Why a launcher process rather than launching from the caller:
-
-- a hang is ended from outside: after ``timeout`` seconds the caller kills the
-  launcher's whole process group (launcher, ranks, their DataLoader workers), then
-  looks for any process still carrying the run's marker in its environment and kills
-  it too. Nothing is left behind, whatever the ranks were blocked in;
-- the ranks are forked from the launcher's forkserver, which has torch imported and
-  never imported the code under test, so every phase starts from clean interpreters (a
-  phase-2 rank cannot see what phase 1 left in a module-level registry), yet a phase
-  costs well under a second instead of the 3 s per rank that importing torch again takes
-  on 2 CPU cores (``spawn``, or the subprocesses ``torchrun script.py`` starts). Not
-  forked from the launcher itself: it has threads by then (``_start_forkserver`` in
-  `stateful_contract._engine.ranks.launcher` says what that did);
-- the caller's own threads and signal handlers (pytest, Hypothesis) are not inherited.
-
-The launcher writes ``launch-outcome.json``; `LaunchOutcome` reads it together with
-the ranks' status files and logs, so a failure names the rank and what it was doing.
-
-Which rank is named as the cause when several fail: `stateful_contract._engine.ranks.failures`.
+`start_world` has a *launcher* process (`launcher`) run torch's ``elastic_launch`` once per
+phase, each phase a fresh set of ranks (`world.rank_main`): so a hang is ended from outside (the
+caller kills the launcher's session, then whatever carries the run's marker), the ranks are
+forked from a forkserver that never imported the code under test, and the caller's threads and
+signal handlers are not inherited. A launcher costs two interpreters importing torch, about 4 s
+of CPU on 2 cores, so one that ended its run cleanly serves the next check (`give_back`; what
+keeps the checks apart: docs/distributed.md; ``STATEFUL_CONTRACT_FRESH_LAUNCHER=1``: one per check).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
+import os
 import shutil
+import subprocess
 import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import status
-from ..processes import MARKER_ENV, fault_excerpt, processes_of
+from ..processes import MARKER_ENV, fault_excerpt, kill_marked, kill_session, processes_of
 from .failures import LaunchOutcome, RankFailure, order_failures
-from .pool import OUTCOME_FILE, Launcher, give_back, start_launcher
 
-__all__ = [
-    "MARKER_ENV",
-    "LaunchOutcome",
-    "RankFailure",
-    "board_path",
-    "finish_world",
-    "processes_of",
-    "start_world",
-    "status_path",
-    "where_ranks_were",
-]
+__all__ = ["JOIN_TIMEOUT", "KEPT_FILE", "Launcher", "board_path", "close_kept", "finish_world", "left_behind",
+           "start_launcher", "start_world", "status_path", "where_ranks_were"]
 
 #: How often the elastic agent polls its ranks: a failure is noticed within this.
 MONITOR_INTERVAL = 0.05
@@ -67,6 +43,28 @@ JOIN_TIMEOUT = 60.0
 JOINING = "joining the gloo process group"
 
 SPEC_FILE = "launch.json"
+#: The rank-side entry of every phase.
+ENTRY = "stateful_contract._engine.ranks.world:serve"
+#: Runs one launcher serves before it is replaced: torch's rendezvous leaves a thread or a
+#: socket behind now and then, and a fresh launcher every so often keeps that bounded.
+MAX_RUNS = 50
+#: Where a kept launcher lists its own processes (forkserver, resource tracker), before its first run.
+KEPT_FILE = "kept.json"
+#: The file a run's outcome is written to; while it is missing, the run goes on.
+OUTCOME_FILE = "launch-outcome.json"
+#: Environment variables that change from check to check without changing what a rank sees: pytest's
+#: current test, and Hypothesis' home, which every check points at a temporary directory of its own
+#: (`stateful_contract._storage`) and which a kept launcher points into its own directory instead.
+_HYPOTHESIS_HOME = "HYPOTHESIS_STORAGE_DIRECTORY"
+_VOLATILE = frozenset({"PYTEST_CURRENT_TEST", _HYPOTHESIS_HOME})
+_FRESH_ENV = "STATEFUL_CONTRACT_FRESH_LAUNCHER"
+
+#: The folder this copy of the package is imported from. The ranks must run the same code as
+#: the checker that drives them: ``python -m`` would put the working directory first on
+#: ``sys.path`` (another checkout, say), and an editable install elsewhere could come next.
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+_LAUNCHER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+             "from stateful_contract._engine.ranks.launcher import serve; sys.exit(serve(sys.argv[1]))")
 
 
 def status_path(run_dir: Path, rank: int) -> Path:
@@ -79,27 +77,148 @@ def board_path(run_dir: Path, rank: int) -> Path:
     return run_dir / "status" / f"rank{rank}.board"
 
 
-def start_world(run_dir: Path, *, world_size: int, first_phase: str, entry: str, timeout: float,
-                start_method: str | None = None, env: dict[str, str] | None = None) -> Launcher:
-    """Start ``entry(world, phase)`` on ``world_size`` fresh ranks, phase after phase, in a launcher.
+@dataclass(eq=False)
+class Launcher:
+    """One launcher process (`launcher.serve`): it reads the run directories it runs from its stdin."""
 
-    ``entry`` is a ``"module:function"`` string, imported inside each rank; the value rank 0
-    returns names the next phase (a fresh set of processes), or ends the run when falsy.
-    ``timeout`` bounds the gloo collectives; the caller ends hangs by killing the run. With the
-    default start method the launcher is one kept from an earlier run when one fits
-    (`stateful_contract._engine.ranks.pool`).
+    proc: subprocess.Popen[bytes]
+    #: Its own directory: the `MARKER_ENV` value its processes (ranks, their workers) carry.
+    marker: Path
+    stdin: int | None
+    #: What a check must share with it to reuse it (`_key`); None: it serves one run only.
+    key: tuple[object, ...] | None
+    runs: int = 0
+    owner: int = field(default_factory=os.getpid)
+
+    def running(self, run_dir: Path) -> bool:
+        """The launcher is alive and has not written ``run_dir``'s outcome yet."""
+        return self.proc.poll() is None and not (run_dir / OUTCOME_FILE).is_file()
+
+    def finish(self, run_dir: Path, wait: float) -> bool:
+        """Wait up to ``wait`` s for the run to end; whether it did."""
+        limit = time.monotonic() + wait
+        while self.running(run_dir) and time.monotonic() < limit:
+            time.sleep(0.01)
+        return not self.running(run_dir)  # its outcome written, or the launcher dead (its log says why)
+
+    def own_processes(self) -> set[int]:
+        """The launcher and what it keeps between runs (empty before it has listed them)."""
+        try:
+            return {self.proc.pid, *json.loads((self.marker / KEPT_FILE).read_text(encoding="utf-8"))}
+        except (OSError, ValueError):
+            return set()
+
+    def clear(self) -> bool:
+        """Kill every process of the run that is not the launcher's own; whether the launcher can serve again."""
+        own = self.own_processes()
+        if not own or self.proc.poll() is not None:
+            return False
+        kill_marked(self.marker, spare=frozenset(own))
+        return True
+
+    def close_pipe(self) -> None:
+        if self.stdin is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.stdin)
+            self.stdin = None
+
+    def kill(self) -> None:
+        """End the launcher and everything carrying its marker."""
+        self.close_pipe()
+        kill_session(self.proc.pid, marker=self.marker)  # before reaping: the pid stays the group's until then
+        self.proc.wait()
+        shutil.rmtree(self.marker, ignore_errors=True)
+
+
+_lock = threading.Lock()
+_idle: list[Launcher] = []
+#: Every kept launcher's marker this process started, for `left_behind`.
+_markers: list[Path] = []
+
+
+def _key() -> tuple[object, ...]:
+    environ = {k: v for k, v in os.environ.items() if k not in _VOLATILE}
+    return sys.executable, os.getcwd(), tuple(sorted(environ.items()))
+
+
+def start_launcher(run_dir: Path, *, reusable: bool) -> Launcher:
+    """A launcher running ``run_dir``'s spec: an idle one that fits when ``reusable``, else a fresh one."""
+    key = _key() if reusable and os.environ.get(_FRESH_ENV, "") in ("", "0") else None
+    with _lock:
+        found = next((launcher for launcher in _idle if key is not None and launcher.key == key), None)
+        if found is not None:
+            _idle.remove(found)
+    if found is None or found.proc.poll() is not None:
+        if found is not None:
+            found.kill()
+        marker = Path(tempfile.mkdtemp(prefix="stateful-contract-launcher-"))
+        read, write = os.pipe()
+        env = {**os.environ, _HYPOTHESIS_HOME: str(marker / ".hypothesis"), MARKER_ENV: str(marker)}
+        with open(marker / "launcher.log", "wb") as out:  # in a session of its own, carrying the marker
+            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, str(marker)],
+                                    stdin=read, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        os.close(read)
+        with _lock:
+            _markers.append(marker)
+        found = Launcher(proc, marker, write, key)
+    assert found.stdin is not None
+    found.runs += 1
+    os.write(found.stdin, f"{run_dir}\n".encode())
+    return found
+
+
+def give_back(launcher: Launcher) -> None:
+    """A run ended cleanly: clear what it left and keep the launcher for the next check, or end it."""
+    if launcher.key is not None and launcher.owner == os.getpid() and launcher.runs < MAX_RUNS and launcher.clear():
+        with _lock:
+            spare, _idle[:] = _idle[:], [launcher]  # one idle launcher is enough: checks run one at a time
+    else:
+        spare = [launcher]
+    for other in spare:
+        other.kill()
+
+
+def left_behind() -> list[int]:
+    """Processes of this process's kept launchers that are not a launcher's own: none, between checks."""
+    with _lock:
+        own = set().union(*(launcher.own_processes() for launcher in _idle))
+        markers = list(_markers)
+    return sorted(pid for marker in markers for pid in processes_of(marker) if pid not in own)
+
+
+def close_kept() -> None:
+    """End every launcher this process keeps (at exit, and when a check is interrupted)."""
+    with _lock:
+        idle, _idle[:] = _idle[:], []
+    for launcher in idle:
+        if launcher.owner == os.getpid():
+            launcher.kill()
+
+
+def _forget_in_child() -> None:
+    """A forked child (a DataLoader worker, a supervised child) must not use or end its parent's launchers."""
+    global _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork
+    for launcher in _idle:
+        launcher.close_pipe()
+    _idle.clear()
+    _markers.clear()
+
+
+def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: float) -> Launcher:
+    """Start `ENTRY` on ``world_size`` fresh ranks, phase after phase, in a launcher (on Linux, one kept
+    from an earlier run when one fits); rank 0's return value names the next phase, if any.
+
+    ``timeout`` bounds the gloo collectives; the caller ends hangs by killing the run.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "status").mkdir(exist_ok=True)
-    reusable = start_method is None and sys.platform.startswith("linux")
-    if start_method is None:
-        # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.
-        start_method = "forkserver" if sys.platform.startswith("linux") else "spawn"
-    spec = {"world_size": world_size, "first_phase": first_phase, "entry": entry, "start_method": start_method,
-            "timeout": timeout}
+    (run_dir / "status").mkdir(parents=True, exist_ok=True)
+    linux = sys.platform.startswith("linux")
+    # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.
+    spec = {"world_size": world_size, "first_phase": first_phase, "entry": ENTRY,
+            "start_method": "forkserver" if linux else "spawn", "timeout": timeout}
     (run_dir / SPEC_FILE).write_text(json.dumps(spec), encoding="utf-8")
     (run_dir / OUTCOME_FILE).unlink(missing_ok=True)  # a previous launcher's, in a restarted run
-    return start_launcher(run_dir, reusable=reusable, env=env)
+    return start_launcher(run_dir, reusable=linux)
 
 
 def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: float,
@@ -108,11 +227,11 @@ def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: fl
     ended = not timed_out and launcher.finish(run_dir, wait)
     timed_out = timed_out or not ended
     log = run_dir / "launcher.log"
-    if launcher.kept and not log.is_file():  # it died before this run began: its own log says why
+    if not log.is_file():  # it died before this run began: its own log says why
         with contextlib.suppress(OSError):
             shutil.copyfile(launcher.marker / "launcher.log", log)
-    if launcher.kept and ended:
-        give_back(launcher)  # kills what the run left, keeps the launcher
+    if ended:
+        give_back(launcher)  # kills what the run left, keeps the launcher if it may
     else:
         launcher.kill()
     outcome = _read_outcome(run_dir, world_size)
@@ -151,9 +270,7 @@ def where_ranks_were(run_dir: Path, world_size: int) -> tuple[dict[int, str], di
 def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
     doing, programs = where_ranks_were(run_dir, world_size)
     path = run_dir / OUTCOME_FILE
-    if not path.is_file():
-        return LaunchOutcome(phases_done=[], doing=doing, programs=programs)
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     failures = order_failures([
         RankFailure(rank=int(f["rank"]), phase=data["failed_phase"], exitcode=f["exitcode"], error=f["error"],
                     doing=doing.get(int(f["rank"]), ""),
@@ -161,6 +278,10 @@ def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
                     exited_at=f.get("exited_at"))
         for f in data.get("failures", [])
     ])
-    return LaunchOutcome(phases_done=data["phases_done"], failed_phase=data.get("failed_phase"),
+    return LaunchOutcome(phases_done=data.get("phases_done", []), failed_phase=data.get("failed_phase"),
                          failures=failures, doing=doing, programs=programs, joins_retried=data.get("joins_retried", []))
 
+
+atexit.register(close_kept)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_in_child)

@@ -1,10 +1,9 @@
 """The launcher process: torch's elastic launcher, once per phase, watching every rank's exit.
 
-``python -m stateful_contract._engine.ranks.launcher RUN_DIR`` runs ``elastic_launch``
-(what ``torchrun`` runs inside) with the spec in ``RUN_DIR/launch.json``, phase after
-phase, as long as rank 0 names a next phase (and, for an elastic restart, the next
-phase's world size); it writes ``launch-outcome.json`` with every failed rank's exit
-code, error and exit time (see `stateful_contract._engine.ranks.failures`).
+`serve` reads run directories from its stdin and `run`s each: ``elastic_launch`` (what ``torchrun``
+runs inside) with the spec in ``RUN_DIR/launch.json``, phase after phase, as long as rank 0 names a
+next phase (and, for an elastic restart, its world size); then ``launch-outcome.json`` with every
+failed rank's exit code, error and exit time (see `stateful_contract._engine.ranks.failures`).
 """
 
 from __future__ import annotations
@@ -16,16 +15,15 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .failures import SHUTDOWN_GRACE
-from .launch import JOINING, MONITOR_INTERVAL, SPEC_FILE, status_path
-from .pool import KEPT_FILE, OUTCOME_FILE
+from .launch import JOINING, KEPT_FILE, MONITOR_INTERVAL, OUTCOME_FILE, SPEC_FILE, status_path
 
-__all__ = ["main"]
+__all__ = ["run", "serve"]
 
 
 class _ExitWatch:
@@ -54,7 +52,9 @@ class _ExitWatch:
         def start_processes(*args: Any, **kwargs: Any) -> Any:
             context = original(*args, **kwargs)
             if not self.processes:  # max_restarts=0: one set of ranks per launch
-                self._watch(list(getattr(context, "processes", None) or []))
+                self.processes = list(getattr(context, "processes", None) or [])
+                self._thread = threading.Thread(target=self._watch, name="stateful-contract-exit-watch", daemon=True)
+                self._thread.start()
             return context
 
         torch_mp.start_processes = start_processes  # type: ignore[attr-defined]
@@ -65,39 +65,33 @@ class _ExitWatch:
             if self._thread is not None:
                 self._thread.join(timeout=SHUTDOWN_GRACE)  # the ranks are gone: returns at once
 
-    def _watch(self, processes: list[Any]) -> None:
+    def _watch(self) -> None:
         import multiprocessing.connection
 
-        self.processes = processes
         handles: dict[int, int] = {}
         owned: list[int] = []
-        for local_rank, process in enumerate(processes):
+        for local_rank, process in enumerate(self.processes):
             try:
                 fd = os.pidfd_open(process.pid)
                 owned.append(fd)
             except (AttributeError, OSError):  # no pidfds here: the sentinel
                 fd = process.sentinel
             handles[fd] = local_rank
+        try:
+            while handles:
+                ready = multiprocessing.connection.wait(list(handles))
+                now = time.time()
+                for handle in ready:
+                    if isinstance(handle, int):
+                        self.exited_at[handles.pop(handle)] = now
+        except OSError:  # a sentinel closed under us: the times it had are kept
+            pass
+        finally:
+            for fd in owned:
+                os.close(fd)
 
-        def run() -> None:
-            try:
-                while handles:
-                    ready = multiprocessing.connection.wait(list(handles))
-                    now = time.time()
-                    for fd in ready:
-                        if isinstance(fd, int):
-                            self.exited_at[handles.pop(fd)] = now
-            except OSError:  # a sentinel closed under us: the times it had are kept
-                pass
-            finally:
-                for fd in owned:
-                    os.close(fd)
-
-        self._thread = threading.Thread(target=run, name="stateful-contract-exit-watch", daemon=True)
-        self._thread.start()
-
-    def failures(self, reported: dict[int, Any]) -> dict[int, tuple[Any, float | None]]:
-        """Every failed rank: torch's ``ProcessFailure`` and when it exited.
+    def failures(self, reported: dict[int, Any]) -> list[dict[str, Any]]:
+        """Every failed rank, by rank: its exit code, error, stderr log and when it exited.
 
         ``reported`` is ``ChildFailedError.failures``; the ranks it leaves out that exited
         with a non-zero code are added (with their error file, if their Python wrote one).
@@ -110,61 +104,57 @@ class _ExitWatch:
         for local_rank, process in enumerate(self.processes):
             if local_rank in found or process.exitcode in (None, 0):
                 continue
-            error_file = next(iter(sorted(self.log_dir.glob(f"*/attempt_*/{local_rank}/error.json"))), None)
-            failure = ProcessFailure(local_rank=local_rank, pid=process.pid, exitcode=process.exitcode,
-                                     error_file=str(error_file) if error_file else "")
+            error_file = min(self.log_dir.glob(f"*/attempt_*/{local_rank}/error.json"), default=None)
+            try:
+                failure = ProcessFailure(local_rank=local_rank, pid=process.pid, exitcode=process.exitcode,
+                                         error_file=str(error_file) if error_file else "")
+            except ValueError:  # its error file cut short: the agent killed it while it wrote the file
+                failure = ProcessFailure(local_rank=local_rank, pid=process.pid, exitcode=process.exitcode,
+                                         error_file="")
             found[local_rank] = (failure, self.exited_at.get(local_rank))
-        return found
-
-
-def _failure_record(rank: int, failure: Any, log_dir: Path, exited_at: float | None = None) -> dict[str, Any]:
-    message = failure.message
-    if isinstance(message, dict):  # error file written by the elastic @record wrapper
-        message = message.get("message", "")
-    if not isinstance(message, str) or message.startswith("To enable traceback"):
-        message = ""
-    stderr = next(iter(sorted(log_dir.glob(f"*/attempt_*/{failure.local_rank}/stderr.log"))), None)
-    return {"rank": rank, "exitcode": failure.exitcode, "error": message,
-            "stderr": str(stderr) if stderr else None, "exited_at": exited_at}
+        records = []
+        for rank, (failure, exited_at) in sorted(found.items()):
+            message = failure.message
+            if isinstance(message, dict):  # error file written by the elastic @record wrapper
+                message = message.get("message", "")
+            if not isinstance(message, str) or message.startswith("To enable traceback"):
+                message = ""
+            stderr = min(self.log_dir.glob(f"*/attempt_*/{failure.local_rank}/stderr.log"), default=None)
+            records.append({"rank": rank, "exitcode": failure.exitcode, "error": message,
+                            "stderr": str(stderr) if stderr else None, "exited_at": exited_at})
+        return records
 
 
 def _start_forkserver() -> None:
     """Start the process the ranks are forked from, importing torch while this process does too.
 
-    Not ``fork`` from here: by the time the agent starts the ranks, this process has threads
-    (the rendezvous stores' servers, the keep-alive timer), and a rank forked while one of them
-    held a lock in C has that lock held forever. It happened: glibc's resolver lock, taken by
-    the store's server to name a rank that had just connected, left the rank forked next stuck
-    in ``getnameinfo`` inside ``init_process_group``, and the other ranks waiting for it (about
-    one full test-suite run in four, 3 ranks on 2 loaded cores). The forkserver has one thread.
+    Not ``fork`` from here: by then this process has threads (the rendezvous stores' servers), and a
+    rank forked while one held a lock in C keeps it held forever (glibc's resolver lock, held by the
+    store's server, once stopped a rank in ``getnameinfo``: docs/distributed.md). The forkserver has one.
     """
     import multiprocessing
     import multiprocessing.forkserver
 
-    # What a rank needs before its first line: the elastic wrapper it is started through, and its entry.
+    # What a rank needs before its first line: the elastic wrapper it is started through, its entry,
+    # and DCP, which SC30's saves import on first use.
     multiprocessing.set_forkserver_preload(["torch.distributed.elastic.multiprocessing.api", "torch.multiprocessing.spawn",
-                                            "stateful_contract._engine.ranks.world"])
+                                            "stateful_contract._engine.ranks.world", "torch.distributed.checkpoint"])
     multiprocessing.forkserver.ensure_running()
 
 
 def _launch_phases(run_dir: Path) -> dict[str, Any]:
     spec = json.loads((run_dir / SPEC_FILE).read_text(encoding="utf-8"))
-    if spec["start_method"] == "forkserver":
-        _start_forkserver()
-
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     from .world import rank_main
 
-    outcome: dict[str, Any] = {"phases_done": [], "failed_phase": None, "failures": [],
-                               "world_size": spec["world_size"], "joins_retried": []}
+    outcome: dict[str, Any] = {"phases_done": [], "failed_phase": None, "failures": [], "joins_retried": []}
     phase, world_size, attempt = spec["first_phase"], int(spec["world_size"]), 0
     while phase:
         # A retried phase keeps the failed attempt's logs beside its own.
         log_dir = run_dir / "logs" / (phase if not attempt else f"{phase}.retry{attempt}")
-        outcome["world_size"] = world_size
         config = LaunchConfig(
             min_nodes=1, max_nodes=1, nproc_per_node=world_size,
             # As `torchrun --standalone`: a c10d rendezvous on a free local port.
@@ -179,7 +169,6 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
             with watch.active():
                 returns = elastic_launch(config, rank_main)(str(run_dir), phase)
         except ChildFailedError as e:
-            failures = watch.failures(e.failures)
             if not attempt and not _all_joined(run_dir, world_size):
                 # The ranks never formed their group, so no loader code ran: start them again, once
                 # (`stateful_contract._engine.ranks.launch.JOIN_TIMEOUT`).
@@ -187,66 +176,46 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
                 attempt += 1
                 continue
             outcome["failed_phase"] = phase
-            outcome["failures"] = [_failure_record(rank, f, log_dir, at) for rank, (f, at) in sorted(failures.items())]
+            outcome["failures"] = watch.failures(e.failures)
             break
         outcome["phases_done"].append(phase)
-        phase, world_size = next_phase(returns.get(0), world_size)
+        name, size = returns.get(0) or (None, None)  # rank 0 names the next phase and its world size
+        phase, world_size = str(name or ""), int(size or world_size)
         attempt = 0
     return outcome
 
 
 def _all_joined(run_dir: Path, world_size: int) -> bool:
     """Whether every rank of the phase got past ``init_process_group`` (its status says so)."""
-    for rank in range(world_size):
-        try:
-            if status_path(run_dir, rank).read_text(encoding="utf-8").startswith(JOINING):
-                return False
-        except OSError:  # not even started
-            return False
-    return True
+    try:
+        return not any(status_path(run_dir, rank).read_text(encoding="utf-8").startswith(JOINING)
+                       for rank in range(world_size))
+    except OSError:  # not even started
+        return False
 
 
-def next_phase(returned: Any, world_size: int) -> tuple[str, int]:
-    """What rank 0 returned: the next phase's name (or nothing), optionally with its world size."""
-    if isinstance(returned, (tuple, list)) and len(returned) == 2:
-        name, size = returned
-        return str(name or ""), int(size) if size else world_size
-    return str(returned or ""), world_size
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``... launcher RUN_DIR``: run the phases in RUN_DIR/launch.json; ``... launcher --serve DIR``:
-    run after run, each RUN_DIR read from stdin, until it closes (`stateful_contract._engine.ranks.pool`)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) == 2 and args[0] == "--serve":
-        return _serve(Path(args[1]))
-    if len(args) != 1:
-        print("usage: python -m stateful_contract._engine.ranks.launcher RUN_DIR | --serve DIR", file=sys.stderr)
-        return 2
-    _run(Path(args[0]))
-    return 0
-
-
-def _run(run_dir: Path) -> None:
+def run(run_dir: Path) -> None:
     outcome = _launch_phases(run_dir)
-    written = run_dir / f"{OUTCOME_FILE}.tmp"  # renamed into place: a kept launcher's caller polls for it
+    written = run_dir / f"{OUTCOME_FILE}.tmp"  # renamed into place: the caller polls for it
     written.write_text(json.dumps(outcome), encoding="utf-8")
     written.replace(run_dir / OUTCOME_FILE)
     print("LAUNCHER-OK", flush=True)
 
 
-def _serve(marker: Path) -> int:
-    """A kept launcher: the forkserver started once, then every run sent on stdin, its output in its own log."""
+def serve(marker: str) -> int:
+    """The forkserver started once, then every run sent on stdin, its output in its own log
+    (`launch.start_launcher`); ``marker`` is the launcher's own directory."""
     import psutil
 
-    _start_forkserver()
+    if sys.platform.startswith("linux"):  # elsewhere the ranks are spawned (`launch.start_world`)
+        _start_forkserver()
     own = [p.pid for p in psutil.Process().children(recursive=True)]  # forkserver, resource tracker
-    (marker / KEPT_FILE).write_text(json.dumps(own), encoding="utf-8")
+    (Path(marker) / KEPT_FILE).write_text(json.dumps(own), encoding="utf-8")
     while line := sys.stdin.readline():
         run_dir = Path(line.strip())
         with _output_to(run_dir / "launcher.log"):
             try:
-                _run(run_dir)
+                run(run_dir)
             except BaseException:  # into this run's log, where the caller reads why the launcher failed
                 traceback.print_exc()
                 return 1
@@ -273,6 +242,3 @@ def _output_to(path: Path) -> Iterator[None]:
             os.dup2(kept, fd)
             os.close(kept)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,14 +1,9 @@
-"""Inside a rank: the gloo process group, and rank 0 leading the others in lockstep.
+"""Inside a rank: the gloo group, and rank 0 leading the others in lockstep.
 
-Every rank runs the same commands in the same order, because collectives
-(``all_gather``, ``torch.distributed.checkpoint.save``) need all ranks at once. Rank 0
-*leads*: it gets the next command, from the engine in the caller's process
-(`stateful_contract._engine.ranks.server`) or, in a world the user's launcher started,
-from the engine running on rank 0 itself (`stateful_contract._engine.ranks.in_world`),
-broadcasts it, runs it itself and gathers every rank's result. The other ranks *follow*: receive, run, send back, until told to
-stop. Hypothesis runs in the caller only, never on a rank: it draws each example and
-shrinks a failure there, so every rank runs the very same example without drawing
-anything itself.
+Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0
+*leads*: it gets each command from the engine (`serve` relays the caller's; `InWorld` runs on
+rank 0), broadcasts it, runs it and gathers every rank's answer (`World.call`), while the others
+*follow* until told to stop. Hypothesis runs with the engine only: every rank runs the same example.
 """
 
 from __future__ import annotations
@@ -18,24 +13,33 @@ import faulthandler
 import importlib
 import json
 import os
+import pickle
+import secrets
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Listener
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch.distributed as dist
 
+from ...config import LoaderConfig
+from .. import executors, status, steps
+from ..guard import frozen
 from ..noise import ignore_set_vital
-from .launch import JOIN_TIMEOUT, JOINING, status_path
+from ..supervised import POLL
+from .launch import JOIN_TIMEOUT, JOINING, board_path, status_path
 
-__all__ = ["STOP", "World", "rank_main"]
+__all__ = ["ADDRESS_FILE", "SPEC_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
 
 #: The command that ends a follower's loop.
 STOP = "stop"
-
-Handler = Callable[[Any], Any]
+SPEC_FILE = "ranks.pkl"
+#: Where rank 0 says where it listens, per phase (written atomically).
+ADDRESS_FILE = "address-{phase}.json"
 
 
 @dataclass
@@ -49,26 +53,47 @@ class World:
     #: Beside an nccl or hccl group a gloo one carries Python objects, as DCP does.
     group: Any = None
 
-    @property
-    def leads(self) -> bool:
-        return self.rank == 0
-
     def status(self, doing: str) -> None:
         """Record what this rank is doing, for the message if it dies or hangs."""
         status_path(self.run_dir, self.rank).write_text(doing + "\n", encoding="utf-8")
 
-    def call(self, command: Any, handler: Handler) -> list[Any]:
-        """Leader: run ``command`` on every rank; returns each rank's result, by rank."""
-        assert self.leads, "only rank 0 leads"
+    def call(self, command: Any, handler: Handler,
+             wait: Callable[[Callable[[], bool]], None] | None = None) -> list[Any]:
+        """Leader: run ``command`` on every rank; returns each rank's result, by rank.
+
+        With ``wait``, the gather runs in a thread and ``wait(answered)`` returns once it has
+        (each ``answered()`` looks for up to `POLL`), or raises to give up on it (`InWorld`).
+        """
+        assert self.rank == 0, "only rank 0 leads"
         dist.broadcast_object_list([command], src=0, group=self.group)
         mine = handler(command)
         gathered: list[Any] = [None] * self.world_size
-        dist.gather_object(mine, gathered, dst=0, group=self.group)
+        if wait is None:
+            dist.gather_object(mine, gathered, dst=0, group=self.group)
+            return gathered
+        failed: list[BaseException] = []
+
+        def gather() -> None:
+            try:
+                dist.gather_object(mine, gathered, dst=0, group=self.group)
+            except BaseException as e:
+                failed.append(e)
+
+        thread = threading.Thread(target=gather, name="stateful-contract-gather", daemon=True)
+        thread.start()
+
+        def answered() -> bool:
+            thread.join(POLL)
+            return not thread.is_alive()
+
+        wait(answered)  # given up: the gather stays blocked, the process exits after the report
+        if failed:
+            raise failed[0]
         return gathered
 
-    def stop(self, last: Any = STOP) -> None:
-        """Leader: release the followers; ``last`` (``(STOP, value)``) is what their `follow` returns."""
-        dist.broadcast_object_list([last], src=0, group=self.group)
+    def stop(self, value: Any = None) -> None:
+        """Leader: release the followers; their `follow` returns ``(STOP, value)``."""
+        dist.broadcast_object_list([(STOP, value)], src=0, group=self.group)
 
     def share(self, value: Any = None) -> Any:
         """Rank 0's ``value`` on every rank (the others pass nothing)."""
@@ -81,7 +106,7 @@ class World:
         while True:
             box: list[Any] = [None]
             dist.broadcast_object_list(box, src=0, group=self.group)
-            if box[0] == STOP or (isinstance(box[0], tuple) and box[0][:1] == (STOP,)):
+            if box[0][0] == STOP:  # every command is a tuple: ("run", ...), (STOP, value)
                 return box[0]
             dist.gather_object(handler(box[0]), None, dst=0, group=self.group)
 
@@ -93,9 +118,14 @@ def rank_main(run_dir: str, phase: str) -> Any:
     spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
     world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
-    with _join_watchdog():
-        # The caller's timeout ends a hang; the group must not give up earlier on its own.
+    # Not formed within JOIN_TIMEOUT: exit 1, every thread's stack in the log, and the launcher starts the
+    # phase again, once (no loader code ran yet). faulthandler's watchdog is a thread of C: it fires even
+    # when the join is stuck in C code holding the interpreter lock, where no Python timer could run.
+    faulthandler.dump_traceback_later(JOIN_TIMEOUT, exit=True, file=sys.stderr)
+    try:  # the caller's timeout ends a hang; the group must not give up earlier on its own
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
+    finally:
+        faulthandler.cancel_dump_traceback_later()  # its thread is gone before the loader forks workers
     world.status(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
     try:
         module, _, name = spec["entry"].partition(":")
@@ -107,16 +137,91 @@ def rank_main(run_dir: str, phase: str) -> Any:
         dist.destroy_process_group()
 
 
-@contextmanager
-def _join_watchdog() -> Iterator[None]:
-    """End this rank (exit code 1) if the group is not formed within `JOIN_TIMEOUT`, its stacks in its log.
+@dataclass(frozen=True)
+class RankSpec:
+    """What every rank needs to run examples (pickled into the run directory)."""
 
-    faulthandler's watchdog is a thread of C: it fires even when the join is stuck in C code
-    holding the interpreter lock, where no Python timer could run. No loader code has run yet,
-    so the launcher starts the phase again, once (`stateful_contract._engine.ranks.launcher`).
-    """
-    faulthandler.dump_traceback_later(JOIN_TIMEOUT, exit=True, file=sys.stderr)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()  # its thread is gone before the loader forks workers
+    target: str
+    factory_import: str
+    alignment: Any
+    timeout: float | None
+    authkey: str
+
+
+class Handler(executors.Handler):
+    """Runs the engine's commands on this process's rank (or ranks: `as_ranks`), its status log installed."""
+
+    def __init__(self, world: World, spec: RankSpec) -> None:
+        from ..._target import load_target
+
+        status.install(status.Board(board_path(world.run_dir, world.rank)))
+        super().__init__(load_target(spec.target), spec.factory_import, spec.alignment, spec.timeout)
+        self.place = world
+        self.on(world.rank, world.world_size)
+
+    def on(self, rank: int, world_size: int) -> None:
+        """Run the next commands as rank ``rank`` of ``world_size``; what its scenarios see (`example.World`):
+        the run's directory, shared by every rank, and this process's status file."""
+        self.rank, self.world_size = rank, world_size
+        self.world = SimpleNamespace(rank=rank, world_size=world_size, workdir=self.place.run_dir,
+                                     status=self.place.status)
+        self.workdir = self.place.run_dir / "scratch" / f"rank{rank}"  # apart from the other ranks' files
+
+    def config(self, config: LoaderConfig) -> LoaderConfig:
+        return replace(config, rank=self.rank, world_size=self.world_size)
+
+    def doing(self, text: str) -> None:
+        """What this rank now does, in its status file and its status log."""
+        self.place.status(text)
+        super().doing(text)
+
+    def as_ranks(self, size: int, command: tuple[Any, ...]) -> list[Any]:
+        """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` would run it, one after the other.
+
+        In a world the user's launcher started, a world of another size cannot be started:
+        its ranks take turns on this world's processes (rank ``r`` on process ``r % W``).
+        Only for commands that need no collective: SC31's resume reads ``torch.save`` files.
+        """
+        mine = []
+        try:
+            for rank in range(self.place.rank, size, self.place.world_size):
+                self.on(rank, size)
+                mine.append(self(command))
+        finally:
+            self.on(self.place.rank, self.place.world_size)
+        return mine
+
+
+def serve(world: World, phase: str) -> tuple[str | None, int] | None:
+    """Every rank's entry (`launch.ENTRY`); rank 0 returns the next phase and its world size, if any."""
+    spec: RankSpec = pickle.loads((world.run_dir / SPEC_FILE).read_bytes())
+    handler = Handler(world, spec)
+    with steps.references_kept(), frozen():
+        if world.rank != 0:
+            world.status("waiting for rank 0's first command")
+            world.follow(handler)
+            return None
+        return _lead(world, handler, spec, phase)
+
+
+def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[str | None, int]:
+    with Listener(("127.0.0.1", 0), authkey=bytes.fromhex(spec.authkey)) as listener:
+        path = world.run_dir / ADDRESS_FILE.format(phase=phase)
+        partial = path.with_suffix(f".{secrets.token_hex(4)}.tmp")
+        host, port = listener.address
+        partial.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}), encoding="utf-8")
+        partial.replace(path)
+        world.status("waiting for the engine to connect")
+        with listener.accept() as conn:
+            try:
+                while True:
+                    command = pickle.loads(conn.recv_bytes())
+                    if command[0] == "stop":  # ("stop", the next phase or None, its world size)
+                        conn.send_bytes(pickle.dumps("stopping"))
+                        return command[1], command[2]
+                    # Plain pickle, not multiprocessing's: tensors travel as data, not as
+                    # shared-memory handles the other process may not open.
+                    conn.send_bytes(pickle.dumps(world.call(command, handler)))
+                    world.status("waiting for the next command")
+            finally:
+                world.stop()

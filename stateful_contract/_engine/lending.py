@@ -1,0 +1,88 @@
+"""The uninterrupted runs a check keeps, per config, and lends to its parallel jobs.
+
+Configs repeat across clauses, so each one's uninterrupted run is taken once per check
+(`references_kept`, `stateful_contract._engine.steps.uninterrupted`).
+
+With several jobs (`stateful_contract._parallel`) each job's loader process is forked from
+the checker, not from the process that judged SC18 and so took the uninterrupted run of
+every config SC18 drew: without a loan each job takes those runs again (31 of the 410
+worker-pool starts of the reference wrapper's ci check on 2 jobs). The checker asks that
+process for its runs (`lend`) before it forks the jobs, which inherit them.
+
+A run taken in another process can hide a stream that depends on the process (a seed from
+the PID, a counter in the loader's module), so a borrowed run only ever lets an example
+pass: an example that fails after reading one is judged again on a run its own process
+takes (`watching`, `stateful_contract._engine.example.run_example`), and that verdict, with
+its reproduction in one process, is the one that counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterable
+from typing import Any
+
+from .recording import bound
+
+__all__ = ["forget_references", "keep", "kept", "kept_references", "lend", "references_kept", "watching"]
+
+#: The runs lent to the jobs forked from this process, by `steps.uninterrupted`'s key.
+_LENT: dict[Any, Any] = {}
+#: The runs kept in this context (None: none are).
+_KEPT: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar("stateful_contract_references",
+                                                                              default=None)
+#: The keys of the borrowed runs read by the example under way (None: no example is watched).
+_USED: contextvars.ContextVar[set[Any] | None] = contextvars.ContextVar("stateful_contract_borrowed", default=None)
+#: Runs kept per check: configs repeat across clauses in derandomized runs.
+KEPT_RUNS = 128
+
+
+def lend(runs: dict[Any, Any]) -> None:
+    """Lend ``runs`` to the processes forked from this one from now on."""
+    _LENT.clear()
+    _LENT.update(runs)
+
+
+def references_kept() -> contextlib.AbstractContextManager[dict[Any, Any]]:
+    """Keep every uninterrupted run of this block, starting with the runs lent to this process."""
+    return bound(_KEPT, dict(_LENT))
+
+
+def kept(key: Any) -> Any:
+    """The run kept for ``key``, or None (noting it if it is a borrowed one, for `watching`)."""
+    run = (_KEPT.get() or {}).get(key)
+    seen = _USED.get()
+    if run is not None and seen is not None and _LENT.get(key) is run:
+        seen.add(key)
+    return run
+
+
+def keep(key: Any, run: Any) -> None:
+    """Keep ``run`` for ``key``, if runs are kept here."""
+    cache = _KEPT.get()
+    if cache is None:
+        return
+    if len(cache) >= KEPT_RUNS:
+        # The oldest run without workers goes first: a worker config's run costs a hundred times
+        # more, and the worker examples of every clause draw from one pool of them (`search.worker_pool`).
+        cheap = next((k for k in cache if k[1].num_workers == 0), None)
+        del cache[cheap if cheap is not None else next(iter(cache))]
+    cache[key] = run
+
+
+def kept_references() -> dict[Any, Any]:
+    """The runs kept so far, to lend to processes forked later (`lend`)."""
+    return dict(_KEPT.get() or {})
+
+
+def forget_references(keys: Iterable[Any]) -> None:
+    """Take these runs afresh when next asked for, and lend them no more (borrowed ones an example failed on)."""
+    for key in keys:
+        _LENT.pop(key, None)
+        (_KEPT.get() or {}).pop(key, None)
+
+
+def watching() -> contextlib.AbstractContextManager[set[Any]]:
+    """The keys of the borrowed runs read inside this block."""
+    return bound(_USED, set())
