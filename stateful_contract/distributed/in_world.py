@@ -31,7 +31,6 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any, NoReturn
 
 import torch.distributed as dist
@@ -109,11 +108,6 @@ def _run_dir(given: str | None) -> tuple[Path, bool]:
     return Path(tempfile.gettempdir()) / f"stateful-contract-world-{job}-{os.environ.get('MASTER_PORT', '0')}", False
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    # The launcher stops every rank (SIGTERM) once one failed: rank 0 still writes what it judged.
-    raise KeyboardInterrupt
-
-
 def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> Report:
     """Rank 0: the report."""
     clauses = [c.strip().upper() for c in args.clause.split(",")] if args.clause else None
@@ -181,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if restarting and code == phases.RESTART_EXIT:
                 print(f"stateful_contract.distributed run: rank {world.rank}: {phases.ON_PURPOSE}", file=sys.stderr)
             return code
-        signal.signal(signal.SIGTERM, _interrupt)
+        # The launcher stops every rank (SIGTERM) once one failed: rank 0 still writes what it judged.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # raises KeyboardInterrupt
         InWorld.joined = (world, args.phase)
         if restarting and args.phase == "save":
             phases.clear(run_dir)
