@@ -94,13 +94,6 @@ class Launcher:
         """The launcher is alive and has not written ``run_dir``'s outcome yet."""
         return self.proc.poll() is None and not (run_dir / OUTCOME_FILE).is_file()
 
-    def finish(self, run_dir: Path, wait: float) -> bool:
-        """Wait up to ``wait`` s for the run to end; whether it did."""
-        limit = time.monotonic() + wait
-        while self.running(run_dir) and time.monotonic() < limit:
-            time.sleep(0.01)
-        return not self.running(run_dir)  # its outcome written, or the launcher dead (its log says why)
-
     def own_processes(self) -> set[int]:
         """The launcher and what it keeps between runs (empty before it has listed them)."""
         try:
@@ -224,8 +217,12 @@ def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: fl
 def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: float,
                  timed_out: bool = False, timeout: float = 0.0) -> LaunchOutcome:
     """Wait up to ``wait`` s for the run to end, kill whatever is left of it, and say what happened."""
-    ended = not timed_out and launcher.finish(run_dir, wait)
-    timed_out = timed_out or not ended
+    limit = time.monotonic() + (0 if timed_out else wait)
+    while launcher.running(run_dir) and time.monotonic() < limit:
+        time.sleep(0.01)
+    # Its outcome written, or the launcher dead (its log says why).
+    ended = not timed_out and not launcher.running(run_dir)
+    timed_out = not ended
     log = run_dir / "launcher.log"
     if not log.is_file():  # it died before this run began: its own log says why
         with contextlib.suppress(OSError):
