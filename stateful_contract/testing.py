@@ -6,6 +6,7 @@ reads the verdict of its clause from that one report.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import weakref
 from typing import Any, ClassVar, final
@@ -106,17 +107,16 @@ class StatefulLoaderContract:
 
 #: Each class's options, built once: an expected failure naming no clause is warned about once.
 _OPTIONS: weakref.WeakKeyDictionary[type, CheckOptions] = weakref.WeakKeyDictionary()
+_FIELDS = [f.name for f in dataclasses.fields(CheckOptions)]
 
 
 def class_options(cls: type[StatefulLoaderContract]) -> CheckOptions:
     """The `CheckOptions` the class's attributes declare (the run's choices are applied over them)."""
     if cls not in _OPTIONS:
         with speaking("pytest", cls.__qualname__):  # a warning names the class's attribute
-            _OPTIONS[cls] = CheckOptions(
-                profile=cls.profile, strict=cls.strict, expected_failures=cls.expected_failures,
-                checkpoint_alignment=cls.checkpoint_alignment, space=cls.config_space, world_size=cls.world_size,
-                timeout=cls.timeout, isolation=cls.isolation, memory_limit=cls.memory_limit, jobs=cls.jobs,
-                exitfirst=cls.exitfirst)
+            # Each attribute the base class declares is the `CheckOptions` field of its name.
+            declared = {name: getattr(cls, name) for name in _FIELDS if name in vars(StatefulLoaderContract)}
+            _OPTIONS[cls] = CheckOptions(**declared, space=cls.config_space)
     return _OPTIONS[cls]
 
 
