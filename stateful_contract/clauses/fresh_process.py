@@ -61,6 +61,7 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
     lengths: list[int] = saved["lengths"]
     start, stop = expected_bounds(lengths, plan.position)
     program = example.program
+    seed = _new_interpreter_seed()
     for line in (
         "# In a first process, the state was taken and saved as a trainer saves it, with the batches it resumes to:",
         "#     import torch",
@@ -71,7 +72,7 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
         f"#     state = checkpoint(loader, {plan.position.as_code()})",
         f"#     save_checkpoint(state, {STATE_FILE!r})",
         "# and this process, which never built a loader before, resumes from those files"
-        + (f" (run it as PYTHONHASHSEED={seed} python ...):" if (seed := _new_interpreter_seed()) is not None else ":"),
+        + (f" (run it as PYTHONHASHSEED={seed} python ...):" if seed is not None else ":"),
     ):
         program.add(line)
     # What the first process's uninterrupted run yields from the checkpoint on, as it saved it: this
@@ -85,7 +86,6 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
     except Exception:
         return
     resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
-    seed = _new_interpreter_seed()
     where = f"{plan.position.describe(lengths)}; saved with torch.save and resumed in " + (
         "a fresh process" if seed is None else
         f"a new interpreter (run with PYTHONHASHSEED={seed}: another string hash seed than the first process's)")

@@ -26,8 +26,6 @@ __all__ = [
     "RESUMES",
     "TIERS",
     "Clause",
-    "Tier",
-    "TierInfo",
     "all_clauses",
     "clause",
     "default_selection",
