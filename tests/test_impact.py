@@ -211,3 +211,16 @@ def test_the_badge_names_a_crash_before_a_silent_loss() -> None:
     crash = _failed("SC02", impact=Impact("loud", "load_state_dict() at resume raises TypeError", "load"))
     report = Report(target="t", results=[crash, _failed("SC10")])
     assert badge_message(report) == "failing 2 clauses (SC02, SC10): crashes on resume, silent data loss"
+
+
+def test_a_batch_holding_nan_counts_as_equal_to_itself() -> None:
+    """The comparison treats NaN where the other side has NaN as equal (`compare.first_difference`);
+    the accounting must too, or one batch lost reads as every batch lost and repeated."""
+    def batch(i: int) -> dict[str, torch.Tensor]:
+        return {"loss_mask": torch.tensor([float(i), float("nan")])}
+
+    expected = [batch(i) for i in range(4)]
+    impact = stream_impact(expected, [batch(i) for i in (0, 2, 3, 4)])
+    assert (impact.unit, impact.counts) == ("batch", {"lost": 1}), impact.describe()
+    floats = stream_impact([1.0, float("nan"), 2.0, 3.0], [1.0, float("nan"), 3.0, 4.0])
+    assert floats.counts == {"lost": 1}, floats.describe()

@@ -7,6 +7,7 @@ it raised, hung or died, never parsed back out of a message.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -95,9 +96,13 @@ def died(step: str, killed_by: str) -> Impact:
 
 
 def _fingerprint(value: Any) -> Hashable:
-    """A hashable stand-in for a batch, equal for equal batches (batch-level accounting)."""
+    """A hashable stand-in for a batch, equal for equal batches (batch-level accounting).
+
+    NaN stands for itself, as in the comparison (`compare.first_difference`): a float NaN is never
+    equal to another, so a batch holding one would count as changed wherever it stood."""
     if isinstance(value, torch.Tensor):
-        return ("tensor", str(value.dtype), tuple(value.shape), tuple(value.flatten().tolist()))
+        values = tuple(map(_nan_as_itself, value.flatten().tolist()))
+        return ("tensor", str(value.dtype), tuple(value.shape), values)
     if isinstance(value, Mapping):
         return ("map", tuple((repr(k), _fingerprint(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
@@ -106,9 +111,13 @@ def _fingerprint(value: Any) -> Hashable:
         return ("array", str(value.dtype), repr(value.tolist()))
     try:
         hash(value)
-        return ("leaf", type(value).__name__, value)
+        return ("leaf", type(value).__name__, _nan_as_itself(value))
     except TypeError:
         return ("repr", repr(value))
+
+
+def _nan_as_itself(x: Any) -> Any:
+    return "nan" if isinstance(x, float) and math.isnan(x) else x
 
 
 def _units(batches: Sequence[Any], by_sample: bool) -> list[Hashable]:
