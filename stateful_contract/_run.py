@@ -1,7 +1,5 @@
-"""One call of `check` put together: the clauses in order, each judged once (docs/architecture.md).
-
-A clause whose prerequisite failed is not judged, saying which and why.
-"""
+"""One call of `check` put together: the clauses in order, each judged once (docs/architecture.md);
+a clause whose prerequisite failed is not judged, saying which and why."""
 
 from __future__ import annotations
 
