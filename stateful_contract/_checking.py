@@ -7,10 +7,9 @@ still run through that form, so a single run reveals every bug.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._engine.executors import Executor, FactoryProblem, InProcess
@@ -46,24 +45,6 @@ class CheckInterrupted(KeyboardInterrupt):
         self.report = report
 
 
-def _started(make: Callable[[], Executor]) -> Executor:
-    """A started executor for one rank: what each parallel job judges its clauses with."""
-    executor = make()
-    executor.start()
-    return executor
-
-
-@contextlib.contextmanager
-def _engine_quiet() -> Iterator[None]:
-    """The process-wide settings a run needs, restored afterwards."""
-    # Everything alive now (torch, Hypothesis, the user's modules, and what the steps import
-    # later) is left out of the collections the engine runs before each worker loader.
-    # Hypothesis would write .hypothesis/constants/ into the user's directory.
-    with frozen(), no_hypothesis_files(), quick_worker_shutdown(), ctrl_c_kept(), warnings.catch_warnings():
-        ignore_set_vital()  # torchdata's deprecation noise, nothing else (`_engine.noise`)
-        yield
-
-
 def check(
     factory: Callable[[LoaderConfig], Any] | str,
     options: CheckOptions | None = None,
@@ -97,12 +78,11 @@ def check(
     prof = get_profile(opts.profile)
     spec = factory if isinstance(factory, str) else None
     if isinstance(factory, str):
-        target = target or factory
         factory = load_target(factory)
         if factory_import is None:
             factory_import = import_line(spec or "") + (
                 "().make_loader" if getattr(factory, "__name__", "") == "make_loader" else "")
-    target = target or describe_factory(factory)
+    target = target or spec or describe_factory(factory)
     factory_import = factory_import or factory_import_line(factory)
     notes = [f"expected failure {unknown!r} names no clause" for unknown in opts.unknown_expected]
     selected = opts.selected
@@ -124,7 +104,7 @@ def check(
             functools.partial(Supervised, factory, factory_import, alignment, example_timeout, opts.memory_limit)
             if choose_isolation(opts.isolation) == "supervised"
             else functools.partial(InProcess, factory, factory_import, alignment, example_timeout))
-        executor, make_executor = one_rank(), functools.partial(_started, one_rank)
+        executor, make_executor = one_rank(), one_rank
     if isinstance(executor, InProcess):
         notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "
                      "and a crash or an uninterruptible hang would have ended the check")
@@ -132,7 +112,12 @@ def check(
     run = _Run(executor, opts, notes=notes, seed=seed, progress=progress, replay=replay, make_executor=make_executor)
     interrupted = False
     try:
-        with _engine_quiet():
+        # The process-wide settings a run needs, restored afterwards: everything alive now (torch,
+        # Hypothesis, the user's modules, what the steps import later) is left out of the collections
+        # the engine runs before each worker loader; Hypothesis writes no .hypothesis/constants/
+        # into the user's directory; torchdata's deprecation noise is ignored, nothing else.
+        with frozen(), no_hypothesis_files(), quick_worker_shutdown(), ctrl_c_kept(), warnings.catch_warnings():
+            ignore_set_vital()
             try:
                 run.run()
             except BaseException:

@@ -49,7 +49,7 @@ Done = Callable[[Clause, Outcome, float], None]
 
 def judge_apart(clauses: Sequence[Clause], jobs: int, *, judge: Judge, executor: Callable[[], Executor],
                 started: Callable[[Clause], None], done: Done, stop: Callable[[], bool] | None = None) -> Speedup:
-    """Judge ``clauses`` in ``jobs`` forked processes, each with its own ``executor()``.
+    """Judge ``clauses`` in ``jobs`` forked processes, each with its own ``executor()``, started there.
 
     ``judge(clause, executor)`` runs in the job; ``started`` and ``done(clause, outcome, seconds)``
     run here, in the order the clauses are handed out and come back. ``stop`` (exitfirst): asked
@@ -141,6 +141,7 @@ def _job(conn: Connection, other_end: Connection, judge: Judge, make_executor: C
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the checker's; it ends the jobs
     with contextlib.suppress(KeyboardInterrupt):  # told to stop (SIGTERM, or the checker died)
         executor = make_executor()
+        executor.start()
         try:
             while True:
                 try:

@@ -1,8 +1,7 @@
 """How results read, in one place: the CLI, the pytest face, the demo and the rank entry use it.
 
-Everything is rendered from the structured fields of a `ClauseResult` (what was
-expected, what came instead, where, on which rank), never parsed back out of a
-message.
+Everything is rendered from the structured fields of a `ClauseResult` (what was expected, what
+came instead, where, on which rank), never parsed back out of a message.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""One call of `check` put together: the clauses in order, each judged once (docs/architecture.md).
-
-A clause whose prerequisite failed is not judged, saying which and why.
-"""
+"""One call of `check` put together: the clauses in order, each judged once (docs/architecture.md);
+a clause whose prerequisite failed is not judged, saying which and why."""
 
 from __future__ import annotations
 
@@ -210,20 +208,17 @@ class _Run:
                 self.record(c, self.outcome_of_run(c, e.run), e.run.seconds)
             return
         self.probe()
-        keyword_note = ""
-        if self.load_probe == "keyword" and any(LOAD in clause(s).needs for s in self.selected):
-            keyword_note = (f"load_state_dict(state) rejects a positional state ({load_prober().id}); the other "
-                            "clauses ran through load_state_dict(state_dict=state)")
-            self.notes.append(keyword_note)
-        self.judge_in_order(keyword_note)
-        if keyword_note and not any(LOAD in clause(cid).needs for cid in self.results):
-            # Stopped at the load's own failure (exitfirst): no other clause ran through either form.
-            self.notes.remove(keyword_note)
-            for r in self.results.values():
-                if keyword_note in r.notes:
-                    r.notes.remove(keyword_note)
+        at = len(self.notes)
+        self.judge_in_order()
+        # Not when no clause needing a load was reached (stopped at the load's own failure, exitfirst).
+        if self.load_probe == "keyword" and any(LOAD in clause(cid).needs for cid in self.results):
+            note = (f"load_state_dict(state) rejects a positional state ({load_prober().id}); the other "
+                    "clauses ran through load_state_dict(state_dict=state)")
+            self.notes.insert(at, note)
+            if (probed := self.results.get(load_prober().id)) is not None:
+                probed.notes.append(note)
 
-    def judge_in_order(self, keyword_note: str) -> None:
+    def judge_in_order(self) -> None:
         """Each clause after what it needs; those nothing else needs in parallel jobs, with several."""
         order = run_order(self.selected)
         needed = {n for c in order for n in c.needs}
@@ -244,8 +239,6 @@ class _Run:
                 self.emit(c, 0, 1)
                 outcome = self.judge(c)
                 self.current = None
-            if c.probes_load and keyword_note:
-                outcome.notes.append(keyword_note)
             seconds = time.perf_counter() - started
             if c.probes_load and self.load_failed is not None:
                 seconds += self.load_failed.seconds  # its example was the probe's

@@ -30,11 +30,15 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
+from . import badge, export, replay
+from ._checking import DEFAULT_MEMORY_LIMIT, CheckInterrupted, FactoryError, check
 from ._engine.guard import sigint_ignored
 from ._faces import speaking
 from ._render import SHOWN, ran, render_failures, render_report, story, summary_line
+from ._target import TargetError
 from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION
+from .options import CheckOptions, OptionError, UnknownClauseWarning, alignment_of
 from .profiles import PROFILES
 from .report import same_causes
 
@@ -76,17 +80,14 @@ class _Live:
         self.stream.flush()
 
 
-class _Usage(Exception):
-    """A wrong command line: one line on stderr, exit 2."""
-
-
 def _expected(items: Sequence[str]) -> dict[str, str]:
     """``--expect-fail ID=REASON`` as the one form of expected failures (ID -> reason)."""
     out = {}
     for item in items:
         cid, sep, reason = item.partition("=")
         if not sep or not cid.strip() or not reason.strip():
-            raise _Usage(f"--expect-fail takes ID=REASON (e.g. SC17='state holds a dataclass'), got {item!r}")
+            raise OptionError("expected_failures", f"takes ID=REASON (e.g. SC17='state holds a dataclass'), "
+                                                   f"got {item!r}")
         out[cid.strip()] = reason.strip()
     return out
 
@@ -100,15 +101,13 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 
 def _memory(value: str | None) -> int | None:
     """``--memory-limit``: ``4G``, ``512MiB``, ``2.5GB``, a number of bytes, or ``none``."""
-    from ._checking import DEFAULT_MEMORY_LIMIT
-
     if value is None:
         return DEFAULT_MEMORY_LIMIT
     if value.strip().lower() in ("none", "off", "0"):
         return None
     found = _SIZE.match(value)
     if found is None:
-        raise _Usage(f"--memory-limit takes a size such as 4G or 512M, or 'none', got {value!r}")
+        raise OptionError("memory_limit", f"takes a size such as 4G or 512M, or 'none', got {value!r}")
     number, unit = float(found.group(1)), found.group(2).lower()
     return int(number * (1 << (10 * " kmgt".index(unit or " ")))) or None
 
@@ -128,10 +127,8 @@ def _stopped_by_sigterm() -> Iterator[list[int]]:
         yield got
 
 
-def _options(args: argparse.Namespace) -> Any:
+def _options(args: argparse.Namespace) -> CheckOptions:
     """The `CheckOptions` of ``check``'s command line; an expected failure naming no clause is a usage error."""
-    from .options import CheckOptions, UnknownClauseWarning, alignment_of
-
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnknownClauseWarning)  # a typo on a command line is caught now
         return CheckOptions(
@@ -143,15 +140,11 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ._checking import CheckInterrupted, FactoryError, check
-    from ._target import TargetError
-    from .options import OptionError, UnknownClauseWarning
-
     try:
         options = _options(args)
     except OptionError as e:
         return _usage(f"{_FLAGS.get(e.option, '--' + e.option.replace('_', '-'))} {e.problem}")
-    except (UnknownClauseWarning, _Usage) as e:
+    except UnknownClauseWarning as e:
         return _usage(str(e))
     status = 0
     live = None if args.quiet else _Live(sys.stderr)
@@ -176,8 +169,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _write(report: Any, args: argparse.Namespace) -> None:
     """The report on stdout, and in the files ``--json``, ``--junit`` and ``--markdown`` name."""
-    from . import export
-
     render_report(report, sys.stdout)
     _full_reasons(report, sys.stdout, args.verbose)
     for path, write, written in ((args.json, report.to_json, "report"),
@@ -211,8 +202,6 @@ def _usage(message: str) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """MindSpeed-MM's wrapper and the reference wrapper, side by side."""
-    from ._checking import check
-
     reports = []
     for label, target in DEMO_TARGETS:
         print(f"checking the {label} ({target}) ...", file=sys.stderr)
@@ -299,9 +288,6 @@ def _parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_demo)
 
     sub.add_parser("clauses", help="list the clauses").set_defaults(func=_cmd_clauses)
-
-    from . import badge, replay
-
     for face, says in ((badge, "turn a JSON report into an SVG badge and a shields.io endpoint"),
                        (replay, "rerun only the recorded failing example of a clause from a JSON report")):
         command = sub.add_parser(face.__name__.rpartition(".")[2], help=says)

@@ -1,23 +1,26 @@
 """What a loader is built from: `LoaderConfig`, its dataset, and the Hypothesis strategy that draws it.
 
 A factory under test receives a `LoaderConfig` and returns a fresh loader, usually a one-liner
-around `config.stateful_dataloader()`, torchdata's own loader for the config.
+around `config.stateful_dataloader()`, torchdata's own loader for the config. A streaming loader's
+factory reads the same samples as an iterable dataset (`LoaderConfig.iterable_dataset`,
+`LoaderConfig.hf_iterable_dataset`), so the contract can still say which samples it lost or repeated.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 import torch
 from hypothesis import strategies as st
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from .iterables import StatefulTokenIterable, TokenIterable, hf_iterable_dataset
-
-__all__ = ["ConfigSpace", "LoaderConfig", "TokenDataset", "loader_configs"]
+__all__ = ["ConfigSpace", "LoaderConfig", "StatefulTokenIterable", "TokenDataset", "TokenIterable",
+           "hf_iterable_dataset", "loader_configs", "shards"]
 
 #: Value used for labels that do not count as tokens, as in Hugging Face / Megatron.
 IGNORE_INDEX = -100
@@ -27,9 +30,8 @@ class TokenDataset(Dataset[dict[str, Any]]):
     """A map-style dataset of `size` distinct, deterministic token samples.
 
     Sample ``i`` is ``{"index": i, "input_ids": LongTensor[seq_len], "labels": LongTensor[seq_len]}``.
-    The number of valid labels varies from sample to sample (between 1 and
-    ``seq_len``) and the rest are ``-100``, so a per-token count over a window depends
-    on exactly which samples are in it: a lost or repeated batch changes the count.
+    Between 1 and ``seq_len`` labels are valid, the rest ``-100``, so a per-token count over a
+    window depends on exactly which samples are in it: a lost or repeated batch changes the count.
     """
 
     def __init__(self, size: int, seq_len: int = 8, salt: int = 0) -> None:
@@ -63,6 +65,85 @@ class TokenDataset(Dataset[dict[str, Any]]):
         return f"TokenDataset(size={self.size}, seq_len={self.seq_len}, salt={self.salt})"
 
 
+def shards(order: list[int], n_shards: int) -> list[list[int]]:
+    """``order`` cut into ``n_shards`` runs of consecutive samples, as even as possible
+    (the first ``len(order) % n_shards`` one longer; some empty when ``n_shards`` is larger)."""
+    if n_shards < 1:
+        raise ValueError(f"n_shards must be >= 1, got {n_shards}")
+    size, longer = divmod(len(order), n_shards)
+    starts = [k * size + min(k, longer) for k in range(n_shards + 1)]
+    return [order[start:end] for start, end in itertools.pairwise(starts)]
+
+
+class TokenIterable(IterableDataset):  # type: ignore[type-arg]
+    """``samples`` in ``order`` as a torch ``IterableDataset``, sharded over worker processes.
+
+    Worker ``w`` of ``W`` yields ``order[w::W]``, so the workers together yield each sample
+    once per epoch. It has no ``state_dict``: a ``StatefulDataLoader`` can only resume it by
+    fast-forwarding (`StatefulTokenIterable` has one).
+    """
+
+    def __init__(self, samples: Dataset[dict[str, Any]], order: list[int]) -> None:
+        self.samples = samples
+        self.order = order
+        self.offset = 0
+        self.pending: int | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = get_worker_info()
+        shard = self.order if info is None else self.order[info.id :: info.num_workers]
+        self.offset, self.pending = (self.pending or 0), None
+        return self._run(shard)
+
+    def _run(self, shard: list[int]) -> Iterator[dict[str, Any]]:
+        while self.offset < len(shard):
+            i = shard[self.offset]
+            self.offset += 1
+            yield self.samples[i]
+        self.offset = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self.order)} samples)"
+
+
+class StatefulTokenIterable(TokenIterable):
+    """`TokenIterable` with torchdata's ``Stateful`` protocol: the state is the offset in
+    this process' shard; a loaded offset applies to the next ``iter()``, and the position
+    moves at ``iter()``, not at the first sample (a state taken in between is the new pass')."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"offset": self.offset if self.pending is None else self.pending}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.pending = int(state_dict["offset"])
+
+
+def _generate(shards: list[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    # Module level, over plain values: datasets pickles the generator and its arguments into
+    # worker processes and hashes them for a fingerprint.
+    for shard in shards:
+        yield from shard
+
+
+def hf_iterable_dataset(samples: Dataset[dict[str, Any]], order: list[int], n_shards: int = 4) -> Any:
+    """A Hugging Face ``datasets.IterableDataset`` of ``samples`` in ``order``, in ``n_shards``
+    shards of consecutive samples (`shards`), formatted as torch tensors.
+
+    ``IterableDataset.shuffle(seed, buffer_size)`` (which shuffles the shards and a buffer
+    of samples) is the caller's to apply. The dataset is built from a generator
+    (``IterableDataset.from_generator``): nothing is written to disk, nothing downloaded.
+    """
+    import datasets  # optional: imported only here
+
+    features = datasets.Features({"index": datasets.Value("int64"), "input_ids": datasets.Sequence(
+        datasets.Value("int64")), "labels": datasets.Sequence(datasets.Value("int64"))})
+    # A list in gen_kwargs is how datasets knows the shards: shard k's generator gets [split[k]].
+    split = [[{"index": i, "input_ids": samples[i]["input_ids"].tolist(), "labels": samples[i]["labels"].tolist()}
+              for i in shard] for shard in shards(order, n_shards)]
+    dataset = datasets.IterableDataset.from_generator(_generate, features=features, gen_kwargs={"shards": split})
+    return dataset.with_format("torch")
+
+
 GeneratorKind = Literal["default", "explicit"]
 
 
@@ -70,12 +151,10 @@ GeneratorKind = Literal["default", "explicit"]
 class LoaderConfig:
     """One loader configuration; a factory builds a fresh loader from it on every call.
 
-    ``generator="default"`` means no ``generator=`` argument: the sampler seeds itself
-    from torch's global RNG, which the contract seeds with ``seed`` right before every
-    factory call (as a trainer seeds at start-up). ``"explicit"`` passes
-    ``torch.Generator().manual_seed(seed)``. ``persistent_workers`` keeps the worker
-    processes alive across epochs (``StatefulDataLoader(persistent_workers=True)``); it means
-    nothing without workers, and `stateful_dataloader` then leaves it out.
+    ``generator="default"`` means no ``generator=`` argument: the sampler seeds itself from
+    torch's global RNG, which the contract seeds with ``seed`` right before every factory call
+    (as a trainer seeds at start-up). ``"explicit"`` passes ``torch.Generator().manual_seed(seed)``.
+    ``persistent_workers`` means nothing without workers, and `stateful_dataloader` then leaves it out.
     """
 
     dataset_size: int = 8
@@ -119,13 +198,12 @@ class LoaderConfig:
     def stateful_dataloader(self, **overrides: Any) -> Any:
         """torchdata's `StatefulDataLoader` for this config: the reference base loader.
 
-        Keyword ``overrides`` replace constructor arguments (``persistent_workers=True``,
-        ``snapshot_every_n_steps=3``, ``batch_sampler=...``). With ``world_size > 1``, or in a
-        torch.distributed process group of any size, the
-        batches are those of torch's ``DistributedSampler`` for ``rank``, from this
-        package's `stateful_contract.samplers.DistributedBatchSampler`: torchdata's
-        ``StatefulDistributedSampler`` loses epochs on resume (docs/findings.md, F4, F12).
-        Worker processes use ``fork`` on Linux: ``spawn`` costs a second per loader.
+        Keyword ``overrides`` replace constructor arguments (``snapshot_every_n_steps=3``,
+        ``batch_sampler=...``). With ``world_size > 1``, or in a torch.distributed process group of
+        any size, the batches are those of torch's ``DistributedSampler`` for ``rank``, from
+        `stateful_contract.samplers.DistributedBatchSampler`: torchdata's ``StatefulDistributedSampler``
+        loses epochs on resume (docs/findings.md, F4, F12). Workers ``fork`` on Linux: ``spawn``
+        costs a second per loader.
         """
         from torchdata.stateful_dataloader import StatefulDataLoader
         from torchdata.stateful_dataloader.sampler import RandomSampler
@@ -163,14 +241,14 @@ class LoaderConfig:
 
     def iterable_dataset(self, *, stateful: bool = False, shuffle: bool | None = None) -> Any:
         """The config's samples as a torch ``IterableDataset`` sharded over worker processes
-        (`stateful_contract.iterables.TokenIterable`), shuffled from ``seed`` if ``shuffle`` (default
+        (`TokenIterable`), shuffled from ``seed`` if ``shuffle`` (default
         ``self.shuffle``); ``stateful=True`` gives it a ``state_dict``."""
         order = self.sample_order(self.shuffle if shuffle is None else shuffle)
         return (StatefulTokenIterable if stateful else TokenIterable)(self.dataset, order)
 
     def hf_iterable_dataset(self, n_shards: int = 4, *, shuffle: bool = False) -> Any:
         """The config's samples as a Hugging Face ``datasets.IterableDataset`` of ``n_shards`` shards
-        (`stateful_contract.iterables.hf_iterable_dataset`; needs ``datasets``, which this package does
+        (`hf_iterable_dataset`; needs ``datasets``, which this package does
         not depend on); ``shuffle=True`` permutes the samples once from ``seed`` before sharding."""
         return hf_iterable_dataset(self.dataset, self.sample_order(shuffle), n_shards)
 
@@ -196,11 +274,10 @@ def loader_configs(draw: st.DrawFn, *, num_workers: st.SearchStrategy[int] = st.
                    rank: int = 0, world_size: int = 1) -> LoaderConfig:
     """Configurations the way users build loaders.
 
-    Shrinks towards the simplest loader: no shuffling, default generator, no
-    ``drop_last``, one sample per batch, ``grad_acc_step=1``, workers that are not persistent.
-    The ranges cover uneven
-    last batches, ``drop_last`` epochs with no batch at all, windows longer than an
-    epoch (``grad_acc_step`` > batches per epoch) and epochs whose last window is short.
+    Shrinks towards the simplest loader: no shuffling, default generator, no ``drop_last``, one
+    sample per batch, ``grad_acc_step=1``, workers that are not persistent. The ranges cover uneven
+    last batches, ``drop_last`` epochs with no batch at all, windows longer than an epoch
+    (``grad_acc_step`` > batches per epoch) and epochs whose last window is short.
     """
     # Drawn in the order of the arguments. persistent_workers is drawn only with workers (so configs
     # without them draw as before): half the worker examples keep their workers across epochs, as

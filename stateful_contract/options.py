@@ -65,11 +65,7 @@ class UnknownClauseWarning(UserWarning):
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """Every option of a check (`stateful_contract.check`); each face builds one of these.
-
-    Build a changed copy with `replace`; a field left at its default means what the default
-    of that option means.
-    """
+    """Every option of a check (`stateful_contract.check`); each face builds one, `replace` a changed copy."""
 
     #: ``"dev"``, ``"ci"`` (derandomized, the default) or ``"thorough"``.
     profile: str = "ci"
@@ -99,9 +95,8 @@ class CheckOptions:
     #: and the check goes on in a fresh child) or ``"in-process"`` (a little faster, and what a
     #: debugger needs, but such a loader then takes the check down with it). See docs/supervision.md.
     isolation: Isolation | None = None
-    #: Parallel processes the searched clauses nothing else needs are judged in, each with an executor
-    #: of its own (None: `default_jobs`; one rank only); the report notes the speed-up, the verdicts
-    #: do not depend on it.
+    #: Parallel processes the searched clauses nothing else needs are judged in (None: `default_jobs`;
+    #: one rank only); the report notes the speed-up, the verdicts do not depend on it.
     jobs: int | None = None
     #: Seeds the search (recorded on the report; None: the profile decides, `Profile.draw_seed`).
     seed: int | None = None

@@ -121,10 +121,9 @@ def run_seed(config: pytest.Config | None) -> int | None:
 
 
 def run_options(config: pytest.Config | None) -> CheckKeywords:
-    """The `CheckOptions` fields this pytest run chooses for every contract class (the mixin
-    applies them over the class's own): the profile and the seed chosen above, and
-    ``exitfirst`` under pytest's own ``-x`` (``--maxfail=1``), which would stop at the first
-    failing clause test anyway: the check then stops at the first failing clause too."""
+    """The `CheckOptions` fields this pytest run chooses for every contract class, over the class's own:
+    the profile and the seed chosen above, and ``exitfirst`` under pytest's ``-x`` (``--maxfail=1``),
+    which would stop at the first failing clause test anyway."""
     chosen: CheckKeywords = {}
     if (profile := run_profile(config)) is not None:
         chosen["profile"] = profile

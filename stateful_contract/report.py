@@ -1,8 +1,5 @@
-"""Structured results: one `ClauseResult` per clause, gathered in a `Report`.
-
-Reports know nothing about how clauses are checked; the CLI, the pytest faces and the
-badge all read the same records, and `Report.to_json` is the one file format.
-"""
+"""Structured results: one `ClauseResult` per clause, gathered in a `Report`, which every face reads
+and `Report.to_json` writes (the one file format)."""
 
 from __future__ import annotations
 
@@ -110,8 +107,7 @@ class ClauseResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClauseResult:
-        """A record of any report format: unknown fields (a newer format) are dropped, missing ones
-        (older formats) take their defaults."""
+        """A record of any report format: fields of a newer one are dropped, missing ones take their defaults."""
         fields = {k: v for k, v in data.items() if k in _OUTCOME_FIELDS}
         if isinstance(fields.get("impact"), Mapping):
             fields["impact"] = Impact.from_dict(fields["impact"])
@@ -119,11 +115,8 @@ class ClauseResult:
                    expected_failure_reason=data.get("expected_failure_reason"))
 
     def to_exception(self) -> AssertionError:
-        """The failure as an exception to raise, its reproduction attached as a PEP 678 note.
-
-        ``raise report["SC10"].to_exception()`` fails a plain test (unittest, a script)
-        with the same story every face prints.
-        """
+        """The failure as an exception to raise, its reproduction attached as a PEP 678 note:
+        ``raise report["SC10"].to_exception()`` fails a plain test (unittest, a script)."""
         from ._engine.example import _attach_note  # the note an example's own failure carries
 
         error = ClauseViolation(self.id, heading=f"{self.id} {self.name}", expected=self.expected, got=self.got,

@@ -1,17 +1,16 @@
 """`DistributedBatchSampler`: a distributed batch sampler that resumes exactly, epoch by epoch.
 
 `LoaderConfig.stateful_dataloader()` passes it to torchdata's `StatefulDataLoader` as
-``batch_sampler=`` whenever ``world_size > 1``, as a user can. torchdata's
-``StatefulDistributedSampler`` resets its count only when an epoch's first index is drawn (a
-state taken between epochs resumes into an empty epoch or reports the epoch's start) and, like
-torch's ``DistributedSampler``, loses the next epoch when a state taken after an epoch's last
-batch is resumed at ``set_epoch(epoch + 1)`` (docs/findings.md, F4, F11, F12).
+``batch_sampler=`` whenever ``world_size > 1``. torchdata's ``StatefulDistributedSampler`` resets
+its count only when an epoch's first index is drawn (a state taken between epochs resumes into an
+empty epoch or reports the epoch's start) and, like torch's ``DistributedSampler``, loses the next
+epoch when a state taken after an epoch's last batch is resumed at ``set_epoch(epoch + 1)``
+(docs/findings.md, F4, F11, F12).
 
 This sampler deals indices exactly as torch's ``DistributedSampler`` does (same padding,
-``drop_last`` and ``seed + epoch`` shuffle: the samples users get today) and batches each rank's
-indices as torch's ``BatchSampler``. Its state is ``{"epoch", "batches", "num_replicas"}``: the
-epoch of the pass in progress and how many of its batches were handed out. Three rules make it
-exact:
+``drop_last`` and ``seed + epoch`` shuffle) and batches them as torch's ``BatchSampler``. Its state
+is ``{"epoch", "batches", "num_replicas"}``: the epoch of the pass in progress and how many of its
+batches were handed out. Three rules make it exact:
 
 1. The count belongs to the pass, and a pass starts at ``iter()``, not at its first batch.
 2. A loaded state waits for the next ``iter()`` (the loader calls ``load_state_dict`` on this
@@ -33,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sized
 from typing import Any
 
-from torch.utils.data import DistributedSampler, Sampler
+from torch.utils.data import BatchSampler, DistributedSampler, Sampler
 
 __all__ = ["DistributedBatchSampler"]
 
@@ -62,12 +61,9 @@ class _Pass(Iterator[list[int]]):
 class DistributedBatchSampler(Sampler[list[int]]):
     """Batches of one rank's share of ``dataset``, as ``BatchSampler(DistributedSampler(...))``, stateful.
 
-    ``dataset`` (sized: only its length is read), ``num_replicas``, ``rank``, ``shuffle``, ``seed`` and
-    ``drop_last`` (drop the tail that does not divide evenly over the ranks) are torch's
-    ``DistributedSampler``'s; ``batch_size`` indices make a batch, and ``drop_last_batch`` drops each
+    ``dataset`` (only its length is read), ``num_replicas``, ``rank``, ``shuffle``, ``seed``,
+    ``drop_last`` and ``set_epoch`` are torch's ``DistributedSampler``'s; ``drop_last_batch`` drops each
     epoch's last batch when it is short, as ``BatchSampler(drop_last=True)`` does (default: ``drop_last``).
-
-    ``set_epoch(epoch)`` chooses the epoch of the next pass, as with ``DistributedSampler``;
     ``state_dict()``/``load_state_dict()`` follow the module docstring's three rules.
     """
 
@@ -99,8 +95,7 @@ class DistributedBatchSampler(Sampler[list[int]]):
             order = list(self.sampler)
         finally:
             self.sampler.epoch = current
-        out = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        return [b for b in out if len(b) == self.batch_size] if self.drop_last_batch else out
+        return list(BatchSampler(order, self.batch_size, self.drop_last_batch))
 
     def __len__(self) -> int:
         n = self.sampler.num_samples

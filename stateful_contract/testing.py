@@ -33,11 +33,10 @@ class StatefulLoaderContract:
     """Base class for a downstream test class; implement `make_loader`.
 
     The class attributes below are the fields of one `CheckOptions` (``config_space`` is its
-    ``space``), with its defaults; docs/pytest.md says what each does. A run's own choices
-    (``--stateful-contract-profile``, ``--stateful-contract-seed``, pytest's ``-x``) are applied
-    over them. With ``world_size`` > 1 every rank imports this test module by its file path and
-    calls ``make_loader`` on a fresh instance of this class, so the class must be importable at
-    module level.
+    ``space``), with its defaults (docs/pytest.md); a run's own choices (``--stateful-contract-profile``,
+    ``--stateful-contract-seed``, pytest's ``-x``) are applied over them. With ``world_size`` > 1 every
+    rank imports this test module by its file path and calls ``make_loader`` on a fresh instance of
+    this class, so the class must be importable at module level.
     """
 
     expected_failures: ClassVar[ExpectedFailures] = {}

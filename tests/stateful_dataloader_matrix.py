@@ -31,8 +31,8 @@ from stateful_contract._links import doc
 from stateful_contract.config import ConfigSpace, LoaderConfig
 
 # The datasets `LoaderConfig.iterable_dataset()` builds, under the names the entries have always used.
-from stateful_contract.iterables import StatefulTokenIterable as StatefulShardedTokens
-from stateful_contract.iterables import TokenIterable as ShardedTokens
+from stateful_contract.config import StatefulTokenIterable as StatefulShardedTokens
+from stateful_contract.config import TokenIterable as ShardedTokens
 from stateful_contract.options import ExpectedFailures
 
 __all__ = [
@@ -219,7 +219,7 @@ def distributed_batch_sampler(config: LoaderConfig) -> Any:
     return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
 
 
-# --- iterable datasets (stateful_contract.iterables) -----------------------------------
+# --- iterable datasets (stateful_contract.config) -----------------------------------
 
 
 def iterable_stateful(config: LoaderConfig) -> Any:

@@ -1,5 +1,5 @@
 """`LoaderConfig.iterable_dataset()` and `LoaderConfig.hf_iterable_dataset()`: the config's samples as an
-iterable dataset (stateful_contract/iterables.py), for factories of streaming loaders."""
+iterable dataset (stateful_contract/config.py), for factories of streaming loaders."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from stateful_contract import LoaderConfig
 
 
 def test_shards_cut_the_order_in_consecutive_runs() -> None:
-    from stateful_contract.iterables import shards
+    from stateful_contract.config import shards
 
     assert shards(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
     assert shards([0, 1], 4) == [[0], [1], [], []]
