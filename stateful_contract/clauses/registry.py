@@ -164,6 +164,7 @@ class Clause:
 
 _REGISTRY: dict[str, Clause] = {}
 
+
 def load_blocks(detail: str = "") -> str:
     """Why a clause cannot be judged when no form of ``load_state_dict`` takes a state."""
     return f"load_state_dict cannot be called with a state at all{f' ({detail})' if detail else ''}; see {load_prober().id}"
