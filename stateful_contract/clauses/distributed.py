@@ -11,7 +11,6 @@ import contextlib
 import copy
 import functools
 import io
-import json
 import pickle
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +22,7 @@ import torch
 
 from .._engine.compare import first_difference, stream_difference
 from .._engine.example import Example
-from .._engine.plans import Checkpoint, checkpoint_plan, expected_bounds, position_on_rank
+from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .._engine.recording import Program, asserts, recording
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, Position, checkpoint, uninterrupted
@@ -185,8 +184,7 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankRe
     assert world is not None
     folder = example_folder(example, "SC30")
     rank = world.rank
-    expected = torch.load(folder / f"expected-rank{rank}.pt", weights_only=False)
-    consumed, epochs = json.loads((folder / f"window-rank{rank}.json").read_text(encoding="utf-8"))
+    expected, (consumed, epochs) = torch.load(folder / f"first-run-rank{rank}.pt", weights_only=False)
     from_file = RankResume(rank, via=f"{VIA_FILE}, resumed in a fresh process")
     own = _read_and_resume(example, from_file, expected,
                            lambda: load_checkpoint(str(folder / f"rank{rank}.pt")),
@@ -225,17 +223,16 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
     result = RankResume(world.rank, via=f"{VIA_FILE}, resumed in the saving process")
     reference, lengths = example.reference()
     position = position_on_rank(plan.position, lengths)
-    start, end = expected_bounds(lengths, position)
-    expected = example.segment("expected", start, end)
+    expected = example.expected_after(position)
     consumed, epochs = window(reference, lengths, position)
-    (folder / f"window-rank{world.rank}.json").write_text(json.dumps([consumed, epochs]), encoding="utf-8")
     payload, state = b"", None
     path = str(folder / f"rank{world.rank}.pt")
     example.program.bind(path, repr(Path(path).name))  # the reproduction saves beside itself
     try:
         state = checkpoint(example.fresh(), position)
         save_checkpoint(state, path)
-        torch.save(expected, folder / f"expected-rank{world.rank}.pt")
+        # What the fresh half compares with, and the epochs its padding is counted over.
+        torch.save((expected, (consumed, epochs)), folder / f"first-run-rank{world.rank}.pt")
         payload = pickle.dumps(state)
     except LoaderError as e:
         result.error = f"while checkpointing {position.describe()}: {e}"

@@ -140,8 +140,7 @@ class Clause:
 
     def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment,
                   space: Any = None) -> Any:
-        if self.plan is None:
-            return None
+        assert self.plan is not None, "the search draws a plan only for a clause that has one (has_plan)"
         if "space" in inspect.signature(self.plan).parameters:  # a plan that reaches beyond the config
             return self.plan(data, lengths, config, alignment, space=space)  # type: ignore[call-arg]
         return self.plan(data, lengths, config, alignment)
@@ -163,6 +162,7 @@ class Clause:
 
 
 _REGISTRY: dict[str, Clause] = {}
+
 
 def load_blocks(detail: str = "") -> str:
     """Why a clause cannot be judged when no form of ``load_state_dict`` takes a state."""

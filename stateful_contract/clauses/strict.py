@@ -24,7 +24,6 @@ from .registry import LOAD, RESUMES, clause, violated
 from .worker_change import (
     WorkerChange,
     _worker_change_plan,
-    change_context,
     names_the_worker_counts,
     raised_in_torchdata,
     resume_with_other_workers,
@@ -112,13 +111,13 @@ def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint
     several = example.world is not None and example.world.world_size > 1
     if isinstance(plan, WorkerChange):
         outcome, _, _ = resume_with_other_workers(example, plan)
-        error, saved, resumed = outcome.refusal, outcome.saved, outcome.resumed
+        error, saved, resumed = outcome.refusal, example.config.num_workers, plan.workers
         if error is not None:  # a resume that is not refused has nothing to name (SC23 judges it)
             example.program.add(f"# refused: the exception must name num_workers {saved} and {resumed}")
         if error is not None and not names_the_worker_counts(error, saved, resumed):
             shown = (f"{type(error).__name__}: {error}" if str(error).strip()
                      else f"a bare {type(error).__name__} with no message")
-            raise violated("SC41", context=change_context(plan, example.config), expected=(
+            raise violated("SC41", context=plan.context(example.config), expected=(
                 f"the refusal to name the two worker counts ({saved} and {resumed}), e.g. "
                 f"ValueError('state saved with num_workers={saved}, this loader has num_workers={resumed}')"),
                 got=f"{shown}: it does not name the two worker counts, so someone whose job is restarted "

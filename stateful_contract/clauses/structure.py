@@ -38,13 +38,6 @@ def implements_protocol(example: Example, plan: None) -> None:
     _has_the_protocols_methods(example.fresh())
 
 
-def signature_text(method: Any) -> str:
-    try:
-        return f"{getattr(method, '__name__', 'load_state_dict')}{inspect.signature(method)}"
-    except (TypeError, ValueError):
-        return "load_state_dict(<signature not inspectable>)"
-
-
 @clause("SC02", "load-accepts-positional-state", tier="structure", budget="once", fixed_config=PROBE_CONFIG,
         needs=("SC01",), probes_load=True)
 def load_accepts_positional_state(example: Example, plan: None) -> None:
@@ -59,13 +52,17 @@ def load_accepts_positional_state(example: Example, plan: None) -> None:
     try:
         load(target, state)  # positionally, whatever form the other clauses use
     except LoaderError as e:
-        name = type(target).__name__
+        name, method = type(target).__name__, target.load_state_dict
+        try:
+            declared = f"{getattr(method, '__name__', 'load_state_dict')}{inspect.signature(method)}"
+        except (TypeError, ValueError):
+            declared = "load_state_dict(<signature not inspectable>)"
         raise violated(
             "SC02",
             expected=(f"{name}.load_state_dict(state) to accept the state positionally, as torchdata's "
                       "StatefulDataLoader.load_state_dict(state_dict) does; trainers resume with "
                       "loader.load_state_dict(checkpoint[...]), so every resume crashes otherwise"),
-            got=(f"{type(e.error).__name__}: {e.error}\n  declared as: {signature_text(target.load_state_dict)}\n"
+            got=(f"{type(e.error).__name__}: {e.error}\n  declared as: {declared}\n"
                  "  fix: def load_state_dict(self, state_dict: dict[str, Any]) -> None"),
             impact=loud(e.step, f"raises {type(e.error).__name__}"),
         ) from None

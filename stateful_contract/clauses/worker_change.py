@@ -41,7 +41,6 @@ from .registry import RESUMES, clause, violated
 __all__ = [
     "WorkerChange",
     "WorkerResume",
-    "change_context",
     "names_the_worker_counts",
     "raised_in_torchdata",
     "refusal_kind",
@@ -49,12 +48,23 @@ __all__ = [
     "worker_change_examples",
     "worker_count_change_is_exact_or_refused",
 ]
+
+
 @dataclass(frozen=True)
 class WorkerChange:
     """The state taken at ``position`` is resumed by a loader with ``workers`` worker processes."""
 
     position: Position
     workers: int
+
+    def context(self, config: LoaderConfig) -> str:
+        """Where the example checkpointed, and the two worker counts, as messages say it."""
+        return (f"state taken {self.position.describe()} with num_workers={config.num_workers}, "
+                f"resumed with num_workers={self.workers}")
+
+    def resumed_config(self, config: LoaderConfig) -> LoaderConfig:
+        """The config the state is resumed with: the same but for the number of worker processes."""
+        return replace(config, num_workers=self.workers)
 
 
 def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment, *,
@@ -151,12 +161,9 @@ def unnamed_worker_refusal(error: BaseException) -> str:
 
 @dataclass
 class WorkerResume:
-    """What a state saved with ``saved`` workers came to in a loader with ``resumed`` workers."""
+    """What the state taken at ``plan.position`` came to in a loader with ``plan.workers`` workers."""
 
-    saved: int
-    resumed: int
-    #: The state, as saved with ``saved`` workers.
-    state: Any = None
+    state: Any
     #: The exception that refused the state before the resumed loader yielded any batch (None: not refused).
     refusal: BaseException | None = None
     #: The loader's exception after the resumed loader had yielded a batch: no refusal, a crash mid-run.
@@ -169,9 +176,9 @@ def resume_with_other_workers(example: Example, plan: WorkerChange,
     refusal (an exception before the first batch) or crash, else the expected and the resumed stream."""
     expected = example.expected_after(plan.position)
     saved = checkpoint(example.fresh(), plan.position)
-    result = WorkerResume(example.config.num_workers, plan.workers, saved)
+    result = WorkerResume(saved)
     try:
-        return result, expected, take(example.fresh(saved, config=other_config(example.config, plan)),
+        return result, expected, take(example.fresh(saved, config=plan.resumed_config(example.config)),
                                       len(expected), max_epochs=RESUME_EPOCHS)
     except LoaderError as e:
         if e.batches_before:
@@ -179,12 +186,6 @@ def resume_with_other_workers(example: Example, plan: WorkerChange,
         else:
             result.refusal = e.error
         return result, expected, []
-
-
-def change_context(plan: WorkerChange, config: LoaderConfig) -> str:
-    """Where the example checkpointed, and the two worker counts, as messages say it."""
-    return (f"state taken {plan.position.describe()} with num_workers={config.num_workers}, "
-            f"resumed with num_workers={plan.workers}")
 
 
 @clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", kills=13, cost=6, plan=_worker_change_plan,
@@ -199,7 +200,7 @@ def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange
     outcome, expected, resumed = resume_with_other_workers(example, plan)
     if outcome.crash is not None:
         n = outcome.crash.batches_before
-        raise violated("SC23", context=change_context(plan, example.config), expected=(
+        raise violated("SC23", context=plan.context(example.config), expected=(
             "the resume to continue the stream exactly, or to be refused before its first batch (at "
             "load_state_dict, iter() or the first next())"), got=(
             f"{outcome.crash}, after {n} batch{'es' if n != 1 else ''} of the resumed stream: a run that had "
@@ -207,15 +208,15 @@ def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange
             impact=loud(outcome.crash.step, f"raises {type(outcome.crash.error).__name__} mid-run, "
                                             "after resumed batches"))
     if outcome.refusal is not None:
-        if not names_the_worker_counts(outcome.refusal, outcome.saved, outcome.resumed):
+        if not names_the_worker_counts(outcome.refusal, example.config.num_workers, plan.workers):
             advise(unnamed_worker_refusal(outcome.refusal))
         return  # refused before any batch: nothing lost, the job stops there
     if stream_difference(expected, resumed) is None:
         return  # the uninterrupted run's own stream
     reference, lengths = example.reference()
-    new_run = uninterrupted(example.factory, other_config(example.config, plan))
+    new_run = uninterrupted(example.factory, plan.resumed_config(example.config))
     if stream_difference(reference, new_run[0]) is None:  # the order does not depend on num_workers
-        same_stream(expected, resumed, clause_id="SC23", context=change_context(plan, example.config),
+        same_stream(expected, resumed, clause_id="SC23", context=plan.context(example.config),
                     what="the loader resumed with another num_workers to continue the stream exactly (or to "
                          "refuse)")
         return
@@ -226,7 +227,7 @@ def _exact_with_the_new_count(example: Example, plan: WorkerChange, outcome: Wor
                               new_run: tuple[list[Any], list[int]]) -> None:
     """For a loader whose order depends on ``num_workers``: the rest of the interrupted epoch holds
     exactly the samples still due (in any order), and each later epoch is the new count's."""
-    p, where, program = plan.position, change_context(plan, example.config), example.program
+    p, where, program = plan.position, plan.context(example.config), example.program
     reference, _ = example.reference()
     new_reference, new_lengths = new_run
     start = sum(lengths[:p.epoch])
@@ -234,7 +235,7 @@ def _exact_with_the_new_count(example: Example, plan: WorkerChange, outcome: Wor
     first, stop = sum(new_lengths[:p.epoch + 1]), sum(new_lengths[:p.epoch + 3])
     later = program.expression("expected", f"{program.render(new_reference)}[{first}:{stop}]",
                                new_reference[first:stop])
-    loader = example.fresh(outcome.state, config=other_config(example.config, plan))
+    loader = example.fresh(outcome.state, config=plan.resumed_config(example.config))
     rest = sample_ids(stream(loader, 1)) if due else []  # inside the epoch: its first pass is the rest of it
     if due is None or rest is None:
         raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
@@ -254,8 +255,3 @@ def _exact_with_the_new_count(example: Example, plan: WorkerChange, outcome: Wor
     same_stream(later, take(loader, len(later), max_epochs=RESUME_EPOCHS), clause_id="SC23", context=where,
                 what="each epoch after the interrupted one to equal that epoch of an uninterrupted loader built "
                      "with the new num_workers (the loader's order depends on num_workers)")
-
-
-def other_config(config: LoaderConfig, plan: WorkerChange) -> LoaderConfig:
-    """The config the state is resumed with: the same but for the number of worker processes."""
-    return replace(config, num_workers=plan.workers)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from logging.handlers import BufferingHandler
 from typing import Any
 
 from .._engine.advice import advise
@@ -91,21 +93,17 @@ class WorldResume:
 @contextmanager
 def _logged(into: list[str]) -> Iterator[None]:
     """Collect warnings and WARNING log records (a loader that "warns and restarts" says so here)."""
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            into.append(f"{record.levelname} {record.name}: {record.getMessage()}")
-
-    handler = Collect(logging.WARNING)
-    root = logging.getLogger()
-    root.addHandler(handler)
+    records = BufferingHandler(capacity=sys.maxsize)  # never flushes: every record stays in its buffer
+    records.setLevel(logging.WARNING)
+    logging.getLogger().addHandler(records)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             yield
-        into.extend(f"{w.category.__name__}: {w.message}" for w in caught if "set_vital" not in str(w.message))
     finally:
-        root.removeHandler(handler)
+        logging.getLogger().removeHandler(records)
+        into.extend(f"{r.levelname} {r.name}: {r.getMessage()}" for r in records.buffer)
+    into.extend(f"{w.category.__name__}: {w.message}" for w in caught if "set_vital" not in str(w.message))
 
 
 def _old_world(records: list[dict[str, Any]]) -> tuple[int, list[int], list[int]]:

@@ -37,7 +37,7 @@ import copy
 import functools
 import weakref
 from collections.abc import Iterator, Mapping, Sized
-from typing import Any
+from typing import Any, cast
 
 import torch
 from typing_extensions import Protocol, runtime_checkable
@@ -106,8 +106,7 @@ def snapshot_of(base: StatefulBaseLoader) -> dict[str, Any]:
     state = base.state_dict()
     if not isinstance(state, dict):
         raise TypeError(f"base loader's state_dict() returned {type(state).__name__}, expected a dict")
-    copied: dict[str, Any] = copy_state(state)
-    return copied
+    return cast("dict[str, Any]", copy_state(state))
 
 
 def decorate_window(
@@ -164,12 +163,9 @@ class PrefetchGradAccDataLoader:
     ) -> None:
         if isinstance(grad_acc_step, bool) or not isinstance(grad_acc_step, int) or grad_acc_step < 1:
             raise ValueError(f"grad_acc_step must be a positive int, got {grad_acc_step!r}")
-        for name in ("__iter__", "state_dict", "load_state_dict"):
-            if not callable(getattr(base_dataloader, name, None)):
-                raise TypeError(
-                    f"base_dataloader must provide {name}() like torchdata's StatefulDataLoader; "
-                    f"{type(base_dataloader).__name__} does not"
-                )
+        if not isinstance(base_dataloader, StatefulBaseLoader):
+            raise TypeError("base_dataloader must provide __iter__(), state_dict() and load_state_dict() like "
+                            f"torchdata's StatefulDataLoader; {type(base_dataloader).__name__} does not")
         if token_count_key == avg_token_count_key:
             raise ValueError(f"token_count_key and avg_token_count_key are both {token_count_key!r}")
         self.base_dataloader = base_dataloader
@@ -230,8 +226,7 @@ class PrefetchGradAccDataLoader:
         its iterator, which the next ``iter()`` reuses); right after a load, the loaded state.
         """
         if self._pending_state is not None:
-            pending: dict[str, Any] = copy_state(self._pending_state)
-            return pending
+            return cast("dict[str, Any]", copy_state(self._pending_state))
         if self._active is None:
             base_state, yielded = snapshot_of(self.base_dataloader), 0
         else:
