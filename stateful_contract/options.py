@@ -23,7 +23,7 @@ from ._engine.plans import Alignment
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ._faces import hint_expected_failures, in_face
 from .clauses import CLAUSES, default_selection
-from .clauses.registry import lookup
+from .clauses.registry import TIERS, lookup
 from .config import ConfigSpace
 from .profiles import PROFILES
 
@@ -135,6 +135,13 @@ class CheckOptions:
             value = getattr(self, name)  # None: no memory limit, the profile's seed
             if not (_whole(value, least) or (value is None and name in ("memory_limit", "seed"))):
                 raise OptionError(name, f"takes {takes}, got {value!r}")
+        # A clause named explicitly that this world cannot run would otherwise crash in its scenario
+        # and read as the loader's failure (SC30 on one process).
+        for cid in self.clauses or ():
+            tier = TIERS[lookup(cid).tier]
+            if self.world_size < tier.min_world_size:
+                raise OptionError("clauses", f"names {cid}, a clause of the {tier.name} tier, which needs at "
+                                             f"least {tier.min_world_size} ranks ({in_face(tier.skip_text)})")
         for name in ("timeout", "run_timeout"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):

@@ -99,6 +99,11 @@ def test_an_unknown_clause_exits_2(capsys):
     assert "unknown clause 'SC99'" in capsys.readouterr().err
 
 
+def test_a_multi_rank_clause_on_one_process_exits_2_saying_how_to_run_it(capsys):
+    assert run("stateful_contract.reference.factories:reference_wrapper", "--clause", "SC30") == 2
+    assert "needs at least 2 ranks (multi-rank: run with --world-size 2)" in capsys.readouterr().err
+
+
 def test_python_dash_m_and_one_progress_line_where_stderr_is_no_terminal():
     proc = subprocess.run(
         [sys.executable, "-m", "stateful_contract", "check", "stateful_contract.reference.factories:mindspeed_wrapper",

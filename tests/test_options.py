@@ -97,6 +97,16 @@ def test_wrong_values_raise_one_error_naming_the_option() -> None:
     assert CheckOptions(clauses="sc10, SC13").clauses == ("SC10", "SC13")
 
 
+def test_a_named_clause_the_world_cannot_run_is_a_usage_error_not_the_loaders_failure() -> None:
+    """SC30 named on one process once crashed in its scenario and read as a FAIL of the loader
+    ("not reproducible: one example, two results"); it is the option that is wrong."""
+    for cid in ("SC30", "SC31"):
+        with pytest.raises(OptionError, match=rf"names {cid}, a clause of the distributed tier, which needs at "
+                                              r"least 2 ranks \(multi-rank: run with check\(\.\.\., world_size=2\)\)"):
+            CheckOptions(clauses=[cid])
+    assert CheckOptions(clauses=["SC30"], world_size=2).selected == ["SC30"]
+
+
 def test_an_unknown_expected_failure_is_warned_about_exactly_once() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

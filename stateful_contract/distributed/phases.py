@@ -76,7 +76,9 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
              f"in {run_dir}, on {world.world_size} ranks in a fresh launch"]
     if executor.target != manifest["target"]:
         notes.append(f"saved by {manifest['target']}, resumed by {executor.target}")
-    run = _Run(executor, CheckOptions(profile, wanted, checkpoint_alignment=manifest["alignment"]), notes=notes)
+    # The options of the check the save launch ran: its world size selects the multi-rank clauses.
+    run = _Run(executor, CheckOptions(profile, wanted, checkpoint_alignment=manifest["alignment"], world_size=saved),
+               notes=notes)
     try:
         executor.start()
         run.probe()
