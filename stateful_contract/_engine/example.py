@@ -180,8 +180,8 @@ def _attach_hints(error: BaseException, plan: Any, example: Example) -> None:
     own = getattr(plan, "right_after_a_new_iter", None)  # a plan says where its state was taken...
     position = getattr(plan, "position", None)  # ... or its position does
     new_iter = own if isinstance(own, bool) else getattr(position, "right_after_a_new_iter", False)
-    loader = steps.last_loader_type()
-    if new_iter and loader is not None and inspect.isgeneratorfunction(getattr(loader, "__iter__", None)):
+    newest = steps._NEWEST.get()
+    if new_iter and newest is not None and inspect.isgeneratorfunction(getattr(newest[1], "__iter__", None)):
         hints.append(GENERATOR_ITER)
     window = example.config.grad_acc_step
     lengths = example._reference[1] if example._reference is not None else None  # if the example took it

@@ -77,9 +77,9 @@ PROBE_CONFIG = LoaderConfig(dataset_size=7, batch_size=2, shuffle=True, generato
 class Handler:
     """Answers the engine's commands where the loader lives: ``handler(("lengths", clause, config))``.
 
-    `InProcess` calls it, and so does a supervised child (`stateful_contract._engine.child`). A
-    rank's handler (`stateful_contract._engine.ranks.world.Handler`) is one too: with its
-    `rank` and `world_size` put in each `config`, and a `world` for its scenarios.
+    `InProcess` calls it, and so does a supervised child (`interpreter.child_main`). A rank's handler
+    (`ranks.world.Handler`) is one too: with its `rank` and `world_size` put in each `config`, and a
+    `world` for its scenarios.
     """
 
     factory: Factory

@@ -1,8 +1,7 @@
 """What a failure does to a training run: the `Impact` every failed clause carries (docs/clauses.md).
 
-Silent (the resumed run trains on the wrong data) or loud (a call the trainer makes raises or
-stops the job), computed from what a judgement compared or from the call the loader was in when
-it raised, hung or died, never parsed back out of a message.
+Silent (the resumed run trains on the wrong data) or loud (a call the trainer makes raises or stops
+the job), computed from what a judgement compared or the call the loader was in, never from a message.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ class Impact:
     at: int | None = None
 
     def describe(self) -> str:
-        """``silent: 3 samples lost in epoch 0``: how every face shows it."""
+        """How every face shows it: ``silent: 3 samples lost in epoch 0``."""
         return f"{self.kind}: {self.what}"
 
     @classmethod
@@ -96,10 +95,8 @@ def died(step: str, killed_by: str) -> Impact:
 
 
 def _fingerprint(value: Any) -> Hashable:
-    """A hashable stand-in for a batch, equal for equal batches (batch-level accounting).
-
-    NaN stands for itself, as in the comparison (`compare.first_difference`): a float NaN is never
-    equal to another, so a batch holding one would count as changed wherever it stood."""
+    """A hashable stand-in for a batch, equal for equal batches; NaN equals NaN, as in
+    `compare.first_difference` (else a batch holding one would count as changed wherever it stood)."""
     if isinstance(value, torch.Tensor):
         values = tuple(map(_nan_as_itself, value.flatten().tolist()))
         return ("tensor", str(value.dtype), tuple(value.shape), values)
@@ -118,6 +115,10 @@ def _fingerprint(value: Any) -> Hashable:
 
 def _nan_as_itself(x: Any) -> Any:
     return "nan" if isinstance(x, float) and math.isnan(x) else x
+
+
+def _same_batches(e: Sequence[Any], g: Sequence[Any]) -> bool:
+    return len(e) == len(g) and all(_fingerprint(a) == _fingerprint(b) for a, b in zip(e, g))
 
 
 def _units(batches: Sequence[Any], by_sample: bool) -> list[Hashable]:
@@ -214,7 +215,7 @@ def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int
     for n, ((epoch, e), g) in enumerate(zip(e_epochs, g_passes)):
         if cut and n == len(g_passes) - 1:  # the last pass was cut where the compared stretch ends
             e, g = e[:len(g)], g[:len(e)]
-        if len(e) != len(g) or any(_fingerprint(a) != _fingerprint(b) for a, b in zip(e, g)):
+        if not _same_batches(e, g):
             return epoch, e, g
     return None
 
@@ -236,6 +237,7 @@ def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None,
     changed = sum(_fingerprint(a) != _fingerprint(b) for a, b in zip(e_batches, g_batches))
     return Impact("silent", f"batch contents changed: {_plural(changed, 'batch')} of the same samples differ"
                   f"{where}", counts={"changed": changed}, unit="batch", epoch=epoch, at=at)
+
 
 def losses(lost: int, repeated: int, *, unit: str = "sample", epoch: int | None = None,
            at: int | None = None) -> Impact:
@@ -266,7 +268,6 @@ def epochs_impact(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Seque
         if epoch not in got:
             return Impact("silent", f"epoch {epoch} lost: the resumed loop never runs it",
                           counts={"epochs lost": 1}, epoch=epoch)
-        if len(batches) != len(got[epoch]) or any(_fingerprint(a) != _fingerprint(b)
-                                                  for a, b in zip(batches, got[epoch])):
+        if not _same_batches(batches, got[epoch]):
             return stream_impact(batches, got[epoch], cut=False, epoch=epoch)
     return None
