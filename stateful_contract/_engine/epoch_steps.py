@@ -85,12 +85,10 @@ def loop_checkpoint(loader: Any, point: LoopPoint) -> Any:
     it = _iter(loader)
     for _ in range(point.batches):
         _next(it)
-    if point.after_stop:
-        extra = up_to(it)
-        if extra:
-            raise LoaderError("next(iter(loader)) past the epoch's last batch",
-                              RuntimeError(f"yielded {len(extra)} more batches where the uninterrupted loop had "
-                                           "ended the epoch"))
+    if point.after_stop and (extra := up_to(it)):
+        raise LoaderError("next(iter(loader)) past the epoch's last batch",
+                          RuntimeError(f"yielded {len(extra)} more batches where the uninterrupted loop had "
+                                       "ended the epoch"))
     return state_of(loader)  # `it` is still open: the state is taken inside the pass
 
 

@@ -1,9 +1,7 @@
-"""Guarding the run against the code it tests: hangs and leftover worker processes.
+"""Guarding the run against the code it tests: hangs, leftover worker processes, a lost Ctrl-C.
 
-A hung example must fail its clause and let the run go on: ``SIGALRM`` raises inside whatever
-the loader was blocked in, and the stack unwinds (torch's iterators shut their workers down).
-`LoaderHung` is a ``BaseException`` so that Hypothesis does not shrink a hang (every shrink step
-would wait the timeout out again).
+A hung example fails its clause: ``SIGALRM`` raises inside whatever the loader was blocked in, and
+the stack unwinds. `LoaderHung` is a ``BaseException`` so that Hypothesis does not shrink a hang.
 """
 
 from __future__ import annotations

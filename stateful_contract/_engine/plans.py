@@ -196,8 +196,7 @@ def on_rank(plan: Any, lengths: RankLengths) -> Any:
     """
     if lengths.drawn == lengths.own:
         return plan
-    translate = getattr(plan, "on_rank", None)
-    if translate is not None:
+    if (translate := getattr(plan, "on_rank", None)) is not None:
         return translate(lengths)
     if is_dataclass(plan) and not isinstance(plan, type):
         moved = {f.name: position_on_rank(v, lengths.own) for f in fields(plan)

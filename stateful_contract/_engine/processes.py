@@ -1,9 +1,7 @@
 """Finding, measuring and killing the processes a loader runs in (psutil).
 
-A supervised child starts a session of its own, so that it and every DataLoader worker it
-forks share one session id (and process group); processes it starts with ``exec`` carry
-`MARKER_ENV` in their environment. The ranks' processes carry the marker too (they are
-started with ``exec``). Between them, nothing a loader starts escapes `kill_session`, unless it
+A supervised child and its workers share a session of their own; a process started with ``exec``
+(a rank's included) carries `MARKER_ENV`. Nothing a loader starts escapes `kill_session`, unless it
 both leaves the session and re-forks without ``exec``.
 """
 
@@ -74,8 +72,7 @@ def gained(root: int, baseline: dict[int, int]) -> int:
         return 0
     total = 0
     for pid in pids:
-        rss = anon_rss(pid)
-        if rss is not None:
+        if (rss := anon_rss(pid)) is not None:
             total += max(0, rss - baseline.setdefault(pid, rss))
     return total
 

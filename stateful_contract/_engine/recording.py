@@ -1,10 +1,8 @@
 """Recording the program an example runs, as it runs.
 
-While a `Program` is active, the outermost call of a `recorded` step appends one line of
-Python to it, rendered from the very arguments it was called with: values an earlier step
-returned by the variable they were assigned to, configs and positions by their constructor
-code, literals by ``repr``. So the reproduction a failure prints is the program that ran, by
-construction. Steps called from inside another step are not recorded again.
+While a `Program` is active, the outermost call of a `recorded` step appends one line to it,
+rendered from its very arguments: values an earlier step returned by their variable, configs and
+positions by their constructor code, literals by ``repr``. So a reproduction is the program that ran.
 """
 
 from __future__ import annotations

@@ -128,8 +128,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         if isinstance(lengths, ExampleRun):
             return _covered(_verdict(lengths, examples, examples), covered)
         plan = plan_of(lengths, alignment)
-        failed = run_one(clause, executor, config, plan)
-        if failed is not None:
+        if (failed := run_one(clause, executor, config, plan)) is not None:
             return _covered(_verdict(failed, examples, examples), covered)
         if passed is not None:
             passed.append((config, plan))

@@ -1,9 +1,8 @@
 """What the process running the loader is doing, readable after that process died: its status log.
 
-One JSON line per event (the command, each call into the loader as it begins and ends, what each
-step added to the reproduction, the example timeout), one ``write`` each: once it returned the line
-is the kernel's, so it outlives a SIGSEGV or a SIGKILL of the writer. The supervisor reads what was
-appended since its last look. Nothing is written in a process that installed no log (in-process).
+One JSON line per event (the command, each call into the loader, what each step added to the
+reproduction, the example timeout), one ``write`` each: the line is then the kernel's, so it outlives
+a SIGSEGV or a SIGKILL of the writer. Nothing is written in a process that installed no log.
 """
 
 from __future__ import annotations

@@ -204,8 +204,7 @@ def advance(loader: Any, position: Position) -> Iterator[Any] | None:
     it = _iter(loader)
     for _ in range(position.batches):
         _next(it)
-    extra = up_to(it, 1) if position.after_stop else []
-    if extra:
+    if position.after_stop and (extra := up_to(it, 1)):
         raise LoaderError("next(iter(loader)) past the epoch's last batch", RuntimeError(
             f"yielded {extra[0]!r} where the uninterrupted run had ended the epoch"))
     return it

@@ -305,8 +305,7 @@ class Supervised(OneProcess):
 
     def close(self) -> None:
         self.stop()
-        restarts = self._crashes.total()
-        if restarts:
+        if restarts := self._crashes.total():
             self.notes.append(f"the loader's process crashed or hung {restarts} time{'s' if restarts != 1 else ''}; "
                               "each time the check went on in a fresh one")
         shutil.rmtree(self.run_dir, ignore_errors=True)
