@@ -17,7 +17,7 @@ import torch
 
 __all__ = ["PROTOCOL_METHODS", "RESUME_WORDING", "Segment", "Wording", "assert_protocol", "assert_refused",
            "assert_same_stream", "assert_str_keyed_dict", "assert_unchanged", "describe_batch",
-           "describe_value", "first_difference", "missing_methods", "stream_difference"]
+           "first_difference", "missing_methods", "stream_difference"]
 
 #: How many elements of a tensor a message shows before eliding.
 _SHOWN_ELEMENTS = 8

@@ -14,8 +14,7 @@ from .epoch_plans import EpochLoop
 from .plans import CHECKPOINT_EPOCHS, Hops
 from .steps import Position
 
-__all__ = ["CATEGORIES", "EVENTS", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space",
-           "space_points"]
+__all__ = ["EVENTS", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space", "space_points"]
 
 #: Every category, in the order they are shown: how a summary names it, and its Hypothesis event
 #: (``--hypothesis-show-statistics`` shows their shares).

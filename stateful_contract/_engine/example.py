@@ -123,12 +123,8 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
                 factory_import: str, load_form: LoadForm, alignment: Alignment, timeout: float | None,
                 world: World | None = None, workdir: Path | None = None,
                 rank_lengths: RankLengths | None = None) -> ExampleRun:
-    """Run ``clause``'s scenario on one example; never raises for what the loader does.
-
-    ``rank_lengths``: on several ranks, the epoch lengths ``plan`` was drawn from (the
-    shortest) and this rank's own: the plan runs as this rank takes that step
-    (`stateful_contract._engine.plans.on_rank`).
-    """
+    """Run ``clause``'s scenario on one example; never raises for what the loader does. ``rank_lengths``:
+    on several ranks, the plan runs as this rank takes that step (`plans.on_rank`)."""
     def attempt() -> ExampleRun:
         program = recorded_program(factory_import, factory, config)
         example = Example(factory, config, program, load_form, alignment, world, workdir, drawn_plan=plan)

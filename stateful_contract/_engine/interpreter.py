@@ -128,11 +128,8 @@ def prepare() -> _Zygote:
 
 
 def start(spec: Any) -> tuple[Interpreter, Connection]:
-    """A child of the zygote running ``spec``, and the connection to it.
-
-    Raises whatever pickling ``spec`` raises (a factory defined in a closure or a test's
-    local scope cannot be named in another interpreter): the caller forks instead.
-    """
+    """A child of the zygote running ``spec``, and the connection to it; raises what pickling ``spec``
+    raises (a factory in a closure cannot be named in another interpreter): the caller forks instead."""
     payload = pickle.dumps(spec)  # before anything starts: an unpicklable factory fails here
     zygote = prepare()
     mine, theirs = socket.socketpair()

@@ -26,7 +26,7 @@ from .vocabulary import Point
 
 __all__ = ["RESUME_EPOCHS", "EndlessPass", "LoadForm", "LoaderError", "NotJudgeable", "Position", "advance",
            "checkpoint", "epoch_lengths", "forget_references", "fresh", "iterate_on", "kept_references",
-           "load", "pass_limit", "references_kept", "state_of", "stream", "stream_calling_state_dict", "take",
+           "load", "references_kept", "state_of", "stream", "stream_calling_state_dict", "take",
            "uninterrupted"]
 
 LoadForm = Literal["positional", "keyword"]

@@ -31,7 +31,7 @@ from .plans import Alignment
 from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
 from .steps import Factory
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "PendingSibling", "Stall", "Supervised",
+__all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "PendingSibling", "Supervised",
            "choose_isolation", "grace", "supported", "watch"]
 
 #: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches) or
