@@ -133,11 +133,8 @@ def _plural(n: int, unit: str) -> str:
 
 def _shifted(e: list[Hashable], g: list[Hashable]) -> int | None:
     """``g`` as ``e`` shifted by a few units, if that explains it: ``d`` > 0 units lost at the front
-    (``g`` starts ahead), ``-d`` repeated there (``g`` starts behind); the nearer shift wins.
-
-    A short periodic stream (two samples, no shuffle) reads both ways; it reads as a loss, the
-    commoner bug (a state taken ahead of what was yielded, as a prefetching wrapper's is).
-    """
+    (``g`` starts ahead), ``-d`` repeated there; the nearer shift wins, and a short periodic stream,
+    which reads both ways, reads as a loss (the commoner bug: a prefetching wrapper's state)."""
     n = min(len(e), len(g))
     for d in range(1, n // 2 + 1):  # a shift that leaves fewer units matched than it moves explains nothing
         if g[:n - d] == e[d:n]:
@@ -151,13 +148,11 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
                   epoch: int | None = None) -> Impact:
     """What resuming with ``got`` instead of ``expected`` does to a run: a silent impact with counts.
 
-    In samples where every batch carries an ``index``, else in whole batches. Where ``got`` knows
-    its passes and ``expected`` its epochs (a `Segment`), over the first epoch the resumed run's
-    pass of it gets wrong, as a trainer counts it; otherwise over the epoch of the first differing
-    batch: the same samples in another order is an order changed; ``got`` as ``expected`` shifted
-    by a few units is a loss at the front or a repeat (``cut``: ``got`` was cut at the length of
-    ``expected``, so a shifted stream runs off its end); otherwise what the epoch lacks is lost
-    and what it has more often repeated. ``epoch``: the streams', where ``expected`` does not know it.
+    In samples where every batch carries an ``index``, else in batches; over the first epoch the
+    resumed run's pass gets wrong (`_paired`), else over the epoch of the first differing batch: the
+    same samples in another order is an order changed, a shift a loss at the front or a repeat
+    (``cut``: ``got`` was cut at the length of ``expected``), else what the epoch lacks is lost and
+    what it has more often repeated. ``epoch``: the streams', where ``expected`` does not know it.
     """
     by_sample = all(batch_ids(b) is not None for b in [*expected, *got])
     unit = "sample" if by_sample else "batch"
@@ -194,13 +189,10 @@ def _chunks(batches: Sequence[Any], lengths: Sequence[int], skip: int = 0) -> li
 
 
 def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int, list[Any], list[Any]] | None:
-    """The first epoch whose batches the resumed run's pass of it does not have: (epoch, expected, got).
-
-    Where both sides know their epochs: ``expected`` (a `Segment` of the uninterrupted stream)
-    its epochs, ``got`` (as `stream` and `take_epochs` return it) its passes. A state taken
-    after an epoch's last batch resumes into that epoch's empty rest (torchdata) or straight
-    into the next epoch (loaders that roll over): both pair with the epochs as they should.
-    """
+    """The first epoch whose batches the resumed run's pass of it does not have: (epoch, expected, got),
+    where ``expected`` (a `Segment`) knows its epochs and ``got`` (from `stream`) its passes. A state
+    taken after an epoch's last batch resumes into its empty rest (torchdata) or into the next epoch
+    (loaders that roll over): both pair with the epochs as they should."""
     if not (isinstance(expected, Segment) and isinstance(got, Segment) and got.start == 0):
         return None
     where = expected.epoch_of(0)

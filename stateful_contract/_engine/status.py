@@ -24,12 +24,9 @@ class Board:
     """The writing side, in the process where the loader lives."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         self._enter = b""
-        self._label = ""
-        self._label_next = ""
-        self._program = ""
+        self._label = self._label_next = self._program = ""
         # The first line tells this log from an earlier one at the same path (a reader's cache).
         self._write({"pid": os.getpid(), "opened": time.time_ns()})
 

@@ -84,12 +84,10 @@ class Stall:
 def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView]], *, sent: float,
           timeout: float | None, memory_limit: int | None, limit: float,
           baseline: dict[int, int] | None = None) -> Stall | None:
-    """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up.
-
-    Given up on when a process's log shows its example timeout passed by the `grace` (its alarm
-    could not reach it), when the command passed ``limit``, or when the processes the logs name
-    (and their descendants) gained more than ``memory_limit`` since ``sent`` (``baseline``: what
-    each had then; one first seen later counts from then).
+    """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up:
+    a log shows its example timeout passed by the `grace` (the alarm could not reach it), the command
+    passed ``limit``, or the processes the logs name (and descendants) gained more than ``memory_limit``
+    since ``sent`` (``baseline``: what each had then; one first seen later counts from then).
     """
     baseline = {} if baseline is None else baseline
     next_memory = sent + MEMORY_EVERY
@@ -312,11 +310,9 @@ class Supervised(OneProcess):
 
 
 class PendingSibling:
-    """The child SC10's fresh half resumes in, beside ``elder``: a new interpreter if it can be.
-
-    It reads the files the elder's examples wrote, so the elder keeps the uninterrupted runs it
-    took for the clauses still to come (with workers, about 0.4 s each). The zygote starts
-    importing at once (about 2 s on 2 cores), so the import overlaps the search.
+    """The child SC10's fresh half resumes in, beside ``elder``: a new interpreter if it can be. It reads
+    the files the elder's examples wrote, so the elder keeps its uninterrupted runs for the clauses to
+    come; the zygote starts importing at once (about 2 s on 2 cores), so the import overlaps the search.
     """
 
     def __init__(self, elder: Supervised) -> None:
