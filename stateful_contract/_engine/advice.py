@@ -1,10 +1,6 @@
-"""Advisories: what a judgement that holds still wants its user to know.
-
-A resume refused with an exception that does not name the mismatch (SC23, SC31) loses
-nothing, so it passes, but the person whose job was restarted is not told why. A judgement
-calls `advise(text)` wherever it runs; the `ExampleRun` carries what its scenario advised back
-across any process boundary, and the clause's outcome gets each advisory once, as a note
-starting with `PREFIX`, which the faces show under passing clauses too.
+"""Advisories: what a judgement that holds still wants its user to know (a resume refused with an
+exception that does not name the mismatch, SC23, SC31). `advise(text)` wherever it runs; the
+`ExampleRun` carries it back, and the outcome gets each once, as a note starting with `PREFIX`.
 """
 
 from __future__ import annotations

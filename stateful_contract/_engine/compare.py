@@ -1,12 +1,8 @@
-"""Comparing batches and streams of batches, and saying where they differ.
+"""Comparing batches (and states) and streams of batches, and saying where they differ.
 
-A batch is whatever a loader yields: tensors, numpy arrays, dicts, lists, tuples,
-dataclasses, numbers, strings. Two batches are equal when they have the same structure
-and every leaf is equal (tensors and arrays: same dtype, shape and values). States are
-compared the same way, and they hold numpy too (``np.random.get_state()``). Nothing is
-compared with a bare ``==`` whose answer is elementwise: ``bool()`` of it raises, which
-would fail a correct loader. Differences are described by the path of the first
-differing field, so a message can say ``batch 3, field 'num_tokens'``.
+Two batches are equal when they have the same structure and every leaf is equal (tensors and
+arrays: same dtype, shape and values). No leaf is compared with a bare ``==`` whose answer is
+elementwise (``bool()`` of it raises). A difference is named by its path: ``batch[3]['num_tokens']``.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import torch
 
 __all__ = ["PROTOCOL_METHODS", "RESUME_WORDING", "Segment", "Wording", "assert_protocol", "assert_refused",
            "assert_same_stream", "assert_str_keyed_dict", "assert_unchanged", "describe_batch",
-           "describe_value", "first_difference", "missing_methods", "stream_difference"]
+           "first_difference", "missing_methods", "stream_difference"]
 
 #: How many elements of a tensor a message shows before eliding.
 _SHOWN_ELEMENTS = 8
@@ -68,11 +64,8 @@ def _differs(expected: Any, got: Any, path: str) -> str:
 
 
 class Segment(list):  # type: ignore[type-arg]
-    """A stretch of the uninterrupted stream that knows where its batches lie: ``reference[start:stop]``.
-
-    A list like any other (it compares equal to one), which also answers `epoch_of`, so a
-    message can name the epoch of the batch where a resumed stream first departs from it.
-    """
+    """A stretch of the uninterrupted stream, ``reference[start:stop]``: a list that also answers
+    `epoch_of`, so a message can name the epoch where a resumed stream first departs from it."""
 
     def __init__(self, batches: Sequence[Any] = (), start: int = 0, lengths: Sequence[int] = ()) -> None:
         super().__init__(batches)
@@ -180,8 +173,7 @@ def stream_difference(expected: Sequence[Any], got: Sequence[Any], wording: Word
     """Where two streams of batches first differ, in words; None when they are equal."""
     w = wording
     for i, (e, g) in enumerate(zip(expected, got)):
-        diff = first_difference(e, g)
-        if diff is not None:
+        if (diff := first_difference(e, g)) is not None:
             where = expected.epoch_of(i) if isinstance(expected, Segment) else None
             at = f" (batch {where[1]} of epoch {where[0]})" if where is not None else ""
             return (f"batch {i}{w.start}{at} differs: {diff}.{_reordered(expected, got, i)}\n"
@@ -208,22 +200,14 @@ def batch_ids(batch: Any) -> list[Any] | None:
 
 def sample_ids(batches: Sequence[Any]) -> list[Any] | None:
     """The sample indices of a stream, batch after batch, or None when a batch has no ``index`` field."""
-    ids: list[Any] = []
-    for batch in batches:
-        one = batch_ids(batch)
-        if one is None:
-            return None
-        ids.extend(one)
-    return ids
+    ids = [batch_ids(batch) for batch in batches]
+    return None if None in ids else [i for one in ids for i in one or ()]
 
 
 def _reordered(expected: Sequence[Any], got: Sequence[Any], i: int) -> str:
-    """Where the resumed batches hold the same samples as expected in another order, that sentence.
-
-    Judged over the epoch of the first differing batch ``i`` (the rest of the compared
-    stream when its epochs are not known): the most common hand-written resume, skipping
-    the batches already seen, in a process whose shuffle was drawn anew, looks like this.
-    """
+    """Where the resumed batches hold the expected samples in another order (over the epoch of the
+    first differing batch ``i``), that sentence: a resume that skips the batches already seen, in a
+    process whose shuffle was drawn anew, looks like this."""
     where = expected.epoch_of(i) if isinstance(expected, Segment) else None
     stop = expected.epoch_end(i) if isinstance(expected, Segment) else len(expected)
     e, g = sample_ids(expected[i:stop]), sample_ids(got[i:stop])
@@ -238,16 +222,14 @@ def _reordered(expected: Sequence[Any], got: Sequence[Any], i: int) -> str:
 def assert_same_stream(expected: Sequence[Any], got: Sequence[Any]) -> None:
     """Raise `AssertionError` saying where ``got`` first departs from ``expected`` (for reproductions)."""
     __tracebackhide__ = True
-    diff = stream_difference(expected, got)
-    if diff is not None:
+    if (diff := stream_difference(expected, got)) is not None:
         raise AssertionError(diff)
 
 
 def assert_unchanged(before: Any, after: Any) -> None:
     """Raise `AssertionError` where ``after`` differs from ``before`` (a state that must not change)."""
     __tracebackhide__ = True
-    diff = first_difference(before, after, "state")
-    if diff is not None:
+    if (diff := first_difference(before, after, "state")) is not None:
         raise AssertionError(f"the state changed: {diff}")
 
 
@@ -269,8 +251,7 @@ def missing_methods(loader: Any) -> list[str]:
 def assert_protocol(loader: Any) -> None:
     """Raise `AssertionError` unless ``loader`` has callable ``__iter__``, ``state_dict``, ``load_state_dict``."""
     __tracebackhide__ = True
-    missing = missing_methods(loader)
-    if missing:
+    if missing := missing_methods(loader):
         raise AssertionError(f"{type(loader).__name__} has no callable {', '.join(missing)}")
 
 

@@ -1,10 +1,6 @@
-"""What the search covered: the kinds of checkpoint points its examples reached.
-
-A pure function of one example (its config, its plan, the uninterrupted run's epoch
-lengths), so the search loop counts every example it runs and tells Hypothesis the same
-categories as events (``--hypothesis-show-statistics``). Plans are read by their
-fields: every `Position` field counts as a checkpoint point, whatever the plan type
-(the clauses' own plan dataclasses included), and `Hops` adds its later stops.
+"""What the search covered: the kinds of checkpoint points its examples reached, per example (also
+told to Hypothesis as events). Every `Position` field of a plan counts as a checkpoint point,
+whatever the plan type, and `Hops` adds its later stops.
 """
 
 from __future__ import annotations
@@ -18,8 +14,7 @@ from .epoch_plans import EpochLoop
 from .plans import CHECKPOINT_EPOCHS, Hops
 from .steps import Position
 
-__all__ = ["CATEGORIES", "EVENTS", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space",
-           "space_points"]
+__all__ = ["EVENTS", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space", "space_points"]
 
 #: Every category, in the order they are shown: how a summary names it, and its Hypothesis event
 #: (``--hypothesis-show-statistics`` shows their shares).
@@ -130,7 +125,6 @@ def describe_coverage(counts: dict[str, int]) -> str:
     points = [f"{counts[k]} {CATEGORIES[k][0]}" for k in POINTS if counts.get(k)]
     text = ("checkpoints " + ", ".join(points)) if points else "no checkpoints"
     text += "".join(f"; {counts[k]} {CATEGORIES[k][0]}" for k in ("with-workers", "hops") if counts.get(k))
-    extra = sorted(k for k in set(counts) - set(CATEGORIES) if not k.startswith(POINT_PREFIX))
-    if extra:
+    if extra := sorted(k for k in set(counts) - set(CATEGORIES) if not k.startswith(POINT_PREFIX)):
         text += "; " + ", ".join(f"{counts[k]} {k}" for k in extra)
     return text

@@ -52,8 +52,7 @@ def epochs_difference(expected: Mapping[int, Sequence[Any]], got: Mapping[int, S
     if missing:
         return f"the resumed loop has no epoch {missing[0]} (it ran epochs {sorted(got)})"
     for epoch in expected:
-        diff = _epoch_difference(epoch, expected[epoch], got[epoch], reference or expected)
-        if diff is not None:
+        if (diff := _epoch_difference(epoch, expected[epoch], got[epoch], reference or expected)) is not None:
             return diff
     extra = sorted(set(got) - set(expected))
     return f"the resumed loop ran epochs {extra} that the uninterrupted one did not" if extra else None
@@ -92,14 +91,12 @@ def lost_epoch(lengths: Sequence[int], position: Position, passes: Sequence[int]
 def assert_same_epochs(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Sequence[Any]]) -> None:
     """Raise `AssertionError` naming the first epoch of ``got`` that is empty, lost or replayed."""
     __tracebackhide__ = True
-    diff = epochs_difference(expected, got)
-    if diff is not None:
+    if (diff := epochs_difference(expected, got)) is not None:
         raise AssertionError(diff)
 
 
 def assert_no_epoch_lost(lengths: Sequence[int], position: Position, passes: Sequence[int]) -> None:
     """Raise `AssertionError` when a resumed loader has an empty pass the uninterrupted run has not."""
     __tracebackhide__ = True
-    diff = lost_epoch(lengths, position, passes)
-    if diff is not None:
+    if (diff := lost_epoch(lengths, position, passes)) is not None:
         raise AssertionError(diff)

@@ -31,12 +31,9 @@ _DONE = ("after the last batch", "after StopIteration")
 
 @dataclass(frozen=True)
 class EpochLoop:
-    """Run 1 checkpoints in epoch ``epoch`` of its loop at a point of kind ``kind`` (after
-    ``batches`` batches for ``"mid-epoch"``); run 2 loads the state and loops from
-    `resume_at`. Both loops end before epoch ``stop``.
-
-    The end-of-epoch kinds mean each rank's own last batch: on several ranks the plan is
-    drawn from the shortest rank's epoch lengths, and ranks may differ by a batch.
+    """Run 1 checkpoints in epoch ``epoch`` of its loop at a point of kind ``kind`` (after ``batches``
+    batches for ``"mid-epoch"``); run 2 loads the state and loops from `resume_at`. Both loops end
+    before epoch ``stop``. The end-of-epoch kinds mean each rank's own last batch.
     """
 
     epoch: int

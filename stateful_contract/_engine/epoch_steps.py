@@ -1,13 +1,5 @@
-"""Steps of the trainer's epoch loop, and of a resume read pass by pass.
-
-Public through `stateful_contract.repro`, and recorded like every step. The loop is the one
-trainers write::
-
-    for epoch in range(start, n):
-        set_epoch(epoch)            # on the loader, its sampler or its batch sampler
-        for batch in loader:
-            ...
-"""
+"""Steps of the trainer's epoch loop (``for epoch in range(start, n): set_epoch(epoch); for batch in
+loader: ...``), and of a resume read pass by pass. Public through `stateful_contract.repro`."""
 
 from __future__ import annotations
 
@@ -85,21 +77,16 @@ def loop_checkpoint(loader: Any, point: LoopPoint) -> Any:
     it = _iter(loader)
     for _ in range(point.batches):
         _next(it)
-    if point.after_stop:
-        extra = up_to(it)
-        if extra:
-            raise LoaderError("next(iter(loader)) past the epoch's last batch",
-                              RuntimeError(f"yielded {len(extra)} more batches where the uninterrupted loop had "
-                                           "ended the epoch"))
+    if point.after_stop and (extra := up_to(it)):
+        raise LoaderError("next(iter(loader)) past the epoch's last batch",
+                          RuntimeError(f"yielded {len(extra)} more batches where the uninterrupted loop had "
+                                       "ended the epoch"))
     return state_of(loader)  # `it` is still open: the state is taken inside the pass
 
 
 @recorded(("batches", "passes"))
 def take_epochs(loader: Any, count: int, *, max_epochs: int) -> tuple[list[Any], list[int]]:
-    """The next ``count`` batches over at most ``max_epochs`` passes, and how many each pass gave.
-
-    Like `take` (it stops mid-pass once ``count`` is reached), but keeps the passes
-    apart: an empty pass shows as a 0 in ``passes``.
-    """
+    """The next ``count`` batches over at most ``max_epochs`` passes, and how many each pass gave (an
+    empty pass shows as a 0): `take`, with the passes kept apart."""
     batches = stream(loader, max_epochs, limit=count) if count else Segment()
     return batches, list(batches.lengths)  # the batches know their passes too (an impact is counted per pass)

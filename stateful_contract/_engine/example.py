@@ -123,12 +123,8 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
                 factory_import: str, load_form: LoadForm, alignment: Alignment, timeout: float | None,
                 world: World | None = None, workdir: Path | None = None,
                 rank_lengths: RankLengths | None = None) -> ExampleRun:
-    """Run ``clause``'s scenario on one example; never raises for what the loader does.
-
-    ``rank_lengths``: on several ranks, the epoch lengths ``plan`` was drawn from (the
-    shortest) and this rank's own: the plan runs as this rank takes that step
-    (`stateful_contract._engine.plans.on_rank`).
-    """
+    """Run ``clause``'s scenario on one example; never raises for what the loader does. ``rank_lengths``:
+    on several ranks, the plan runs as this rank takes that step (`plans.on_rank`)."""
     def attempt() -> ExampleRun:
         program = recorded_program(factory_import, factory, config)
         example = Example(factory, config, program, load_form, alignment, world, workdir, drawn_plan=plan)
@@ -180,8 +176,8 @@ def _attach_hints(error: BaseException, plan: Any, example: Example) -> None:
     own = getattr(plan, "right_after_a_new_iter", None)  # a plan says where its state was taken...
     position = getattr(plan, "position", None)  # ... or its position does
     new_iter = own if isinstance(own, bool) else getattr(position, "right_after_a_new_iter", False)
-    loader = steps.last_loader_type()
-    if new_iter and loader is not None and inspect.isgeneratorfunction(getattr(loader, "__iter__", None)):
+    newest = steps._NEWEST.get()
+    if new_iter and newest is not None and inspect.isgeneratorfunction(getattr(newest[1], "__iter__", None)):
         hints.append(GENERATOR_ITER)
     window = example.config.grad_acc_step
     lengths = example._reference[1] if example._reference is not None else None  # if the example took it

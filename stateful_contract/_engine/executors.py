@@ -55,10 +55,8 @@ class Executor(Protocol):
         """The uninterrupted run's epoch lengths (shortest over ranks), or the run that failed."""
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        """One example of ``clause`` on every rank: one `ExampleRun` per rank, by rank.
-
-        On several ranks, a plan drawn from the lengths `lengths` last gave for ``config``
-        runs on each rank as that rank takes it (`stateful_contract._engine.plans.on_rank`)."""
+        """One example of ``clause`` on every rank: one `ExampleRun` per rank, by rank (a plan drawn from
+        the lengths `lengths` last gave runs on each rank as that rank takes it: `plans.on_rank`)."""
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """Go on in fresh processes, ``world_size`` of them (None: as many as before; a no-op where
@@ -77,9 +75,9 @@ PROBE_CONFIG = LoaderConfig(dataset_size=7, batch_size=2, shuffle=True, generato
 class Handler:
     """Answers the engine's commands where the loader lives: ``handler(("lengths", clause, config))``.
 
-    `InProcess` calls it, and so does a supervised child (`stateful_contract._engine.child`). A
-    rank's handler (`stateful_contract._engine.ranks.world.Handler`) is one too: with its
-    `rank` and `world_size` put in each `config`, and a `world` for its scenarios.
+    `InProcess` calls it, and so does a supervised child (`interpreter.child_main`). A rank's handler
+    (`ranks.world.Handler`) is one too: with its `rank` and `world_size` put in each `config`, and a
+    `world` for its scenarios.
     """
 
     factory: Factory
@@ -111,11 +109,8 @@ class Handler:
         status.command(text)
 
     def start(self) -> str | ExampleRun | None:
-        """Why the factory cannot build a loader at all (a hang: the run that hung), or None.
-
-        A factory that returns the same object twice is refused too: every clause resumes a *new*
-        loader from a state, and handed the old one back it would fail each of them, misleadingly.
-        """
+        """Why the factory cannot build a loader at all (a hang: the run that hung), or None. A factory that
+        returns the same object twice is refused too: every clause resumes a *new* loader from a state."""
         self.doing("building a loader")
         config = self.config(PROBE_CONFIG)
         again: Any = None
@@ -143,12 +138,8 @@ class Handler:
         return None
 
     def probe(self) -> LoadFormProbe:
-        """How ``load_state_dict`` takes a state: positionally, only by keyword, or not at all.
-
-        Every clause that loads a state goes through the form found here, so that a loader
-        whose only bug is a keyword-only ``load_state_dict`` (SC02) still has every other
-        bug shown in the same run.
-        """
+        """How ``load_state_dict`` takes a state: positionally, only by keyword, or not at all. Every clause
+        loads in the form found here, so a keyword-only ``load_state_dict`` (SC02) hides no other bug."""
         self.doing("probing how load_state_dict takes a state")
         config = self.config(PROBE_CONFIG)
         errors: list[str] = []
@@ -263,7 +254,7 @@ class InProcess(OneProcess):
         return self._handler(command)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
-        """Never asked for: there are no `fresh_processes` to go on in."""
+        pass  # never asked for: there are no `fresh_processes` to go on in
 
     def close(self) -> None:
         self._stack.close()

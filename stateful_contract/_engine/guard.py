@@ -1,9 +1,7 @@
-"""Guarding the run against the code it tests: hangs and leftover worker processes.
+"""Guarding the run against the code it tests: hangs, leftover worker processes, a lost Ctrl-C.
 
-A hung example must fail its clause and let the run go on: ``SIGALRM`` raises inside whatever
-the loader was blocked in, and the stack unwinds (torch's iterators shut their workers down).
-`LoaderHung` is a ``BaseException`` so that Hypothesis does not shrink a hang (every shrink step
-would wait the timeout out again).
+A hung example fails its clause: ``SIGALRM`` raises inside whatever the loader was blocked in, and
+the stack unwinds. `LoaderHung` is a ``BaseException`` so that Hypothesis does not shrink a hang.
 """
 
 from __future__ import annotations
@@ -24,11 +22,8 @@ from . import status
 __all__ = ["LoaderHung", "can_interrupt", "collect", "ctrl_c_kept", "deadline", "frozen", "quick_worker_shutdown",
            "raise_lost_ctrl_c", "reap_children", "sigint_ignored"]
 
-
 #: A `KeyboardInterrupt` swallowed inside `ctrl_c_kept`, not yet raised again by `raise_lost_ctrl_c`.
 _lost_ctrl_c = False
-
-
 #: How many modules were loaded when `frozen` last froze (None: outside `frozen`).
 _modules_frozen: int | None = None
 
@@ -50,9 +45,8 @@ def can_interrupt() -> bool:
 def deadline(seconds: float | None) -> Iterator[None]:
     """Raise `LoaderHung` in this thread if the block runs longer than ``seconds``.
 
-    An outer timer on ``ITIMER_REAL`` (pytest-timeout's signal method, an enclosing
-    `deadline`) keeps its time: its handler runs when the outer timer was due, if that is
-    sooner, and on exit the timer is set again to what remains of it, with its interval.
+    An outer timer on ``ITIMER_REAL`` (pytest-timeout's signal method, an enclosing `deadline`) keeps
+    its time: its handler runs when it was due, and on exit it is set again to what remains of it.
     """
     if not seconds or not can_interrupt():
         yield
@@ -104,16 +98,16 @@ def _call(handler: Any, signum: int, frame: FrameType | None) -> None:
         signal.raise_signal(signal.SIGALRM)
 
 
-def reap_children(keep: set[int], grace: float = 2.0) -> None:
+def reap_children(keep: set[int]) -> None:
     """Terminate the multiprocessing children started since ``keep`` was taken: the workers of a
     loader abandoned mid-iteration (a hang, an exception) would outlive the check."""
     for child in multiprocessing.active_children():
         if child.pid is not None and child.pid not in keep:
             child.terminate()
-            child.join(grace)
+            child.join(2)
             if child.is_alive():
                 child.kill()
-                child.join(grace)
+                child.join(2)
 
 
 def current_children() -> set[int]:
@@ -154,10 +148,8 @@ def sigint_ignored() -> Iterator[None]:
 def ctrl_c_kept() -> Iterator[None]:
     """A Ctrl-C (or SIGTERM, which the CLI turns into one) that CPython swallows is raised again by `raise_lost_ctrl_c`.
 
-    A signal handler runs wherever the interpreter is; a `KeyboardInterrupt` raised inside a
-    callback CPython calls itself (a gc callback, a weakref callback, ``__del__``) is "Exception
-    ignored" (python/cpython#95959). Hypothesis keeps a gc callback, so a Ctrl-C that landed in
-    it was lost and the check judged on: the run's waits and its progress call the raise.
+    A `KeyboardInterrupt` raised in a callback CPython calls itself (a gc or weakref callback,
+    ``__del__``) is "Exception ignored" (python/cpython#95959), and Hypothesis keeps a gc callback.
     """
     global _lost_ctrl_c
     previous = sys.unraisablehook
@@ -187,11 +179,8 @@ def raise_lost_ctrl_c() -> None:
 
 @contextlib.contextmanager
 def frozen() -> Iterator[None]:
-    """Leave everything alive out of the collections `collect` runs, until the end.
-
-    A full collection walks every object not frozen: with torch, Hypothesis and the user's
-    modules frozen it costs milliseconds instead of ~0.3 s.
-    """
+    """Leave everything alive out of the collections `collect` runs, until the end: with torch,
+    Hypothesis and the user's modules frozen, a full collection costs milliseconds instead of ~0.3 s."""
     global _modules_frozen
     gc.freeze()
     _modules_frozen = len(sys.modules)
@@ -205,9 +194,8 @@ def frozen() -> Iterator[None]:
 def collect() -> None:
     """A full collection; inside `frozen`, what was imported since is frozen after it.
 
-    A module a step imports on first use (DCP: 80,000 objects) would otherwise make every
-    later collection cost ~55 ms instead of ~7. Importing such modules before freezing, as
-    this once did, cost every run their import (0.85 s for DCP) even when it stopped first.
+    A module a step imports on first use (DCP: 80,000 objects) would otherwise make every later
+    collection cost ~55 ms instead of ~7 (importing them before freezing cost every run 0.85 s).
     """
     global _modules_frozen
     gc.collect()

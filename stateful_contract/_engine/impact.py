@@ -1,8 +1,7 @@
 """What a failure does to a training run: the `Impact` every failed clause carries (docs/clauses.md).
 
-Silent (the resumed run trains on the wrong data) or loud (a call the trainer makes raises or
-stops the job), computed from what a judgement compared or from the call the loader was in when
-it raised, hung or died, never parsed back out of a message.
+Silent (the resumed run trains on the wrong data) or loud (a call the trainer makes raises or stops
+the job), computed from what a judgement compared or the call the loader was in, never from a message.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ class Impact:
     at: int | None = None
 
     def describe(self) -> str:
-        """``silent: 3 samples lost in epoch 0``: how every face shows it."""
+        """How every face shows it: ``silent: 3 samples lost in epoch 0``."""
         return f"{self.kind}: {self.what}"
 
     @classmethod
@@ -96,10 +95,8 @@ def died(step: str, killed_by: str) -> Impact:
 
 
 def _fingerprint(value: Any) -> Hashable:
-    """A hashable stand-in for a batch, equal for equal batches (batch-level accounting).
-
-    NaN stands for itself, as in the comparison (`compare.first_difference`): a float NaN is never
-    equal to another, so a batch holding one would count as changed wherever it stood."""
+    """A hashable stand-in for a batch, equal for equal batches; NaN equals NaN, as in
+    `compare.first_difference` (else a batch holding one would count as changed wherever it stood)."""
     if isinstance(value, torch.Tensor):
         values = tuple(map(_nan_as_itself, value.flatten().tolist()))
         return ("tensor", str(value.dtype), tuple(value.shape), values)
@@ -120,6 +117,10 @@ def _nan_as_itself(x: Any) -> Any:
     return "nan" if isinstance(x, float) and math.isnan(x) else x
 
 
+def _same_batches(e: Sequence[Any], g: Sequence[Any]) -> bool:
+    return len(e) == len(g) and all(_fingerprint(a) == _fingerprint(b) for a, b in zip(e, g))
+
+
 def _units(batches: Sequence[Any], by_sample: bool) -> list[Hashable]:
     if by_sample:
         return [v if isinstance(v, Hashable) else repr(v) for v in sample_ids(batches) or []]
@@ -132,11 +133,8 @@ def _plural(n: int, unit: str) -> str:
 
 def _shifted(e: list[Hashable], g: list[Hashable]) -> int | None:
     """``g`` as ``e`` shifted by a few units, if that explains it: ``d`` > 0 units lost at the front
-    (``g`` starts ahead), ``-d`` repeated there (``g`` starts behind); the nearer shift wins.
-
-    A short periodic stream (two samples, no shuffle) reads both ways; it reads as a loss, the
-    commoner bug (a state taken ahead of what was yielded, as a prefetching wrapper's is).
-    """
+    (``g`` starts ahead), ``-d`` repeated there; the nearer shift wins, and a short periodic stream,
+    which reads both ways, reads as a loss (the commoner bug: a prefetching wrapper's state)."""
     n = min(len(e), len(g))
     for d in range(1, n // 2 + 1):  # a shift that leaves fewer units matched than it moves explains nothing
         if g[:n - d] == e[d:n]:
@@ -150,13 +148,11 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
                   epoch: int | None = None) -> Impact:
     """What resuming with ``got`` instead of ``expected`` does to a run: a silent impact with counts.
 
-    In samples where every batch carries an ``index``, else in whole batches. Where ``got`` knows
-    its passes and ``expected`` its epochs (a `Segment`), over the first epoch the resumed run's
-    pass of it gets wrong, as a trainer counts it; otherwise over the epoch of the first differing
-    batch: the same samples in another order is an order changed; ``got`` as ``expected`` shifted
-    by a few units is a loss at the front or a repeat (``cut``: ``got`` was cut at the length of
-    ``expected``, so a shifted stream runs off its end); otherwise what the epoch lacks is lost
-    and what it has more often repeated. ``epoch``: the streams', where ``expected`` does not know it.
+    In samples where every batch carries an ``index``, else in batches; over the first epoch the
+    resumed run's pass gets wrong (`_paired`), else over the epoch of the first differing batch: the
+    same samples in another order is an order changed, a shift a loss at the front or a repeat
+    (``cut``: ``got`` was cut at the length of ``expected``), else what the epoch lacks is lost and
+    what it has more often repeated. ``epoch``: the streams', where ``expected`` does not know it.
     """
     by_sample = all(batch_ids(b) is not None for b in [*expected, *got])
     unit = "sample" if by_sample else "batch"
@@ -193,13 +189,10 @@ def _chunks(batches: Sequence[Any], lengths: Sequence[int], skip: int = 0) -> li
 
 
 def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int, list[Any], list[Any]] | None:
-    """The first epoch whose batches the resumed run's pass of it does not have: (epoch, expected, got).
-
-    Where both sides know their epochs: ``expected`` (a `Segment` of the uninterrupted stream)
-    its epochs, ``got`` (as `stream` and `take_epochs` return it) its passes. A state taken
-    after an epoch's last batch resumes into that epoch's empty rest (torchdata) or straight
-    into the next epoch (loaders that roll over): both pair with the epochs as they should.
-    """
+    """The first epoch whose batches the resumed run's pass of it does not have: (epoch, expected, got),
+    where ``expected`` (a `Segment`) knows its epochs and ``got`` (from `stream`) its passes. A state
+    taken after an epoch's last batch resumes into its empty rest (torchdata) or into the next epoch
+    (loaders that roll over): both pair with the epochs as they should."""
     if not (isinstance(expected, Segment) and isinstance(got, Segment) and got.start == 0):
         return None
     where = expected.epoch_of(0)
@@ -214,7 +207,7 @@ def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int
     for n, ((epoch, e), g) in enumerate(zip(e_epochs, g_passes)):
         if cut and n == len(g_passes) - 1:  # the last pass was cut where the compared stretch ends
             e, g = e[:len(g)], g[:len(e)]
-        if len(e) != len(g) or any(_fingerprint(a) != _fingerprint(b) for a, b in zip(e, g)):
+        if not _same_batches(e, g):
             return epoch, e, g
     return None
 
@@ -236,6 +229,7 @@ def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None,
     changed = sum(_fingerprint(a) != _fingerprint(b) for a, b in zip(e_batches, g_batches))
     return Impact("silent", f"batch contents changed: {_plural(changed, 'batch')} of the same samples differ"
                   f"{where}", counts={"changed": changed}, unit="batch", epoch=epoch, at=at)
+
 
 def losses(lost: int, repeated: int, *, unit: str = "sample", epoch: int | None = None,
            at: int | None = None) -> Impact:
@@ -266,7 +260,6 @@ def epochs_impact(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Seque
         if epoch not in got:
             return Impact("silent", f"epoch {epoch} lost: the resumed loop never runs it",
                           counts={"epochs lost": 1}, epoch=epoch)
-        if len(batches) != len(got[epoch]) or any(_fingerprint(a) != _fingerprint(b)
-                                                  for a, b in zip(batches, got[epoch])):
+        if not _same_batches(batches, got[epoch]):
             return stream_impact(batches, got[epoch], cut=False, epoch=epoch)
     return None

@@ -1,11 +1,19 @@
-"""Supervised children of a new Python interpreter, for SC10's fresh-process half: another
-``PYTHONHASHSEED``, so another string hash secret than the checker's (docs/clauses.md, SC10), forked
-from a *zygote* that imports torch once per checker process (docs/supervision.md)."""
+"""The supervised child, the loader's process (`child_main`), and children of a new interpreter.
+
+A child forked from the checker's process inherits the factory (closures and lambdas work) and
+torch already imported: it costs milliseconds. What it must not inherit is put right first
+(docs/supervision.md, "What the child inherits, and what not", says why each).
+
+SC10's fresh-process half runs in a child of a new interpreter: another ``PYTHONHASHSEED``, so another
+string hash secret than the checker's (docs/clauses.md, SC10), forked from a *zygote* that imports
+torch once per checker process (docs/supervision.md).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import faulthandler
 import importlib.util
 import os
 import pickle
@@ -15,17 +23,23 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
+from dataclasses import dataclass
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from . import status, steps
+from .executors import Handler
+from .guard import current_children
 from .noise import ignore_set_vital
 from .processes import MARKER_ENV, die_with_parent
 
-__all__ = ["FILE_MODULE_PREFIX", "FRESH_INTERPRETER_ENV", "Interpreter", "another_hash_seed", "prepare", "start",
-           "zygote_main"]
+__all__ = ["FILE_MODULE_PREFIX", "FRESH_INTERPRETER_ENV", "ChildSpec", "EngineError", "Interpreter",
+           "another_hash_seed", "child_main", "prepare", "start", "zygote_main"]
 
 #: Set in the new interpreter (and so in its DataLoader workers): a scenario may say where it runs.
 FRESH_INTERPRETER_ENV = "STATEFUL_CONTRACT_FRESH_INTERPRETER"
@@ -114,11 +128,8 @@ def prepare() -> _Zygote:
 
 
 def start(spec: Any) -> tuple[Interpreter, Connection]:
-    """A child of the zygote running ``spec``, and the connection to it.
-
-    Raises whatever pickling ``spec`` raises (a factory defined in a closure or a test's
-    local scope cannot be named in another interpreter): the caller forks instead.
-    """
+    """A child of the zygote running ``spec``, and the connection to it; raises what pickling ``spec``
+    raises (a factory in a closure cannot be named in another interpreter): the caller forks instead."""
     payload = pickle.dumps(spec)  # before anything starts: an unpicklable factory fails here
     zygote = prepare()
     mine, theirs = socket.socketpair()
@@ -137,8 +148,6 @@ def zygote_main() -> None:
     ignore_set_vital()  # a new interpreter has none of the checker's warning filters
     import torch  # noqa: F401  (the import every child would otherwise pay)
     import torchdata.stateful_dataloader  # noqa: F401
-
-    from . import child  # noqa: F401
 
     ended: dict[int, int] = {}
     while True:
@@ -186,7 +195,60 @@ def _child(fd: int, path: list[str], files: dict[str, str], spec_bytes: bytes) -
         conn.recv_bytes()
         conn.send_bytes(pickle.dumps(f"the factory cannot be rebuilt in a new interpreter: {type(e).__name__}: {e}"))
         return
-    from .child import child_main
-
     child_main(conn, None, dataclasses.replace(spec, parent_pid=os.getppid()))  # its parent is the zygote
 
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """What the child needs (handed over by ``fork``; pickled only for a new interpreter, `interpreter.start`)."""
+
+    handler: Handler
+    run_dir: Path
+    board: Path
+    fault_file: Path
+    parent_pid: int
+
+
+@dataclass(frozen=True)
+class EngineError:
+    """The child's own code failed (not the loader's): the supervisor raises it as a bug of the checker."""
+
+    trace: str
+
+
+def child_main(conn: Connection, other_end: Connection | None, spec: ChildSpec) -> None:
+    """The child's whole life: put right what it must not inherit, then answer commands until told to
+    stop (or orphaned)."""
+    if other_end is not None:
+        other_end.close()  # the supervisor's end (a fork has it): holding it hides the supervisor's death
+    os.setsid()  # Ctrl-C reaches the supervisor only, which kills the session as one
+    die_with_parent(spec.parent_pid)
+    os.environ[MARKER_ENV] = str(spec.run_dir)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    import torch
+
+    torch.set_num_threads(1)  # a forked child's first parallel tensor operation would block for good
+    faulthandler.enable(open(spec.fault_file, "w", encoding="utf-8"), all_threads=True)  # it keeps the file
+    status.install(status.Board(spec.board))
+    handler = dataclasses.replace(spec.handler, keep=current_children())  # the child's own processes
+    with steps.references_kept():
+        while True:
+            try:
+                command = pickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                return
+            if command[0] == "stop":
+                conn.send_bytes(pickle.dumps("stopping"))
+                return
+            try:
+                answer = handler(command)
+            except Exception:
+                answer = EngineError(traceback.format_exc())
+            status.command("waiting for the next command")
+            try:
+                data = pickle.dumps(answer)
+            except Exception as e:
+                data = pickle.dumps(EngineError(f"the answer to {command[0]!r} cannot be pickled: "
+                                                f"{type(e).__name__}: {e}"))
+            conn.send_bytes(data)

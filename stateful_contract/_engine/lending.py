@@ -1,19 +1,13 @@
-"""The uninterrupted runs a check keeps, per config, and lends to its parallel jobs.
+"""The uninterrupted runs a check keeps, per config (configs repeat across clauses), and lends to its jobs.
 
-Configs repeat across clauses, so each one's uninterrupted run is taken once per check
-(`references_kept`, `stateful_contract._engine.steps.uninterrupted`).
+With several jobs (`stateful_contract._parallel`) each job's loader process is forked from the
+checker, not from the process that judged SC18 and took the run of every config SC18 drew: the
+checker asks that process for its runs (`lend`) before it forks the jobs, which inherit them
+(else 31 of the 410 worker-pool starts of the reference wrapper's ci check on 2 jobs).
 
-With several jobs (`stateful_contract._parallel`) each job's loader process is forked from
-the checker, not from the process that judged SC18 and so took the uninterrupted run of
-every config SC18 drew: without a loan each job takes those runs again (31 of the 410
-worker-pool starts of the reference wrapper's ci check on 2 jobs). The checker asks that
-process for its runs (`lend`) before it forks the jobs, which inherit them.
-
-A run taken in another process can hide a stream that depends on the process (a seed from
-the PID, a counter in the loader's module), so a borrowed run only ever lets an example
-pass: an example that fails after reading one is judged again on a run its own process
-takes (`watching`, `stateful_contract._engine.example.run_example`), and that verdict, with
-its reproduction in one process, is the one that counts.
+A run taken in another process can hide a stream that depends on the process (a seed from the PID),
+so a borrowed run only lets an example pass: one that fails after reading one is judged again on a
+run its own process takes (`watching`, `stateful_contract._engine.example.run_example`).
 """
 
 from __future__ import annotations

@@ -66,9 +66,7 @@ class Outcome:
     #: The plan of the failing example (for a replay), as ``repr``.
     plan: str = ""
     config: str = ""
-    #: What the search's examples covered (`stateful_contract._engine.coverage`): category -> count;
-    #: checkpoints ``mid-window``, at ``window-boundary``, at ``epoch-end``, ``after-stop-iteration``,
-    #: ``before-first-iter``; examples ``with-workers``; ``hops``.
+    #: What the search's examples covered: category -> count (`stateful_contract._engine.coverage`).
     coverage: dict[str, int] = field(default_factory=dict)
     #: What ended the example when it did not end by itself: a signal that killed the loader's
     #: process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed when it

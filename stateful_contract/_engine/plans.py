@@ -1,8 +1,7 @@
 """Drawing checkpoint plans: where in the stream states are taken, as frozen data (a replay records them).
 
-A plan is drawn *after* the uninterrupted run, from the epoch lengths it showed (on several
-ranks, the shortest), so every index of every epoch is reachable and Hypothesis shrinks
-towards the first batch of the first epoch.
+A plan is drawn from the epoch lengths of the uninterrupted run (on several ranks, the shortest),
+so every index of every epoch is reachable and Hypothesis shrinks towards the first batch.
 """
 
 from __future__ import annotations
@@ -78,11 +77,8 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Hops:
-    """Run 1 checkpoints at ``position``; each later run resumes and checkpoints again at ``stops``.
-
-    ``after_iter[i]``: hop ``i`` takes no batch but calls ``iter()`` before its state is
-    taken (after ``iter()``, before the first ``next()``).
-    """
+    """Run 1 checkpoints at ``position``; each later run resumes and checkpoints again at ``stops``
+    (``after_iter[i]``: hop ``i`` takes no batch but calls ``iter()`` before its state is taken)."""
 
     position: Position
     stops: tuple[int, ...]
@@ -169,9 +165,8 @@ class RankLengths:
     def indices(self, epoch: int, indices: tuple[int, ...]) -> tuple[int, ...]:
         """Stream indices counted on the drawn lengths, from epoch ``epoch`` on, as the same points here.
 
-        An index at an epoch's end on the drawn lengths is also the next epoch's start; each
-        is read in the earliest epoch not before the previous point's, so the translated
-        indices keep their order and a hop of no batches stays one.
+        An index at an epoch's end is also the next epoch's start; each is read in the earliest epoch
+        not before the previous point's, so the indices keep their order and an empty hop stays one.
         """
         out = []
         for index in indices:
@@ -189,15 +184,12 @@ def position_on_rank(position: Position, own: list[int]) -> Position:
 def on_rank(plan: Any, lengths: RankLengths) -> Any:
     """``plan`` in this rank's own coordinates (see `RankLengths`); the same plan where ranks agree.
 
-    A plan with stream indices translates them in an ``on_rank(lengths)`` method (`Hops`);
-    any other dataclass plan has its `Position` fields translated, and plain counts
-    (batches per pass, ``state_dict()`` steps) hold on every rank because they were drawn
-    from the shortest one.
+    A plan with stream indices translates them in an ``on_rank(lengths)`` method (`Hops`); any other
+    has its `Position` fields translated (plain counts hold: they were drawn from the shortest rank).
     """
     if lengths.drawn == lengths.own:
         return plan
-    translate = getattr(plan, "on_rank", None)
-    if translate is not None:
+    if (translate := getattr(plan, "on_rank", None)) is not None:
         return translate(lengths)
     if is_dataclass(plan) and not isinstance(plan, type):
         moved = {f.name: position_on_rank(v, lengths.own) for f in fields(plan)

@@ -1,9 +1,7 @@
 """Finding, measuring and killing the processes a loader runs in (psutil).
 
-A supervised child starts a session of its own, so that it and every DataLoader worker it
-forks share one session id (and process group); processes it starts with ``exec`` carry
-`MARKER_ENV` in their environment. The ranks' processes carry the marker too (they are
-started with ``exec``). Between them, nothing a loader starts escapes `kill_session`, unless it
+A supervised child and its workers share a session of their own; a process started with ``exec``
+(a rank's included) carries `MARKER_ENV`. Nothing a loader starts escapes `kill_session`, unless it
 both leaves the session and re-forks without ``exec``.
 """
 
@@ -53,11 +51,8 @@ def processes_of(run_dir: Path) -> list[int]:
 
 
 def anon_rss(pid: int) -> int | None:
-    """Resident anonymous memory of ``pid`` in bytes (heap, arrays, tensors), or None when gone.
-
-    On Linux psutil's ``rss - shared`` (``/proc/PID/statm``) is ``RssAnon``: file-backed pages (the
-    libraries a worker touches) are left out; elsewhere it is the resident set.
-    """
+    """Resident anonymous memory of ``pid`` in bytes (heap, arrays, tensors), or None when gone: on Linux
+    psutil's ``rss - shared`` is ``RssAnon`` (no file-backed pages); elsewhere the resident set."""
     try:
         info = psutil.Process(pid).memory_info()
     except psutil.Error:
@@ -74,8 +69,7 @@ def gained(root: int, baseline: dict[int, int]) -> int:
         return 0
     total = 0
     for pid in pids:
-        rss = anon_rss(pid)
-        if rss is not None:
+        if (rss := anon_rss(pid)) is not None:
             total += max(0, rss - baseline.setdefault(pid, rss))
     return total
 
@@ -117,12 +111,8 @@ def describe_exit(exitcode: int) -> tuple[str, str]:
 
 
 def fault_excerpt(text: str, frames: int = 12) -> str:
-    """The crashing thread's innermost frames from a ``faulthandler`` dump in ``text``.
-
-    A dump lists the crashing thread first, most recent call first: its top frames are the
-    loader's; from the first frame of the checker's engine down, they are only the way to it.
-    A watchdog's dump (``Timeout (0:01:00)!``, `faulthandler.dump_traceback_later`) is read alike.
-    """
+    """The crashing thread's innermost frames from a ``faulthandler`` dump (or a watchdog's,
+    ``Timeout (0:01:00)!``) in ``text``: the loader's, down to the first frame of the checker's engine."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith(("Fatal Python error", "Timeout ("))), None)
     if start is None:

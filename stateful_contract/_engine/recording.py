@@ -1,10 +1,8 @@
 """Recording the program an example runs, as it runs.
 
-While a `Program` is active, the outermost call of a `recorded` step appends one line of
-Python to it, rendered from the very arguments it was called with: values an earlier step
-returned by the variable they were assigned to, configs and positions by their constructor
-code, literals by ``repr``. So the reproduction a failure prints is the program that ran, by
-construction. Steps called from inside another step are not recorded again.
+While a `Program` is active, the outermost call of a `recorded` step appends one line to it,
+rendered from its very arguments: values an earlier step returned by their variable, configs and
+positions by their constructor code, literals by ``repr``. So a reproduction is the program that ran.
 """
 
 from __future__ import annotations
@@ -118,12 +116,9 @@ def unrecorded() -> contextlib.AbstractContextManager[Program | None]:
 
 
 def recorded(result: str | tuple[str, ...] | None = None) -> Callable[[F], F]:
-    """Make a step record ``result = step(args)`` into the active program.
-
-    ``result`` is the base name of the variable the step's value is assigned to (a
-    tuple for a step returning a pair), or None for a step whose value is not kept.
-    Keyword arguments equal to their defaults are left out of the line.
-    """
+    """Make a step record ``result = step(args)`` into the active program: ``result`` is the base name of
+    the variable its value is assigned to (a tuple for a pair; None: not kept). Steps called from inside
+    another step are not recorded, nor keyword arguments equal to their defaults."""
 
     def decorate(fn: F) -> F:
         signature = inspect.signature(fn)
@@ -186,12 +181,8 @@ def _same(value: Any, default: Any) -> bool:
 
 
 def asserts(assertion: str) -> Callable[[F], F]:
-    """Make a judgement record the public assertion that checks the same thing.
-
-    A clause's judgement raises a `ClauseViolation` with the whole story; outside the
-    suite the same check is ``assertion(a, b)`` (e.g. ``assert_same_stream(expected,
-    resumed)``), rendered from the judgement's positional arguments.
-    """
+    """Make a judgement record the public assertion that checks the same thing (``assertion(a, b)``,
+    e.g. ``assert_same_stream(expected, resumed)``), rendered from its positional arguments."""
 
     def decorate(fn: F) -> F:
         positional = [p for p in inspect.signature(fn).parameters.values()

@@ -25,8 +25,7 @@ from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
 from .recording import bound
 
-__all__ = ["POOL_SIZE", "SEARCHING", "Budget", "SearchClause", "judge_runs", "replay_one", "run_one", "search",
-           "worker_configs", "worker_pool"]
+__all__ = ["SEARCHING", "Budget", "judge_runs", "replay_one", "search", "worker_pool"]
 
 #: What the Hypothesis test running now searches: ``"SC10 resume-continues-the-stream"``, with
 #: ``", worker examples"`` in the phase with workers (None outside a search). The pytest plugin
@@ -128,8 +127,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         if isinstance(lengths, ExampleRun):
             return _covered(_verdict(lengths, examples, examples), covered)
         plan = plan_of(lengths, alignment)
-        failed = run_one(clause, executor, config, plan)
-        if failed is not None:
+        if (failed := run_one(clause, executor, config, plan)) is not None:
             return _covered(_verdict(failed, examples, examples), covered)
         if passed is not None:
             passed.append((config, plan))
@@ -233,13 +231,11 @@ def _verdict(failed: ExampleRun | None, examples: int, found_after: int | None) 
                                found_after=found_after)
 
 
-# The worker configurations of a check: one pool, shared by every clause's worker examples. A
-# worker example's cost is its worker processes (0.1 to 0.3 s per epoch on 2 cores), and its
-# uninterrupted run, four epochs, is taken once per configuration and check. Drawn freely,
-# configurations almost never repeat across clauses; drawn from one pool, each one's run is taken
-# once, while every clause still draws its own plans on it. The pool holds the points where worker
-# bugs show: both worker counts, persistent workers and not, and epochs of an odd number of batches
-# (`plans.draw_position` asks half the time for a batch count the worker count does not divide).
+# The worker configurations of a check: one pool, shared by every clause's worker examples. A worker
+# example costs its worker processes (0.1 to 0.3 s per epoch on 2 cores), and its uninterrupted run is
+# taken once per configuration and check: drawn freely, configurations almost never repeat across
+# clauses. The pool holds where worker bugs show: both worker counts, persistent workers and not, and
+# epochs of an odd number of batches (`plans.draw_position` asks for those half the time).
 
 #: Configurations in the pool at least (a search of n worker examples per clause has 2n): each meets many clauses.
 POOL_SIZE = 24

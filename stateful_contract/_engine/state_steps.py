@@ -1,8 +1,5 @@
-"""Steps on states: copies, round trips, checkpoint files, and the bad states SC40 feeds.
-
-Public through `stateful_contract.repro`, and recorded like every step
-(`stateful_contract._engine.recording`).
-"""
+"""Steps on states: copies, round trips, checkpoint files, and the bad states SC40 feeds (public through
+`stateful_contract.repro`, recorded like every step)."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ from ..config import LoaderConfig
 from .recording import recorded
 from .steps import Factory, LoaderError, LoadForm, NotJudgeable, Position, checkpoint, fresh, load, stream
 
-__all__ = ["BAD_STATES", "ROUND_TRIPS", "TRAINER_KEYS", "bad_state", "indistinguishable", "load_and_iterate",
+__all__ = ["BAD_STATES", "ROUND_TRIPS", "bad_state", "indistinguishable", "load_and_iterate",
            "load_checkpoint", "round_trip", "save_checkpoint", "snapshot"]
 
 
@@ -52,12 +49,9 @@ ROUND_TRIPS: dict[str, Callable[[Any], Any]] = {
 
 
 def indistinguishable(a: Any, b: Any) -> bool:
-    """Whether no ``load_state_dict`` can tell the two states apart but by identity.
-
-    The same types all the way down (dicts in the same key order), the same values, tensors of
-    the same dtype, layout and bytes, and the same sharing between their parts. A leaf of any
-    other type is never taken for the same: what its loader reads of it is unknown.
-    """
+    """Whether no ``load_state_dict`` can tell the two states apart but by identity: the same types all
+    the way down (dicts in the same key order), values, tensor dtypes, layouts and bytes, and sharing
+    between their parts. A leaf of another type is never the same: what its loader reads is unknown."""
     first = _fingerprint(a, {}, {})
     return first is not None and first == _fingerprint(b, {}, {})
 

@@ -1,9 +1,8 @@
 """What the process running the loader is doing, readable after that process died: its status log.
 
-One JSON line per event (the command, each call into the loader as it begins and ends, what each
-step added to the reproduction, the example timeout), one ``write`` each: once it returned the line
-is the kernel's, so it outlives a SIGSEGV or a SIGKILL of the writer. The supervisor reads what was
-appended since its last look. Nothing is written in a process that installed no log (in-process).
+One JSON line per event (the command, each call into the loader, what each step added to the
+reproduction, the example timeout), one ``write`` each: the line is then the kernel's, so it outlives
+a SIGSEGV or a SIGKILL of the writer. Nothing is written in a process that installed no log.
 """
 
 from __future__ import annotations
@@ -25,12 +24,9 @@ class Board:
     """The writing side, in the process where the loader lives."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         self._enter = b""
-        self._label = ""
-        self._label_next = ""
-        self._program = ""
+        self._label = self._label_next = self._program = ""
         # The first line tells this log from an earlier one at the same path (a reader's cache).
         self._write({"pid": os.getpid(), "opened": time.time_ns()})
 

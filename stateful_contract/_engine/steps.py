@@ -9,6 +9,7 @@ over, and both continue the same stream.
 from __future__ import annotations
 
 import contextvars
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,7 +26,7 @@ from .vocabulary import Point
 
 __all__ = ["RESUME_EPOCHS", "EndlessPass", "LoadForm", "LoaderError", "NotJudgeable", "Position", "advance",
            "checkpoint", "epoch_lengths", "forget_references", "fresh", "iterate_on", "kept_references",
-           "load", "pass_limit", "references_kept", "state_of", "stream", "stream_calling_state_dict", "take",
+           "load", "references_kept", "state_of", "stream", "stream_calling_state_dict", "take",
            "uninterrupted"]
 
 LoadForm = Literal["positional", "keyword"]
@@ -37,11 +38,8 @@ class NotJudgeable(Exception):
 
 
 class EndlessPass(Exception):
-    """One pass over the loader went on far past what the config's dataset can make.
-
-    Raised where the contract iterates a pass to its end: without it an endless loader (one
-    that cycles over or repeats its data) would be reported, in every clause, as a hang.
-    """
+    """One pass over the loader went on far past what the config's dataset can make (without it, a
+    loader that cycles over or repeats its data would be reported, in every clause, as a hang)."""
 
     def __init__(self, batches: int, config: LoaderConfig) -> None:
         limit = pass_limit(config)
@@ -60,9 +58,8 @@ class EndlessPass(Exception):
 def pass_limit(config: LoaderConfig) -> int:
     """The most batches one pass of a loader on ``config`` may yield before it is called endless.
 
-    Every batch holds at least one token of one sample, so no pass over the config's samples
-    has more than ``dataset_size * seq_len`` batches; four times that (and at least 64) leaves
-    room for wrappers that split batches and costs milliseconds to reach.
+    Every batch holds at least one token, so no pass has more than ``dataset_size * seq_len``
+    batches; four times that (at least 64) leaves room for wrappers that split batches.
     """
     return max(64, 4 * config.dataset_size * config.seq_len)
 
@@ -79,6 +76,7 @@ class LoaderError(Exception):
         self.step = step
         self.error = error
 
+
 #: The uninterrupted run covers the checkpoint's epochs plus two further epochs.
 REFERENCE_EPOCHS = 4
 #: iter() calls a resumed loader may use to deliver what the reference run had:
@@ -90,11 +88,6 @@ RESUME_EPOCHS = REFERENCE_EPOCHS + 2
 #: (`stateful_contract._engine.example`).
 _NEWEST: contextvars.ContextVar[tuple[LoaderConfig, type] | None] = contextvars.ContextVar(
     "stateful_contract_newest_loader", default=None)
-
-
-def last_loader_type() -> type | None:
-    newest = _NEWEST.get()
-    return newest[1] if newest is not None else None
 
 
 def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -131,11 +124,8 @@ def fresh(factory: Factory, config: LoaderConfig, *, state: dict[str, Any] | Non
 
 
 def _manual_seed(seed: int) -> None:
-    """``torch.manual_seed(seed)``; with no accelerator, only the CPU generator it would seed anyway.
-
-    Without a device, ``torch.manual_seed`` still queues a seed for CUDA, XPU and MTIA should one
-    start later, formatting the Python stack for each: 0.9 ms a loader, 1.5 s of a ci check.
-    """
+    """``torch.manual_seed(seed)``; with no accelerator, only the CPU generator: ``torch.manual_seed``
+    would queue a seed for CUDA, XPU and MTIA, formatting the stack for each (1.5 s of a ci check)."""
     if torch.accelerator.is_available():
         torch.manual_seed(seed)
     else:
@@ -214,8 +204,7 @@ def advance(loader: Any, position: Position) -> Iterator[Any] | None:
     it = _iter(loader)
     for _ in range(position.batches):
         _next(it)
-    extra = up_to(it, 1) if position.after_stop else []
-    if extra:
+    if position.after_stop and (extra := up_to(it, 1)):
         raise LoaderError("next(iter(loader)) past the epoch's last batch", RuntimeError(
             f"yielded {extra[0]!r} where the uninterrupted run had ended the epoch"))
     return it
@@ -281,14 +270,11 @@ def uninterrupted(factory: Factory, config: LoaderConfig, epochs: int = REFERENC
 
 @recorded("batches")
 def stream_calling_state_dict(loader: Any, epochs: int, at: list[int], *, before_iter: bool = False) -> list[Any]:
-    """`stream`, calling ``state_dict()`` before the ``next()`` calls numbered in ``at``.
-
-    Each epoch's ``StopIteration`` counts as a step too; ``before_iter`` also calls it
-    before the first ``iter()``.
-    """
+    """`stream`, calling ``state_dict()`` before the ``next()`` calls numbered in ``at`` (each epoch's
+    ``StopIteration`` counts as one), and before the first ``iter()`` with ``before_iter``."""
     if before_iter:
         _user("loader.state_dict()", lambda: loader.state_dict())
     wanted = set(at)
-    steps = iter(range(10**9))
+    steps = itertools.count()
     return stream(loader, epochs, every_step=lambda: next(steps) in wanted and _user(
         "loader.state_dict()", loader.state_dict))

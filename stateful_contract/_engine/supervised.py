@@ -1,6 +1,6 @@
-"""The supervised executor: the loader runs in a child process (`child`) that this process watches
-(`watch`: its death, a hang its own alarm could not end, the memory it gained); then the child's
-session is killed, and its status log says what the loader was doing (docs/supervision.md)."""
+"""The supervised executor: the loader runs in a child process (`interpreter.child_main`) that this
+process watches (`watch`: its death, a hang its own alarm could not end, the memory it gained); then
+the child's session is killed, and its status log says what the loader was doing (docs/supervision.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import interpreter, status
-from .child import ChildSpec, EngineError, child_main
+from .interpreter import ChildSpec, EngineError, child_main
 from .example import ClauseLike, ExampleRun
 from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFailed
 from .guard import raise_lost_ctrl_c
@@ -30,7 +31,7 @@ from .plans import Alignment
 from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
 from .steps import Factory
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "PendingSibling", "Stall", "Supervised",
+__all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "PendingSibling", "Supervised",
            "choose_isolation", "grace", "supported", "watch"]
 
 #: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches) or
@@ -64,9 +65,7 @@ def supported() -> bool:
 def choose_isolation(isolation: Isolation | None) -> Isolation:
     """``isolation`` (`CheckOptions` checked it), or the default: supervised on Linux (elsewhere ``fork``
     is not safe with the system's frameworks)."""
-    if isolation is None:
-        return "supervised" if sys.platform.startswith("linux") and supported() else "in-process"
-    return isolation
+    return isolation or ("supervised" if sys.platform.startswith("linux") and supported() else "in-process")
 
 
 @dataclass(frozen=True)
@@ -85,12 +84,10 @@ class Stall:
 def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView]], *, sent: float,
           timeout: float | None, memory_limit: int | None, limit: float,
           baseline: dict[int, int] | None = None) -> Stall | None:
-    """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up.
-
-    Given up on when a process's log shows its example timeout passed by the `grace` (its alarm
-    could not reach it), when the command passed ``limit``, or when the processes the logs name
-    (and their descendants) gained more than ``memory_limit`` since ``sent`` (``baseline``: what
-    each had then; one first seen later counts from then).
+    """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up:
+    a log shows its example timeout passed by the `grace` (the alarm could not reach it), the command
+    passed ``limit``, or the processes the logs name (and descendants) gained more than ``memory_limit``
+    since ``sent`` (``baseline``: what each had then; one first seen later counts from then).
     """
     baseline = {} if baseline is None else baseline
     next_memory = sent + MEMORY_EVERY
@@ -115,6 +112,9 @@ def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView
 class Supervised(OneProcess):
     """Runs the loader in a supervised child process; survives whatever the loader does."""
 
+    #: A process that never ran an example of this check: its examples resume in it.
+    fresh_processes = True
+
     def __init__(self, factory: Factory, factory_import: str, alignment: Alignment = None,
                  timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
                  new_interpreter: bool = False) -> None:
@@ -126,8 +126,6 @@ class Supervised(OneProcess):
         self.run_dir = Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         #: What answers the commands in the child; its ``workdir``, the examples' files, a sibling shares.
         self.handler = Handler(factory, factory_import, alignment, self.timeout, self.run_dir / "scratch")
-        #: A process that never ran an example of this check: its examples resume in it.
-        self.fresh_processes = True
         #: The child is a new interpreter (`interpreter.start`), not a fork: another string hash secret.
         self.new_interpreter = new_interpreter
         #: The ``PYTHONHASHSEED`` of the new interpreter, once started.
@@ -137,12 +135,11 @@ class Supervised(OneProcess):
         self._pidfd: int | None = None
         self._spec: ChildSpec | None = None
         self._children = 0
-        self._crashes: dict[str, int] = {}
+        self._crashes: Counter[str] = Counter()
         self._spawned_rss = 0
 
     def _spawn(self) -> None:
-        self._children += 1
-        n = self._children
+        n = self._children = self._children + 1
         self._spec = ChildSpec(self.handler, self.run_dir, self.run_dir / f"board-{n}",
                                self.run_dir / f"fault-{n}.txt", os.getpid())
         for stream in (sys.stdout, sys.stderr):  # or the child would print the parent's buffered text again
@@ -232,8 +229,8 @@ class Supervised(OneProcess):
             with contextlib.suppress(OSError):
                 fault = fault_excerpt(spec.fault_file.read_text(encoding="utf-8", errors="replace"))
         killed_by, got = self._why(stall, proc.exitcode, board.during)
-        crashes = self._crashes[clause.id] = self._crashes.get(clause.id, 0) + 1
-        final = stall is not None or crashes > SHRINK_CRASHES
+        self._crashes[clause.id] += 1
+        final = stall is not None or self._crashes[clause.id] > SHRINK_CRASHES
         v = ClauseViolation(clause.id, heading=clause.heading,
                             expected="the example to finish, with the loader's process alive", got=got,
                             impact=died(board.call if board.in_call else "", killed_by))
@@ -302,25 +299,20 @@ class Supervised(OneProcess):
         self._kill()
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
-        # The next command starts a fresh child: SC30's fresh-process half, on one process.
-        # (Other world sizes are the multi-rank executor's; one rank has no SC31.)
-        self.stop()
+        self.stop()  # the next command starts a fresh child (other world sizes are the multi-rank executor's)
 
     def close(self) -> None:
         self.stop()
-        restarts = sum(self._crashes.values())
-        if restarts:
+        if restarts := self._crashes.total():
             self.notes.append(f"the loader's process crashed or hung {restarts} time{'s' if restarts != 1 else ''}; "
                               "each time the check went on in a fresh one")
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 class PendingSibling:
-    """The child SC10's fresh half resumes in, beside ``elder``: a new interpreter if it can be.
-
-    It reads the files the elder's examples wrote, so the elder keeps the uninterrupted runs it
-    took for the clauses still to come (with workers, about 0.4 s each). The zygote starts
-    importing at once (about 2 s on 2 cores), so the import overlaps the search.
+    """The child SC10's fresh half resumes in, beside ``elder``: a new interpreter if it can be. It reads
+    the files the elder's examples wrote, so the elder keeps its uninterrupted runs for the clauses to
+    come; the zygote starts importing at once (about 2 s on 2 cores), so the import overlaps the search.
     """
 
     def __init__(self, elder: Supervised) -> None:
@@ -328,8 +320,7 @@ class PendingSibling:
         interpreter.prepare()
 
     def _sibling(self, new_interpreter: bool) -> Supervised:
-        elder = self._elder
-        handler = elder.handler
+        elder, handler = self._elder, self._elder.handler
         sibling = Supervised(handler.factory, handler.factory_import, handler.alignment, handler.timeout,
                              elder.memory_limit, new_interpreter=new_interpreter)
         sibling.handler.workdir = handler.workdir

@@ -1,8 +1,5 @@
-"""Steps that drive a loader the way trainers do: DCP's save and load, cut-short passes.
-
-Public through `stateful_contract.repro`, and recorded like every step
-(`stateful_contract._engine.recording`).
-"""
+"""Steps that drive a loader the way trainers do: DCP's save and load, cut-short passes (public through
+`stateful_contract.repro`, recorded like every step)."""
 
 from __future__ import annotations
 

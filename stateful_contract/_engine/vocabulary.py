@@ -1,9 +1,7 @@
 """How a message names a point in a run: one vocabulary for every clause, plan and reproduction.
 
-A reader meets these words once, in a failure, without having read the code, so each point
-says which calls were made on the loader; docs/clauses.md ("How a failure names a point")
-shows each kind of point in its words. `Position` (`stateful_contract._engine.steps`) and
-the epoch loop's `LoopPoint` are both a `Point`, so no message words a point its own way.
+Each point says which calls were made on the loader (docs/clauses.md, "How a failure names a
+point"); `Position` and the epoch loop's `LoopPoint` are both a `Point`.
 """
 
 from __future__ import annotations
@@ -40,12 +38,8 @@ def pass_name(index: int) -> str:
 
 @dataclass(frozen=True)
 class Point:
-    """A checkpoint point: after ``batches`` batches of epoch ``epoch``.
-
-    ``before_iter``: before the epoch's ``iter()`` (a loader never iterated: only at epoch 0,
-    batch 0). ``after_stop``: the epoch's iterator has already raised ``StopIteration``.
-    Otherwise ``iter()`` of the epoch was called and its iterator is open.
-    """
+    """A checkpoint point: after ``batches`` batches of epoch ``epoch``, its iterator open; or before its
+    ``iter()`` (``before_iter``), or after its ``StopIteration`` (``after_stop``)."""
 
     epoch: int = 0
     batches: int = 0
