@@ -9,9 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._engine.interpreter import FILE_MODULE_PREFIX
+__all__ = ["FILE_MODULE_PREFIX", "TargetError", "describe_factory", "factory_import_line", "import_line", "load_target"]
 
-__all__ = ["TargetError", "describe_factory", "factory_import_line", "import_line", "load_target"]
+
+#: ``path/to/file.py:factory`` targets are modules of this prefix loaded from their file: no import
+#: finds them by name, so a child in a new interpreter loads the same files first (`_engine.interpreter`).
+FILE_MODULE_PREFIX = "_stateful_contract_target_"
 
 
 class TargetError(Exception):

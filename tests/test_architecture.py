@@ -9,6 +9,8 @@ under tests/ shows up here as a failing test rather than as a surprise in a late
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -237,3 +239,13 @@ def test_the_graph_is_read_at_all() -> None:
     """The checks above are not vacuous: the reader sees the engine's real imports."""
     assert "stateful_contract._engine.steps" in GRAPH["stateful_contract._engine.example"]
     assert "stateful_contract.clauses.registry" in GRAPH["stateful_contract.clauses.resume"]
+
+
+def test_the_package_and_the_target_reader_import_without_torch() -> None:
+    """`import stateful_contract` is lazy (0.03 s, docs/performance.md): the protocol and the
+    target reader (what a face needs before it knows there is a check to run) must not pull torch in."""
+    code = ("import sys, stateful_contract, stateful_contract._target\n"
+            "from stateful_contract import StatefulLoader, TargetError\n"
+            "print(sorted(m for m in ('torch', 'torchdata', 'hypothesis') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

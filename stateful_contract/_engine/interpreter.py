@@ -32,20 +32,18 @@ from typing import Any
 
 import psutil
 
+from .._target import FILE_MODULE_PREFIX
 from . import status, steps
 from .executors import Handler
 from .guard import current_children
 from .noise import ignore_set_vital
 from .processes import MARKER_ENV, die_with_parent
 
-__all__ = ["FILE_MODULE_PREFIX", "FRESH_INTERPRETER_ENV", "ChildSpec", "EngineError", "Interpreter",
+__all__ = ["FRESH_INTERPRETER_ENV", "ChildSpec", "EngineError", "Interpreter",
            "another_hash_seed", "child_main", "prepare", "start", "zygote_main"]
 
 #: Set in the new interpreter (and so in its DataLoader workers): a scenario may say where it runs.
 FRESH_INTERPRETER_ENV = "STATEFUL_CONTRACT_FRESH_INTERPRETER"
-#: The CLI's ``path/to/file.py:factory`` targets are modules of this prefix loaded from their file
-#: (`stateful_contract._target`): no import finds them by name, so a child loads the same files first.
-FILE_MODULE_PREFIX = "_stateful_contract_target_"
 
 
 def another_hash_seed(current: str | None = None) -> str:

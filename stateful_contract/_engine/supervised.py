@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import interpreter, status
-from .interpreter import ChildSpec, EngineError, child_main
 from .example import ClauseLike, ExampleRun
 from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFailed
 from .guard import raise_lost_ctrl_c
 from .impact import died
+from .interpreter import ChildSpec, EngineError, child_main
 from .outcome import ClauseViolation, Outcome
 from .plans import Alignment
 from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
