@@ -203,8 +203,8 @@ def run(run_dir: Path) -> None:
 
 
 def serve(marker: str) -> int:
-    """The forkserver started once, then every run sent on stdin, its output in its own log
-    (`launch.start_launcher`); ``marker`` is the launcher's own directory."""
+    """The forkserver started once, then every run sent on stdin (`launch.start_launcher`); ``marker`` is
+    the launcher's own directory."""
     import psutil
 
     if sys.platform.startswith("linux"):  # elsewhere the ranks are spawned (`launch.start_world`)
@@ -212,33 +212,12 @@ def serve(marker: str) -> int:
     own = [p.pid for p in psutil.Process().children(recursive=True)]  # forkserver, resource tracker
     (Path(marker) / KEPT_FILE).write_text(json.dumps(own), encoding="utf-8")
     while line := sys.stdin.readline():
-        run_dir = Path(line.strip())
-        with _output_to(run_dir / "launcher.log"):
-            try:
-                run(run_dir)
-            except BaseException:  # into this run's log, where the caller reads why the launcher failed
-                traceback.print_exc()
-                return 1
+        try:
+            run(Path(line.strip()))
+        except BaseException:  # into its log, where the caller reads why the launcher failed
+            traceback.print_exc()
+            return 1
     # stdin closed: the caller is gone (even killed, with no chance to clean up), so is its directory.
     shutil.rmtree(marker, ignore_errors=True)
     return 0
-
-
-@contextmanager
-def _output_to(path: Path) -> Iterator[None]:
-    """This process's stdout and stderr (file descriptors 1 and 2, as torch's logging writes them) into ``path``."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(path, "wb") as out:
-        os.dup2(out.fileno(), 1)
-        os.dup2(out.fileno(), 2)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, kept in zip((1, 2), saved):
-            os.dup2(kept, fd)
-            os.close(kept)
 
