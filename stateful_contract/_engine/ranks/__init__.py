@@ -9,6 +9,7 @@ first and what each rank was doing. The next command starts a fresh set of proce
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import secrets
@@ -26,7 +27,7 @@ from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
 from .in_world import InWorld
 from .launch import JOIN_TIMEOUT, Launcher, board_path, finish_world, start_world
-from .world import ADDRESS_FILE, SPEC_FILE
+from .world import ADDRESS_FILE
 
 __all__ = ["RankExecutor", "Ranks", "default_run_timeout", "rank_executor"]
 
@@ -73,7 +74,6 @@ class Ranks(RankExecutor):
         self.keep = run_dir is not None
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / SPEC_FILE).write_bytes(pickle.dumps(self.spec))
         self._launcher: Launcher | None = None
         self._conn: Connection | None = None
         self._phases: list[str] = []
@@ -94,7 +94,7 @@ class Ranks(RankExecutor):
         phase = self._name("phase" if self._phases else "search")
         self._deadline = time.monotonic() + self.run_timeout
         self._launcher = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase,
-                                     timeout=self.run_timeout)
+                                     timeout=self.run_timeout, ranks=dataclasses.asdict(self.spec))
         return self._connect(phase)
 
     def _connect(self, phase: str) -> Connection:

@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import status
 from ..processes import MARKER_ENV, fault_excerpt, kill_marked, kill_session, processes_of
@@ -140,8 +141,8 @@ def start_launcher(run_dir: Path, *, reusable: bool) -> Launcher:
         marker = Path(tempfile.mkdtemp(prefix="stateful-contract-launcher-"))
         env = {**os.environ, _HYPOTHESIS_HOME: str(marker / ".hypothesis"), MARKER_ENV: str(marker)}
         with open(marker / "launcher.log", "wb") as out:  # in a session of its own, carrying the marker
-            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, str(marker)], stdin=subprocess.PIPE,
-                                    stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, str(marker)], env=env,
+                                    stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         with _lock:
             _markers.append(marker)
         found = Launcher(proc, marker, key)
@@ -192,17 +193,17 @@ def _forget_in_child() -> None:
     _markers.clear()
 
 
-def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: float) -> Launcher:
-    """Start `world.serve` on ``world_size`` fresh ranks, phase after phase, in a launcher (on Linux, one kept
-    from an earlier run when one fits); rank 0's return value names the next phase, if any.
-
-    ``timeout`` bounds the gloo collectives; the caller ends hangs by killing the run.
+def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: float,
+                ranks: dict[str, Any]) -> Launcher:
+    """Start `world.serve` (given ``ranks``, a `world.RankSpec`) on ``world_size`` fresh ranks, phase after
+    phase, in a launcher (on Linux, one kept from an earlier run when one fits); rank 0's return value names
+    the next phase, if any. ``timeout`` bounds the gloo collectives; the caller ends hangs by killing the run.
     """
     (run_dir / "status").mkdir(parents=True, exist_ok=True)
     linux = sys.platform.startswith("linux")
     # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.
     spec = {"world_size": world_size, "first_phase": first_phase, "start_method": "forkserver" if linux else "spawn",
-            "timeout": timeout}
+            "timeout": timeout, "ranks": ranks}
     (run_dir / SPEC_FILE).write_text(json.dumps(spec), encoding="utf-8")
     (run_dir / OUTCOME_FILE).unlink(missing_ok=True)  # a previous launcher's, in a restarted run
     return start_launcher(run_dir, reusable=linux)

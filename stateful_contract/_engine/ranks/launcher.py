@@ -8,6 +8,7 @@ failed rank's exit code, error and exit time (see `stateful_contract._engine.ran
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -104,13 +105,12 @@ class _ExitWatch:
         for local_rank, process in enumerate(self.processes):
             if local_rank in found or process.exitcode in (None, 0):
                 continue
-            error_file = min(self.log_dir.glob(f"*/attempt_*/{local_rank}/error.json"), default=None)
+            error_file = str(min(self.log_dir.glob(f"*/attempt_*/{local_rank}/error.json"), default=""))
+            made = functools.partial(ProcessFailure, local_rank=local_rank, pid=process.pid, exitcode=process.exitcode)
             try:
-                failure = ProcessFailure(local_rank=local_rank, pid=process.pid, exitcode=process.exitcode,
-                                         error_file=str(error_file) if error_file else "")
+                failure = made(error_file=error_file)
             except ValueError:  # its error file cut short: the agent killed it while it wrote the file
-                failure = ProcessFailure(local_rank=local_rank, pid=process.pid, exitcode=process.exitcode,
-                                         error_file="")
+                failure = made(error_file="")
             found[local_rank] = (failure, self.exited_at.get(local_rank))
         records = []
         for rank, (failure, exited_at) in sorted(found.items()):

@@ -31,11 +31,10 @@ from ..noise import ignore_set_vital
 from ..supervised import POLL
 from .launch import JOIN_TIMEOUT, JOINING, board_path, status_path
 
-__all__ = ["ADDRESS_FILE", "SPEC_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
+__all__ = ["ADDRESS_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
 
 #: The command that ends a follower's loop.
 STOP = "stop"
-SPEC_FILE = "ranks.pkl"
 #: Where rank 0 says where it listens, per phase (written atomically).
 ADDRESS_FILE = "address-{phase}.json"
 
@@ -123,7 +122,7 @@ def rank_main(run_dir: str, phase: str) -> Any:
         faulthandler.cancel_dump_traceback_later()  # its thread is gone before the loader forks workers
     world.status(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
     try:
-        result = serve(world, phase)
+        result = serve(world, phase, spec["ranks"])
         world.status(f"finished the {phase} phase")
         return result
     finally:
@@ -132,7 +131,7 @@ def rank_main(run_dir: str, phase: str) -> Any:
 
 @dataclass(frozen=True)
 class RankSpec:
-    """What every rank needs to run examples (pickled into the run directory)."""
+    """What every rank needs to run examples (in the run's ``launch.json``, beside the launcher's spec)."""
 
     target: str
     factory_import: str
@@ -185,9 +184,9 @@ class Handler(executors.Handler):
         return mine
 
 
-def serve(world: World, phase: str) -> tuple[str | None, int] | None:
+def serve(world: World, phase: str, ranks: dict[str, Any]) -> tuple[str | None, int] | None:
     """Every rank's phase (`rank_main`); rank 0 returns the next phase and its world size, if any."""
-    spec: RankSpec = pickle.loads((world.run_dir / SPEC_FILE).read_bytes())
+    spec = RankSpec(**ranks)
     handler = Handler(world, spec)
     with steps.references_kept(), frozen():
         if world.rank != 0:
@@ -209,7 +208,7 @@ def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[s
             try:
                 while True:
                     command = pickle.loads(conn.recv_bytes())
-                    if command[0] == "stop":  # ("stop", the next phase or None, its world size)
+                    if command[0] == STOP:  # (STOP, the next phase or None, its world size)
                         conn.send_bytes(pickle.dumps("stopping"))
                         return command[1], command[2]
                     # Plain pickle, not multiprocessing's: tensors travel as data, not as
