@@ -160,16 +160,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ignore_set_vital()  # torchdata's deprecation warning, once per loader, on every rank
     run_dir, keep = _run_dir(args.dir)
     backend = args.backend or default_backend()
-    profile = get_profile(args.profile)
     # The group gives up on a rank gone silent after this long; the engine ends hangs inside examples sooner.
-    timeout = default_run_timeout(profile, 40) + 60
+    timeout = default_run_timeout(get_profile(args.profile), 40) + 60
     world = join(run_dir, backend=backend, timeout=timeout)
     launch = _launch_line(world.world_size)
-    code = 2
     try:
         if world.rank != 0:
-            last = follow(world)
-            code = int(last[1])
+            code = int(follow(world)[1])
             if restarting and code == phases.RESTART_EXIT:
                 print(f"stateful_contract.distributed run: rank {world.rank}: {phases.ON_PURPOSE}", file=sys.stderr)
             return code
