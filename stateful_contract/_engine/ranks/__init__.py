@@ -81,8 +81,6 @@ class Ranks(RankExecutor):
         #: Why a restarted phase never came up (`restart`): the next command fails with it.
         self._restart_failed: LaunchOutcome | None = None
 
-    # -- the world's life -------------------------------------------------------------
-
     def _name(self, phase: str) -> str:
         """A phase name not used before in this run (each phase has its own address file and logs)."""
         self._phases.append(phase)

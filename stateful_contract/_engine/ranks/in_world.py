@@ -194,17 +194,11 @@ class InWorld(RankExecutor):
         """Where the fresh-process half ran, for its note (`stateful_contract._run`)."""
         if self.mode == "resume":
             return f"this launch's {self.world_size} ranks, fresh processes that did not save them"
-        parts = []
-        for size in worlds:
-            if size is None or size == self.world_size:
-                parts.append("the same processes that saved them (a world cannot restart itself: for fresh "
-                             "processes, run --phase save, then --phase resume in a new launch)")
-            else:
-                parts.append(f"{size} ranks taking turns on this world's {self.world_size} processes (for a real "
-                             f"world of {size}, run --phase resume in a launch of {size} ranks)")
-        return " and ".join(parts)
-
-    # -- one command on every rank ----------------------------------------------------
+        return " and ".join(
+            "the same processes that saved them (a world cannot restart itself: for fresh processes, run "
+            "--phase save, then --phase resume in a new launch)" if size in (None, self.world_size) else
+            f"{size} ranks taking turns on this world's {self.world_size} processes (for a real world of {size}, "
+            f"run --phase resume in a launch of {size} ranks)" for size in worlds)
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
         if self.down is not None:
@@ -240,8 +234,6 @@ class InWorld(RankExecutor):
         return LaunchOutcome(failed_phase="in-world" if error is not None else None, failures=failures, doing=doing,
                              programs=programs, in_world=True, error=text)
 
-    # -- what cannot be done inside one world ---------------------------------------
-
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """No new processes in a world the launcher owns: see the module docstring."""
         self.live_world_size = self.world_size if world_size is None else world_size
@@ -250,4 +242,4 @@ class InWorld(RankExecutor):
         self._kept.close()
         where = {"run": "in the world its launcher started", "save": "saving into the shared directory",
                  "resume": "resuming from the shared directory"}[self.mode]
-        self.notes.append(f"{self.world_size} ranks on torch.distributed, {where} ({self.world.run_dir})")
+        self.notes.append(f"{self.world_size} ranks on torch.distributed, {where} ({self.run_dir})")

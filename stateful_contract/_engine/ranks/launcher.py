@@ -135,7 +135,7 @@ def _start_forkserver() -> None:
     import multiprocessing
     import multiprocessing.forkserver
 
-    # What a rank needs before its first line: the elastic wrapper it is started through, its entry,
+    # What a rank needs before its first line: the elastic wrapper it is started through, `world.rank_main`,
     # and DCP, which SC30's saves import on first use.
     multiprocessing.set_forkserver_preload(["torch.distributed.elastic.multiprocessing.api", "torch.multiprocessing.spawn",
                                             "stateful_contract._engine.ranks.world", "torch.distributed.checkpoint"])
