@@ -206,8 +206,9 @@ def init_process_group(*args, **kwargs):
 dist.init_process_group = init_process_group
 world.JOIN_TIMEOUT = 3.0
 
-def entry(world, phase):
+def serve(world, phase, ranks):
     return None
+world.serve = serve
 launcher.run(Path(sys.argv[1]))
 """
 
@@ -222,8 +223,9 @@ def test_ranks_that_cannot_form_their_group_are_started_again_once_and_then_name
     from stateful_contract._engine.ranks.launch import SPEC_FILE
 
     (tmp_path / "status").mkdir()
-    (tmp_path / SPEC_FILE).write_text(json.dumps({"world_size": 2, "first_phase": "search", "entry": "__main__:entry",
-                                                   "start_method": "fork", "timeout": 30}))
+    (tmp_path / SPEC_FILE).write_text(json.dumps({"world_size": 2, "first_phase": "search",
+                                                   "start_method": "fork", "timeout": 30,
+                                                   "ranks": {}}))
     script = tmp_path / "launcher.py"
     script.write_text(_HANGING_JOIN)
     done = subprocess.run([sys.executable, str(script), str(tmp_path), hanging], capture_output=True, text=True,

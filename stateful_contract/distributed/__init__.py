@@ -4,11 +4,9 @@
     >>> report = check_world("my_pkg.loaders:factory", world_size=2)
     >>> report["SC30"].status
 
-`check_world` is `stateful_contract.check` with ``world_size`` required: every example
-runs on every rank at once (torch's elastic launcher, what ``torchrun`` runs, one
-process per rank on the gloo backend), and the multi-rank clauses SC30 and SC31 are added. One
-example can be replayed with ``python -m stateful_contract.distributed TARGET
---world-size 2 --config ... --position ...``. See ``docs/distributed.md``.
+`check_world` is `stateful_contract.check` with ``world_size`` required; ``python -m
+stateful_contract.distributed`` runs one clause (or replays one example) on real ranks, or, as ``run``
+under torchrun, srun or mpirun, the contract in that world. See ``docs/distributed.md``.
 """
 
 from __future__ import annotations
@@ -28,7 +26,8 @@ __all__ = ["check_world", "default_run_timeout"]
 
 def check_world(target: str, options: CheckOptions | None = None, *, world_size: int,
                 replay: tuple[LoaderConfig, Position] | None = None, **keywords: Any) -> Report:
-    """Run the contract on ``world_size`` ranks (torch.distributed, gloo) and return one `Report`.
+    """Run the contract on ``world_size`` ranks (torch.distributed, gloo; every example on every rank at
+    once, and the multi-rank clauses SC30 and SC31 added) and return one `Report`.
 
     ``target`` is ``"package.module:factory"`` or ``"path/to/file.py:factory"``: every rank
     imports it by that name. The options are `check`'s (`CheckOptions`, or its fields as

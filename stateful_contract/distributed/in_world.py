@@ -35,9 +35,8 @@ from typing import Any, NoReturn
 
 import torch.distributed as dist
 
-from .._checking import CheckInterrupted, FactoryError, check
+from .._checking import CheckInterrupted, FactoryError
 from .._engine.noise import ignore_set_vital
-from .._engine.plans import Checkpoint
 from .._engine.ranks import default_run_timeout
 from .._engine.ranks.in_world import InWorld, alive, default_backend, follow, join, launcher_env, local_pids
 from .._engine.steps import Position
@@ -47,7 +46,7 @@ from ..config import LoaderConfig
 from ..profiles import PROFILES, get_profile
 from ..replay import ReplayError, parse_value
 from ..report import Report
-from . import phases
+from . import check_world, phases
 
 __all__ = ["add_example_arguments", "main", "replay_of"]
 
@@ -114,10 +113,9 @@ def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> 
     if args.phase == "resume":
         return phases.resume(world, run_dir, args.target, clauses=clauses, profile=args.profile,
                              timeout=args.timeout, launch=launch)
-    replay = None if args.replay is None else (args.replay[0], Checkpoint(args.replay[1]))
     try:
-        report = check(args.target, world_size=world.world_size, profile=args.profile, clauses=clauses,
-                       timeout=args.timeout, replay=replay, run_dir=run_dir)
+        report = check_world(args.target, world_size=world.world_size, profile=args.profile, clauses=clauses,
+                             timeout=args.timeout, replay=args.replay, run_dir=run_dir)
     except CheckInterrupted as e:
         report = e.report
         report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
@@ -162,16 +160,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ignore_set_vital()  # torchdata's deprecation warning, once per loader, on every rank
     run_dir, keep = _run_dir(args.dir)
     backend = args.backend or default_backend()
-    profile = get_profile(args.profile)
     # The group gives up on a rank gone silent after this long; the engine ends hangs inside examples sooner.
-    timeout = default_run_timeout(profile, 40) + 60
+    timeout = default_run_timeout(get_profile(args.profile), 40) + 60
     world = join(run_dir, backend=backend, timeout=timeout)
     launch = _launch_line(world.world_size)
-    code = 2
     try:
         if world.rank != 0:
-            last = follow(world)
-            code = int(last[1])
+            code = int(follow(world)[1])
             if restarting and code == phases.RESTART_EXIT:
                 print(f"stateful_contract.distributed run: rank {world.rank}: {phases.ON_PURPOSE}", file=sys.stderr)
             return code

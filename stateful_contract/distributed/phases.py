@@ -71,7 +71,7 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
     saved, examples, size = int(manifest["world_size"]), manifest["examples"], world.world_size
     executor = InWorld(target, world=world, mode="resume", factory_import=manifest["factory_import"],
                        alignment=manifest["alignment"], timeout=timeout, launch=launch)
-    wanted = [c.upper() for c in clauses] if clauses else sorted(examples)
+    wanted = clauses or sorted(examples)
     notes = [f"resumed {sum(len(examples.get(c, [])) for c in wanted)} examples saved on {saved} ranks "
              f"in {run_dir}, on {world.world_size} ranks in a fresh launch"]
     if executor.target != manifest["target"]:

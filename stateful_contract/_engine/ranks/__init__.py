@@ -9,6 +9,7 @@ first and what each rank was doing. The next command starts a fresh set of proce
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import secrets
@@ -26,7 +27,7 @@ from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
 from .in_world import InWorld
 from .launch import JOIN_TIMEOUT, Launcher, board_path, finish_world, start_world
-from .world import ADDRESS_FILE, SPEC_FILE
+from .world import ADDRESS_FILE
 
 __all__ = ["RankExecutor", "Ranks", "default_run_timeout", "rank_executor"]
 
@@ -73,7 +74,6 @@ class Ranks(RankExecutor):
         self.keep = run_dir is not None
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / SPEC_FILE).write_bytes(pickle.dumps(self.spec))
         self._launcher: Launcher | None = None
         self._conn: Connection | None = None
         self._phases: list[str] = []
@@ -81,23 +81,21 @@ class Ranks(RankExecutor):
         #: Why a restarted phase never came up (`restart`): the next command fails with it.
         self._restart_failed: LaunchOutcome | None = None
 
-    # -- the world's life -------------------------------------------------------------
-
     def _name(self, phase: str) -> str:
         """A phase name not used before in this run (each phase has its own address file and logs)."""
         self._phases.append(phase)
         n = self._phases.count(phase)
         return phase if n == 1 else f"{phase}{n}"
 
-    def _launch(self) -> None:
+    def _launch(self) -> Connection:
         """A fresh launcher, with a deadline of its own, and its first phase's rank 0 connected."""
         phase = self._name("phase" if self._phases else "search")
         self._deadline = time.monotonic() + self.run_timeout
         self._launcher = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase,
-                                     timeout=self.run_timeout)
-        self._connect(phase)
+                                     timeout=self.run_timeout, ranks=dataclasses.asdict(self.spec))
+        return self._connect(phase)
 
-    def _connect(self, phase: str) -> None:
+    def _connect(self, phase: str) -> Connection:
         address = self.run_dir / ADDRESS_FILE.format(phase=phase)
         limit = min(self._deadline, time.monotonic() + START_TIMEOUT)
         while not address.is_file():
@@ -107,6 +105,7 @@ class Ranks(RankExecutor):
             time.sleep(0.02)
         where = json.loads(address.read_text(encoding="utf-8"))
         self._conn = Client((where["host"], where["port"]), authkey=bytes.fromhex(self.spec.authkey))
+        return self._conn
 
     def _down(self, *, timed_out: bool) -> LaunchOutcome:
         """Kill what is left of the run and say what happened to it."""
@@ -114,8 +113,8 @@ class Ranks(RankExecutor):
             self._conn.close()
             self._conn = None
         assert self._launcher is not None
-        outcome = finish_world(self._launcher, self.run_dir, self.live_world_size, wait=0 if timed_out else 15,
-                               timed_out=timed_out, timeout=self.run_timeout)
+        outcome = finish_world(self._launcher, self.run_dir, self.live_world_size, wait=15, timed_out=timed_out,
+                               timeout=self.run_timeout)
         for rank in range(max(self.world_size, self.live_world_size)):  # read; a stale one would look hung later
             board_path(self.run_dir, rank).unlink(missing_ok=True)
         self._launcher = None  # the next command starts the run again (`_launch`)
@@ -127,10 +126,7 @@ class Ranks(RankExecutor):
             down, self._restart_failed = self._restart_failed, None
             raise WorldDown(down)
         try:
-            if self._conn is None:
-                self._launch()
-            conn = self._conn
-            assert conn is not None
+            conn = self._conn or self._launch()
             try:
                 conn.send_bytes(pickle.dumps(command))
                 self.wait(lambda: conn.poll(POLL), time.monotonic(), self._deadline)

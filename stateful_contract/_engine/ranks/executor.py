@@ -21,15 +21,12 @@ from ..impact import Impact
 from ..outcome import ClauseViolation, Outcome
 from ..plans import Alignment, Checkpoint, RankLengths
 from ..steps import LoadForm
-from ..supervised import watch
+from ..supervised import COMMAND_GRACE, watch
 from .failures import LaunchOutcome
 from .launch import board_path
 from .world import RankSpec
 
-__all__ = ["COMMAND_GRACE", "RankExecutor", "WorldDown"]
-
-#: Seconds a command may take beyond twice the example timeout (process start-up, DCP, gathering).
-COMMAND_GRACE = 60.0
+__all__ = ["RankExecutor", "WorldDown"]
 
 
 class WorldDown(Exception):
@@ -66,8 +63,7 @@ class RankExecutor:
         self.timeout = timeout
         self.spec = RankSpec(self.target, factory_import, alignment, timeout, authkey)
         self.notes: list[str] = []
-        #: Every rank's epoch lengths of each config (`lengths`; plans are drawn from their
-        #: shortest), by config and world size.
+        #: Every rank's epoch lengths (`lengths`; plans are drawn from their shortest), by config and world size.
         self._lengths: dict[tuple[str, int], list[list[int]]] = {}
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:

@@ -43,11 +43,8 @@ _LAUNCHERS = {"SLURM_PROCID": ("SLURM_NTASKS", "SLURM_LOCALID"),
 
 
 def first_host(nodelist: str) -> str:
-    """The first host of a SLURM node list: ``node[03-05,7],gpu1`` -> ``node03``.
-
-    ``scontrol show hostnames`` does this on a cluster; a rank may not have ``scontrol``,
-    and the first host is all ``MASTER_ADDR`` needs.
-    """
+    """The first host of a SLURM node list, ``node[03-05,7],gpu1`` -> ``node03``: all ``MASTER_ADDR`` needs
+    (a rank may not have ``scontrol show hostnames``)."""
     head = re.match(r"([^,\[]+)(?:\[([^]\-,]+))?", nodelist.strip())  # the name, and its first range's start
     return head.group(1) + (head.group(2) or "") if head else nodelist
 
@@ -75,11 +72,9 @@ def default_backend() -> str:
     """hccl where ``torch_npu`` imports (Ascend NPUs), nccl where CUDA is there, else gloo."""
     try:
         import torch_npu  # type: ignore[import-not-found]  # noqa: F401
-
-        return "hccl"
     except ImportError:
-        pass
-    return "nccl" if torch.cuda.is_available() else "gloo"
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    return "hccl"
 
 
 def _set_device(backend: str, local_rank: int) -> None:
@@ -111,8 +106,7 @@ def join(run_dir: Path, *, backend: str, timeout: float) -> World:
         store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), size,  # type: ignore[attr-defined]
                               is_master=False, timeout=limit)
         prefixed = dist.PrefixStore(f"/stateful-contract/attempt_{attempt}", store)  # type: ignore[attr-defined]
-        dist.init_process_group(backend, store=prefixed,
-                                rank=rank, world_size=size, timeout=limit)
+        dist.init_process_group(backend, store=prefixed, rank=rank, world_size=size, timeout=limit)
     else:
         dist.init_process_group(backend, init_method="env://", timeout=limit)
     # A gloo group for Python objects; the default group already is one on gloo.
@@ -152,10 +146,8 @@ def alive(pid: int) -> bool:
 
 
 def follow(world: World) -> Any:
-    """A rank other than 0: build the handler from rank 0's spec, run its commands until it stops.
-
-    Returns rank 0's last word, ``(STOP, exit status)``.
-    """
+    """A rank other than 0: build the handler from rank 0's spec, run its commands until it stops; returns
+    rank 0's last word, ``(STOP, exit status)``."""
     spec = world.share()
     if isinstance(spec, tuple):  # rank 0 could not even start (an unusable target): its verdict
         return spec
@@ -202,17 +194,11 @@ class InWorld(RankExecutor):
         """Where the fresh-process half ran, for its note (`stateful_contract._run`)."""
         if self.mode == "resume":
             return f"this launch's {self.world_size} ranks, fresh processes that did not save them"
-        parts = []
-        for size in worlds:
-            if size is None or size == self.world_size:
-                parts.append("the same processes that saved them (a world cannot restart itself: for fresh "
-                             "processes, run --phase save, then --phase resume in a new launch)")
-            else:
-                parts.append(f"{size} ranks taking turns on this world's {self.world_size} processes (for a real "
-                             f"world of {size}, run --phase resume in a launch of {size} ranks)")
-        return " and ".join(parts)
-
-    # -- one command on every rank ----------------------------------------------------
+        return " and ".join(
+            "the same processes that saved them (a world cannot restart itself: for fresh processes, run "
+            "--phase save, then --phase resume in a new launch)" if size in (None, self.world_size) else
+            f"{size} ranks taking turns on this world's {self.world_size} processes (for a real world of {size}, "
+            f"run --phase resume in a launch of {size} ranks)" for size in worlds)
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
         if self.down is not None:
@@ -248,8 +234,6 @@ class InWorld(RankExecutor):
         return LaunchOutcome(failed_phase="in-world" if error is not None else None, failures=failures, doing=doing,
                              programs=programs, in_world=True, error=text)
 
-    # -- what cannot be done inside one world ---------------------------------------
-
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """No new processes in a world the launcher owns: see the module docstring."""
         self.live_world_size = self.world_size if world_size is None else world_size
@@ -258,4 +242,4 @@ class InWorld(RankExecutor):
         self._kept.close()
         where = {"run": "in the world its launcher started", "save": "saving into the shared directory",
                  "resume": "resuming from the shared directory"}[self.mode]
-        self.notes.append(f"{self.world_size} ranks on torch.distributed, {where} ({self.world.run_dir})")
+        self.notes.append(f"{self.world_size} ranks on torch.distributed, {where} ({self.run_dir})")

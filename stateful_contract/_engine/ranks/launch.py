@@ -1,12 +1,11 @@
 """Starting the ranks the way ``torchrun`` starts them, and making sure none outlives the run.
 
-`start_world` has a *launcher* process (`launcher`) run torch's ``elastic_launch`` once per
-phase, each phase a fresh set of ranks (`world.rank_main`): so a hang is ended from outside (the
-caller kills the launcher's session, then whatever carries the run's marker), the ranks are
-forked from a forkserver that never imported the code under test, and the caller's threads and
-signal handlers are not inherited. A launcher costs two interpreters importing torch, about 4 s
-of CPU on 2 cores, so one that ended its run cleanly serves the next check (`give_back`; what
-keeps the checks apart: docs/distributed.md; ``STATEFUL_CONTRACT_FRESH_LAUNCHER=1``: one per check).
+A *launcher* process (`launcher`) runs torch's ``elastic_launch`` once per phase, each a fresh set
+of ranks (`world.rank_main`): so a hang is ended from outside (the caller kills the launcher's
+session, then whatever carries the run's marker), the ranks are forked from a forkserver that never
+imported the code under test, and the caller's threads and signal handlers are not inherited. A
+launcher costs about 4 s of CPU, so one that ended its run cleanly serves the next check (`give_back`;
+docs/distributed.md; ``STATEFUL_CONTRACT_FRESH_LAUNCHER=1``: one per check).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import status
 from ..processes import MARKER_ENV, fault_excerpt, kill_marked, kill_session, processes_of
@@ -33,9 +33,6 @@ __all__ = ["JOIN_TIMEOUT", "KEPT_FILE", "Launcher", "board_path", "close_kept", 
 
 #: How often the elastic agent polls its ranks: a failure is noticed within this.
 MONITOR_INTERVAL = 0.05
-#: Lines of a dead rank's stderr quoted in the failure message.
-STDERR_TAIL_LINES = 25
-
 #: Seconds a fresh set of ranks may take to form its gloo group. It takes well under 5 s, even
 #: with 3 ranks on 2 loaded cores; a join that has not finished by then never will.
 JOIN_TIMEOUT = 60.0
@@ -43,8 +40,6 @@ JOIN_TIMEOUT = 60.0
 JOINING = "joining the gloo process group"
 
 SPEC_FILE = "launch.json"
-#: The rank-side entry of every phase.
-ENTRY = "stateful_contract._engine.ranks.world:serve"
 #: Runs one launcher serves before it is replaced: torch's rendezvous leaves a thread or a
 #: socket behind now and then, and a fresh launcher every so often keeps that bounded.
 MAX_RUNS = 50
@@ -53,8 +48,7 @@ KEPT_FILE = "kept.json"
 #: The file a run's outcome is written to; while it is missing, the run goes on.
 OUTCOME_FILE = "launch-outcome.json"
 #: Environment variables that change from check to check without changing what a rank sees: pytest's
-#: current test, and Hypothesis' home, which every check points at a temporary directory of its own
-#: (`stateful_contract._storage`) and which a kept launcher points into its own directory instead.
+#: current test, and Hypothesis' home (each check's own directory; a kept launcher's is its own).
 _HYPOTHESIS_HOME = "HYPOTHESIS_STORAGE_DIRECTORY"
 _VOLATILE = frozenset({"PYTEST_CURRENT_TEST", _HYPOTHESIS_HOME})
 _FRESH_ENV = "STATEFUL_CONTRACT_FRESH_LAUNCHER"
@@ -84,11 +78,12 @@ class Launcher:
     proc: subprocess.Popen[bytes]
     #: Its own directory: the `MARKER_ENV` value its processes (ranks, their workers) carry.
     marker: Path
-    stdin: int | None
     #: What a check must share with it to reuse it (`_key`); None: it serves one run only.
     key: tuple[object, ...] | None
     runs: int = 0
     owner: int = field(default_factory=os.getpid)
+    #: Where the running run's output begins in its log (`finish_world` keeps that part with the run).
+    log_from: int = 0
 
     def running(self, run_dir: Path) -> bool:
         """The launcher is alive and has not written ``run_dir``'s outcome yet."""
@@ -110,10 +105,9 @@ class Launcher:
         return True
 
     def close_pipe(self) -> None:
-        if self.stdin is not None:
+        if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
-                os.close(self.stdin)
-            self.stdin = None
+                self.proc.stdin.close()
 
     def kill(self) -> None:
         """End the launcher and everything carrying its marker."""
@@ -145,18 +139,19 @@ def start_launcher(run_dir: Path, *, reusable: bool) -> Launcher:
         if found is not None:
             found.kill()
         marker = Path(tempfile.mkdtemp(prefix="stateful-contract-launcher-"))
-        read, write = os.pipe()
         env = {**os.environ, _HYPOTHESIS_HOME: str(marker / ".hypothesis"), MARKER_ENV: str(marker)}
         with open(marker / "launcher.log", "wb") as out:  # in a session of its own, carrying the marker
-            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, str(marker)],
-                                    stdin=read, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        os.close(read)
+            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, str(marker)], env=env,
+                                    stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         with _lock:
             _markers.append(marker)
-        found = Launcher(proc, marker, write, key)
-    assert found.stdin is not None
+        found = Launcher(proc, marker, key)
+    else:
+        found.log_from = (found.marker / "launcher.log").stat().st_size
+    assert found.proc.stdin is not None
     found.runs += 1
-    os.write(found.stdin, f"{run_dir}\n".encode())
+    found.proc.stdin.write(f"{run_dir}\n".encode())
+    found.proc.stdin.flush()
     return found
 
 
@@ -198,17 +193,17 @@ def _forget_in_child() -> None:
     _markers.clear()
 
 
-def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: float) -> Launcher:
-    """Start `ENTRY` on ``world_size`` fresh ranks, phase after phase, in a launcher (on Linux, one kept
-    from an earlier run when one fits); rank 0's return value names the next phase, if any.
-
-    ``timeout`` bounds the gloo collectives; the caller ends hangs by killing the run.
+def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: float,
+                ranks: dict[str, Any]) -> Launcher:
+    """Start `world.serve` (given ``ranks``, a `world.RankSpec`) on ``world_size`` fresh ranks, phase after
+    phase, in a launcher (on Linux, one kept from an earlier run when one fits); rank 0's return value names
+    the next phase, if any. ``timeout`` bounds the gloo collectives; the caller ends hangs by killing the run.
     """
     (run_dir / "status").mkdir(parents=True, exist_ok=True)
     linux = sys.platform.startswith("linux")
     # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.
-    spec = {"world_size": world_size, "first_phase": first_phase, "entry": ENTRY,
-            "start_method": "forkserver" if linux else "spawn", "timeout": timeout}
+    spec = {"world_size": world_size, "first_phase": first_phase, "start_method": "forkserver" if linux else "spawn",
+            "timeout": timeout, "ranks": ranks}
     (run_dir / SPEC_FILE).write_text(json.dumps(spec), encoding="utf-8")
     (run_dir / OUTCOME_FILE).unlink(missing_ok=True)  # a previous launcher's, in a restarted run
     return start_launcher(run_dir, reusable=linux)
@@ -217,28 +212,28 @@ def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: fl
 def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: float,
                  timed_out: bool = False, timeout: float = 0.0) -> LaunchOutcome:
     """Wait up to ``wait`` s for the run to end, kill whatever is left of it, and say what happened."""
-    limit = time.monotonic() + (0 if timed_out else wait)
-    while launcher.running(run_dir) and time.monotonic() < limit:
+    limit = time.monotonic() + wait
+    while not timed_out and launcher.running(run_dir) and time.monotonic() < limit:
         time.sleep(0.01)
-    # Its outcome written, or the launcher dead (its log says why).
-    ended = not timed_out and not launcher.running(run_dir)
-    timed_out = not ended
-    log = run_dir / "launcher.log"
-    if not log.is_file():  # it died before this run began: its own log says why
-        with contextlib.suppress(OSError):
-            shutil.copyfile(launcher.marker / "launcher.log", log)
+    ended = not timed_out and not launcher.running(run_dir)  # its outcome written, or the launcher dead
+    log = b""  # this run's part of the launcher's log (why it failed, say), kept with the run's files
+    with contextlib.suppress(OSError), open(launcher.marker / "launcher.log", "rb") as whole:
+        whole.seek(launcher.log_from)
+        log = whole.read()
+    (run_dir / "launcher.log").write_bytes(log)
     if ended:
         give_back(launcher)  # kills what the run left, keeps the launcher if it may
     else:
         launcher.kill()
     outcome = _read_outcome(run_dir, world_size)
-    outcome.timed_out = timed_out and outcome.failed_phase is None
+    outcome.timed_out = not ended and outcome.failed_phase is None
     outcome.timeout = timeout
-    outcome.launcher_log = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    outcome.launcher_log = log.decode(errors="replace")
     return outcome
 
 
-def _tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
+def _tail(path: Path | None, lines: int = 25) -> str:
+    """The last ``lines`` of a dead rank's stderr that say something, for its failure message."""
     if path is None or not path.is_file():
         return ""
     text = path.read_text(encoding="utf-8", errors="replace")

@@ -8,6 +8,7 @@ failed rank's exit code, error and exit time (see `stateful_contract._engine.ran
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -104,13 +105,12 @@ class _ExitWatch:
         for local_rank, process in enumerate(self.processes):
             if local_rank in found or process.exitcode in (None, 0):
                 continue
-            error_file = min(self.log_dir.glob(f"*/attempt_*/{local_rank}/error.json"), default=None)
+            error_file = str(min(self.log_dir.glob(f"*/attempt_*/{local_rank}/error.json"), default=""))
+            made = functools.partial(ProcessFailure, local_rank=local_rank, pid=process.pid, exitcode=process.exitcode)
             try:
-                failure = ProcessFailure(local_rank=local_rank, pid=process.pid, exitcode=process.exitcode,
-                                         error_file=str(error_file) if error_file else "")
+                failure = made(error_file=error_file)
             except ValueError:  # its error file cut short: the agent killed it while it wrote the file
-                failure = ProcessFailure(local_rank=local_rank, pid=process.pid, exitcode=process.exitcode,
-                                         error_file="")
+                failure = made(error_file="")
             found[local_rank] = (failure, self.exited_at.get(local_rank))
         records = []
         for rank, (failure, exited_at) in sorted(found.items()):
@@ -135,7 +135,7 @@ def _start_forkserver() -> None:
     import multiprocessing
     import multiprocessing.forkserver
 
-    # What a rank needs before its first line: the elastic wrapper it is started through, its entry,
+    # What a rank needs before its first line: the elastic wrapper it is started through, `world.rank_main`,
     # and DCP, which SC30's saves import on first use.
     multiprocessing.set_forkserver_preload(["torch.distributed.elastic.multiprocessing.api", "torch.multiprocessing.spawn",
                                             "stateful_contract._engine.ranks.world", "torch.distributed.checkpoint"])
@@ -203,8 +203,8 @@ def run(run_dir: Path) -> None:
 
 
 def serve(marker: str) -> int:
-    """The forkserver started once, then every run sent on stdin, its output in its own log
-    (`launch.start_launcher`); ``marker`` is the launcher's own directory."""
+    """The forkserver started once, then every run sent on stdin (`launch.start_launcher`); ``marker`` is
+    the launcher's own directory."""
     import psutil
 
     if sys.platform.startswith("linux"):  # elsewhere the ranks are spawned (`launch.start_world`)
@@ -212,33 +212,12 @@ def serve(marker: str) -> int:
     own = [p.pid for p in psutil.Process().children(recursive=True)]  # forkserver, resource tracker
     (Path(marker) / KEPT_FILE).write_text(json.dumps(own), encoding="utf-8")
     while line := sys.stdin.readline():
-        run_dir = Path(line.strip())
-        with _output_to(run_dir / "launcher.log"):
-            try:
-                run(run_dir)
-            except BaseException:  # into this run's log, where the caller reads why the launcher failed
-                traceback.print_exc()
-                return 1
+        try:
+            run(Path(line.strip()))
+        except BaseException:  # into its log, where the caller reads why the launcher failed
+            traceback.print_exc()
+            return 1
     # stdin closed: the caller is gone (even killed, with no chance to clean up), so is its directory.
     shutil.rmtree(marker, ignore_errors=True)
     return 0
-
-
-@contextmanager
-def _output_to(path: Path) -> Iterator[None]:
-    """This process's stdout and stderr (file descriptors 1 and 2, as torch's logging writes them) into ``path``."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(path, "wb") as out:
-        os.dup2(out.fileno(), 1)
-        os.dup2(out.fileno(), 2)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, kept in zip((1, 2), saved):
-            os.dup2(kept, fd)
-            os.close(kept)
 

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import datetime
 import faulthandler
-import importlib
 import json
 import os
 import pickle
-import secrets
 import sys
 import threading
 from collections.abc import Callable
@@ -33,11 +31,10 @@ from ..noise import ignore_set_vital
 from ..supervised import POLL
 from .launch import JOIN_TIMEOUT, JOINING, board_path, status_path
 
-__all__ = ["ADDRESS_FILE", "SPEC_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
+__all__ = ["ADDRESS_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
 
 #: The command that ends a follower's loop.
 STOP = "stop"
-SPEC_FILE = "ranks.pkl"
 #: Where rank 0 says where it listens, per phase (written atomically).
 ADDRESS_FILE = "address-{phase}.json"
 
@@ -91,28 +88,25 @@ class World:
             raise failed[0]
         return gathered
 
-    def stop(self, value: Any = None) -> None:
-        """Leader: release the followers; their `follow` returns ``(STOP, value)``."""
-        dist.broadcast_object_list([(STOP, value)], src=0, group=self.group)
-
     def share(self, value: Any = None) -> Any:
         """Rank 0's ``value`` on every rank (the others pass nothing)."""
         box = [value]
         dist.broadcast_object_list(box, src=0, group=self.group)
         return box[0]
 
+    def stop(self, value: Any = None) -> None:
+        """Leader: release the followers; their `follow` returns ``(STOP, value)``."""
+        self.share((STOP, value))
+
     def follow(self, handler: Handler) -> Any:
         """Follower: run the leader's commands until it stops; returns the stop message."""
-        while True:
-            box: list[Any] = [None]
-            dist.broadcast_object_list(box, src=0, group=self.group)
-            if box[0][0] == STOP:  # every command is a tuple: ("run", ...), (STOP, value)
-                return box[0]
-            dist.gather_object(handler(box[0]), None, dst=0, group=self.group)
+        while (command := self.share())[0] != STOP:  # every command is a tuple: ("run", ...), (STOP, value)
+            dist.gather_object(handler(command), None, dst=0, group=self.group)
+        return command
 
 
 def rank_main(run_dir: str, phase: str) -> Any:
-    """The function every rank runs: join the group, run the phase's entry, leave."""
+    """The function every rank runs: join the group, serve the phase, leave."""
     ignore_set_vital()  # a rank is a new interpreter: none of the checker's warning filters
     path = Path(run_dir)
     spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
@@ -128,9 +122,7 @@ def rank_main(run_dir: str, phase: str) -> Any:
         faulthandler.cancel_dump_traceback_later()  # its thread is gone before the loader forks workers
     world.status(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
     try:
-        module, _, name = spec["entry"].partition(":")
-        entry = getattr(importlib.import_module(module), name)
-        result = entry(world, phase)
+        result = serve(world, phase, spec["ranks"])
         world.status(f"finished the {phase} phase")
         return result
     finally:
@@ -139,7 +131,7 @@ def rank_main(run_dir: str, phase: str) -> Any:
 
 @dataclass(frozen=True)
 class RankSpec:
-    """What every rank needs to run examples (pickled into the run directory)."""
+    """What every rank needs to run examples (in the run's ``launch.json``, beside the launcher's spec)."""
 
     target: str
     factory_import: str
@@ -192,9 +184,9 @@ class Handler(executors.Handler):
         return mine
 
 
-def serve(world: World, phase: str) -> tuple[str | None, int] | None:
-    """Every rank's entry (`launch.ENTRY`); rank 0 returns the next phase and its world size, if any."""
-    spec: RankSpec = pickle.loads((world.run_dir / SPEC_FILE).read_bytes())
+def serve(world: World, phase: str, ranks: dict[str, Any]) -> tuple[str | None, int] | None:
+    """Every rank's phase (`rank_main`); rank 0 returns the next phase and its world size, if any."""
+    spec = RankSpec(**ranks)
     handler = Handler(world, spec)
     with steps.references_kept(), frozen():
         if world.rank != 0:
@@ -207,7 +199,7 @@ def serve(world: World, phase: str) -> tuple[str | None, int] | None:
 def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[str | None, int]:
     with Listener(("127.0.0.1", 0), authkey=bytes.fromhex(spec.authkey)) as listener:
         path = world.run_dir / ADDRESS_FILE.format(phase=phase)
-        partial = path.with_suffix(f".{secrets.token_hex(4)}.tmp")
+        partial = path.with_suffix(".tmp")  # renamed into place: the caller polls for it
         host, port = listener.address
         partial.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}), encoding="utf-8")
         partial.replace(path)
@@ -216,7 +208,7 @@ def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[s
             try:
                 while True:
                     command = pickle.loads(conn.recv_bytes())
-                    if command[0] == "stop":  # ("stop", the next phase or None, its world size)
+                    if command[0] == STOP:  # (STOP, the next phase or None, its world size)
                         conn.send_bytes(pickle.dumps("stopping"))
                         return command[1], command[2]
                     # Plain pickle, not multiprocessing's: tensors travel as data, not as
