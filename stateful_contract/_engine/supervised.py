@@ -31,8 +31,8 @@ from .plans import Alignment
 from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
 from .steps import Factory
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "SHRINK_CRASHES", "Isolation", "PendingSibling", "Supervised",
-           "choose_isolation", "grace", "supported", "watch"]
+__all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling",
+           "Supervised", "choose_isolation", "grace", "supported", "watch"]
 
 #: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches) or
 #: ``"in-process"`` (this process: a debugger can follow the loader, but a crash is the check's own).
