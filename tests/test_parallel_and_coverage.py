@@ -108,8 +108,22 @@ class PidShuffled(zoo.EpochLoader):
         return torch.randperm(self.config.dataset_size, generator=g).tolist()
 
 
+#: A config with workers, whose runs are lent (`lending.kept_references`); the zoo's loaders start
+#: no worker processes whatever the config says, so these tests stay fast.
+LENT = LoaderConfig(dataset_size=6, batch_size=2, num_workers=1)
+
+
+def test_only_runs_with_workers_are_lent() -> None:
+    """A run without workers costs milliseconds to take again; SC18's forty made the loan half a
+    second of the check's serial time (docs/performance.md)."""
+    with steps.references_kept():
+        steps.uninterrupted(zoo.epoch_loader, LoaderConfig(dataset_size=6, batch_size=2))
+        steps.uninterrupted(zoo.epoch_loader, LENT)
+        assert [key[1] for key in steps.kept_references()] == [LENT]
+
+
 def test_a_borrowed_run_serves_an_example_without_a_second_run_of_the_loader() -> None:
-    config = LoaderConfig(dataset_size=6, batch_size=2)
+    config = LENT
     built: list[int] = []
 
     def factory(c: LoaderConfig) -> zoo.EpochLoader:
@@ -132,7 +146,7 @@ def test_a_borrowed_run_serves_an_example_without_a_second_run_of_the_loader() -
 
 
 def test_an_example_that_fails_on_a_borrowed_run_is_judged_again_on_its_own(tmp_path: Path) -> None:
-    config = LoaderConfig(dataset_size=6, batch_size=2)
+    config = LENT
     factory = zoo.epoch_loader
     with steps.references_kept():
         batches, lengths = steps.uninterrupted(factory, config)
@@ -153,7 +167,9 @@ def test_an_example_that_fails_on_a_borrowed_run_is_judged_again_on_its_own(tmp_
 def test_a_stream_that_depends_on_the_process_gets_the_verdicts_of_one_job_on_two() -> None:
     # The jobs borrow SC18's runs from another process; every example that fails on one is judged
     # again on its own process's run, so only SC10's resume in a fresh process sees the dependence.
-    kwargs = {"clauses": ["SC10", "SC11", "SC13", "SC20"], "space": IN_PROCESS, "profile": "dev", "seed": 5}
+    # Worker configs, so that SC18's runs are lent (the zoo's loader starts no worker processes).
+    kwargs = {"clauses": ["SC10", "SC11", "SC13", "SC20"], "space": ConfigSpace(num_workers=(0, 1)),
+              "profile": "dev", "seed": 5}
     one, two = check(PidShuffled, jobs=1, **kwargs), check(PidShuffled, jobs=2, **kwargs)
     assert [(r.id, r.status) for r in one.results] == [(r.id, r.status) for r in two.results]
     assert two["SC10"].status == "failed" and "fresh" in two["SC10"].message, two["SC10"].message
