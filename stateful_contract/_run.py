@@ -103,8 +103,8 @@ class _Run:
         fresh = restarted is not None and bool(worlds) and getattr(self.executor, "fresh_processes", True)
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
         # now, its imports overlap the search.
-        pending = (PendingSibling(self.executor) if fresh and worlds == (None,)
-                   and isinstance(self.executor, Supervised) else None)
+        pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
+                   and self.resumes_in_a_sibling(c) else None)
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
         with collecting() as advised:
             if self.replay is not None and c.budget != "once":
@@ -200,7 +200,14 @@ class _Run:
             self.notes.append(f"{prober} was judged too: load_state_dict cannot take a state, which every clause "
                               "selected needs")
 
+    def resumes_in_a_sibling(self, c: Clause) -> bool:
+        """Whether ``c``'s fresh-process half resumes on one process (in a sibling of a supervised child)."""
+        return c.after_restart is not None and c.fresh_worlds(self.executor.world_size) == (None,)
+
     def run(self) -> None:
+        order = run_order(self.selected)
+        if isinstance(self.executor, Supervised) and any(self.resumes_in_a_sibling(c) for c in order):
+            PendingSibling.warm()
         try:
             self.executor.start()
         except StartFailed as e:  # the first loader could not even be built (a hang, a dead rank)

@@ -177,6 +177,55 @@ def test_every_check_of_a_process_forks_its_fresh_children_from_one_new_interpre
     assert pids[0] == pids[1]
 
 
+def test_the_parallel_job_that_judges_sc10_takes_over_the_checkers_new_interpreter(monkeypatch):
+    """The checker starts the new interpreter's import before SC18, when a core is free, and the job that
+    judges SC10 uses it instead of importing its own (docs/performance.md), check after check."""
+    import multiprocessing
+
+    from stateful_contract._engine import interpreter
+
+    started_by = multiprocessing.get_context("fork").Array("i", 8)  # seen by the jobs forked from here
+    count = multiprocessing.get_context("fork").Value("i", 0)
+    original = interpreter._Zygote.__init__
+
+    def counted(self):  # type: ignore[no-untyped-def]
+        with count.get_lock():
+            started_by[count.value] = os.getpid()
+            count.value += 1
+        original(self)
+
+    monkeypatch.setattr(interpreter._Zygote, "__init__", counted)
+    for _ in range(2):
+        report = check(zoo.epoch_loader, clauses=["SC10", "SC11"], space=IN_PROCESS, jobs=2)
+        assert report.passed and "a new interpreter" in " ".join(report["SC10"].notes), report["SC10"].notes
+    # At most one import, by this process (none if an earlier test here left one alive), none by a job.
+    assert set(started_by[:count.value]) <= {os.getpid()} and count.value <= 1, started_by[:count.value]
+
+
+def _claims(zygote) -> bool:  # type: ignore[no-untyped-def]
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    answer = ctx.SimpleQueue()
+    child = ctx.Process(target=lambda: answer.put(zygote.claim()))
+    child.start()
+    child.join(60)
+    return bool(answer.get())
+
+
+def test_one_process_at_a_time_asks_a_new_interpreter_for_children():
+    """A job forked from the checker shares its zygote's pipe: two users at once would mix their answers."""
+    from stateful_contract._engine import interpreter
+
+    interpreter.warm()
+    zygote = interpreter._ZYGOTES[os.getpid()]
+    with zygote._user.get_lock():
+        zygote._user.value = 0  # unclaimed, as warm() leaves a new one
+    assert _claims(zygote)  # a job takes it over; it ends, so its claim ends with it
+    assert zygote.claim()  # this process, the checker, again
+    assert not _claims(zygote)  # while the checker lives and holds it, no job may
+
+
 def test_a_cli_target_given_as_a_file_path_is_rebuilt_in_the_new_interpreter_from_that_file(tmp_path):
     """``check path/to/file.py:factory`` loads a module no import finds by name; the new interpreter loads the file."""
     (tmp_path / "shards.py").write_text(

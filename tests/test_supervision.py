@@ -229,7 +229,7 @@ def test_ctrl_c_stops_within_a_second_writes_the_partial_report_and_leaves_nothi
     took = time.monotonic() - sent
     reader.join(timeout=5)
     os.close(terminal)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, b"".join(seen)[-3000:].decode(errors="replace")
     assert took < 1.5, took
     assert left_behind(mark) == []
     data = json.loads(report.read_text())

@@ -175,6 +175,8 @@ class Supervised(OneProcess):
             return
         kill_session(proc.pid, marker=self.run_dir)  # before reaping: the pid stays the group's until then
         proc.join(5)
+        if isinstance(proc, interpreter.Interpreter):
+            proc.zygote.release()  # another process (a parallel job) may ask it for children now
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
@@ -317,7 +319,14 @@ class PendingSibling:
 
     def __init__(self, elder: Supervised) -> None:
         self._elder = elder
-        interpreter.prepare()
+        self.warm()
+
+    @staticmethod
+    def warm() -> None:
+        """Start the new interpreter's import now, unless one is ready: the checker calls it before
+        SC18, whose search leaves a core to the import, where a parallel job's SC10 would share its cores
+        with it (0.7 s of a 15 s ci check, docs/performance.md)."""
+        interpreter.warm()
 
     def _sibling(self, new_interpreter: bool) -> Supervised:
         elder, handler = self._elder, self._elder.handler
