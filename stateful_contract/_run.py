@@ -205,8 +205,10 @@ class _Run:
         return c.after_restart is not None and c.fresh_worlds(self.executor.world_size) == (None,)
 
     def run(self) -> None:
+        # Not when stopping at the first failure: a broken loader's first failure comes long before SC10.
         order = run_order(self.selected)
-        if isinstance(self.executor, Supervised) and any(self.resumes_in_a_sibling(c) for c in order):
+        if (isinstance(self.executor, Supervised) and not self.options.exitfirst
+                and any(self.resumes_in_a_sibling(c) for c in order)):
             PendingSibling.warm()
         try:
             self.executor.start()
