@@ -243,3 +243,29 @@ def test_ranks_that_cannot_form_their_group_are_started_again_once_and_then_name
     assert cause.startswith(f"rank {outcome.failures[0].rank} exited with code 1 in the search phase, while joining "
                             "the gloo process group (search phase), given 3 s"), cause
     assert "Timeout (0:00:03)!" in cause, cause  # its stacks, in the message
+
+
+def test_a_command_past_its_own_limit_is_named_by_that_limit_not_the_runs_timeout(monkeypatch, tmp_path) -> None:
+    """Ranks that stop answering with no example under way (no board says one began) are given up on at
+    the command's limit, twice the example timeout and a grace; the message once named the run's timeout."""
+    from stateful_contract._engine.ranks import executor as rank_executor
+    from stateful_contract._engine.ranks.failures import LaunchOutcome
+
+    monkeypatch.setattr(rank_executor, "COMMAND_GRACE", 0.3)
+
+    class Silent(rank_executor.RankExecutor):
+        world_size = live_world_size = 2
+        run_dir = tmp_path
+
+        def _broken(self, waited: float) -> LaunchOutcome:
+            return LaunchOutcome(timed_out=True, timeout=600.0, doing={0: "", 1: ""})
+
+    ranks = Silent("stateful_contract.reference.factories:reference_wrapper", factory_import="", alignment=None,
+                   timeout=0.1)
+    with pytest.raises(rank_executor.WorldDown) as down:
+        ranks.wait(lambda: False, sent=time.monotonic())
+    assert "did not answer one command within 0.5 s, a command's limit" in str(down.value), down.value
+    assert "600" not in str(down.value)
+    with pytest.raises(rank_executor.WorldDown) as down:  # the run's own deadline first: its timeout is named
+        ranks.wait(lambda: False, sent=time.monotonic(), deadline=time.monotonic() + 0.1)
+    assert "did not finish within 600 s" in str(down.value), down.value

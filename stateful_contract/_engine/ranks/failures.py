@@ -125,6 +125,9 @@ class LaunchOutcome:
     failures: list[RankFailure] = field(default_factory=list)
     timed_out: bool = False
     timeout: float = 0.0
+    #: The seconds one command may take (twice the example timeout and `COMMAND_GRACE`), when that
+    #: ran out rather than the run's ``timeout`` (`RankExecutor.wait`).
+    command_limit: float | None = None
     #: Rank statuses at the end (what each was doing when the run ended or was killed).
     doing: dict[int, str] = field(default_factory=dict)
     launcher_log: str = ""
@@ -176,6 +179,12 @@ class LaunchOutcome:
             return self.where_each_rank_was(
                 f"rank {rank}'s processes grew by {grown / (1 << 20):.0f} MiB during the example, over the memory "
                 f"limit of {limit / (1 << 20):.0f} MiB; the checker killed the run.")
+        if self.command_limit is not None:
+            return self.where_each_rank_was(
+                f"the ranks did not answer one command within {self.command_limit:g} s, a command's limit (twice "
+                "the example timeout, and a grace for start-up and collectives); " + (
+                    "rank 0 stopped waiting." if self.in_world else
+                    "the checker killed the run (with all its processes)."))
         if self.timed_out:
             return self.where_each_rank_was(
                 f"the ranks did not answer within {self.timeout:.0f} s; rank 0 stopped waiting." if self.in_world
