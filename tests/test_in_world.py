@@ -172,6 +172,9 @@ def test_a_rank_that_dies_is_named_and_no_process_is_left(tmp_path: Path) -> Non
     assert exits[1][0] == 3 and exits[0][0] == 1, exits
     message = _message(report, "SC30")
     assert "rank 1's process ended" in message, message
+    # The way to run it again is the user's own launcher's (it once said torchrun for every launch but resume).
+    reproduction = str(next(r["reproduction"] for r in report["clauses"] if r["id"] == "SC30"))
+    assert "# srun --ntasks 2 python -m stateful_contract.distributed run " in reproduction, reproduction
     assert processes_of(tmp_path / "marker-dies") == []
 
 

@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return code
         # The launcher stops every rank (SIGTERM) once one failed: rank 0 still writes what it judged.
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # raises KeyboardInterrupt
-        InWorld.joined = (world, args.phase)
+        InWorld.joined = (world, args.phase, launch)  # the launch line its rerun hints name
         if restarting and args.phase == "save":
             phases.clear(run_dir)
         report: Report | None = None

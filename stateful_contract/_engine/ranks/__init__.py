@@ -47,9 +47,9 @@ def rank_executor(target: str, *, world_size: int, factory_import: str, alignmen
                   memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> Ranks | InWorld:
     """The multi-rank executor: the world this process joined (`InWorld.joined`), else a `Ranks` of its own."""
     if InWorld.joined is not None:
-        world, mode = InWorld.joined
+        world, mode, launch = InWorld.joined
         return InWorld(target, world=world, mode=mode, factory_import=factory_import, alignment=alignment,
-                       timeout=timeout)
+                       timeout=timeout, launch=launch)
     return Ranks(target, world_size=world_size, factory_import=factory_import, alignment=alignment, timeout=timeout,
                  profile=profile, clauses=clauses, run_dir=run_dir, run_timeout=run_timeout,
                  memory_limit=memory_limit)

@@ -160,9 +160,10 @@ class InWorld(RankExecutor):
     """Rank 0's executor: every example on every rank of the joined world."""
 
     where_hint = "torch.distributed, in the world your launcher starts"
-    #: The world this rank joined and its mode (``run``, ``save``, ``resume``), set by
-    #: `stateful_contract.distributed` around its check, which then runs in it (`rank_executor`).
-    joined: ClassVar[tuple[World, str] | None] = None
+    #: The world this rank joined, its mode (``run``, ``save``, ``resume``) and the user's launch line
+    #: (``srun --ntasks 4 python``), set by `stateful_contract.distributed` around its check, which
+    #: then runs in it (`rank_executor`).
+    joined: ClassVar[tuple[World, str, str] | None] = None
     #: The last one made on this rank: the face reads what it ran (the save manifest) and whether the world broke.
     last: ClassVar[InWorld | None] = None
 
