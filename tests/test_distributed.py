@@ -127,6 +127,23 @@ def dies_on_rank_1(config: LoaderConfig) -> Any:
     return _Dies(config) if config.rank == 1 else reference_wrapper(config)
 
 
+class _DiesOnceLoaded(_Dies):
+    """Dies in an example's resumed loader only: the crash comes with a config and a checkpoint."""
+
+    loaded = False
+
+    def __iter__(self) -> Any:
+        return super().__iter__() if self.loaded else iter(self.loader)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.loaded = True
+        super().load_state_dict(state)
+
+
+def dies_once_loaded_on_rank_1(config: LoaderConfig) -> Any:
+    return _DiesOnceLoaded(config) if config.rank == 1 else reference_wrapper(config)
+
+
 def sleeps_on_rank_1(config: LoaderConfig) -> Any:
     if config.rank == 1:
         time.sleep(3600)
@@ -257,6 +274,17 @@ def test_a_rank_that_dies_fails_the_run_with_its_exit_code(tmp_path: Path) -> No
     # first; rank 1 is still the cause, and rank 0 only what followed (see test_launch_failures.py).
     assert "the multi-rank run failed: rank 1 exited with code 3 in the search phase" in sc30.message
     assert "\nthen rank 0 " in sc30.message
+    assert processes_of(tmp_path / "run") == [] and left_behind() == []
+
+
+def test_a_rank_that_dies_in_an_example_is_given_the_command_that_runs_that_example_again(tmp_path: Path) -> None:
+    report = check_world(target("dies_once_loaded_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"],
+                         run_dir=tmp_path / "run")
+    sc30 = report["SC30"]
+    assert sc30.status == "failed" and "rank 1 exited with code 3" in sc30.message, sc30.message
+    again = sc30.reproduction.rpartition("# The run again, on real ranks:\n# ")[2]
+    assert again.startswith("python -m stateful_contract.distributed "), sc30.reproduction
+    assert '--clause SC30 --config "LoaderConfig(' in again and '--position "Position(' in again, again
     assert processes_of(tmp_path / "run") == [] and left_behind() == []
 
 

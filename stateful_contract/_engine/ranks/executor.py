@@ -148,9 +148,13 @@ class RankExecutor:
     def replay_hint(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> str:
         if not isinstance(plan, Checkpoint):
             return ""
+        command = self.rerun_example(clause, config, plan)
+        return f"\n\n# The same example on real ranks ({self.where_hint}):\n# {command}"
+
+    def rerun_example(self, clause: ClauseLike, config: LoaderConfig, plan: Checkpoint) -> str:
+        """The command that runs this one example on these ranks again."""
         base = replace(config, rank=0, world_size=1)
-        return (f"\n\n# The same example on real ranks ({self.where_hint}):\n# {self.rerun(clause.id)} "
-                f"--config \"{base.as_code()}\" --position \"{plan.position.as_code()}\"")
+        return f"{self.rerun(clause.id)} --config \"{base.as_code()}\" --position \"{plan.position.as_code()}\""
 
     def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
                  plan: Any = None) -> ExampleRun:
@@ -161,7 +165,7 @@ class RankExecutor:
         rank = down.rank
         rerun = f"{self.rerun(clause.id)} --run-dir DIR  # keeps each rank's logs in DIR/logs"
         if config is not None and isinstance(plan, Checkpoint):
-            rerun = self.replay_hint(clause, config, plan).split("# ", 2)[-1]
+            rerun = self.rerun_example(clause, config, plan)
         program = down.programs.get(rank, "")
         reproduction = rerun if not program else (
             f"# What rank {rank} ran before its process went down (on rank {rank} of {self.world_size}):\n"
