@@ -38,7 +38,7 @@ from . import status, steps
 from .executors import Handler
 from .guard import current_children
 from .noise import ignore_set_vital
-from .processes import MARKER_ENV, die_with_parent
+from .processes import MARKER_ENV, alive, die_with_parent
 
 __all__ = ["FRESH_INTERPRETER_ENV", "ChildSpec", "EngineError", "Interpreter",
            "another_hash_seed", "child_main", "prepare", "start", "warm", "zygote_main"]
@@ -103,7 +103,7 @@ class _Zygote:
     def usable(self) -> bool:
         """Alive, and used by no other live process."""
         user = self._user.value
-        return _running(self.popen.pid) and (user in (0, os.getpid()) or not _running(user))
+        return alive(self.popen.pid) and (user in (0, os.getpid()) or not alive(user))
 
     def claim(self) -> bool:
         """Make this process its one user, if it is `usable` (until `release`, or this process ends)."""
@@ -140,13 +140,6 @@ class _Zygote:
 #: The zygotes this process started, by its pid; a parallel job forked from the checker inherits the
 #: checker's, and uses it while no other job does (each import costs about 1.5 s of CPU).
 _ZYGOTES: dict[int, _Zygote] = {}
-
-
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def warm() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["CRASH_SIGNALS", "MARKER_ENV", "anon_rss", "describe_exit", "die_with_parent", "fault_excerpt", "gained",
+__all__ = ["CRASH_SIGNALS", "MARKER_ENV", "alive", "anon_rss", "describe_exit", "die_with_parent", "fault_excerpt", "gained",
            "kill_marked", "kill_session", "processes_of"]
 
 #: Environment variable every process of a run carries (value: the run directory), so
@@ -43,6 +43,16 @@ def _alive(select: Callable[[psutil.Process], bool]) -> list[psutil.Process]:
 
 def _marked(p: psutil.Process, marker: Path | None) -> bool:
     return marker is not None and p.environ().get(MARKER_ENV) == str(marker)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, exited and not yet reaped by its parent, does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.AccessDenied:
+        return True
+    except psutil.NoSuchProcess:
+        return False
 
 
 def processes_of(run_dir: Path) -> list[int]:

@@ -37,8 +37,9 @@ import torch.distributed as dist
 
 from .._checking import CheckInterrupted, FactoryError
 from .._engine.noise import ignore_set_vital
+from .._engine.processes import alive
 from .._engine.ranks import default_run_timeout
-from .._engine.ranks.in_world import InWorld, alive, default_backend, follow, join, launcher_env, local_pids
+from .._engine.ranks.in_world import InWorld, default_backend, follow, join, launcher_env, local_pids
 from .._engine.steps import Position
 from .._render import render_report
 from .._target import TargetError

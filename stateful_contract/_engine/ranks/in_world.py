@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import psutil
 import torch
 import torch.distributed as dist
 
 from .. import steps
 from ..guard import frozen
 from ..plans import Alignment
+from ..processes import alive
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome, RankFailure
 from .launch import where_ranks_were
@@ -133,16 +133,6 @@ def local_pids(run_dir: Path, world_size: int) -> dict[int, int]:
         if host == socket.gethostname():
             found[rank] = int(pid)
     return found
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` still runs (a zombie, exited and not yet reaped by its launcher, does not)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.AccessDenied:
-        return True
-    except psutil.NoSuchProcess:
-        return False
 
 
 def follow(world: World) -> Any:
