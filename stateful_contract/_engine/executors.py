@@ -55,12 +55,10 @@ class Executor(Protocol):
         """The uninterrupted run's epoch lengths (shortest over ranks), or the run that failed."""
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        """One example of ``clause`` on every rank: one `ExampleRun` per rank, by rank (a plan drawn from
-        the lengths `lengths` last gave runs on each rank as that rank takes it: `plans.on_rank`)."""
+        """One `ExampleRun` per rank, by rank (each takes the plan as `plans.on_rank` translates it)."""
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
-        """Go on in fresh processes, ``world_size`` of them (None: as many as before; a no-op where
-        there are none)."""
+        """Go on in ``world_size`` fresh processes (None: as many as before; a no-op where there are none)."""
 
     def close(self) -> None: ...
 
@@ -73,12 +71,8 @@ PROBE_CONFIG = LoaderConfig(dataset_size=7, batch_size=2, shuffle=True, generato
 
 @dataclass
 class Handler:
-    """Answers the engine's commands where the loader lives: ``handler(("lengths", clause, config))``.
-
-    `InProcess` calls it, and so does a supervised child (`interpreter.child_main`). A rank's handler
-    (`ranks.world.Handler`) is one too: with its `rank` and `world_size` put in each `config`, and a
-    `world` for its scenarios.
-    """
+    """Answers the engine's commands where the loader lives: ``handler(("lengths", clause, config))``, in
+    `InProcess`, a supervised child (`interpreter.child_main`) or on a rank (`ranks.world.Handler`)."""
 
     factory: Factory
     factory_import: str
@@ -88,7 +82,7 @@ class Handler:
     workdir: Path | None = None
     rank: int = 0
     world_size: int = 1
-    #: What its scenarios may ask of the other ranks (`stateful_contract._engine.example.World`).
+    #: What its scenarios may ask of the other ranks (`example.World`).
     world: Any = None
     #: The processes alive before the loader ran: any other left after a command is a loader's worker.
     keep: set[int] = field(default_factory=current_children)
@@ -101,11 +95,9 @@ class Handler:
             reap_children(self.keep)  # workers of a loader abandoned mid-epoch
 
     def config(self, config: LoaderConfig) -> LoaderConfig:
-        """``config`` as this process runs it (a rank's handler puts its rank in)."""
-        return config
+        return config  # a rank's handler puts its rank in
 
     def doing(self, text: str) -> None:
-        """What this process now does, in its status log."""
         status.command(text)
 
     def start(self) -> str | ExampleRun | None:
@@ -179,8 +171,7 @@ class Handler:
                               final=isinstance(e, (LoaderHung, steps.EndlessPass)))
 
     def kept(self) -> dict[Any, Any]:
-        """The uninterrupted runs taken so far in this process, to lend to the parallel jobs."""
-        return steps.kept_references()
+        return steps.kept_references()  # to lend to the parallel jobs
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any, load_form: LoadForm,
             by_rank: list[list[int]] | None = None) -> ExampleRun:
@@ -203,8 +194,7 @@ class OneProcess:
     load_form: LoadForm = "positional"
 
     def _call(self, command: tuple[Any, ...], clause: ClauseLike = BUILDING) -> Any:
-        """The handler's answer to ``command``, or the failed run of ``clause`` when its process died."""
-        raise NotImplementedError
+        raise NotImplementedError  # the handler's answer, or the failed run of ``clause`` if its process died
 
     def start(self) -> None:
         answer = self._call(("start",))
@@ -228,16 +218,14 @@ class OneProcess:
         return [self._call(("run", clause, config, plan, self.load_form), clause)]
 
     def kept(self) -> dict[Any, Any]:
-        """The uninterrupted runs its loader's process has taken (none if it died)."""
-        answer = self._call(("kept",))
+        answer = self._call(("kept",))  # none if its process died
         return answer if isinstance(answer, dict) else {}
 
 
 class InProcess(OneProcess):
     """Runs the loader in this process: the fastest executor, and the one a debugger can follow."""
 
-    #: Every example runs in this process: there is none that has not seen the others.
-    fresh_processes = False
+    fresh_processes = False  # every example runs in this process
 
     def __init__(self, factory: Factory, factory_import: str, alignment: Alignment = None,
                  timeout: float | None = None) -> None:

@@ -43,11 +43,9 @@ def can_interrupt() -> bool:
 
 @contextlib.contextmanager
 def deadline(seconds: float | None) -> Iterator[None]:
-    """Raise `LoaderHung` in this thread if the block runs longer than ``seconds``.
-
-    An outer timer on ``ITIMER_REAL`` (pytest-timeout's signal method, an enclosing `deadline`) keeps
-    its time: its handler runs when it was due, and on exit it is set again to what remains of it.
-    """
+    """Raise `LoaderHung` in this thread if the block runs longer than ``seconds``. An outer timer on
+    ``ITIMER_REAL`` (pytest-timeout's signal method, an enclosing `deadline`) keeps its time: its handler
+    runs when it was due, and on exit it is set again to what remains of it."""
     if not seconds or not can_interrupt():
         yield
         return
@@ -90,7 +88,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
 
 
 def _call(handler: Any, signum: int, frame: FrameType | None) -> None:
-    """Run the SIGALRM handler that was installed before ours, as the signal would have."""
+    """Run the SIGALRM handler installed before ours, as the signal would have."""
     if callable(handler):
         handler(signum, frame)
     elif handler == signal.SIG_DFL:  # the default action ends the process: let it
@@ -146,11 +144,9 @@ def sigint_ignored() -> Iterator[None]:
 
 @contextlib.contextmanager
 def ctrl_c_kept() -> Iterator[None]:
-    """A Ctrl-C (or SIGTERM, which the CLI turns into one) that CPython swallows is raised again by `raise_lost_ctrl_c`.
-
-    A `KeyboardInterrupt` raised in a callback CPython calls itself (a gc or weakref callback,
-    ``__del__``) is "Exception ignored" (python/cpython#95959), and Hypothesis keeps a gc callback.
-    """
+    """A Ctrl-C (or SIGTERM, which the CLI turns into one) that CPython swallows is raised again by
+    `raise_lost_ctrl_c`: a `KeyboardInterrupt` raised in a callback CPython calls itself (a gc or weakref
+    callback, ``__del__``) is "Exception ignored" (python/cpython#95959); Hypothesis keeps a gc callback."""
     global _lost_ctrl_c
     previous = sys.unraisablehook
 
@@ -192,11 +188,9 @@ def frozen() -> Iterator[None]:
 
 
 def collect() -> None:
-    """A full collection; inside `frozen`, what was imported since is frozen after it.
-
-    A module a step imports on first use (DCP: 80,000 objects) would otherwise make every later
-    collection cost ~55 ms instead of ~7 (importing them before freezing cost every run 0.85 s).
-    """
+    """A full collection; inside `frozen`, what was imported since is frozen after it: a module a step
+    imports on first use (DCP: 80,000 objects) would otherwise make every later collection cost ~55 ms
+    instead of ~7 (importing them before freezing cost every run 0.85 s)."""
     global _modules_frozen
     gc.collect()
     if _modules_frozen is not None and len(sys.modules) != _modules_frozen:

@@ -28,19 +28,18 @@ class Impact:
     kind: ImpactKind
     #: A short phrase: ``"3 samples lost, 1 repeated in epoch 0"``, ``"load_state_dict raises TypeError"``.
     what: str
-    #: For a loud failure, the trainer's call that raises or stops: ``"build"`` (the factory),
-    #: ``"save"`` (``state_dict``), ``"load"`` (``load_state_dict``), ``"iter()"``, ``"next()"``,
-    #: ``"set_epoch"``; empty for a silent one.
+    #: For a loud failure, the trainer's call that raises or stops: ``"build"`` (the factory), ``"save"``
+    #: (``state_dict``), ``"load"`` (``load_state_dict``), ``"iter()"``, ``"next()"``, ``"set_epoch"``.
     where: str = ""
-    #: The counts behind the phrase: ``lost``, ``repeated``, ``reordered``, ``changed`` (of
-    #: ``unit``), ``epochs lost``.
+    #: The counts behind the phrase: ``lost``, ``repeated``, ``reordered``, ``changed`` (of ``unit``),
+    #: ``epochs lost``.
     counts: dict[str, int] = field(default_factory=dict)
     #: ``"sample"`` where the batches carry an ``index`` field, else ``"batch"``.
     unit: str = ""
     #: The epoch of the first difference, where known.
     epoch: int | None = None
-    #: Where the compared stretch starts in the uninterrupted stream (its batch index), where
-    #: known: with the config and the difference, what makes two failures one cause.
+    #: Where the compared stretch starts in the uninterrupted stream (a batch index), where known: with the
+    #: config and the difference, what makes two failures one cause.
     at: int | None = None
 
     def describe(self) -> str:
@@ -54,22 +53,15 @@ class Impact:
                    unit=data.get("unit", ""), epoch=data.get("epoch"), at=data.get("at"))
 
 
-#: The trainer's call a step of the contract stands for, by the start of the step's text
-#: (`stateful_contract._engine.steps._user`).
-_CALLS = (
-    ("factory(", "build"),
-    ("loader.state_dict(", "save"),
-    ("torch.distributed.checkpoint.save", "save"),
-    ("loader.load_state_dict(", "load"),
-    ("torch.distributed.checkpoint.load", "load"),
-    ("iter(loader)", "iter()"),
-    ("next(", "next()"),
-)
+#: The trainer's call a step of the contract stands for, by the start of the step's text (`steps._user`).
+_CALLS = {"factory(": "build", "loader.state_dict(": "save", "torch.distributed.checkpoint.save": "save",
+          "loader.load_state_dict(": "load", "torch.distributed.checkpoint.load": "load",
+          "iter(loader)": "iter()", "next(": "next()"}
 
 
 def where_of(step: str) -> str:
     """The trainer's call ``step`` (``loader.load_state_dict(state)``) stands for: ``"load"``."""
-    for start, where in _CALLS:
+    for start, where in _CALLS.items():
         if step.startswith(start):
             return where
     return "set_epoch" if ".set_epoch(" in step else ""
@@ -146,14 +138,12 @@ def _shifted(e: list[Hashable], g: list[Hashable]) -> int | None:
 
 def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = True,
                   epoch: int | None = None) -> Impact:
-    """What resuming with ``got`` instead of ``expected`` does to a run: a silent impact with counts.
-
-    In samples where every batch carries an ``index``, else in batches; over the first epoch the
-    resumed run's pass gets wrong (`_paired`), else over the epoch of the first differing batch: the
-    same samples in another order is an order changed, a shift a loss at the front or a repeat
-    (``cut``: ``got`` was cut at the length of ``expected``), else what the epoch lacks is lost and
-    what it has more often repeated. ``epoch``: the streams', where ``expected`` does not know it.
-    """
+    """What resuming with ``got`` instead of ``expected`` does to a run: a silent impact with counts, in
+    samples where every batch carries an ``index``, else in batches; over the first epoch the resumed run's
+    pass gets wrong (`_paired`), else over the epoch of the first differing batch. The same samples in
+    another order is an order changed, a shift a loss at the front or a repeat (``cut``: ``got`` was cut at
+    the length of ``expected``), else what the epoch lacks is lost and what it has more often repeated.
+    ``epoch``: the streams', where ``expected`` does not know it."""
     by_sample = all(batch_ids(b) is not None for b in [*expected, *got])
     unit = "sample" if by_sample else "batch"
     paired = _paired(expected, got, cut)

@@ -1,12 +1,10 @@
 """The supervised child, the loader's process (`child_main`), and children of a new interpreter.
 
-A child forked from the checker's process inherits the factory (closures and lambdas work) and
-torch already imported: it costs milliseconds. What it must not inherit is put right first
-(docs/supervision.md, "What the child inherits, and what not", says why each).
-
-SC10's fresh-process half runs in a child of a new interpreter: another ``PYTHONHASHSEED``, so another
-string hash secret than the checker's (docs/clauses.md, SC10), forked from a *zygote* that imports
-torch once per checker process (docs/supervision.md).
+A child forked from the checker inherits the factory (closures and lambdas work) and torch already imported:
+it costs milliseconds. What it must not inherit is put right first (docs/supervision.md, "What the child
+inherits, and what not", says why each). SC10's fresh-process half runs in a child of a new interpreter:
+another ``PYTHONHASHSEED``, so another string hash secret than the checker's (docs/clauses.md, SC10),
+forked from a *zygote* that imports torch once per checker process.
 """
 
 from __future__ import annotations
@@ -41,19 +39,16 @@ from .noise import ignore_set_vital
 from .processes import MARKER_ENV, alive, die_with_parent
 
 __all__ = ["FRESH_INTERPRETER_ENV", "ChildSpec", "EngineError", "Interpreter",
-           "another_hash_seed", "child_main", "prepare", "start", "warm", "zygote_main"]
+           "another_hash_seed", "child_main", "start", "warm", "zygote_main"]
 
 #: Set in the new interpreter (and so in its DataLoader workers): a scenario may say where it runs.
 FRESH_INTERPRETER_ENV = "STATEFUL_CONTRACT_FRESH_INTERPRETER"
 
 
 def another_hash_seed(current: str | None = None) -> str:
-    """A ``PYTHONHASHSEED`` that gives another string hash secret than the checker's.
-
-    The checker's own is ``current`` (its environment's ``PYTHONHASHSEED``): a number pins it,
-    so the next number differs; unset or ``random``, it is random, and any fixed one differs
-    from it (but for a chance of one in 2**64).
-    """
+    """A ``PYTHONHASHSEED`` giving another string hash secret than the checker's ``current`` (default: its
+    environment's): a number pins it, so the next number differs; unset or ``random``, it is random, and
+    any fixed one differs from it (but for a chance of one in 2**64)."""
     current = os.environ.get("PYTHONHASHSEED") if current is None else current
     if current and current.isdigit():
         return str((int(current) + 1) % 4294967296)
@@ -120,7 +115,7 @@ class _Zygote:
                 self._user.value = 0
 
     def fork(self, spec: bytes, child_end: int) -> int:
-        """A new child running ``spec``: ``child_end`` of its connection, and this process's output, go with it."""
+        """A new child running ``spec``, given ``child_end`` of its connection and this process's output."""
         with self._lock:
             files = {name: module.__file__ for name, module in list(sys.modules.items())
                      if name.startswith(FILE_MODULE_PREFIX) and getattr(module, "__file__", None)}
@@ -144,27 +139,22 @@ _ZYGOTES: dict[int, _Zygote] = {}
 
 def warm() -> None:
     """Have a zygote importing, unclaimed, if none this process may use is alive: the checker calls it
-    before SC18, whose search leaves a core to the import, and the job that judges SC10 takes it over."""
+    before SC18, whose search leaves a core to the import, where a parallel job's SC10 would share its
+    cores with it (0.7 s of a 15 s ci check, docs/performance.md); that job takes it over."""
     if not any(zygote.usable() for zygote in _ZYGOTES.values()):
         _ZYGOTES[os.getpid()] = _Zygote()
-
-
-def prepare() -> _Zygote:
-    """A zygote for this process to use (`_Zygote.claim`): its own, or one it inherited that no other
-    process uses, or one started now."""
-    for zygote in (_ZYGOTES.get(os.getpid()), *_ZYGOTES.values()):
-        if zygote is not None and zygote.claim():
-            return zygote
-    zygote = _ZYGOTES[os.getpid()] = _Zygote()
-    zygote.claim()
-    return zygote
 
 
 def start(spec: Any) -> tuple[Interpreter, Connection]:
     """A child of the zygote running ``spec``, and the connection to it; raises what pickling ``spec``
     raises (a factory in a closure cannot be named in another interpreter): the caller forks instead."""
     payload = pickle.dumps(spec)  # before anything starts: an unpicklable factory fails here
-    zygote = prepare()
+    # The zygote this process claims: its own, or one it inherited that no other process uses, or a new one.
+    zygote = next((z for z in (_ZYGOTES.get(os.getpid()), *_ZYGOTES.values()) if z is not None and z.claim()),
+                  None)
+    if zygote is None:
+        zygote = _ZYGOTES[os.getpid()] = _Zygote()
+        zygote.claim()
     mine, theirs = socket.socketpair()
     try:
         pid = zygote.fork(payload, theirs.fileno())
@@ -233,7 +223,7 @@ def _child(fd: int, path: list[str], files: dict[str, str], spec_bytes: bytes) -
 
 @dataclass(frozen=True)
 class ChildSpec:
-    """What the child needs (handed over by ``fork``; pickled only for a new interpreter, `interpreter.start`)."""
+    """What the child needs (pickled only for a new interpreter, `start`)."""
 
     handler: Handler
     run_dir: Path
@@ -250,8 +240,7 @@ class EngineError:
 
 
 def child_main(conn: Connection, other_end: Connection | None, spec: ChildSpec) -> None:
-    """The child's whole life: put right what it must not inherit, then answer commands until told to
-    stop (or orphaned)."""
+    """Put right what the child must not inherit, then answer commands until told to stop (or orphaned)."""
     if other_end is not None:
         other_end.close()  # the supervisor's end (a fork has it): holding it hides the supervisor's death
     os.setsid()  # Ctrl-C reaches the supervisor only, which kills the session as one

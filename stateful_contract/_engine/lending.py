@@ -1,13 +1,11 @@
 """The uninterrupted runs a check keeps, per config (configs repeat across clauses), and lends to its jobs.
 
-With several jobs (`stateful_contract._parallel`) each job's loader process is forked from the
-checker, not from the process that judged SC18 and took the run of every config SC18 drew: the
-checker asks that process for its runs (`lend`) before it forks the jobs, which inherit them
-(else 31 of the 410 worker-pool starts of the reference wrapper's ci check on 2 jobs).
-
-A run taken in another process can hide a stream that depends on the process (a seed from the PID),
-so a borrowed run only lets an example pass: one that fails after reading one is judged again on a
-run its own process takes (`watching`, `stateful_contract._engine.example.run_example`).
+With several jobs (`stateful_contract._parallel`) each job's loader process is forked from the checker,
+not from the process that judged SC18 and took the run of every config SC18 drew: the checker asks that
+process for its runs (`lend`) before it forks the jobs, which inherit them (else 31 of the 410 worker-pool
+starts of the reference wrapper's ci check on 2 jobs). A run taken in another process can hide a stream
+that depends on the process (a seed from the PID), so a borrowed run only lets an example pass: one that
+fails after reading one is judged again on a run its own process takes (`watching`, `example.run_example`).
 """
 
 from __future__ import annotations
@@ -54,8 +52,7 @@ def kept(key: Any) -> Any:
 
 def keep(key: Any, run: Any) -> None:
     """Keep ``run`` for ``key``, if runs are kept here."""
-    cache = _KEPT.get()
-    if cache is None:
+    if (cache := _KEPT.get()) is None:
         return
     if len(cache) >= KEPT_RUNS:
         # The oldest run without workers goes first: a worker config's run costs a hundred times
@@ -66,12 +63,10 @@ def keep(key: Any, run: Any) -> None:
 
 
 def kept_references() -> dict[Any, Any]:
-    """The runs with workers kept so far, to lend to processes forked later (`lend`).
-
-    Only those are worth the transfer: a run without workers costs milliseconds to take again, and
-    SC18's forty of them made its loan 1.8 MB of pickled batches, half a second of the check's
-    serial time (docs/performance.md), against 0.1 MB for its four worker configs.
-    """
+    """The runs with workers kept so far, to lend to processes forked later (`lend`): only those are worth
+    the transfer. A run without workers costs milliseconds to take again, and SC18's forty of them made its
+    loan 1.8 MB of pickled batches, half a second of the check's serial time (docs/performance.md),
+    against 0.1 MB for its four worker configs."""
     return {key: run for key, run in (_KEPT.get() or {}).items() if key[1].num_workers > 0}
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["CRASH_SIGNALS", "MARKER_ENV", "alive", "anon_rss", "describe_exit", "die_with_parent", "fault_excerpt", "gained",
-           "kill_marked", "kill_session", "processes_of"]
+__all__ = ["CRASH_SIGNALS", "MARKER_ENV", "alive", "anon_rss", "describe_exit", "die_with_parent",
+           "fault_excerpt", "gained", "kill_marked", "kill_session", "processes_of"]
 
-#: Environment variable every process of a run carries (value: the run directory), so
-#: that stragglers can be found and killed even if they left the process group.
+#: Environment variable every process of a run carries (value: the run directory): stragglers that left
+#: the process group are found and killed by it.
 MARKER_ENV = "STATEFUL_CONTRACT_RUN"
 
 #: Signals with which a program kills itself (a crash), as opposed to being stopped from outside.
@@ -85,16 +85,15 @@ def gained(root: int, baseline: dict[int, int]) -> int:
 
 
 def kill_session(sid: int, marker: Path | None = None, wait: float = 2.0) -> None:
-    """Kill session ``sid`` (its process group, then any member or marked process left), and wait
-    up to ``wait`` seconds until none of them is alive."""
+    """Kill session ``sid`` (its process group, then any member or marked process left), and wait up to
+    ``wait`` seconds until none is alive."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, signal.SIGKILL)
     _kill_all(lambda p: os.getsid(p.pid) == sid or _marked(p, marker), wait)
 
 
 def kill_marked(marker: Path, spare: frozenset[int] = frozenset(), wait: float = 2.0) -> None:
-    """Kill every live process carrying ``marker``'s `MARKER_ENV` except those in ``spare``, and wait
-    up to ``wait`` seconds until none of them is alive."""
+    """Kill every live process carrying ``marker``'s `MARKER_ENV` but ``spare``; wait as `kill_session`."""
     _kill_all(lambda p: p.pid not in spare and _marked(p, marker), wait)
 
 

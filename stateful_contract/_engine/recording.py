@@ -49,7 +49,7 @@ class Program:
     listener: Callable[[Program], None] | None = field(default=None, repr=False, compare=False)
 
     def name(self, value: Any, base: str) -> str:
-        """Give ``value`` a fresh variable name starting with ``base`` and return it."""
+        """A fresh variable name for ``value``, starting with ``base``."""
         n = self._counts[base] = self._counts.get(base, 0) + 1
         name = base if n == 1 else f"{base}_{n}"
         self.bind(value, name)
@@ -116,9 +116,8 @@ def unrecorded() -> contextlib.AbstractContextManager[Program | None]:
 
 
 def recorded(result: str | tuple[str, ...] | None = None) -> Callable[[F], F]:
-    """Make a step record ``result = step(args)`` into the active program: ``result`` is the base name of
-    the variable its value is assigned to (a tuple for a pair; None: not kept). Steps called from inside
-    another step are not recorded, nor keyword arguments equal to their defaults."""
+    """Make a step record ``result = step(args)`` into the active program (``result``: the base name of its
+    variable, a tuple for a pair; None: not kept); not inside another step, nor keywords left at defaults."""
 
     def decorate(fn: F) -> F:
         signature = inspect.signature(fn)

@@ -32,13 +32,11 @@ __all__ = ["SEARCHING", "Budget", "judge_runs", "replay_one", "search", "worker_
 #: labels Hypothesis' statistics with it.
 SEARCHING: ContextVar[str | None] = ContextVar("stateful_contract_searching", default=None)
 
-#: How many examples a clause gets: ``once`` (one fixed example), ``search`` (the
-#: profile's in-process and worker examples), ``strict`` (a few in-process examples),
-#: ``workers`` (twice the profile's worker-example count in-process, and that count with
-#: workers: for a clause whose every example starts worker processes, SC23).
+#: How many examples a clause gets: ``once`` (one fixed example), ``search`` (the profile's in-process and
+#: worker examples), ``strict`` (a few in-process examples), ``workers`` (twice the profile's worker-example
+#: count in-process, and that count with workers: for a clause whose every example starts workers, SC23).
 Budget = Literal["once", "search", "strict", "workers"]
-#: Examples of the strict tier: each feeds seven bad states, and a refusal does not
-#: depend much on the config.
+#: Examples of the strict tier: each feeds seven bad states, and a refusal depends little on the config.
 STRICT_EXAMPLES = 8
 
 
@@ -96,13 +94,10 @@ def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfi
 def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, alignment: Alignment,
            on_example: Callable[[int, int], None] = lambda done, total: None,
            passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None) -> Outcome:
-    """Look for a counterexample to ``clause``; the minimal one comes back as a failed `Outcome`.
-
-    ``passed`` collects the examples that held (a clause with a fresh-process half reruns them).
-    ``search_seed`` seeds Hypothesis (``@seed``), for a search that can be run again; without
-    it the profile decides (``ci`` is derandomized). The outcome counts what the examples
-    covered (`coverage_of`), and Hypothesis gets the same categories as events.
-    """
+    """Look for a counterexample to ``clause``; the minimal one comes back as a failed `Outcome`, which
+    counts what the examples covered (`coverage_of`; Hypothesis gets them as events). ``passed`` collects
+    the examples that held (a fresh-process half reruns them); ``search_seed`` seeds Hypothesis (``@seed``),
+    else the profile decides (``ci`` is derandomized)."""
     covered: Counter[str] = Counter()
     executor = cast(Executor, _Counting(executor, covered))
     if clause.budget == "once":
@@ -232,11 +227,10 @@ def _verdict(failed: ExampleRun | None, examples: int, found_after: int | None) 
 
 
 # The worker configurations of a check: one pool, shared by every clause's worker examples. A worker
-# example costs its worker processes (0.1 to 0.3 s per epoch on 2 cores), and its uninterrupted run is
-# taken once per configuration and check: drawn freely, configurations almost never repeat across
-# clauses. The pool holds where worker bugs show: both worker counts, persistent workers and not, and
-# epochs of an odd number of batches (`plans.draw_position` asks for those half the time).
-
+# example costs its worker processes (0.1 to 0.3 s per epoch on 2 cores), and its uninterrupted run is taken
+# once per configuration and check: drawn freely, configurations almost never repeat across clauses. The
+# pool holds where worker bugs show: both worker counts, persistent workers and not, and epochs of an odd
+# number of batches (`plans.draw_position` asks for those half the time).
 #: Configurations in the pool at least (a search of n worker examples per clause has 2n): each meets many clauses.
 POOL_SIZE = 24
 #: Batches per epoch of a pool configuration, at most.
@@ -251,8 +245,8 @@ def _batches(size: int, batch: int, drop_last: bool) -> int:
 
 @functools.lru_cache(maxsize=8)
 def worker_pool(space: ConfigSpace, size: int = POOL_SIZE, seed: int = DERANDOMIZED) -> tuple[LoaderConfig, ...]:
-    """``size`` configurations with workers from ``space``, simplest first (Hypothesis shrinks
-    towards the first), the same for every call with the same arguments."""
+    """``size`` configurations with workers from ``space``, simplest first (Hypothesis shrinks towards the
+    first), the same for the same arguments."""
     counts = sorted(n for n in space.num_workers if n > 0)
     if not counts:
         return ()
@@ -266,8 +260,7 @@ def worker_pool(space: ConfigSpace, size: int = POOL_SIZE, seed: int = DERANDOMI
         # example iterates up to ten epochs; worker-count offsets show in short epochs as well.
         sizes = [n for n in range(space.dataset_size[0], space.dataset_size[1] + 1)
                  if _batches(n, batch, drop_last) <= MAX_BATCHES] or [space.dataset_size[0]]
-        # Half the pool: epochs of an odd number (3 or more) of batches, which no worker count
-        # above one divides, where the space allows it.
+        # Half the pool: epochs of an odd number (3 or more) of batches, no worker count over 1 divides.
         odd = [n for n in sizes if _batches(n, batch, drop_last) % 2 == 1 and _batches(n, batch, drop_last) >= 3]
         dataset_size = rng.choice(odd if i % 4 < 2 and odd else sizes)
         pool.append(LoaderConfig(

@@ -33,8 +33,7 @@ class Board:
     def _write(self, event: dict[str, Any]) -> None:
         os.write(self._fd, (json.dumps(event) + "\n").encode())
 
-    def command(self, text: str) -> None:
-        """What the process was asked to do (a clause's example, the uninterrupted run...)."""
+    def command(self, text: str) -> None:  # what the process was asked to do (an example, a run...)
         self._program = ""
         self._write({"command": text})
 
@@ -131,22 +130,19 @@ def read(path: Path) -> BoardView:
                      deadline=(deadline[0], deadline[1]) if deadline else None, pid=state.get("pid", 0))
 
 
+#: This process's status board (None: none).
 _BOARD: Board | None = None
+_NOTHING = contextlib.nullcontext()
 
 
 def install(board: Board | None) -> None:
-    """Make ``board`` this process's status board (None: none)."""
     global _BOARD
     _BOARD = board
 
 
-_NOTHING = contextlib.nullcontext()
-
-
 def calling(label: str) -> contextlib.AbstractContextManager[None]:
     """Around one call into the loader: the board says which while it runs."""
-    board = _BOARD
-    return _NOTHING if board is None else board(label)
+    return _NOTHING if _BOARD is None else _BOARD(label)
 
 
 def deadline(started: float, seconds: float) -> None:
@@ -161,9 +157,8 @@ def command(text: str) -> None:
 
 
 def watch(program: Any, config_code: str) -> None:
-    """Show ``program`` (a `stateful_contract._engine.recording.Program`) on the board as it grows."""
-    board = _BOARD
-    if board is None:
+    """Show ``program`` (a `recording.Program`) on the board as it grows."""
+    if (board := _BOARD) is None:
         return
 
     def show(p: Any) -> None:

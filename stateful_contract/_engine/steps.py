@@ -38,8 +38,8 @@ class NotJudgeable(Exception):
 
 
 class EndlessPass(Exception):
-    """One pass over the loader went on far past what the config's dataset can make (without it, a
-    loader that cycles over or repeats its data would be reported, in every clause, as a hang)."""
+    """One pass over the loader went on far past what the config's dataset can make (else a loader that
+    cycles over its data would be reported, in every clause, as a hang)."""
 
     def __init__(self, batches: int, config: LoaderConfig) -> None:
         limit = pass_limit(config)
@@ -56,19 +56,17 @@ class EndlessPass(Exception):
 
 
 def pass_limit(config: LoaderConfig) -> int:
-    """The most batches one pass of a loader on ``config`` may yield before it is called endless.
-
-    Every batch holds at least one token, so no pass has more than ``dataset_size * seq_len``
-    batches; four times that (at least 64) leaves room for wrappers that split batches.
-    """
+    """The most batches one pass on ``config`` may yield before it is called endless: every batch holds a
+    token at least, so no pass has more than ``dataset_size * seq_len``; four times that (at least 64)
+    leaves room for wrappers that split batches."""
     return max(64, 4 * config.dataset_size * config.seq_len)
 
 
 class LoaderError(Exception):
     """Code of the loader under test raised; ``step`` says what the contract was doing."""
 
-    #: Batches the `stream` (or the pass of `up_to`) it ended had yielded before it (None: raised
-    #: outside one): a refusal comes before the first batch (SC23, SC31).
+    #: Batches the `stream` (or `up_to`'s pass) it ended had yielded (None: raised outside one): a
+    #: refusal comes before the first batch (SC23, SC31).
     batches_before: int | None = None
 
     def __init__(self, step: str, error: BaseException) -> None:
@@ -83,9 +81,8 @@ REFERENCE_EPOCHS = 4
 #: torchdata resumes a state taken after an epoch's last batch into one empty epoch.
 RESUME_EPOCHS = REFERENCE_EPOCHS + 2
 
-#: The config and the class of the newest loader `fresh` built: every loader of an example shares
-#: its dataset, whose `pass_limit` bounds a pass, and a hint may depend on how the class is written
-#: (`stateful_contract._engine.example`).
+#: The config and class of the newest loader `fresh` built: every loader of an example shares its dataset,
+#: whose `pass_limit` bounds a pass, and a hint may depend on how the class is written (`example`).
 _NEWEST: contextvars.ContextVar[tuple[LoaderConfig, type] | None] = contextvars.ContextVar(
     "stateful_contract_newest_loader", default=None)
 
@@ -104,16 +101,13 @@ def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 @recorded("loader")
 def fresh(factory: Factory, config: LoaderConfig, *, state: dict[str, Any] | None = None,
           load_form: LoadForm = "positional") -> Any:
-    """A new loader from ``factory(config)``, optionally given ``state``.
-
-    Seeds torch's global RNG with ``config.seed`` first, as a trainer does at start-up:
-    loaders with the default generator draw their shuffling seed from it.
-    """
+    """A new loader from ``factory(config)``, optionally given ``state``. Seeds torch's global RNG with
+    ``config.seed`` first, as a trainer does: loaders with the default generator draw their shuffle there."""
     if config.num_workers > 0:
-        # Abandoned loader iterators linger in reference cycles: a worker forked while they are
-        # alive collects them itself and, in their __del__, tries to shut down workers that are not
-        # its children (tracebacks on stderr). What was alive before the run is frozen
-        # (`guard.frozen`), so this costs milliseconds, not ~0.3 s.
+        # Abandoned loader iterators linger in reference cycles: a worker forked while they are alive
+        # collects them itself and, in their __del__, tries to shut down workers that are not its
+        # children (tracebacks on stderr). What was alive before the run is frozen (`guard.frozen`), so
+        # this costs milliseconds, not ~0.3 s.
         collect()
     _manual_seed(config.seed)
     loader = _user("factory(config)", factory, config)
@@ -158,11 +152,8 @@ def _iter(loader: Any) -> Iterator[Any]:
 @recorded("batches")
 def stream(loader: Any, epochs: int, *, limit: int | None = None,
            every_step: Callable[[], object] | None = None) -> Segment:
-    """The batches of ``epochs`` consecutive epochs, stopping early at ``limit`` batches.
-
-    ``every_step`` runs before every ``next()`` and once after each epoch's
-    ``StopIteration`` (clause SC14 calls ``state_dict()`` there).
-    """
+    """The batches of ``epochs`` consecutive epochs, stopping early at ``limit`` batches. ``every_step`` runs
+    before every ``next()`` and after each epoch's ``StopIteration`` (SC14 calls ``state_dict()`` there)."""
     out: list[Any] = []
     passes: list[int] = []  # how many batches each pass gave: an impact is counted per pass
     for _ in range(epochs):
@@ -219,18 +210,15 @@ def checkpoint(loader: Any, position: Position) -> Any:
 
 @recorded("batches")
 def take(loader: Any, count: int, *, max_epochs: int) -> list[Any]:
-    """The next ``count`` batches of the stream, over at most ``max_epochs`` iter() calls (none for 0).
-
-    Stops mid-epoch, without exhausting the iterator, when ``count`` is reached.
-    """
+    """The next ``count`` batches of the stream, over at most ``max_epochs`` iter() calls (none for 0); stops
+    mid-epoch, without exhausting the iterator, when ``count`` is reached."""
     return stream(loader, max_epochs, limit=count) if count else []
 
 
 def up_to(it: Iterator[Any], count: int | None = None, *, every_step: Callable[[], object] | None = None,
           ) -> list[Any]:
-    """At most ``count`` batches from the open iterator ``it``, fewer if its epoch ends first (None: the
-    rest of its pass, which `pass_limit` bounds as it does every whole pass); ``every_step`` as for
-    `stream`."""
+    """At most ``count`` batches from the open iterator ``it``, fewer if its epoch ends first (None: the rest
+    of its pass, which `pass_limit` bounds); ``every_step`` as for `stream`."""
     out: list[Any] = []
     while count is None or len(out) < count:
         if every_step is not None:

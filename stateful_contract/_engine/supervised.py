@@ -40,8 +40,7 @@ Isolation = Literal["supervised", "in-process"]
 
 #: What the loader's processes may gain during one example, by default (docs/supervision.md says why).
 DEFAULT_MEMORY_LIMIT = 4 << 30
-#: Crashes of one clause's examples re-run in fresh children while shrinking; then the
-#: smallest crashing example found so far is reported, saying the shrinking stopped.
+#: Crashes of a clause re-run in fresh children while shrinking; then the smallest so far is reported.
 SHRINK_CRASHES = 30
 #: Seconds between looks at a child that has not answered yet.
 POLL = 0.1
@@ -85,10 +84,9 @@ def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView
           timeout: float | None, memory_limit: int | None, limit: float,
           baseline: dict[int, int] | None = None) -> Stall | None:
     """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up:
-    a log shows its example timeout passed by the `grace` (the alarm could not reach it), the command
-    passed ``limit``, or the processes the logs name (and descendants) gained more than ``memory_limit``
-    since ``sent`` (``baseline``: what each had then; one first seen later counts from then).
-    """
+    a log's example timeout passed by the `grace` (its alarm could not end it), the command passed ``limit``,
+    or the processes the logs name (and descendants) gained over ``memory_limit`` since ``sent``
+    (``baseline``: what each had then; one first seen later counts from then)."""
     baseline = {} if baseline is None else baseline
     next_memory = sent + MEMORY_EVERY
     while not answered():
@@ -158,11 +156,8 @@ class Supervised(OneProcess):
             theirs.close()
             self._proc, self._conn = proc, mine
         pid = self._proc.pid
-        assert pid is not None
-        try:
+        with contextlib.suppress(AttributeError, OSError):  # no pidfd: `_await` polls the exit code
             self._pidfd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            self._pidfd = None
         self._spawned_rss = anon_rss(pid) or 0
 
     def _kill(self) -> None:
@@ -317,16 +312,12 @@ class PendingSibling:
     come; the zygote starts importing at once (about 2 s on 2 cores), so the import overlaps the search.
     """
 
+    #: Start the new interpreter's import now, unless one is ready (`interpreter.warm`).
+    warm = staticmethod(interpreter.warm)
+
     def __init__(self, elder: Supervised) -> None:
         self._elder = elder
         self.warm()
-
-    @staticmethod
-    def warm() -> None:
-        """Start the new interpreter's import now, unless one is ready: the checker calls it before
-        SC18, whose search leaves a core to the import, where a parallel job's SC10 would share its cores
-        with it (0.7 s of a 15 s ci check, docs/performance.md)."""
-        interpreter.warm()
 
     def _sibling(self, new_interpreter: bool) -> Supervised:
         elder, handler = self._elder, self._elder.handler
