@@ -1,7 +1,6 @@
-"""Advisories: what a judgement that holds still wants its user to know (a resume refused with an
-exception that does not name the mismatch, SC23, SC31). `advise(text)` wherever it runs; the
-`ExampleRun` carries it back, and the outcome gets each once, as a note starting with `PREFIX`.
-"""
+"""Advisories: what a judgement that holds still wants its user to know (a resume refused with an exception
+that does not name the mismatch, SC23, SC31). `advise(text)` wherever it runs; the `ExampleRun` carries it
+back, and the outcome gets each once, as a note starting with `PREFIX`."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import torch
 
 __all__ = ["PROTOCOL_METHODS", "RESUME_WORDING", "Segment", "Wording", "assert_protocol", "assert_refused",
            "assert_same_stream", "assert_str_keyed_dict", "assert_unchanged", "describe_batch",
-           "first_difference", "missing_methods", "stream_difference"]
+           "first_difference", "missing_methods", "same_batches", "stream_difference"]
 
 #: How many elements of a tensor a message shows before eliding.
 _SHOWN_ELEMENTS = 8
@@ -57,6 +57,10 @@ def first_difference(expected: Any, got: Any, path: str = "") -> str | None:
     else:
         return None
     return next((d for e, g, where in pairs if (d := first_difference(e, g, where)) is not None), None)
+
+
+def same_batches(expected: Sequence[Any], got: Sequence[Any]) -> bool:
+    return len(expected) == len(got) and all(first_difference(e, g) is None for e, g in zip(expected, got))
 
 
 def _differs(expected: Any, got: Any, path: str) -> str:

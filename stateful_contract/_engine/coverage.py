@@ -1,7 +1,6 @@
-"""What the search covered: the kinds of checkpoint points its examples reached, per example (also
-told to Hypothesis as events). Every `Position` field of a plan counts as a checkpoint point,
-whatever the plan type, and `Hops` adds its later stops.
-"""
+"""What the search covered: the kinds of checkpoint points its examples reached, per example (also told
+to Hypothesis as events). Every `Position` field of a plan counts as a checkpoint point, whatever the plan
+type, and `Hops` adds its later stops."""
 
 from __future__ import annotations
 

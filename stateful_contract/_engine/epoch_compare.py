@@ -7,33 +7,29 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .compare import first_difference, shown_ids
+from .compare import first_difference, same_batches, shown_ids
 from .steps import Position
 from .vocabulary import batch_count, pass_name
 
 __all__ = ["assert_no_epoch_lost", "assert_same_epochs", "epochs_difference", "lost_epoch"]
 
 
-def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
-    return len(a) == len(b) and all(first_difference(x, y) is None for x, y in zip(a, b))
-
-
 def _epoch_difference(epoch: int, expected: Sequence[Any], got: Sequence[Any],
                       reference: Mapping[int, Sequence[Any]]) -> str | None:
-    if _same(expected, got):
+    if same_batches(expected, got):
         return None
     n, m = len(expected), len(got)
     if m == 0:
         return (f"epoch {epoch} is empty, but the uninterrupted run has {n} batch{'es' if n != 1 else ''} there: "
                 f"epoch {epoch} is lost ({shown_ids(expected)})")
-    if m < n and _same(expected[n - m:], got):
+    if m < n and same_batches(expected[n - m:], got):
         return f"epoch {epoch} lost its first {n - m} of {n} batches: missing {shown_ids(expected[:n - m])}"
-    if m < n and _same(expected[:m], got):
+    if m < n and same_batches(expected[:m], got):
         return f"epoch {epoch} lost its last {n - m} of {n} batches: missing {shown_ids(expected[m:])}"
-    if m > n and _same(expected, got[m - n:]):
+    if m > n and same_batches(expected, got[m - n:]):
         return f"epoch {epoch} replayed {m - n} batches before the checkpoint: extra {shown_ids(got[:m - n])}"
     for other, batches in reference.items():
-        if other != epoch and batches and _same(batches[len(batches) - m:], got):
+        if other != epoch and batches and same_batches(batches[len(batches) - m:], got):
             return (f"epoch {epoch} replayed epoch {other}'s batches instead of its own: expected {shown_ids(expected)}, "
                     f"got {shown_ids(got)}")
     i = next((i for i, (e, g) in enumerate(zip(expected, got)) if first_difference(e, g) is not None), min(n, m))
@@ -43,11 +39,8 @@ def _epoch_difference(epoch: int, expected: Sequence[Any], got: Sequence[Any],
 
 def epochs_difference(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Sequence[Any]],
                       reference: Mapping[int, Sequence[Any]] | None = None) -> str | None:
-    """The first epoch of ``got`` that is not ``expected``'s, in words; None when every epoch matches.
-
-    ``reference`` (every epoch of the uninterrupted loop) lets the message say which
-    epoch a wrong one replays.
-    """
+    """The first epoch of ``got`` that is not ``expected``'s, in words (None: every epoch matches);
+    ``reference`` (every epoch of the uninterrupted loop) lets it say which epoch a wrong one replays."""
     missing = [e for e in expected if e not in got]
     if missing:
         return f"the resumed loop has no epoch {missing[0]} (it ran epochs {sorted(got)})"
@@ -59,12 +52,9 @@ def epochs_difference(expected: Mapping[int, Sequence[Any]], got: Mapping[int, S
 
 
 def lost_epoch(lengths: Sequence[int], position: Position, passes: Sequence[int]) -> str | None:
-    """An empty pass of a resumed loader where the uninterrupted run has no empty epoch, in words.
-
-    ``lengths``: the uninterrupted run's epoch lengths; ``passes``: how many batches each pass of the
-    loader resumed from ``position`` gave (`take_epochs`). Which empty passes are allowed:
-    docs/clauses.md, SC10, "Epoch alignment".
-    """
+    """An empty pass of a resumed loader where the uninterrupted run (epoch ``lengths``) has no empty epoch,
+    in words; ``passes``: the batches of each pass resumed from ``position`` (`take_epochs`). Which empty
+    passes are allowed: docs/clauses.md, SC10, "Epoch alignment"."""
     start = position.absolute(list(lengths))
     allowed: Counter[int] = Counter()
     if not position.after_stop and position.batches >= lengths[position.epoch]:

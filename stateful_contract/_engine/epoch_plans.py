@@ -1,9 +1,8 @@
 """SC21's plan: where a trainer checkpoints in its epoch loop, and the epoch it resumes at.
 
-After a restart a trainer resumes its loop at the epoch its own counter says it was in, which
-depends on where the checkpoint was taken (`EpochLoop.resume_at`): epoch ``e`` at the top of
-the loop or mid-epoch, ``e + 1`` after the epoch's last batch (a trainer that counts steps, as
-verl does) or after ``StopIteration``. docs/clauses.md (SC21, "How it is checked") has the rest.
+After a restart a trainer resumes its loop at the epoch its own counter says (`EpochLoop.resume_at`): epoch
+``e`` at the top of the loop or mid-epoch, ``e + 1`` after the epoch's last batch (a trainer that counts
+steps, as verl does) or after ``StopIteration``. docs/clauses.md (SC21, "How it is checked") has the rest.
 """
 
 from __future__ import annotations
@@ -31,10 +30,9 @@ _DONE = ("after the last batch", "after StopIteration")
 
 @dataclass(frozen=True)
 class EpochLoop:
-    """Run 1 checkpoints in epoch ``epoch`` of its loop at a point of kind ``kind`` (after ``batches``
-    batches for ``"mid-epoch"``); run 2 loads the state and loops from `resume_at`. Both loops end
-    before epoch ``stop``. The end-of-epoch kinds mean each rank's own last batch.
-    """
+    """Run 1 checkpoints in epoch ``epoch`` of its loop at a point of kind ``kind`` (after ``batches`` batches
+    for ``"mid-epoch"``: end-of-epoch kinds mean each rank's own last batch); run 2 loads the state and loops
+    from `resume_at`. Both loops end before epoch ``stop``."""
 
     epoch: int
     kind: Kind

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import torch
 
-from .compare import Segment, batch_ids, sample_ids
+from .compare import Segment, batch_ids, same_batches, sample_ids
 
 __all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "losses", "loud", "samples_impact", "stream_impact", "where_of"]
 
@@ -109,10 +109,6 @@ def _nan_as_itself(x: Any) -> Any:
     return "nan" if isinstance(x, float) and math.isnan(x) else x
 
 
-def _same_batches(e: Sequence[Any], g: Sequence[Any]) -> bool:
-    return len(e) == len(g) and all(_fingerprint(a) == _fingerprint(b) for a, b in zip(e, g))
-
-
 def _units(batches: Sequence[Any], by_sample: bool) -> list[Hashable]:
     if by_sample:
         return [v if isinstance(v, Hashable) else repr(v) for v in sample_ids(batches) or []]
@@ -197,7 +193,7 @@ def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int
     for n, ((epoch, e), g) in enumerate(zip(e_epochs, g_passes)):
         if cut and n == len(g_passes) - 1:  # the last pass was cut where the compared stretch ends
             e, g = e[:len(g)], g[:len(e)]
-        if not _same_batches(e, g):
+        if not same_batches(e, g):
             return epoch, e, g
     return None
 
@@ -250,6 +246,6 @@ def epochs_impact(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Seque
         if epoch not in got:
             return Impact("silent", f"epoch {epoch} lost: the resumed loop never runs it",
                           counts={"epochs lost": 1}, epoch=epoch)
-        if not _same_batches(batches, got[epoch]):
+        if not same_batches(batches, got[epoch]):
             return stream_impact(batches, got[epoch], cut=False, epoch=epoch)
     return None

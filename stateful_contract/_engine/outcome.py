@@ -59,8 +59,7 @@ class Outcome:
     message: str = ""
     reproduction: str = ""
     examples: int = 0
-    #: For a search that failed: how many examples had run when the first counterexample
-    #: appeared (the rest were spent shrinking it).
+    #: For a search that failed: the examples run when the first counterexample appeared (the rest shrank it).
     found_after: int | None = None
     notes: list[str] = field(default_factory=list)
     #: The plan of the failing example (for a replay), as ``repr``.
@@ -68,13 +67,12 @@ class Outcome:
     config: str = ""
     #: What the search's examples covered: category -> count (`stateful_contract._engine.coverage`).
     coverage: dict[str, int] = field(default_factory=dict)
-    #: What ended the example when it did not end by itself: a signal that killed the loader's
-    #: process (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed when it
-    #: could not be) or ``"memory limit"``.
+    #: What ended the example when it did not end by itself: a signal that killed the loader's process
+    #: (``"SIGSEGV"``), ``"exit code 7"``, ``"timeout"`` (interrupted, or killed when it could not be) or
+    #: ``"memory limit"``.
     killed_by: str = ""
-    #: What the failure does to a training run: silent (lost, repeated, reordered, a state unusable
-    #: later) or loud (which of the trainer's calls raises or stops), on the minimal example.
-    #: On a report: None for a clause that did not fail, and in reports before format 6.
+    #: What the failure does to a training run, on the minimal example (`impact.Impact`); None for a clause
+    #: that did not fail, and in reports before format 6.
     impact: Impact | None = None
 
     @staticmethod

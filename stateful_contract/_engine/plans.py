@@ -1,7 +1,7 @@
 """Drawing checkpoint plans: where in the stream states are taken, as frozen data (a replay records them).
 
-A plan is drawn from the epoch lengths of the uninterrupted run (on several ranks, the shortest),
-so every index of every epoch is reachable and Hypothesis shrinks towards the first batch.
+A plan is drawn from the epoch lengths of the uninterrupted run (on several ranks, the shortest), so every
+index of every epoch is reachable and Hypothesis shrinks towards the first batch.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ __all__ = ["CHECKPOINT_EPOCHS", "WHOLE_STREAM_EPOCHS", "Alignment", "Checkpoint"
            "StateCalls", "checkpoint_plan", "draw_position", "expected_bounds", "hops_plan", "on_rank",
            "position_on_rank", "snapshot_plan", "state_calls_plan", "window_of"]
 
-#: Checkpoints are drawn in the first two epochs: the second shows what carries over
-#: an epoch boundary (sampler reseeding, buffered windows, worker restarts).
+#: Checkpoints are drawn in the first two epochs: the second shows what carries over an epoch boundary
+#: (sampler reseeding, buffered windows, worker restarts).
 CHECKPOINT_EPOCHS = 2
 assert REFERENCE_EPOCHS >= CHECKPOINT_EPOCHS + 2, "the reference must cover two epochs past any checkpoint"
 #: Epochs a check compares from the first batch on (SC12, SC14, SC18).
@@ -49,9 +49,9 @@ def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig,
     epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
     n = lengths[epoch]
     allowed = _allowed_batches(n, window_of(alignment, config))
-    # With several workers, batches are handed out round-robin: a bug in a worker-count-
-    # dependent offset shows only after a batch count the worker count does not divide,
-    # and a worker example is costly, so each one asks for such a point half the time.
+    # With several workers, batches are handed out round-robin: a bug in a worker-count-dependent offset
+    # shows only after a batch count the worker count does not divide, and a worker example is costly, so
+    # each one asks for such a point half the time.
     uneven = [k for k in allowed if k % config.num_workers] if config.num_workers > 1 else []
     if uneven and bool(data.draw(st.booleans(), label="a batch count the worker count does not divide")):
         allowed = uneven
@@ -123,8 +123,8 @@ def hops_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, ali
     after_iter: list[bool] = []
     for _ in range(hops):
         later = [p for p in points if p >= stops[-1]]
-        # A hop shorter than the worker count: the resumed workers have not all delivered
-        # yet when the state is taken again (torchdata PR #1251).
+        # A hop shorter than the worker count: the state is taken before every resumed worker delivered
+        # (torchdata PR #1251).
         short = [p for p in later if 0 < p - stops[-1] < config.num_workers]
         if short and bool(data.draw(st.booleans(), label="a hop shorter than num_workers")):
             later = short
@@ -163,11 +163,9 @@ class RankLengths:
         return cls(cls.shortest(by_rank), by_rank[rank])
 
     def indices(self, epoch: int, indices: tuple[int, ...]) -> tuple[int, ...]:
-        """Stream indices counted on the drawn lengths, from epoch ``epoch`` on, as the same points here.
-
-        An index at an epoch's end is also the next epoch's start; each is read in the earliest epoch
-        not before the previous point's, so the indices keep their order and an empty hop stays one.
-        """
+        """Stream indices counted on the drawn lengths, from epoch ``epoch`` on, as the same points here. An
+        index at an epoch's end is also the next epoch's start; each is read in the earliest epoch not before
+        the previous point's, so the indices keep their order and an empty hop stays one."""
         out = []
         for index in indices:
             while epoch + 1 < len(self.drawn) and index > sum(self.drawn[: epoch + 1]):
@@ -182,11 +180,9 @@ def position_on_rank(position: Position, own: list[int]) -> Position:
 
 
 def on_rank(plan: Any, lengths: RankLengths) -> Any:
-    """``plan`` in this rank's own coordinates (see `RankLengths`); the same plan where ranks agree.
-
-    A plan with stream indices translates them in an ``on_rank(lengths)`` method (`Hops`); any other
-    has its `Position` fields translated (plain counts hold: they were drawn from the shortest rank).
-    """
+    """``plan`` in this rank's own coordinates (see `RankLengths`). A plan with stream indices translates
+    them in an ``on_rank(lengths)`` method (`Hops`); any other has its `Position` fields translated (plain
+    counts hold: they were drawn from the shortest rank)."""
     if lengths.drawn == lengths.own:
         return plan
     if (translate := getattr(plan, "on_rank", None)) is not None:

@@ -17,8 +17,7 @@ DCP = "torch.distributed.checkpoint"
 
 
 class AsStateful:
-    """A loader as ``torch.distributed.checkpoint`` sees a ``Stateful``: ``state_dict`` and
-    ``load_state_dict``, the latter in the form the loader accepts."""
+    """A loader as ``torch.distributed.checkpoint`` sees a ``Stateful``, loading in the form it accepts."""
 
     def __init__(self, loader: Any, load_form: LoadForm = "positional") -> None:
         self.loader = loader
@@ -50,21 +49,17 @@ def dcp_save(loader: Any, path: str) -> None:
 
 @recorded()
 def dcp_load(loader: Any, path: str, load_form: LoadForm = "positional") -> None:
-    """``torch.distributed.checkpoint.load({"dataloader": loader}, checkpoint_id=path)``, in this process.
-
-    DCP first asks the loader for its ``state_dict()`` as a template, fills it in place
-    from the checkpoint, then calls ``load_state_dict`` with it.
-    """
+    """``torch.distributed.checkpoint.load({"dataloader": loader}, checkpoint_id=path)``, in this process:
+    DCP asks the loader for its ``state_dict()`` as a template, fills it in from the checkpoint, then calls
+    ``load_state_dict`` with it."""
     _dcp("load", AsStateful(loader, load_form), path)
 
 
 @recorded("passes")
 def cut_short(loader: Any, passes: int, limit: int, *, first: int | None = None) -> list[list[Any]]:
-    """The batches of ``passes`` passes that each ``break`` after ``limit`` batches (``first`` for the first).
-
-    As a trainer with a step limit or an eval every ``limit`` steps: ``for batch in
-    loader: ...; if step % limit == 0: break``. A pass ends early where the epoch does.
-    """
+    """The batches of ``passes`` passes that each ``break`` after ``limit`` batches (``first`` for the first),
+    as a trainer with a step limit or an eval every ``limit`` steps: ``for batch in loader: ...; if step %
+    limit == 0: break``. A pass ends early where the epoch does."""
     return [up_to(_iter(loader), first if p == 0 and first is not None else limit) for p in range(passes)]
 
 
