@@ -1,11 +1,8 @@
-"""The supervised child, the loader's process (`child_main`), and children of a new interpreter.
-
-A child forked from the checker inherits the factory (closures and lambdas work) and torch already imported:
-it costs milliseconds. What it must not inherit is put right first (docs/supervision.md, "What the child
-inherits, and what not", says why each). SC10's fresh-process half runs in a child of a new interpreter:
-another ``PYTHONHASHSEED``, so another string hash secret than the checker's (docs/clauses.md, SC10),
-forked from a *zygote* that imports torch once per checker process.
-"""
+"""The supervised child, the loader's process (`child_main`): forked from the checker (milliseconds; the
+factory, a closure too, and torch come with it) or, for SC10's fresh half, from a *zygote*, a new interpreter
+with another ``PYTHONHASHSEED`` that imports torch once per checker process. What the child must not inherit
+is put right first: docs/supervision.md, "What the child inherits, and what not", says why, and how the
+zygote is shared."""
 
 from __future__ import annotations
 

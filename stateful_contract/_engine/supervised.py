@@ -307,10 +307,9 @@ class Supervised(OneProcess):
 
 
 class PendingSibling:
-    """The child SC10's fresh half resumes in, beside ``elder``: a new interpreter if it can be. It reads
-    the files the elder's examples wrote, so the elder keeps its uninterrupted runs for the clauses to
-    come; the zygote starts importing at once (about 2 s on 2 cores), so the import overlaps the search.
-    """
+    """The child SC10's fresh half resumes in, beside ``elder`` (a new interpreter if it can be): it reads the
+    files the elder's examples wrote, so the elder keeps its uninterrupted runs for the clauses to come; the
+    zygote starts importing at once (about 2 s on 2 cores), so the import overlaps the search."""
 
     #: Start the new interpreter's import now, unless one is ready (`interpreter.warm`).
     warm = staticmethod(interpreter.warm)
