@@ -176,7 +176,7 @@ class Handler:
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any, load_form: LoadForm,
             by_rank: list[list[int]] | None = None) -> ExampleRun:
         # On several ranks: the lengths the plan was drawn from (the shortest over ranks) and this rank's own.
-        lengths = None if by_rank is None else RankLengths.of_rank(by_rank, self.rank)
+        lengths = None if by_rank is None else RankLengths(RankLengths.shortest(by_rank), by_rank[self.rank])
         config = self.config(config)
         self.doing(f"{clause.id}: example {config.as_code()}"
                    + (f", plan {plan!r}" if plan is not None else ""))

@@ -158,10 +158,6 @@ class RankLengths:
         """Each epoch's length on the rank where it is shortest: what plans are drawn from."""
         return [min(e) for e in zip(*by_rank, strict=True)]
 
-    @classmethod
-    def of_rank(cls, by_rank: list[list[int]], rank: int) -> RankLengths:
-        return cls(cls.shortest(by_rank), by_rank[rank])
-
     def indices(self, epoch: int, indices: tuple[int, ...]) -> tuple[int, ...]:
         """Stream indices counted on the drawn lengths, from epoch ``epoch`` on, as the same points here. An
         index at an epoch's end is also the next epoch's start; each is read in the earliest epoch not before
