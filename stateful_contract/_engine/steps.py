@@ -20,14 +20,13 @@ from ..config import LoaderConfig
 from . import lending, status
 from .compare import Segment
 from .guard import LoaderHung, collect
-from .lending import forget_references, kept_references, references_kept
+from .lending import kept_references, references_kept  # for the executors and ranks
 from .recording import recorded
 from .vocabulary import Point
 
 __all__ = ["RESUME_EPOCHS", "EndlessPass", "LoadForm", "LoaderError", "NotJudgeable", "Position", "advance",
-           "checkpoint", "epoch_lengths", "forget_references", "fresh", "iterate_on", "kept_references",
-           "load", "references_kept", "state_of", "stream", "stream_calling_state_dict", "take",
-           "uninterrupted"]
+           "checkpoint", "epoch_lengths", "fresh", "iterate_on", "kept_references", "load", "references_kept",
+           "state_of", "stream", "stream_calling_state_dict", "take", "uninterrupted"]
 
 LoadForm = Literal["positional", "keyword"]
 Factory = Callable[[LoaderConfig], Any]
