@@ -1,10 +1,9 @@
 """The multi-rank executor: every example on every rank of a torch.distributed run at once.
 
-`Ranks` starts ``world_size`` processes the way ``torchrun`` does (`launch`), connects to
-rank 0 and sends it the engine's commands one at a time (`world.serve`); the engine stays in the
-caller's process, so a rank that dies or hangs cannot take the check down: the caller waits
-for each answer only so long, then kills every process of the run and says which rank failed
-first and what each rank was doing. The next command starts a fresh set of processes.
+`Ranks` starts the ranks as ``torchrun`` does (`launch`) and sends rank 0 the engine's commands
+(`world.serve`). The engine stays in the caller's process, so a rank that dies or hangs cannot take the
+check down: the caller kills the whole run, says which rank failed first and where each was, and the next
+command starts fresh processes.
 """
 
 from __future__ import annotations
@@ -144,11 +143,8 @@ class Ranks(RankExecutor):
         return self._down(timed_out=True)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
-        """Go on in a fresh set of processes: ``world_size`` of them (None: the check's world size).
-
-        The running phase's ranks stop, and rank 0 tells the launcher which phase comes next
-        and on how many ranks. With no phase running, the next command starts it there.
-        """
+        """Go on in ``world_size`` fresh processes (None: the check's): rank 0 tells the launcher the next
+        phase and its size as its ranks stop; with no phase running, the next command starts it."""
         size = self.world_size if world_size is None else world_size
         if self._conn is not None:
             phase = self._name(phase)

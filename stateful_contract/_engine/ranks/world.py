@@ -1,9 +1,9 @@
 """Inside a rank: the gloo group, and rank 0 leading the others in lockstep.
 
-Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0
-*leads*: it gets each command from the engine (`serve` relays the caller's; `InWorld` runs on
-rank 0), broadcasts it, runs it and gathers every rank's answer (`World.call`), while the others
-*follow* until told to stop. Hypothesis runs with the engine only: every rank runs the same example.
+Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0 *leads*: it
+broadcasts each of the engine's commands (`serve` relays the caller's; `InWorld` runs on rank 0), runs it
+and gathers every rank's answer (`World.call`); the others *follow* until told to stop. Hypothesis runs
+with the engine only: every rank runs the same example.
 """
 
 from __future__ import annotations
@@ -56,11 +56,8 @@ class World:
 
     def call(self, command: Any, handler: Handler,
              wait: Callable[[Callable[[], bool]], None] | None = None) -> list[Any]:
-        """Leader: run ``command`` on every rank; returns each rank's result, by rank.
-
-        With ``wait``, the gather runs in a thread and ``wait(answered)`` returns once it has
-        (each ``answered()`` looks for up to `POLL`), or raises to give up on it (`InWorld`).
-        """
+        """Leader: each rank's result of ``command``, by rank. With ``wait`` (`InWorld`), the gather runs in a
+        thread and ``wait(answered)`` returns once it has (each ``answered()`` looks up to `POLL` s) or raises."""
         assert self.rank == 0, "only rank 0 leads"
         dist.broadcast_object_list([command], src=0, group=self.group)
         mine = handler(command)
@@ -152,8 +149,8 @@ class Handler(executors.Handler):
         self.on(world.rank, world.world_size)
 
     def on(self, rank: int, world_size: int) -> None:
-        """Run the next commands as rank ``rank`` of ``world_size``; what its scenarios see (`example.World`):
-        the run's directory, shared by every rank, and this process's status file."""
+        """Run the next commands as rank ``rank`` of ``world_size``; its scenarios see (`example.World`) the
+        run's directory, shared by every rank, and this process's status file."""
         self.rank, self.world_size = rank, world_size
         self.world = SimpleNamespace(rank=rank, world_size=world_size, workdir=self.place.run_dir,
                                      status=self.place.status)
@@ -168,11 +165,9 @@ class Handler(executors.Handler):
         super().doing(text)
 
     def as_ranks(self, size: int, command: tuple[Any, ...]) -> list[Any]:
-        """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` would run it, one after the other.
-
-        In a world the user's launcher started, a world of another size cannot be started:
-        its ranks take turns on this world's processes (rank ``r`` on process ``r % W``).
-        Only for commands that need no collective: SC31's resume reads ``torch.save`` files.
+        """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` would run it, one after the other: in
+        a world the user's launcher started, a world of another size takes turns on its processes (rank ``r``
+        on process ``r % W``). Only for commands with no collective (SC31's resume reads ``torch.save`` files).
         """
         mine = []
         try:
@@ -201,7 +196,7 @@ def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[s
         path = world.run_dir / ADDRESS_FILE.format(phase=phase)
         partial = path.with_suffix(".tmp")  # renamed into place: the caller polls for it
         host, port = listener.address
-        partial.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}), encoding="utf-8")
+        partial.write_text(json.dumps({"host": host, "port": port}), encoding="utf-8")
         partial.replace(path)
         world.status("waiting for the engine to connect")
         with listener.accept() as conn:
