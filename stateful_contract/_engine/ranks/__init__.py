@@ -1,9 +1,6 @@
-"""The multi-rank executor: every example on every rank of a torch.distributed run at once.
-
-`Ranks` starts the ranks as ``torchrun`` does (`launch`) and sends rank 0 the engine's commands
-(`world.serve`). The engine stays in the caller's process, so a rank that dies or hangs cannot take the
-check down: the caller kills the whole run, says which rank failed first and where each was, and the next
-command starts fresh processes.
+"""The multi-rank executor `Ranks`: every example at once on every rank of a run it starts (`launch`), rank
+0 relaying (`world.serve`). The engine stays in the caller's process, so a rank that dies or hangs cannot
+take the check down (docs/distributed.md, "How a multi-rank check runs" and "Ranks that raise, die or hang").
 """
 
 from __future__ import annotations

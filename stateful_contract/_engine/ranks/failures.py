@@ -139,8 +139,7 @@ class LaunchOutcome:
     @property
     def rank(self) -> int:
         """The rank to blame: the hung or grown one, else the cause among the failures (0: none known)."""
-        found = self.hung or self.memory
-        if found is not None:
+        if found := self.hung or self.memory:
             return found[0]
         return self.failures[0].rank if self.failures else 0
 

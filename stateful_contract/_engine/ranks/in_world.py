@@ -1,10 +1,9 @@
 """A world the user's launcher started (torchrun, srun, mpirun): joining it, and the executor in it.
 
-Every rank joins through ``env://`` on the user's backend, with a gloo group beside it for commands
-(`join`). The engine runs on rank 0 (`InWorld`), the other ranks `follow`. A world cannot restart itself:
-a fresh-process half resumes in the same processes (``mode="run"``; a world of another size takes turns on
-them, `Handler.as_ranks`), or in a later launch (``mode="save"``, then ``mode="resume"``). See
-docs/distributed.md, "Inside your launcher's world".
+Every rank joins through ``env://`` (`join`); the engine runs on rank 0 (`InWorld`), the others `follow`.
+A world cannot restart itself: a fresh-process half resumes in the same processes (``mode="run"``; a world
+of another size takes turns on them, `Handler.as_ranks`), or in a later launch (``mode="save"``, then
+``mode="resume"``): docs/distributed.md, "Inside your launcher's world".
 """
 
 from __future__ import annotations

@@ -233,8 +233,7 @@ def _tail(path: Path | None, lines: int = 25) -> str:
     if path is None or not path.is_file():
         return ""
     text = path.read_text(encoding="utf-8", errors="replace")
-    fault = fault_excerpt(text)  # a fatal signal: the loader's frames, not the launcher's below them
-    if fault:
+    if fault := fault_excerpt(text):  # a fatal signal: the loader's frames, not the launcher's below them
         return fault
     kept = [line for line in text.splitlines() if line.strip() and "Warning" not in line
             and "torch.set_vital" not in line]

@@ -1,9 +1,8 @@
 """The launcher process: torch's elastic launcher, once per phase, watching every rank's exit.
 
-`serve` reads run directories from its stdin and `run`s each: ``elastic_launch`` (what ``torchrun``
-runs inside) with the spec in ``RUN_DIR/launch.json``, phase after phase, as long as rank 0 names a
-next phase (and, for an elastic restart, its world size); then ``launch-outcome.json`` with every
-failed rank's exit code, error and exit time (see `stateful_contract._engine.ranks.failures`).
+`serve` `run`s each run directory its stdin names: ``elastic_launch`` (what ``torchrun`` runs inside) with
+``RUN_DIR/launch.json``, phase after phase while rank 0 names a next one (and its world size), then
+``launch-outcome.json`` with every failed rank's exit code, error and exit time (`failures`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Inside a rank: the gloo group, and rank 0 leading the others in lockstep.
 
-Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0 *leads*: it
-broadcasts each of the engine's commands (`serve` relays the caller's; `InWorld` runs on rank 0), runs it
-and gathers every rank's answer (`World.call`); the others *follow* until told to stop. Hypothesis runs
-with the engine only: every rank runs the same example.
+Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0 *leads*:
+it broadcasts each of the engine's commands (`serve` relays the caller's; `InWorld` runs on rank 0), runs
+it and gathers every rank's answer (`World.call`); the others *follow* the same example until told to stop.
 """
 
 from __future__ import annotations
@@ -46,8 +45,8 @@ class World:
     rank: int
     world_size: int
     run_dir: Path
-    #: The gloo group commands and answers travel through (None: the default group, gloo too).
-    #: Beside an nccl or hccl group a gloo one carries Python objects, as DCP does.
+    #: The gloo group commands and answers travel through (None: the default group, gloo too): beside an
+    #: nccl or hccl group, a gloo one carries Python objects, as DCP does.
     group: Any = None
 
     def status(self, doing: str) -> None:
@@ -110,8 +109,8 @@ def rank_main(run_dir: str, phase: str) -> Any:
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
     world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
     # Not formed within JOIN_TIMEOUT: exit 1, every thread's stack in the log, and the launcher starts the
-    # phase again, once (no loader code ran yet). faulthandler's watchdog is a thread of C: it fires even
-    # when the join is stuck in C code holding the interpreter lock, where no Python timer could run.
+    # phase again, once (no loader code ran yet). faulthandler's watchdog, a C thread, fires even when the
+    # join is stuck in C holding the interpreter lock, where no Python timer could run.
     faulthandler.dump_traceback_later(JOIN_TIMEOUT, exit=True, file=sys.stderr)
     try:  # the caller's timeout ends a hang; the group must not give up earlier on its own
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
@@ -206,8 +205,8 @@ def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[s
                     if command[0] == STOP:  # (STOP, the next phase or None, its world size)
                         conn.send_bytes(pickle.dumps("stopping"))
                         return command[1], command[2]
-                    # Plain pickle, not multiprocessing's: tensors travel as data, not as
-                    # shared-memory handles the other process may not open.
+                    # Plain pickle, not multiprocessing's: tensors travel as data, not as shared-memory
+                    # handles the other process may not open.
                     conn.send_bytes(pickle.dumps(world.call(command, handler)))
                     world.status("waiting for the next command")
             finally:
