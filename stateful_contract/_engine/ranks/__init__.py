@@ -6,7 +6,6 @@ take the check down (docs/distributed.md, "How a multi-rank check runs" and "Ran
 from __future__ import annotations
 
 import dataclasses
-import json
 import pickle
 import secrets
 import shutil
@@ -23,7 +22,7 @@ from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
 from .in_world import InWorld
 from .launch import JOIN_TIMEOUT, Launcher, board_path, finish_world, start_world
-from .world import ADDRESS_FILE
+from .world import PORT_FILE
 
 __all__ = ["RankExecutor", "Ranks", "default_run_timeout", "rank_executor"]
 
@@ -78,7 +77,7 @@ class Ranks(RankExecutor):
         self._restart_failed: LaunchOutcome | None = None
 
     def _name(self, phase: str) -> str:
-        """A phase name not used before in this run (each phase has its own address file and logs)."""
+        """A phase name not used before in this run (each phase has its own port file and logs)."""
         self._phases.append(phase)
         n = self._phases.count(phase)
         return phase if n == 1 else f"{phase}{n}"
@@ -92,15 +91,14 @@ class Ranks(RankExecutor):
         return self._connect(phase)
 
     def _connect(self, phase: str) -> Connection:
-        address = self.run_dir / ADDRESS_FILE.format(phase=phase)
+        port = self.run_dir / PORT_FILE.format(phase=phase)
         limit = min(self._deadline, time.monotonic() + START_TIMEOUT)
-        while not address.is_file():
+        while not port.is_file():
             assert self._launcher is not None
             if not self._launcher.running(self.run_dir) or time.monotonic() > limit:
                 raise WorldDown(self._down(timed_out=time.monotonic() > limit))
             time.sleep(0.02)
-        where = json.loads(address.read_text(encoding="utf-8"))
-        self._conn = Client((where["host"], where["port"]), authkey=bytes.fromhex(self.spec.authkey))
+        self._conn = Client(("127.0.0.1", int(port.read_text())), authkey=bytes.fromhex(self.spec.authkey))
         return self._conn
 
     def _down(self, *, timed_out: bool) -> LaunchOutcome:

@@ -30,12 +30,12 @@ from ..noise import ignore_set_vital
 from ..supervised import POLL
 from .launch import JOIN_TIMEOUT, JOINING, board_path, status_path
 
-__all__ = ["ADDRESS_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
+__all__ = ["PORT_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
 
 #: The command that ends a follower's loop.
 STOP = "stop"
-#: Where rank 0 says where it listens, per phase (written atomically).
-ADDRESS_FILE = "address-{phase}.json"
+#: The port rank 0 listens on (on 127.0.0.1) for the engine's commands, per phase (written atomically).
+PORT_FILE = "port-{phase}.txt"
 
 
 @dataclass
@@ -192,10 +192,9 @@ def serve(world: World, phase: str, ranks: dict[str, Any]) -> tuple[str | None, 
 
 def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[str | None, int]:
     with Listener(("127.0.0.1", 0), authkey=bytes.fromhex(spec.authkey)) as listener:
-        path = world.run_dir / ADDRESS_FILE.format(phase=phase)
+        path = world.run_dir / PORT_FILE.format(phase=phase)
         partial = path.with_suffix(".tmp")  # renamed into place: the caller polls for it
-        host, port = listener.address
-        partial.write_text(json.dumps({"host": host, "port": port}), encoding="utf-8")
+        partial.write_text(str(listener.address[1]), encoding="utf-8")
         partial.replace(path)
         world.status("waiting for the engine to connect")
         with listener.accept() as conn:
