@@ -30,7 +30,6 @@ def check_world(target: str, options: CheckOptions | None = None, *, world_size:
     SC30 and SC31 added), as one `Report`. ``target`` (``"package.module:factory"`` or
     ``"path/to/file.py:factory"``) is imported by that name on every rank; the options are `check`'s
     (`CheckOptions`, or its fields as keywords: ``run_timeout`` and ``run_dir`` matter most here);
-    ``replay=(config, position)`` runs that one checkpoint instead of searching. See docs/distributed.md.
-    """
+    ``replay=(config, position)`` runs that one checkpoint instead of searching. See docs/distributed.md."""
     return check(target, options, world_size=world_size, **keywords,
                  replay=(replay[0], Checkpoint(replay[1])) if replay is not None else None)

@@ -192,9 +192,8 @@ def _forget_in_child() -> None:
 
 def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: float,
                 ranks: dict[str, Any]) -> Launcher:
-    """`world.serve` (given ``ranks``, a `world.RankSpec`) on ``world_size`` fresh ranks, phase after phase,
-    in a launcher (on Linux, a kept one that fits); ``timeout`` bounds the gloo collectives (hangs are
-    killed)."""
+    """`world.serve` (``ranks``: a `world.RankSpec`) on ``world_size`` fresh ranks, phase after phase, in a
+    launcher (a kept one that fits, on Linux); ``timeout`` bounds the gloo collectives; hangs are killed."""
     (run_dir / "status").mkdir(parents=True, exist_ok=True)
     linux = sys.platform.startswith("linux")
     # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.

@@ -31,8 +31,7 @@ class _ExitWatch:
     monitor noticed first (`failures`). While active, it wraps ``torch.multiprocessing.start_processes``
     (what the launcher calls for function entrypoints) to keep the rank processes, and a thread records
     when each exits: from a pidfd (Linux), ready when the process ends even if DataLoader workers it forked
-    still hold its multiprocessing sentinel open; elsewhere from the sentinel.
-    """
+    still hold its multiprocessing sentinel open; elsewhere from the sentinel."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir  # the phase's logs: each rank's error file, if its Python wrote one
