@@ -165,8 +165,8 @@ class Handler(executors.Handler):
 
     def as_ranks(self, size: int, command: tuple[Any, ...]) -> list[Any]:
         """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` run it, one after the other: in a
-        world the user's launcher started, a world of another size takes turns on its processes (rank ``r``
-        on process ``r % W``). Only for commands with no collective (SC31's resume reads ``torch.save``)."""
+        world the user's launcher started, a world of another size takes turns on its processes (rank ``r`` on
+        process ``r % W``). No collective may run so (SC31's resume reads ``torch.save`` files)."""
         mine = []
         try:
             for rank in range(self.place.rank, size, self.place.world_size):
