@@ -26,15 +26,10 @@ __all__ = ["check_world", "default_run_timeout"]
 
 def check_world(target: str, options: CheckOptions | None = None, *, world_size: int,
                 replay: tuple[LoaderConfig, Position] | None = None, **keywords: Any) -> Report:
-    """Run the contract on ``world_size`` ranks (torch.distributed, gloo; every example on every rank at
-    once, and the multi-rank clauses SC30 and SC31 added) and return one `Report`.
-
-    ``target`` is ``"package.module:factory"`` or ``"path/to/file.py:factory"``: every rank
-    imports it by that name. The options are `check`'s (`CheckOptions`, or its fields as
-    keywords); two matter most here: ``run_timeout`` bounds the run (`default_run_timeout`),
-    after which every process of it is killed and the clause running fails, naming where
-    each rank was; ``run_dir`` keeps the run's files (states, DCP checkpoints, rank logs) there.
-    ``replay=(config, position)`` runs that one checkpoint instead of searching.
-    """
+    """The contract on ``world_size`` ranks (torch.distributed, gloo; every example on every rank at once,
+    SC30 and SC31 added), as one `Report`. ``target`` (``"package.module:factory"`` or
+    ``"path/to/file.py:factory"``) is imported by that name on every rank; the options are `check`'s
+    (`CheckOptions`, or its fields as keywords: ``run_timeout`` and ``run_dir`` matter most here);
+    ``replay=(config, position)`` runs that one checkpoint instead of searching. See docs/distributed.md."""
     return check(target, options, world_size=world_size, **keywords,
                  replay=(replay[0], Checkpoint(replay[1])) if replay is not None else None)

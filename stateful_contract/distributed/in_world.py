@@ -203,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _local_ranks_ended(run_dir, world.world_size, (signal.SIGTERM, signal.SIGKILL), seconds=1.0)
             os._exit(code or 1)
         if restarting and args.phase == "save":
-            phases.record_save(run_dir, code, report)
+            if report is not None:  # for the attempts the agent starts next
+                report.to_json(run_dir / phases.SAVE_REPORT)
             if code == 0:
                 code = phases.RESTART_EXIT
                 print(f"stateful_contract.distributed run: rank 0: the save passed; {phases.ON_PURPOSE}",
@@ -224,8 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _local_ranks_ended(run_dir: Path, world_size: int, signals: Sequence[int], seconds: float) -> None:
-    """Each of ``signals`` in turn to the other ranks on this host still running, then up to ``seconds``
-    for them to exit (signal 0 sends nothing: only the wait). Each rank wrote its host and pid when it joined."""
+    """Each of ``signals`` in turn to the other ranks on this host still running (`local_pids`), then up to
+    ``seconds`` for them to exit (signal 0 sends nothing: only the wait)."""
     pids = [pid for rank, pid in local_pids(run_dir, world_size).items() if rank and alive(pid)]
     for sig in signals:
         for pid in pids:
@@ -238,11 +239,10 @@ def _local_ranks_ended(run_dir: Path, world_size: int, signals: Sequence[int], s
 
 
 def exit_now(code: int) -> NoReturn:
-    """End the rank with ``code`` once its output is flushed, without the interpreter's teardown.
-
-    At teardown, the destructors of gloo's and the store's C++ threads may still find them running
-    and abort the process ("terminate called without an active exception", SIGABRT), once in many
-    launches under load: the launcher then reports a crash where the verdict was ``code``."""
+    """End the rank with ``code`` once its output is flushed, without the interpreter's teardown: there, the
+    destructors of gloo's and the store's C++ threads may find them running and abort the process ("terminate
+    called without an active exception", SIGABRT; once in many launches under load), and the launcher then
+    reports a crash where the verdict was ``code``."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -8,7 +8,6 @@ never hidden by a resume (docs/distributed.md, "Two jobs, as the seed resumed").
 
 from __future__ import annotations
 
-import json
 import pickle
 import sys
 import time
@@ -24,16 +23,14 @@ from ..clauses import CLAUSES, clause
 from ..options import CheckOptions
 from ..report import Report
 
-__all__ = ["MANIFEST", "RESTART_EXIT", "attempt", "clear", "merged", "record_save", "resume", "saved",
-           "write_manifest"]
+__all__ = ["MANIFEST", "RESTART_EXIT", "attempt", "clear", "merged", "resume", "saved", "write_manifest"]
 
 #: Rank 0's list of the saved examples, in the shared directory.
 MANIFEST = "in-world-saved.pkl"
 #: The status of every rank of attempt 0 after a passing save (EX_TEMPFAIL: "try again").
 RESTART_EXIT = 75
-#: Rank 0's record of attempt 0 in the shared directory: the save's exit status.
-RECORD = "in-world-restart.json"
-#: The save's report, merged into the resume's so the one report covers every clause.
+#: Attempt 0's report, rank 0's in the shared directory: whether the save passed, and (merged into the
+#: resume's) the result of every clause the resume does not judge.
 SAVE_REPORT = "in-world-save-report.json"
 ON_PURPOSE = "exiting on purpose so that torchrun restarts the job (--max-restarts)"
 
@@ -59,11 +56,8 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
 
 def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | None, profile: str,
            timeout: float | None, launch: str) -> Report:
-    """Rank 0 of the resume launch: every saved example resumed by ``target`` on this world's ranks, judged.
-
-    ``target`` is the factory that resumes: the saving one, or (as a fix is tried on the states a
-    job left) another.
-    """
+    """Rank 0 of the resume launch: every saved example resumed by ``target`` (the saving factory, or
+    another, as a fix is tried on the states a job left) on this world's ranks, judged."""
     if not (run_dir / MANIFEST).is_file():
         raise FileNotFoundError(f"{run_dir / MANIFEST} does not exist: run the save launch first (--phase save "
                                 f"--dir {run_dir})")
@@ -127,39 +121,27 @@ def attempt(env: Mapping[str, str]) -> int | str:
 
 def clear(run_dir: Path) -> None:
     """Attempt 0, rank 0: forget an earlier run's save in the same directory."""
-    for name in (MANIFEST, RECORD, SAVE_REPORT):
+    for name in (MANIFEST, SAVE_REPORT):
         (run_dir / name).unlink(missing_ok=True)
-
-
-def record_save(run_dir: Path, code: int, report: Report | None) -> None:
-    """Attempt 0, rank 0: the save's status (and report) for the attempts the agent starts next."""
-    if report is not None:
-        report.to_json(run_dir / SAVE_REPORT)
-    (run_dir / RECORD).write_text(json.dumps({"save_exit": code}) + "\n", encoding="utf-8")
 
 
 def saved(run_dir: Path) -> int | None:
     """Attempt 1 or later, any rank: None to resume, or the status to exit with (said on stderr)."""
-    path = run_dir / RECORD
+    path = run_dir / SAVE_REPORT
     if not path.is_file():
         print(f"stateful_contract.distributed run: {path} does not exist: the first attempt (the save) did not "
               f"finish, so there is nothing to resume; its ranks' output above says why", file=sys.stderr)
         return 2
-    code = int(json.loads(path.read_text(encoding="utf-8"))["save_exit"])
-    if code == 0:
+    if Report.from_json(path).passed:
         return None
-    print(f"stateful_contract.distributed run: the first attempt's save exited with {code} (its report was "
-          f"printed then, and written to --json); not resuming", file=sys.stderr)
-    return code
+    print("stateful_contract.distributed run: the first attempt's save exited with 1 (its report was "
+          "printed then, and written to --json); not resuming", file=sys.stderr)
+    return 1
 
 
 def merged(run_dir: Path, resumed: Report) -> Report:
-    """The resume's report, with the save's result for every clause the resume did not judge."""
-    path = run_dir / SAVE_REPORT
-    if not path.is_file():
-        return resumed
-    save = Report.from_json(path)
-    by_id = {r.id: r for r in save.results}
+    """The resume's report, with the save's result (`saved` found it) for every clause the resume did not judge."""
+    by_id = {r.id: r for r in Report.from_json(run_dir / SAVE_REPORT).results}
     resumed.results = [by_id[r.id] if r.status == "not-judged" and r.id in by_id
                        and by_id[r.id].status != "not-judged" else r for r in resumed.results]
     resumed.notes.insert(0, "one torchrun: attempt 0 saved and exited on purpose, the agent restarted the job "

@@ -1,16 +1,11 @@
-"""The multi-rank executor: every example on every rank of a torch.distributed run at once.
-
-`Ranks` starts ``world_size`` processes the way ``torchrun`` does (`launch`), connects to
-rank 0 and sends it the engine's commands one at a time (`world.serve`); the engine stays in the
-caller's process, so a rank that dies or hangs cannot take the check down: the caller waits
-for each answer only so long, then kills every process of the run and says which rank failed
-first and what each rank was doing. The next command starts a fresh set of processes.
+"""The multi-rank executor `Ranks`: every example at once on every rank of a run it starts (`launch`), rank
+0 relaying (`world.serve`). The engine stays in the caller's process, so a rank that dies or hangs cannot
+take the check down (docs/distributed.md, "How a multi-rank check runs" and "Ranks that raise, die or hang").
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import pickle
 import secrets
 import shutil
@@ -27,7 +22,7 @@ from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
 from .in_world import InWorld
 from .launch import JOIN_TIMEOUT, Launcher, board_path, finish_world, start_world
-from .world import ADDRESS_FILE
+from .world import PORT_FILE
 
 __all__ = ["RankExecutor", "Ranks", "default_run_timeout", "rank_executor"]
 
@@ -82,7 +77,7 @@ class Ranks(RankExecutor):
         self._restart_failed: LaunchOutcome | None = None
 
     def _name(self, phase: str) -> str:
-        """A phase name not used before in this run (each phase has its own address file and logs)."""
+        """A phase name not used before in this run (each phase has its own port file and logs)."""
         self._phases.append(phase)
         n = self._phases.count(phase)
         return phase if n == 1 else f"{phase}{n}"
@@ -96,15 +91,14 @@ class Ranks(RankExecutor):
         return self._connect(phase)
 
     def _connect(self, phase: str) -> Connection:
-        address = self.run_dir / ADDRESS_FILE.format(phase=phase)
+        port = self.run_dir / PORT_FILE.format(phase=phase)
         limit = min(self._deadline, time.monotonic() + START_TIMEOUT)
-        while not address.is_file():
+        while not port.is_file():
             assert self._launcher is not None
             if not self._launcher.running(self.run_dir) or time.monotonic() > limit:
                 raise WorldDown(self._down(timed_out=time.monotonic() > limit))
             time.sleep(0.02)
-        where = json.loads(address.read_text(encoding="utf-8"))
-        self._conn = Client((where["host"], where["port"]), authkey=bytes.fromhex(self.spec.authkey))
+        self._conn = Client(("127.0.0.1", int(port.read_text())), authkey=bytes.fromhex(self.spec.authkey))
         return self._conn
 
     def _down(self, *, timed_out: bool) -> LaunchOutcome:
@@ -144,11 +138,8 @@ class Ranks(RankExecutor):
         return self._down(timed_out=True)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
-        """Go on in a fresh set of processes: ``world_size`` of them (None: the check's world size).
-
-        The running phase's ranks stop, and rank 0 tells the launcher which phase comes next
-        and on how many ranks. With no phase running, the next command starts it there.
-        """
+        """Go on in ``world_size`` fresh processes (None: the check's): rank 0 tells the launcher the next
+        phase and its size as its ranks stop; with no phase running, the next command starts it."""
         size = self.world_size if world_size is None else world_size
         if self._conn is not None:
             phase = self._name(phase)

@@ -1,10 +1,6 @@
-"""What the engine asks of several ranks, whoever started them.
-
-`RankExecutor` sends the engine's commands to every rank, waits for their answers while it
-watches the ranks' status logs (`RankExecutor.wait`), and turns the answers, or a rank that
-went down, into the engine's results. How a command reaches the ranks is the subclass's:
-`Ranks` (the ranks this package starts) or `InWorld` (a world the user's launcher started).
-"""
+"""What the engine asks of several ranks, whoever started them: `RankExecutor` sends each command to every
+rank and watches their status logs while it waits (`wait`); how a command reaches them is the subclass's
+(`Ranks`: ranks this package starts; `InWorld`: a world the user's launcher started)."""
 
 from __future__ import annotations
 
@@ -126,30 +122,25 @@ class RankExecutor:
             gathered = self._call(("lengths", clause, config))
         except WorldDown as e:
             return self._crashed(clause, e.outcome)
-        failed = [g for g in gathered if isinstance(g, ExampleRun)]
-        if failed:
+        if failed := [g for g in gathered if isinstance(g, ExampleRun)]:
             return failed[0]
         self._lengths[config.as_code(), self.live_world_size] = gathered
         return RankLengths.shortest(gathered)
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        # Plans are drawn from the shortest rank's lengths, and each rank takes the plan on
-        # its own lengths, measured by the uninterrupted runs `lengths` gathered. After a
-        # restart on another world size there are none: a clause that resumes there reads
-        # what the first world saved, not a position.
+        # Each rank takes the plan (drawn from the shortest rank's lengths) on its own lengths, as `lengths`
+        # gathered them. After a restart on another world size there are none: a clause that resumes
+        # there reads what the first world saved, not a position.
         by_rank = self._lengths.get((config.as_code(), self.live_world_size))
         try:
             runs: list[ExampleRun] = self._call(("run", clause, config, plan, self.load_form, by_rank))
         except WorldDown as e:
             return [self._crashed(clause, e.outcome, config, plan)]
-        hint = self.replay_hint(clause, config, plan)
+        hint = ""
+        if isinstance(plan, Checkpoint):
+            hint = (f"\n\n# The same example on real ranks ({self.where_hint}):\n"
+                    f"# {self.rerun_example(clause, config, plan)}")
         return [replace(r, reproduction=r.reproduction + hint) for r in runs]
-
-    def replay_hint(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> str:
-        if not isinstance(plan, Checkpoint):
-            return ""
-        command = self.rerun_example(clause, config, plan)
-        return f"\n\n# The same example on real ranks ({self.where_hint}):\n# {command}"
 
     def rerun_example(self, clause: ClauseLike, config: LoaderConfig, plan: Checkpoint) -> str:
         """The command that runs this one example on these ranks again."""

@@ -1,9 +1,8 @@
 """What happened to a multi-rank run, and which rank's failure was the cause.
 
-When one rank dies, the others fail too, on their broken gloo connections, and torch's
-launcher reports only the rank its monitor noticed first, often one that failed *because*
-another had died. So the launcher records every rank's exit itself (`launcher`), and
-`order_failures` names the cause and lists the rest after it as what followed.
+When one rank dies, the others fail too, on their broken gloo connections, and torch's launcher reports
+only the rank its monitor noticed first, often one that failed *because* another had died. So the
+launcher records every rank's exit itself (`launcher`), and `order_failures` names the cause first.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ SHUTDOWN_GRACE = 5
 COMMUNICATION_ERRORS = ("connection reset by peer", "connection closed by peer", "broken pipe",
                         "connection refused", "timed out", "gloo/transport", "distbackenderror",
                         "distnetworkerror", "diststoreerror")
-#: Signals a rank is stopped with from outside: by the launcher once another rank failed
-#: (SIGTERM, then SIGKILL after `SHUTDOWN_GRACE`), or when the launcher dies (SIGINT, the
-#: ranks' parent-death signal).
+#: Signals a rank is stopped with from outside: by the launcher once another failed (SIGTERM, then SIGKILL
+#: after `SHUTDOWN_GRACE`), or when the launcher dies (SIGINT, the ranks' parent-death signal).
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP})
 
 #: How a failure relates to the others (`order_failures`), from most to least likely the cause.
@@ -97,14 +95,11 @@ def _kind(failure: RankFailure, others: Sequence[RankFailure]) -> str:
 
 
 def order_failures(failures: Sequence[RankFailure]) -> list[RankFailure]:
-    """The failures with the cause first, then the others in the order they exited.
-
-    Exit times alone do not settle it (a rank that raised may exit after the rank it failed
-    because of, times may be unknown or whole seconds), so the cause is the first by kind
-    (`_KINDS`: died or raised on its own; killed by a stop signal no later than the others
-    exited, as by the OOM killer; its communication broke; stopped after another exited), then
-    by exit, then by rank: the verdict never depends on the order the failures arrived in.
-    """
+    """The failures, the cause first, then the others in the order they exited. Exit times alone do not
+    settle it (a rank that raised may exit after the rank it failed because of; times may be unknown or
+    whole seconds), so the cause is the first by kind (`_KINDS`: died or raised on its own; killed by a stop
+    signal no later than the others exited, as by the OOM killer; its communication broke; stopped after
+    another exited), then by exit, then by rank: never by the order the failures arrived in."""
     failures = list(failures)
     if not failures:
         return []
@@ -116,8 +111,8 @@ def order_failures(failures: Sequence[RankFailure]) -> list[RankFailure]:
 
 @dataclass
 class LaunchOutcome:
-    """What happened to the ranks: from the launcher's record, or (``in_world``) as rank 0 of a world
-    the user's launcher started sees it (`InWorld`): no launcher's record, its collective's ``error``."""
+    """What happened to the ranks: from the launcher's record, or (``in_world``) as rank 0 of the user's
+    launcher's world sees it (`InWorld`): no launcher's record, but its collective's ``error``."""
 
     phases_done: list[str] = field(default_factory=list)
     failed_phase: str | None = None
@@ -125,14 +120,12 @@ class LaunchOutcome:
     failures: list[RankFailure] = field(default_factory=list)
     timed_out: bool = False
     timeout: float = 0.0
-    #: The seconds one command may take (twice the example timeout and `COMMAND_GRACE`), when that
-    #: ran out rather than the run's ``timeout`` (`RankExecutor.wait`).
+    #: The seconds one command may take, when that ran out rather than the run's ``timeout`` (`RankExecutor.wait`).
     command_limit: float | None = None
     #: Rank statuses at the end (what each was doing when the run ended or was killed).
     doing: dict[int, str] = field(default_factory=dict)
     launcher_log: str = ""
-    #: The supervisor killed the run because this rank's example timeout had passed and the
-    #: rank did not answer: (rank, example timeout, seconds waited).
+    #: The run was killed because this rank's example timeout had passed unanswered: (rank, timeout, waited).
     hung: tuple[int, float, float] | None = None
     #: ... or because the ranks' processes grew past the memory limit: (rank, grown, limit).
     memory: tuple[int, int, int] | None = None
@@ -146,8 +139,7 @@ class LaunchOutcome:
     @property
     def rank(self) -> int:
         """The rank to blame: the hung or grown one, else the cause among the failures (0: none known)."""
-        found = self.hung or self.memory
-        if found is not None:
+        if found := self.hung or self.memory:
             return found[0]
         return self.failures[0].rank if self.failures else 0
 
@@ -160,7 +152,7 @@ class LaunchOutcome:
         return self.failures[0].killed_by if self.failures else ""
 
     def where_each_rank_was(self, cause: str) -> str:
-        """``cause``, then one line per rank saying what it was doing (from the status boards)."""
+        """``cause``, then what each rank was doing, one line each."""
         return "\n".join([f"{cause} Where each rank was:",
                           *(f"  rank {r}: {d or 'starting up'}" for r, d in sorted(self.doing.items()))])
 

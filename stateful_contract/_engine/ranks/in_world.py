@@ -1,11 +1,9 @@
 """A world the user's launcher started (torchrun, srun, mpirun): joining it, and the executor in it.
 
-Every rank joins through ``env://`` (`launcher_env` maps SLURM's and Open MPI's variables onto
-torchrun's), on the user's backend, with a gloo group beside it for commands (`join`): nccl and
-hccl move tensors on devices, not pickled Python objects. The engine runs on rank 0 (`InWorld`),
-the other ranks `follow`. A world cannot restart itself: a fresh-process half resumes in the same
-processes (``mode="run"``; a world of another size takes turns on them, `Handler.as_ranks`), or in
-a later launch (``mode="save"``, then ``mode="resume"``): see docs/distributed.md.
+Every rank joins through ``env://`` (`join`); the engine runs on rank 0 (`InWorld`), the others `follow`.
+A world cannot restart itself: a fresh-process half resumes in the same processes (``mode="run"``; a world
+of another size takes turns on them, `Handler.as_ranks`), or in a later launch (``mode="save"``, then
+``mode="resume"``): docs/distributed.md, "Inside your launcher's world".
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ from .failures import LaunchOutcome, RankFailure
 from .launch import where_ranks_were
 from .world import Handler, World
 
-__all__ = ["DEFAULT_PORT", "InWorld", "alive", "default_backend", "first_host", "follow", "join", "launcher_env",
-           "local_pids"]
+__all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launcher_env", "local_pids"]
 
 #: ``MASTER_PORT`` when the launcher gives none (SLURM and Open MPI do not): torchrun's default.
 DEFAULT_PORT = "29500"
@@ -43,20 +40,17 @@ _LAUNCHERS = {"SLURM_PROCID": ("SLURM_NTASKS", "SLURM_LOCALID"),
 
 
 def first_host(nodelist: str) -> str:
-    """The first host of a SLURM node list, ``node[03-05,7],gpu1`` -> ``node03``: all ``MASTER_ADDR`` needs
-    (a rank may not have ``scontrol show hostnames``)."""
+    """The first host of a SLURM node list, ``node[03-05,7],gpu1`` -> ``node03``: all ``MASTER_ADDR`` needs (a
+    rank may not have ``scontrol show hostnames``)."""
     head = re.match(r"([^,\[]+)(?:\[([^]\-,]+))?", nodelist.strip())  # the name, and its first range's start
     return head.group(1) + (head.group(2) or "") if head else nodelist
 
 
 def launcher_env(env: Mapping[str, str], *, master_addr: str | None = None,
                  master_port: str | None = None) -> dict[str, str]:
-    """The ``env://`` variables ``env`` lacks, taken from SLURM's or Open MPI's own (`_LAUNCHERS`).
-
-    Nothing is changed where ``RANK`` is set (torchrun, or a user who set it). ``MASTER_ADDR``:
-    ``--master-addr``, else the user's export, else the first host of ``SLURM_NODELIST``
-    (``SLURM_JOB_NODELIST``) or, under mpirun, which says nothing of it, 127.0.0.1.
-    """
+    """The ``env://`` variables ``env`` lacks, from SLURM's or Open MPI's own (none where ``RANK`` is set).
+    ``MASTER_ADDR``: ``master_addr``, else the user's export, else the first host of ``SLURM_NODELIST``
+    (``SLURM_JOB_NODELIST``) or, under mpirun, which says nothing of it, 127.0.0.1."""
     rank = next((name for name in _LAUNCHERS if name in env), None)
     if "RANK" in env or rank is None:
         return {"MASTER_PORT": master_port} if master_port and "MASTER_PORT" not in env else {}
@@ -77,32 +71,24 @@ def default_backend() -> str:
     return "hccl"
 
 
-def _set_device(backend: str, local_rank: int) -> None:
-    """nccl and hccl need each rank on its own device before the group is made."""
-    if backend == "nccl":
+def join(run_dir: Path, *, backend: str, timeout: float) -> World:
+    """Join the launcher's world through ``env://``: this rank's `World`, its gloo group beside. ``timeout``
+    bounds the group's collectives (a rank gone for good); `InWorld` ends hangs inside an example."""
+    env = os.environ
+    rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
+    local_rank = int(env.get("LOCAL_RANK", "0"))
+    if backend == "nccl":  # nccl and hccl need each rank on its own device before the group is made
         torch.cuda.set_device(local_rank)
     elif backend == "hccl":
         import torch_npu  # noqa: F401
 
         torch.npu.set_device(local_rank)  # type: ignore[attr-defined]
-
-
-def join(run_dir: Path, *, backend: str, timeout: float) -> World:
-    """Join the launcher's world through ``env://``; returns this rank's `World`, its gloo group beside.
-
-    ``timeout`` bounds the group's collectives (a rank gone for good); hangs inside an example
-    are the engine's to end (`stateful_contract._engine.ranks.in_world`).
-    """
-    env = os.environ
-    rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
-    _set_device(backend, int(env.get("LOCAL_RANK", "0")))
     limit = datetime.timedelta(seconds=timeout)
     attempt = env.get("TORCHELASTIC_RESTART_COUNT", "0")
     if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and attempt != "0":
-        # torchrun's agent keeps one store for every attempt, and env:// adds no prefix per attempt:
-        # gloo's ranks of a restarted job could read the addresses the previous attempt's ranks left
-        # there ("Connection refused" at connectFullMesh). Each attempt gets keys of its own.
-        # (torch.distributed exports both stores; its stubs do not say so.)
+        # torchrun's agent keeps one store for every attempt and env:// adds no per-attempt prefix, so gloo's
+        # ranks of a restarted job could read the previous attempt's addresses ("Connection refused" at
+        # connectFullMesh): each attempt gets keys of its own (both stores exist; torch's stubs omit them).
         store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), size,  # type: ignore[attr-defined]
                               is_master=False, timeout=limit)
         prefixed = dist.PrefixStore(f"/stateful-contract/attempt_{attempt}", store)  # type: ignore[attr-defined]
@@ -136,8 +122,8 @@ def local_pids(run_dir: Path, world_size: int) -> dict[int, int]:
 
 
 def follow(world: World) -> Any:
-    """A rank other than 0: build the handler from rank 0's spec, run its commands until it stops; returns
-    rank 0's last word, ``(STOP, exit status)``."""
+    """A rank other than 0: rank 0's commands, run by a handler built from its spec; its last word,
+    ``(STOP, exit status)``."""
     spec = world.share()
     if isinstance(spec, tuple):  # rank 0 could not even start (an unusable target): its verdict
         return spec
@@ -151,8 +137,7 @@ class InWorld(RankExecutor):
 
     where_hint = "torch.distributed, in the world your launcher starts"
     #: The world this rank joined, its mode (``run``, ``save``, ``resume``) and the user's launch line
-    #: (``srun --ntasks 4 python``), set by `stateful_contract.distributed` around its check, which
-    #: then runs in it (`rank_executor`).
+    #: (``srun --ntasks 4 python``): set by `stateful_contract.distributed` around its check (`rank_executor`).
     joined: ClassVar[tuple[World, str, str] | None] = None
     #: The last one made on this rank: the face reads what it ran (the save manifest) and whether the world broke.
     last: ClassVar[InWorld | None] = None

@@ -1,11 +1,9 @@
 """Starting the ranks the way ``torchrun`` starts them, and making sure none outlives the run.
 
-A *launcher* process (`launcher`) runs torch's ``elastic_launch`` once per phase, each a fresh set
-of ranks (`world.rank_main`): so a hang is ended from outside (the caller kills the launcher's
-session, then whatever carries the run's marker), the ranks are forked from a forkserver that never
-imported the code under test, and the caller's threads and signal handlers are not inherited. A
-launcher costs about 4 s of CPU, so one that ended its run cleanly serves the next check (`give_back`;
-docs/distributed.md; ``STATEFUL_CONTRACT_FRESH_LAUNCHER=1``: one per check).
+A *launcher* process (`launcher`) runs torch's ``elastic_launch`` once per phase, each a fresh set of ranks
+(`world.rank_main`) forked from a forkserver, so a hang is ended from outside (its session, then whatever
+carries the run's marker). It costs about 4 s of CPU, so one that ended its run cleanly serves the next check
+(`give_back`). Why each, and what keeps checks apart: docs/distributed.md, "Ranks that raise, die or hang".
 """
 
 from __future__ import annotations
@@ -47,27 +45,26 @@ MAX_RUNS = 50
 KEPT_FILE = "kept.json"
 #: The file a run's outcome is written to; while it is missing, the run goes on.
 OUTCOME_FILE = "launch-outcome.json"
-#: Environment variables that change from check to check without changing what a rank sees: pytest's
-#: current test, and Hypothesis' home (each check's own directory; a kept launcher's is its own).
+#: Environment variables that change from check to check and not what a rank sees: pytest's current
+#: test, and Hypothesis' home (each check's own; a kept launcher's is its own).
 _HYPOTHESIS_HOME = "HYPOTHESIS_STORAGE_DIRECTORY"
 _VOLATILE = frozenset({"PYTEST_CURRENT_TEST", _HYPOTHESIS_HOME})
 _FRESH_ENV = "STATEFUL_CONTRACT_FRESH_LAUNCHER"
 
-#: The folder this copy of the package is imported from. The ranks must run the same code as
-#: the checker that drives them: ``python -m`` would put the working directory first on
-#: ``sys.path`` (another checkout, say), and an editable install elsewhere could come next.
+#: The folder this copy of the package is imported from: the ranks run the checker's code, where ``python -m``
+#: would put the working directory (another checkout, say) first on ``sys.path``, an editable install next.
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 _LAUNCHER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
              "from stateful_contract._engine.ranks.launcher import serve; sys.exit(serve(sys.argv[1]))")
 
 
 def status_path(run_dir: Path, rank: int) -> Path:
-    """The file where ``rank`` writes what it is doing (read when it dies or hangs)."""
+    """Where ``rank`` writes what it is doing (read when it dies or hangs)."""
     return run_dir / "status" / f"rank{rank}.txt"
 
 
 def board_path(run_dir: Path, rank: int) -> Path:
-    """``rank``'s status log (`stateful_contract._engine.status`): the call into the loader, the program."""
+    """``rank``'s status log (`stateful_contract._engine.status`): its call into the loader, its program."""
     return run_dir / "status" / f"rank{rank}.board"
 
 
@@ -195,10 +192,8 @@ def _forget_in_child() -> None:
 
 def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: float,
                 ranks: dict[str, Any]) -> Launcher:
-    """Start `world.serve` (given ``ranks``, a `world.RankSpec`) on ``world_size`` fresh ranks, phase after
-    phase, in a launcher (on Linux, one kept from an earlier run when one fits); rank 0's return value names
-    the next phase, if any. ``timeout`` bounds the gloo collectives; the caller ends hangs by killing the run.
-    """
+    """`world.serve` (``ranks``: a `world.RankSpec`) on ``world_size`` fresh ranks, phase after phase, in a
+    launcher (a kept one that fits, on Linux); ``timeout`` bounds the gloo collectives; hangs are killed."""
     (run_dir / "status").mkdir(parents=True, exist_ok=True)
     linux = sys.platform.startswith("linux")
     # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.
@@ -233,12 +228,11 @@ def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: fl
 
 
 def _tail(path: Path | None, lines: int = 25) -> str:
-    """The last ``lines`` of a dead rank's stderr that say something, for its failure message."""
+    """The last ``lines`` of a dead rank's stderr that say something."""
     if path is None or not path.is_file():
         return ""
     text = path.read_text(encoding="utf-8", errors="replace")
-    fault = fault_excerpt(text)  # a fatal signal: the loader's frames, not the launcher's below them
-    if fault:
+    if fault := fault_excerpt(text):  # a fatal signal: the loader's frames, not the launcher's below them
         return fault
     kept = [line for line in text.splitlines() if line.strip() and "Warning" not in line
             and "torch.set_vital" not in line]
@@ -246,8 +240,8 @@ def _tail(path: Path | None, lines: int = 25) -> str:
 
 
 def where_ranks_were(run_dir: Path, world_size: int) -> tuple[dict[int, str], dict[int, str]]:
-    """What each rank was doing (its status file, and its call into the loader), and its reproduction
-    up to where it stopped, the call it was in marked (its status log), by rank."""
+    """By rank: what each was doing (its status file, its call into the loader), and its reproduction up
+    to where it stopped (its status log)."""
     doing, programs = {}, {}
     for rank in range(world_size):
         path, board = status_path(run_dir, rank), status.read(board_path(run_dir, rank))

@@ -1,9 +1,8 @@
 """The launcher process: torch's elastic launcher, once per phase, watching every rank's exit.
 
-`serve` reads run directories from its stdin and `run`s each: ``elastic_launch`` (what ``torchrun``
-runs inside) with the spec in ``RUN_DIR/launch.json``, phase after phase, as long as rank 0 names a
-next phase (and, for an elastic restart, its world size); then ``launch-outcome.json`` with every
-failed rank's exit code, error and exit time (see `stateful_contract._engine.ranks.failures`).
+`serve` `run`s each run directory its stdin names: ``elastic_launch`` (what ``torchrun`` runs inside) with
+``RUN_DIR/launch.json``, phase after phase while rank 0 names a next one (and its world size), then
+``launch-outcome.json`` with every failed rank's exit code, error and exit time (`failures`).
 """
 
 from __future__ import annotations
@@ -28,15 +27,11 @@ __all__ = ["run", "serve"]
 
 
 class _ExitWatch:
-    """Every rank's exit code, and when it exited, for one ``elastic_launch`` call.
-
-    torch reports only the rank its monitor noticed first (see the module docstring), so
-    while active this keeps the rank processes torch's launcher starts: it wraps
-    ``torch.multiprocessing.start_processes``, which the launcher calls for function
-    entrypoints, and a thread records the moment each process exits. The time comes from
-    a pidfd (Linux), which is ready when that process ends, even if DataLoader workers it
-    forked still hold its multiprocessing sentinel open; elsewhere from the sentinel.
-    """
+    """Every rank's exit code and time, for one ``elastic_launch`` call: torch reports only the rank its
+    monitor noticed first (`failures`). While active, it wraps ``torch.multiprocessing.start_processes``
+    (what the launcher calls for function entrypoints) to keep the rank processes, and a thread records
+    when each exits: from a pidfd (Linux), ready when the process ends even if DataLoader workers it forked
+    still hold its multiprocessing sentinel open; elsewhere from the sentinel."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir  # the phase's logs: each rank's error file, if its Python wrote one
@@ -92,12 +87,9 @@ class _ExitWatch:
                 os.close(fd)
 
     def failures(self, reported: dict[int, Any]) -> list[dict[str, Any]]:
-        """Every failed rank, by rank: its exit code, error, stderr log and when it exited.
-
-        ``reported`` is ``ChildFailedError.failures``; the ranks it leaves out that exited
-        with a non-zero code are added (with their error file, if their Python wrote one).
-        One node, so a global rank is its local rank.
-        """
+        """Every failed rank, by rank: its exit code, error, stderr log and exit time. ``reported`` is
+        ``ChildFailedError.failures``, to which the ranks it leaves out that exited non-zero are added (with
+        their error file, if their Python wrote one). One node: a global rank is its local rank."""
         from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 
         found: dict[int, tuple[Any, float | None]] = {
@@ -126,12 +118,10 @@ class _ExitWatch:
 
 
 def _start_forkserver() -> None:
-    """Start the process the ranks are forked from, importing torch while this process does too.
-
-    Not ``fork`` from here: by then this process has threads (the rendezvous stores' servers), and a
-    rank forked while one held a lock in C keeps it held forever (glibc's resolver lock, held by the
-    store's server, once stopped a rank in ``getnameinfo``: docs/distributed.md). The forkserver has one.
-    """
+    """Start the process the ranks are forked from, importing torch while this process does too. Not ``fork``
+    from here: this process has threads by then (the rendezvous stores' servers), and a rank forked while one
+    held a lock in C keeps it held forever (glibc's resolver lock once stopped a rank in ``getnameinfo``:
+    docs/distributed.md). The forkserver has one thread."""
     import multiprocessing
     import multiprocessing.forkserver
 
@@ -203,8 +193,7 @@ def run(run_dir: Path) -> None:
 
 
 def serve(marker: str) -> int:
-    """The forkserver started once, then every run sent on stdin (`launch.start_launcher`); ``marker`` is
-    the launcher's own directory."""
+    """The forkserver, then each run whose directory comes on stdin; ``marker``: the launcher's directory."""
     import psutil
 
     if sys.platform.startswith("linux"):  # elsewhere the ranks are spawned (`launch.start_world`)

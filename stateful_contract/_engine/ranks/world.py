@@ -1,9 +1,8 @@
 """Inside a rank: the gloo group, and rank 0 leading the others in lockstep.
 
-Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0
-*leads*: it gets each command from the engine (`serve` relays the caller's; `InWorld` runs on
-rank 0), broadcasts it, runs it and gathers every rank's answer (`World.call`), while the others
-*follow* until told to stop. Hypothesis runs with the engine only: every rank runs the same example.
+Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0 *leads*:
+it broadcasts each of the engine's commands (`serve` relays the caller's; `InWorld` runs on rank 0), runs
+it and gathers every rank's answer (`World.call`); the others *follow* the same example until told to stop.
 """
 
 from __future__ import annotations
@@ -31,12 +30,12 @@ from ..noise import ignore_set_vital
 from ..supervised import POLL
 from .launch import JOIN_TIMEOUT, JOINING, board_path, status_path
 
-__all__ = ["ADDRESS_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
+__all__ = ["PORT_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
 
 #: The command that ends a follower's loop.
 STOP = "stop"
-#: Where rank 0 says where it listens, per phase (written atomically).
-ADDRESS_FILE = "address-{phase}.json"
+#: The port rank 0 listens on (on 127.0.0.1) for the engine's commands, per phase (written atomically).
+PORT_FILE = "port-{phase}.txt"
 
 
 @dataclass
@@ -46,8 +45,8 @@ class World:
     rank: int
     world_size: int
     run_dir: Path
-    #: The gloo group commands and answers travel through (None: the default group, gloo too).
-    #: Beside an nccl or hccl group a gloo one carries Python objects, as DCP does.
+    #: The gloo group commands and answers travel through (None: the default group, gloo too): beside an
+    #: nccl or hccl group, a gloo one carries Python objects, as DCP does.
     group: Any = None
 
     def status(self, doing: str) -> None:
@@ -56,11 +55,8 @@ class World:
 
     def call(self, command: Any, handler: Handler,
              wait: Callable[[Callable[[], bool]], None] | None = None) -> list[Any]:
-        """Leader: run ``command`` on every rank; returns each rank's result, by rank.
-
-        With ``wait``, the gather runs in a thread and ``wait(answered)`` returns once it has
-        (each ``answered()`` looks for up to `POLL`), or raises to give up on it (`InWorld`).
-        """
+        """Leader: each rank's result of ``command``, by rank. With ``wait`` (`InWorld`), the gather runs in a
+        thread and ``wait(answered)`` returns once it has (each ``answered()`` looks up to `POLL` s) or raises."""
         assert self.rank == 0, "only rank 0 leads"
         dist.broadcast_object_list([command], src=0, group=self.group)
         mine = handler(command)
@@ -113,8 +109,8 @@ def rank_main(run_dir: str, phase: str) -> Any:
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
     world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
     # Not formed within JOIN_TIMEOUT: exit 1, every thread's stack in the log, and the launcher starts the
-    # phase again, once (no loader code ran yet). faulthandler's watchdog is a thread of C: it fires even
-    # when the join is stuck in C code holding the interpreter lock, where no Python timer could run.
+    # phase again, once (no loader code ran yet). faulthandler's watchdog, a C thread, fires even when the
+    # join is stuck in C holding the interpreter lock, where no Python timer could run.
     faulthandler.dump_traceback_later(JOIN_TIMEOUT, exit=True, file=sys.stderr)
     try:  # the caller's timeout ends a hang; the group must not give up earlier on its own
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
@@ -152,8 +148,8 @@ class Handler(executors.Handler):
         self.on(world.rank, world.world_size)
 
     def on(self, rank: int, world_size: int) -> None:
-        """Run the next commands as rank ``rank`` of ``world_size``; what its scenarios see (`example.World`):
-        the run's directory, shared by every rank, and this process's status file."""
+        """Run the next commands as rank ``rank`` of ``world_size``; its scenarios see (`example.World`) the
+        run's directory, shared by every rank, and this process's status file."""
         self.rank, self.world_size = rank, world_size
         self.world = SimpleNamespace(rank=rank, world_size=world_size, workdir=self.place.run_dir,
                                      status=self.place.status)
@@ -168,12 +164,9 @@ class Handler(executors.Handler):
         super().doing(text)
 
     def as_ranks(self, size: int, command: tuple[Any, ...]) -> list[Any]:
-        """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` would run it, one after the other.
-
-        In a world the user's launcher started, a world of another size cannot be started:
-        its ranks take turns on this world's processes (rank ``r`` on process ``r % W``).
-        Only for commands that need no collective: SC31's resume reads ``torch.save`` files.
-        """
+        """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` run it, one after the other: in a
+        world the user's launcher started, a world of another size takes turns on its processes (rank ``r`` on
+        process ``r % W``). No collective may run so (SC31's resume reads ``torch.save`` files)."""
         mine = []
         try:
             for rank in range(self.place.rank, size, self.place.world_size):
@@ -198,10 +191,9 @@ def serve(world: World, phase: str, ranks: dict[str, Any]) -> tuple[str | None, 
 
 def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[str | None, int]:
     with Listener(("127.0.0.1", 0), authkey=bytes.fromhex(spec.authkey)) as listener:
-        path = world.run_dir / ADDRESS_FILE.format(phase=phase)
+        path = world.run_dir / PORT_FILE.format(phase=phase)
         partial = path.with_suffix(".tmp")  # renamed into place: the caller polls for it
-        host, port = listener.address
-        partial.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}), encoding="utf-8")
+        partial.write_text(str(listener.address[1]), encoding="utf-8")
         partial.replace(path)
         world.status("waiting for the engine to connect")
         with listener.accept() as conn:
@@ -211,8 +203,8 @@ def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[s
                     if command[0] == STOP:  # (STOP, the next phase or None, its world size)
                         conn.send_bytes(pickle.dumps("stopping"))
                         return command[1], command[2]
-                    # Plain pickle, not multiprocessing's: tensors travel as data, not as
-                    # shared-memory handles the other process may not open.
+                    # Plain pickle, not multiprocessing's: tensors travel as data, not as shared-memory
+                    # handles the other process may not open.
                     conn.send_bytes(pickle.dumps(world.call(command, handler)))
                     world.status("waiting for the next command")
             finally:
