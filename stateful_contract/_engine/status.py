@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Board", "BoardView", "calling", "command", "deadline", "install", "read", "watch"]
+__all__ = ["Board", "BoardView", "calling", "command", "deadline", "install", "note", "read", "watch"]
 
 _LEAVE = b'{"in_call": false}\n'
 
@@ -27,8 +28,9 @@ class Board:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         self._enter = b""
         self._label = self._label_next = self._program = ""
-        # The first line tells this log from an earlier one at the same path (a reader's cache).
-        self._write({"pid": os.getpid(), "opened": time.time_ns()})
+        # The first line tells this log from an earlier one at the same path (a reader's cache), and where
+        # the process runs (a rank's pid means something on its host only).
+        self._write({"pid": os.getpid(), "host": socket.gethostname(), "opened": time.time_ns()})
 
     def _write(self, event: dict[str, Any]) -> None:
         os.write(self._fd, (json.dumps(event) + "\n").encode())
@@ -36,6 +38,10 @@ class Board:
     def command(self, text: str) -> None:  # what the process was asked to do (an example, a run...)
         self._program = ""
         self._write({"command": text})
+
+    def note(self, text: str) -> None:
+        """What the process does now, within its command (a rank joining its group, saving with DCP)."""
+        self._write({"note": text})
 
     def enter(self, label: str) -> None:
         if label != self._label:
@@ -74,14 +80,16 @@ class Board:
 class BoardView:
     """What a log said when it was read."""
 
+    #: What the process was last said to be doing: its command, or a note within it (`Board.note`).
     command: str = ""
     call: str = ""
     in_call: bool = False
     program: str = ""
     #: The example timeout running (``time.monotonic()`` start, seconds), if any.
     deadline: tuple[float, float] | None = None
-    #: The process that wrote the log (0: none yet).
+    #: The process that wrote the log (0: none yet), and its host.
     pid: int = 0
+    host: str = ""
 
     @property
     def during(self) -> str:
@@ -114,7 +122,9 @@ def read(path: Path) -> BoardView:
         except ValueError:
             continue
         if "command" in event:
-            state = {"pid": state.get("pid", 0), "command": event["command"]}
+            state = {"command": event["command"]}
+        elif "note" in event:
+            state["command"] = event["note"]
         elif "call" in event:
             state.update(call=event["call"], in_call=True)
         elif "more" in event:
@@ -124,10 +134,11 @@ def read(path: Path) -> BoardView:
     _READ[path] = (first, offset + end, state)
     if len(_READ) > 64:  # the logs of children long gone
         del _READ[next(iter(_READ))]
-    deadline = state.get("deadline")
+    deadline, opened = state.get("deadline"), json.loads(first) if first.endswith(b"\n") else {}
     return BoardView(command=state.get("command", ""), call=state.get("call", ""),
                      in_call=bool(state.get("in_call")), program=state.get("program", ""),
-                     deadline=(deadline[0], deadline[1]) if deadline else None, pid=state.get("pid", 0))
+                     deadline=(deadline[0], deadline[1]) if deadline else None, pid=opened.get("pid", 0),
+                     host=opened.get("host", ""))
 
 
 #: This process's status board (None: none).
@@ -154,6 +165,11 @@ def deadline(started: float, seconds: float) -> None:
 def command(text: str) -> None:
     if _BOARD is not None:
         _BOARD.command(text)
+
+
+def note(text: str) -> None:
+    if _BOARD is not None:
+        _BOARD.note(text)
 
 
 def watch(program: Any, config_code: str) -> None:

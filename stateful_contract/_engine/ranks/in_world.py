@@ -21,13 +21,13 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed as dist
 
-from .. import steps
+from .. import status, steps
 from ..guard import frozen
 from ..plans import Alignment
 from ..processes import alive
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome, RankFailure
-from .launch import where_ranks_were
+from .launch import board_path, where_ranks_were
 from .world import Handler, World
 
 __all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launcher_env", "local_pids"]
@@ -97,28 +97,14 @@ def join(run_dir: Path, *, backend: str, timeout: float) -> World:
         dist.init_process_group(backend, init_method="env://", timeout=limit)
     # A gloo group for Python objects; the default group already is one on gloo.
     group: Any = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=limit)
-    world = World(rank, size, run_dir, group=group)
     (run_dir / "status").mkdir(parents=True, exist_ok=True)
-    # Where each rank runs, for the message when one goes away (a pid means something on its host only).
-    _host_file(run_dir, rank).write_text(f"{socket.gethostname()} {os.getpid()}\n", encoding="utf-8")
-    return world
-
-
-def _host_file(run_dir: Path, rank: int) -> Path:
-    return run_dir / "status" / f"rank{rank}.host"
+    return World(rank, size, run_dir, group=group)  # its status log says where it runs (`local_pids`)
 
 
 def local_pids(run_dir: Path, world_size: int) -> dict[int, int]:
-    """The process of each rank that runs on this host (as each wrote when it joined), by rank."""
-    found = {}
-    for rank in range(world_size):
-        try:
-            host, pid = _host_file(run_dir, rank).read_text(encoding="utf-8").split()
-        except (OSError, ValueError):
-            continue
-        if host == socket.gethostname():
-            found[rank] = int(pid)
-    return found
+    """The process of each rank that runs on this host (its status log's first line), by rank."""
+    boards = {rank: status.read(board_path(run_dir, rank)) for rank in range(world_size)}
+    return {rank: board.pid for rank, board in boards.items() if board.pid and board.host == socket.gethostname()}
 
 
 def follow(world: World) -> Any:

@@ -27,7 +27,7 @@ from ..processes import MARKER_ENV, fault_excerpt, kill_marked, kill_session, pr
 from .failures import LaunchOutcome, RankFailure, order_failures
 
 __all__ = ["JOIN_TIMEOUT", "KEPT_FILE", "Launcher", "board_path", "close_kept", "finish_world", "left_behind",
-           "start_launcher", "start_world", "status_path", "where_ranks_were"]
+           "start_launcher", "start_world", "where_ranks_were"]
 
 #: How often the elastic agent polls its ranks: a failure is noticed within this.
 MONITOR_INTERVAL = 0.05
@@ -56,11 +56,6 @@ _FRESH_ENV = "STATEFUL_CONTRACT_FRESH_LAUNCHER"
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 _LAUNCHER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
              "from stateful_contract._engine.ranks.launcher import serve; sys.exit(serve(sys.argv[1]))")
-
-
-def status_path(run_dir: Path, rank: int) -> Path:
-    """Where ``rank`` writes what it is doing (read when it dies or hangs)."""
-    return run_dir / "status" / f"rank{rank}.txt"
 
 
 def board_path(run_dir: Path, rank: int) -> Path:
@@ -240,14 +235,12 @@ def _tail(path: Path | None, lines: int = 25) -> str:
 
 
 def where_ranks_were(run_dir: Path, world_size: int) -> tuple[dict[int, str], dict[int, str]]:
-    """By rank: what each was doing (its status file, its call into the loader), and its reproduction up
-    to where it stopped (its status log)."""
+    """By rank, from its status log: what each was doing (and its call into the loader), and its reproduction
+    up to where it stopped."""
     doing, programs = {}, {}
     for rank in range(world_size):
-        path, board = status_path(run_dir, rank), status.read(board_path(run_dir, rank))
-        doing[rank] = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
-        if board.call:
-            doing[rank] += f", {board.during}"
+        board = status.read(board_path(run_dir, rank))
+        doing[rank] = board.command + (f", {board.during}" if board.call else "")
         if board.program:
             programs[rank] = board.program + ("  # <- this rank stopped here" if board.in_call else "")
     return doing, programs

@@ -20,8 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import status
 from .failures import SHUTDOWN_GRACE
-from .launch import JOINING, KEPT_FILE, MONITOR_INTERVAL, OUTCOME_FILE, SPEC_FILE, status_path
+from .launch import JOINING, KEPT_FILE, MONITOR_INTERVAL, OUTCOME_FILE, SPEC_FILE, board_path
 
 __all__ = ["run", "serve"]
 
@@ -176,12 +177,9 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
 
 
 def _all_joined(run_dir: Path, world_size: int) -> bool:
-    """Whether every rank of the phase got past ``init_process_group`` (its status says so)."""
-    try:
-        return not any(status_path(run_dir, rank).read_text(encoding="utf-8").startswith(JOINING)
-                       for rank in range(world_size))
-    except OSError:  # not even started
-        return False
+    """Whether every rank of the phase got past ``init_process_group`` (its status log says so)."""
+    boards = [status.read(board_path(run_dir, rank)) for rank in range(world_size)]
+    return all(board.pid and not board.command.startswith(JOINING) for board in boards)  # pid 0: not started
 
 
 def run(run_dir: Path) -> None:

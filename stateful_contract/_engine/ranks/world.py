@@ -28,7 +28,7 @@ from .. import executors, status, steps
 from ..guard import frozen
 from ..noise import ignore_set_vital
 from ..supervised import POLL
-from .launch import JOIN_TIMEOUT, JOINING, board_path, status_path
+from .launch import JOIN_TIMEOUT, JOINING, board_path
 
 __all__ = ["PORT_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
 
@@ -49,9 +49,12 @@ class World:
     #: nccl or hccl group, a gloo one carries Python objects, as DCP does.
     group: Any = None
 
+    def __post_init__(self) -> None:
+        status.install(status.Board(board_path(self.run_dir, self.rank)))  # read if the rank dies or hangs
+
     def status(self, doing: str) -> None:
         """Record what this rank is doing, for the message if it dies or hangs."""
-        status_path(self.run_dir, self.rank).write_text(doing + "\n", encoding="utf-8")
+        status.note(doing)
 
     def call(self, command: Any, handler: Handler,
              wait: Callable[[Callable[[], bool]], None] | None = None) -> list[Any]:
@@ -137,19 +140,18 @@ class RankSpec:
 
 
 class Handler(executors.Handler):
-    """Runs the engine's commands on this process's rank (or ranks: `as_ranks`), its status log installed."""
+    """Runs the engine's commands on this process's rank (or ranks: `as_ranks`)."""
 
     def __init__(self, world: World, spec: RankSpec) -> None:
         from ..._target import load_target
 
-        status.install(status.Board(board_path(world.run_dir, world.rank)))
         super().__init__(load_target(spec.target), spec.factory_import, spec.alignment, spec.timeout)
         self.place = world
         self.on(world.rank, world.world_size)
 
     def on(self, rank: int, world_size: int) -> None:
         """Run the next commands as rank ``rank`` of ``world_size``; its scenarios see (`example.World`) the
-        run's directory, shared by every rank, and this process's status file."""
+        run's directory, shared by every rank, and this process's status log."""
         self.rank, self.world_size = rank, world_size
         self.world = SimpleNamespace(rank=rank, world_size=world_size, workdir=self.place.run_dir,
                                      status=self.place.status)
@@ -157,11 +159,6 @@ class Handler(executors.Handler):
 
     def config(self, config: LoaderConfig) -> LoaderConfig:
         return replace(config, rank=self.rank, world_size=self.world_size)
-
-    def doing(self, text: str) -> None:
-        """What this rank now does, in its status file and its status log."""
-        self.place.status(text)
-        super().doing(text)
 
     def as_ranks(self, size: int, command: tuple[Any, ...]) -> list[Any]:
         """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` run it, one after the other: in a
