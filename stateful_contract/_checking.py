@@ -7,10 +7,16 @@ still run through that form, so a single run reveals every bug.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hypothesis import configuration
 
 from ._engine.executors import Executor, FactoryProblem, InProcess
 from ._engine.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
@@ -18,7 +24,6 @@ from ._engine.noise import ignore_set_vital
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation, Supervised, choose_isolation
 from ._faces import hint_clauses, hint_exitfirst, in_face
 from ._run import Progress, _Run
-from ._storage import no_hypothesis_files
 from ._target import describe_factory, factory_import_line, import_line, load_target
 from .clauses import CLAUSES
 from .config import LoaderConfig
@@ -31,6 +36,11 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "CheckInterrupted", "CheckOptions", "FactoryError", "Isolation", "OptionError",
            "Progress", "check"]
+
+
+#: Read by Hypothesis in a process that has not chosen a home yet: set while the
+#: contract runs, for the processes it starts (the ranks of a multi-rank check).
+STORAGE_ENV = "HYPOTHESIS_STORAGE_DIRECTORY"
 
 
 class FactoryError(Exception):
@@ -157,3 +167,39 @@ def check(
     if interrupted:
         raise CheckInterrupted(report)
     return report
+
+
+def _current_home() -> Path:
+    """The directory Hypothesis writes under now (``.hypothesis`` in the import directory by default)."""
+    where = configuration.storage_directory(intent_to_write=False)
+    if isinstance(where, Path):  # before Hypothesis 6.152.0, the home's Path itself
+        return where
+    return where.home_directory
+
+
+@contextlib.contextmanager
+def no_hypothesis_files() -> Iterator[Path]:
+    """Run the body, and the processes it starts, with Hypothesis' home in a temporary directory
+    (yielded, deleted afterwards), restored afterwards so the user's own Hypothesis tests in the same
+    process keep theirs. Not thread-safe: the home is a process-wide global of Hypothesis.
+
+    With ``database=None`` Hypothesis (since 6.131.1) still caches the constants it takes from the
+    source of every local module under its home, ``.hypothesis/constants/`` in the directory it was
+    imported from (``constants_from_module``, reached from the first example drawn), and no setting
+    turns that off. Nothing is lost: it rebuilds that cache from the sources when it is missing.
+    """
+    previous_home = _current_home()
+    previous_env = os.environ.get(STORAGE_ENV)
+    prefix = "stateful-contract-hypothesis-"
+    with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
+        home = Path(tmp) / ".hypothesis"
+        configuration.set_hypothesis_home_dir(home)
+        os.environ[STORAGE_ENV] = str(home)
+        try:
+            yield home
+        finally:
+            configuration.set_hypothesis_home_dir(previous_home)
+            if previous_env is None:
+                os.environ.pop(STORAGE_ENV, None)
+            else:
+                os.environ[STORAGE_ENV] = previous_env

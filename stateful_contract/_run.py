@@ -107,15 +107,15 @@ class _Run:
                    and self.resumes_in_a_sibling(c) else None)
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
         with collecting() as advised:
+            passed: list[tuple[LoaderConfig, Any]] = []
             if self.replay is not None and c.budget != "once":
                 # SC18 replays the config alone.
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
                 failed = replay_one(c, self.executor, config, plan)
                 outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
                            else replace(failed.outcome, reproduction=failed.reproduction, examples=1))
-                passed = [(config, plan)] if outcome.status == "passed" else []
+                passed += [(config, plan)] if outcome.status == "passed" else []
             else:
-                passed = []
                 outcome = search(c, self.executor, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
@@ -213,7 +213,7 @@ class _Run:
         try:
             self.executor.start()
         except StartFailed as e:  # the first loader could not even be built (a hang, a dead rank)
-            for c in run_order(self.selected):
+            for c in order:
                 self.record(c, self.outcome_of_run(c, e.run), e.run.seconds)
             return
         self.probe()

@@ -196,9 +196,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.svg is None and args.endpoint is None:
         print(json.dumps(endpoint_json(report), indent=2))
-        return 0
     write_badge(report, svg=args.svg, endpoint=args.endpoint)
-    for path in (args.svg, args.endpoint):
-        if path is not None:
-            print(f"wrote {path}")
+    for path in filter(None, (args.svg, args.endpoint)):
+        print(f"wrote {path}")
     return 0

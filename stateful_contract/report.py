@@ -182,10 +182,7 @@ class Report:
     @property
     def coverage(self) -> dict[str, int]:
         """What the search covered, summed over the clauses."""
-        total: Counter[str] = Counter()
-        for r in self.results:
-            total.update(r.coverage)
-        return dict(total)
+        return dict(sum((Counter(r.coverage) for r in self.results), Counter[str]()))
 
     @property
     def deviations(self) -> dict[str, str]:
