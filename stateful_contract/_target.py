@@ -22,7 +22,6 @@ class TargetError(Exception):
 
 
 def load_target(spec: str) -> Callable[..., Any]:
-    """The callable named by ``spec``."""
     module_part, sep, attr = spec.rpartition(":")
     if not sep or not module_part or not attr:
         raise TargetError(f"target {spec!r} must look like package.module:factory or path/to/file.py:factory")

@@ -94,8 +94,6 @@ def _expected(items: Sequence[str]) -> dict[str, str]:
 
 #: The flag of each `CheckOptions` field whose flag is not its name with dashes.
 _FLAGS = {"clauses": "--clause", "expected_failures": "--expect-fail", "isolation": "--in-process"}
-
-
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 
 
@@ -201,7 +199,6 @@ def _usage(message: str) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    """MindSpeed-MM's wrapper and the reference wrapper, side by side."""
     reports = []
     for label, target in DEMO_TARGETS:
         print(f"checking the {label} ({target}) ...", file=sys.stderr)
@@ -303,11 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The ``stateful-contract`` command (and ``python -m stateful_contract``).
-
-    Interrupted, it leaves at once once the partial report is written: tearing down an
-    interpreter that imported torch takes most of a second, and Ctrl-C promises less.
-    """
+    """The ``stateful-contract`` command (and ``python -m stateful_contract``). Interrupted, it leaves once
+    the partial report is written: tearing down an interpreter that imported torch takes most of a second."""
     code = main()
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
         for stream in (sys.stdout, sys.stderr):
