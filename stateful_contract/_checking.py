@@ -21,21 +21,20 @@ from hypothesis import configuration
 from ._engine.executors import Executor, FactoryProblem, InProcess
 from ._engine.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ._engine.noise import ignore_set_vital
-from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation, Supervised, choose_isolation
+from ._engine.supervised import Supervised, choose_isolation
 from ._faces import hint_clauses, hint_exitfirst, in_face
 from ._run import Progress, _Run
-from ._target import describe_factory, factory_import_line, import_line, load_target
+from ._target import describe_factory, factory_import_line, load_target
 from .clauses import CLAUSES
 from .config import LoaderConfig
-from .options import CheckKeywords, CheckOptions, OptionError
+from .options import CheckKeywords, CheckOptions
 from .profiles import get_profile
 from .report import Report
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "CheckInterrupted", "CheckOptions", "FactoryError", "Isolation", "OptionError",
-           "Progress", "check"]
+__all__ = ["CheckInterrupted", "FactoryError", "Progress", "check", "no_hypothesis_files"]
 
 
 #: Read by Hypothesis in a process that has not chosen a home yet: set while the
@@ -89,11 +88,8 @@ def check(
     spec = factory if isinstance(factory, str) else None
     if isinstance(factory, str):
         factory = load_target(factory)
-        if factory_import is None:
-            factory_import = import_line(spec or "") + (
-                "().make_loader" if getattr(factory, "__name__", "") == "make_loader" else "")
     target = target or spec or describe_factory(factory)
-    factory_import = factory_import or factory_import_line(factory)
+    factory_import = factory_import or factory_import_line(factory, spec)
     notes = [f"expected failure {unknown!r} names no clause" for unknown in opts.unknown_expected]
     selected = opts.selected
     example_timeout = prof.timeout if opts.timeout is None else opts.timeout

@@ -16,8 +16,7 @@ from xdist.scheduler import LoadGroupScheduling, LoadScopeScheduling
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["WORKER_OUTPUT", "ContractGroupScheduling", "ContractScheduling", "XdistHooks", "contract_scope",
-           "merge_report"]
+__all__ = ["ContractGroupScheduling", "XdistHooks", "contract_scope", "merge_report"]
 
 #: The key of a worker's reports in its ``workeroutput``: class node id -> report as a dict.
 WORKER_OUTPUT = "stateful_contract_reports"

@@ -31,8 +31,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
 from . import badge, export, replay
-from ._checking import DEFAULT_MEMORY_LIMIT, CheckInterrupted, FactoryError, check
+from ._checking import CheckInterrupted, FactoryError, check
 from ._engine.guard import sigint_ignored
+from ._engine.supervised import DEFAULT_MEMORY_LIMIT
 from ._faces import speaking
 from ._render import SHOWN, ran, render_failures, render_report, story, summary_line
 from ._target import TargetError

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from .options import CheckKeywords
     from .report import Report
 
-__all__ = ["LEGACY_PREFIX", "MARKER", "PROFILE_ENV", "PROFILE_INI", "REPORTS", "clause_tests", "report_paths",
-           "run_options", "run_profile", "run_seed"]
+__all__ = ["MARKER", "REPORTS", "clause_tests", "report_paths", "run_options", "run_profile", "run_seed"]
 
 #: The marker put on every clause test.
 MARKER = "stateful_contract"

@@ -13,9 +13,9 @@ from typing import Any, ClassVar, final
 
 import pytest
 
-from ._checking import DEFAULT_MEMORY_LIMIT, FactoryError, check
+from ._checking import FactoryError, check
 from ._engine.plans import Alignment
-from ._engine.supervised import Isolation
+from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ._faces import speaking
 from ._render import render_result
 from ._target import factory_import_line
