@@ -66,22 +66,20 @@ def check(
 ) -> Report:
     """Run the StatefulLoader contract against ``factory`` and return one record per clause.
 
-    ``factory(config)`` must return a fresh loader on each call; it may also be given
-    as a ``"module:factory"`` / ``"path/file.py:factory"`` string (required for
-    ``world_size > 1``: every rank imports it by name).
+    ``factory(config)`` must return a fresh loader on each call; it may also be given as a
+    ``"module:factory"`` / ``"path/file.py:factory"`` string (required for ``world_size > 1``: every
+    rank imports it by name).
 
     The options are a `CheckOptions` (``check(factory, options)``), its fields as keywords
-    (``check(factory, profile="dev", clauses=["SC10"])``), or both: the keywords change those
-    fields of ``options``. A wrong value raises `OptionError` before anything runs; `CheckOptions`
-    says what each field does.
+    (``check(factory, profile="dev", clauses=["SC10"])``), or both (the keywords change those fields). A
+    wrong value raises `OptionError` before anything runs; `CheckOptions` says what each field does.
 
-    The other keywords are about this call: ``target`` labels the report, ``factory_import``
-    is the line a reproduction uses to get the factory (the faces pass theirs),
-    ``progress`` is called as the check goes, and ``replay=(config, plan)`` runs that one
-    example instead of searching.
+    The other keywords are about this call: ``target`` labels the report, ``factory_import`` is the line a
+    reproduction uses to get the factory (the faces pass theirs), ``progress`` is called as the check goes,
+    and ``replay=(config, plan)`` runs that one example instead of searching.
 
-    Raises `FactoryError` when the factory cannot build a loader at all, and
-    `CheckInterrupted` (a `KeyboardInterrupt`, with the partial report) on Ctrl-C.
+    Raises `FactoryError` when the factory cannot build a loader at all, and `CheckInterrupted` (a
+    `KeyboardInterrupt`, with the partial report) on Ctrl-C.
     """
     opts = CheckOptions(**keywords) if options is None else options.replace(**keywords)
     prof = get_profile(opts.profile)

@@ -6,12 +6,11 @@
     stateful-contract replay report.json SC10   # only the recorded failing example of SC10, again
     stateful-contract clauses              # the catalogue
 
-Exit status of ``check``: 0 when every clause that ran passed or failed as declared,
-1 when a clause failed (a loader that crashed, hung or ran out of memory included) or an
-expected failure passed, 2 when the command line is wrong or the target cannot be used at
-all (import error, missing attribute, factory raising, returning a non-loader or the same
-loader twice), 130 when interrupted by Ctrl-C (143 by SIGTERM), after writing the partial
-report.
+Exit status of ``check``: 0 when every clause that ran passed or failed as declared, 1 when a clause failed (a
+loader that crashed, hung or ran out of memory included) or an expected failure passed, 2 when the command
+line is wrong or the target cannot be used at all (import error, missing attribute, factory raising, returning
+a non-loader or the same loader twice), 130 when interrupted by Ctrl-C (143 by SIGTERM), after writing the
+partial report.
 """
 
 from __future__ import annotations
