@@ -63,10 +63,8 @@ class XdistHooks:
         self.reports = reports
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
-        dist = config.getvalue("dist")
-        if dist in ("load", "loadgroup"):
-            return (ContractScheduling if dist == "load" else ContractGroupScheduling)(config, log)
-        return None  # xdist's own scheduler for the mode chosen
+        ours = {"load": ContractScheduling, "loadgroup": ContractGroupScheduling}.get(config.getvalue("dist"))
+        return None if ours is None else ours(config, log)  # None: xdist's own scheduler for the mode chosen
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(session.config, "workerinput"):  # a worker

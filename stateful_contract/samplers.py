@@ -86,7 +86,6 @@ class DistributedBatchSampler(Sampler[list[int]]):
         self.sampler.set_epoch(epoch)
 
     def batches(self, epoch: int) -> list[list[int]]:
-        """This rank's batches of ``epoch``."""
         current = self.sampler.epoch
         self.sampler.epoch = epoch
         try:
