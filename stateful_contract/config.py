@@ -9,7 +9,6 @@ contract can still say which samples it lost or repeated.
 from __future__ import annotations
 
 import functools
-import itertools
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,9 +69,7 @@ def shards(order: list[int], n_shards: int) -> list[list[int]]:
     (the first ``len(order) % n_shards`` one longer; some empty when ``n_shards`` is larger)."""
     if n_shards < 1:
         raise ValueError(f"n_shards must be >= 1, got {n_shards}")
-    size, longer = divmod(len(order), n_shards)
-    starts = [k * size + min(k, longer) for k in range(n_shards + 1)]
-    return [order[start:end] for start, end in itertools.pairwise(starts)]
+    return [part.tolist() for part in torch.tensor(order, dtype=torch.long).tensor_split(n_shards)]
 
 
 class TokenIterable(IterableDataset):  # type: ignore[type-arg]
