@@ -90,9 +90,8 @@ def _legacy_profile() -> str | None:
 
 
 def run_profile(config: pytest.Config | None) -> str | None:
-    """The engine profile the run chooses, or None to leave it to each class's ``profile``. In order:
-    ``--stateful-contract-profile``, a loaded ``--hypothesis-profile stateful-contract-<name>`` (deprecated),
-    ``STATEFUL_CONTRACT_PROFILE``, the ini key ``stateful_contract_profile``. Without this plugin
+    """The engine profile the run chooses, in the order docs/pytest.md gives ("Choosing the profile for a
+    whole run"), or None to leave it to each class's ``profile``. Without this plugin
     (``-p no:stateful_contract``) the environment variable and the deprecated profile still apply."""
     option = config.getoption("stateful_contract_profile", default=None) if config is not None else None
     if chosen := option or _legacy_profile():
@@ -117,9 +116,8 @@ def run_seed(config: pytest.Config | None) -> int | None:
 
 
 def run_options(config: pytest.Config | None) -> CheckKeywords:
-    """The `CheckOptions` fields this pytest run chooses for every contract class, over the class's own:
-    the profile and the seed chosen above, and ``exitfirst`` under pytest's ``-x`` (``--maxfail=1``),
-    which would stop at the first failing clause test anyway."""
+    """The `CheckOptions` fields this run chooses for every contract class, over the class's own: the
+    profile and seed above, and ``exitfirst`` under ``-x`` (``--maxfail=1``), which stops there anyway."""
     chosen: CheckKeywords = {}
     if (profile := run_profile(config)) is not None:
         chosen["profile"] = profile
@@ -132,9 +130,8 @@ def run_options(config: pytest.Config | None) -> CheckKeywords:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    """With ``--hypothesis-show-statistics``, the contract's searches show in Hypothesis' statistics: they run
-    inside the class fixture, where Hypothesis' plugin does not listen, so they are collected here and shown
-    under each clause's test."""
+    """With ``--hypothesis-show-statistics``, each clause's test shows its search's statistics: the search
+    runs inside the class fixture, where Hypothesis' plugin does not listen, so they are collected here."""
     callspec = getattr(item, "callspec", None)
     if (callspec is None or "clause_id" not in callspec.params
             or not item.config.getoption("hypothesis_show_statistics", default=False)):
