@@ -7,9 +7,8 @@
 The contract's clauses (SC01...) are listed in `CLAUSES`; `StatefulLoader` is the
 typing Protocol a checkpointable loader satisfies.
 
-Names are imported on first use: the pytest plugin, registered for every pytest run
-in an environment where this package is installed, must not import torch (seconds)
-in test runs that never touch the contract.
+Names are imported on first use: the pytest plugin, registered for every pytest run in an environment where
+this package is installed, must not import torch (seconds) in test runs that never touch the contract.
 """
 
 from __future__ import annotations

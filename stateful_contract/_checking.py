@@ -7,30 +7,39 @@ still run through that form, so a single run reveals every bug.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hypothesis import configuration
 
 from ._engine.executors import Executor, FactoryProblem, InProcess
 from ._engine.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ._engine.noise import ignore_set_vital
-from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation, Supervised, choose_isolation
+from ._engine.supervised import Supervised, choose_isolation
 from ._faces import hint_clauses, hint_exitfirst, in_face
 from ._run import Progress, _Run
-from ._storage import no_hypothesis_files
-from ._target import describe_factory, factory_import_line, import_line, load_target
+from ._target import describe_factory, factory_import_line, load_target
 from .clauses import CLAUSES
 from .config import LoaderConfig
-from .options import CheckKeywords, CheckOptions, OptionError
+from .options import CheckKeywords, CheckOptions
 from .profiles import get_profile
 from .report import Report
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "CheckInterrupted", "CheckOptions", "FactoryError", "Isolation", "OptionError",
-           "Progress", "check"]
+__all__ = ["CheckInterrupted", "FactoryError", "Progress", "check", "no_hypothesis_files"]
+
+
+#: Read by Hypothesis in a process that has not chosen a home yet: set while the
+#: contract runs, for the processes it starts (the ranks of a multi-rank check).
+STORAGE_ENV = "HYPOTHESIS_STORAGE_DIRECTORY"
 
 
 class FactoryError(Exception):
@@ -57,33 +66,28 @@ def check(
 ) -> Report:
     """Run the StatefulLoader contract against ``factory`` and return one record per clause.
 
-    ``factory(config)`` must return a fresh loader on each call; it may also be given
-    as a ``"module:factory"`` / ``"path/file.py:factory"`` string (required for
-    ``world_size > 1``: every rank imports it by name).
+    ``factory(config)`` must return a fresh loader on each call; it may also be given as a
+    ``"module:factory"`` / ``"path/file.py:factory"`` string (required for ``world_size > 1``: every
+    rank imports it by name).
 
     The options are a `CheckOptions` (``check(factory, options)``), its fields as keywords
-    (``check(factory, profile="dev", clauses=["SC10"])``), or both: the keywords change those
-    fields of ``options``. A wrong value raises `OptionError` before anything runs; `CheckOptions`
-    says what each field does.
+    (``check(factory, profile="dev", clauses=["SC10"])``), or both (the keywords change those fields). A
+    wrong value raises `OptionError` before anything runs; `CheckOptions` says what each field does.
 
-    The other keywords are about this call: ``target`` labels the report, ``factory_import``
-    is the line a reproduction uses to get the factory (the faces pass theirs),
-    ``progress`` is called as the check goes, and ``replay=(config, plan)`` runs that one
-    example instead of searching.
+    The other keywords are about this call: ``target`` labels the report, ``factory_import`` is the line a
+    reproduction uses to get the factory (the faces pass theirs), ``progress`` is called as the check goes,
+    and ``replay=(config, plan)`` runs that one example instead of searching.
 
-    Raises `FactoryError` when the factory cannot build a loader at all, and
-    `CheckInterrupted` (a `KeyboardInterrupt`, with the partial report) on Ctrl-C.
+    Raises `FactoryError` when the factory cannot build a loader at all, and `CheckInterrupted` (a
+    `KeyboardInterrupt`, with the partial report) on Ctrl-C.
     """
     opts = CheckOptions(**keywords) if options is None else options.replace(**keywords)
     prof = get_profile(opts.profile)
     spec = factory if isinstance(factory, str) else None
     if isinstance(factory, str):
         factory = load_target(factory)
-        if factory_import is None:
-            factory_import = import_line(spec or "") + (
-                "().make_loader" if getattr(factory, "__name__", "") == "make_loader" else "")
     target = target or spec or describe_factory(factory)
-    factory_import = factory_import or factory_import_line(factory)
+    factory_import = factory_import or factory_import_line(factory, spec)
     notes = [f"expected failure {unknown!r} names no clause" for unknown in opts.unknown_expected]
     selected = opts.selected
     example_timeout = prof.timeout if opts.timeout is None else opts.timeout
@@ -157,3 +161,39 @@ def check(
     if interrupted:
         raise CheckInterrupted(report)
     return report
+
+
+def _current_home() -> Path:
+    """The directory Hypothesis writes under now (``.hypothesis`` in the import directory by default)."""
+    where = configuration.storage_directory(intent_to_write=False)
+    if isinstance(where, Path):  # before Hypothesis 6.152.0, the home's Path itself
+        return where
+    return where.home_directory
+
+
+@contextlib.contextmanager
+def no_hypothesis_files() -> Iterator[Path]:
+    """Run the body, and the processes it starts, with Hypothesis' home in a temporary directory
+    (yielded, deleted afterwards), restored afterwards so the user's own Hypothesis tests in the same
+    process keep theirs. Not thread-safe: the home is a process-wide global of Hypothesis.
+
+    With ``database=None`` Hypothesis (since 6.131.1) still caches the constants it takes from the
+    source of every local module under its home, ``.hypothesis/constants/`` in the directory it was
+    imported from (``constants_from_module``, reached from the first example drawn), and no setting
+    turns that off. Nothing is lost: it rebuilds that cache from the sources when it is missing.
+    """
+    previous_home = _current_home()
+    previous_env = os.environ.get(STORAGE_ENV)
+    prefix = "stateful-contract-hypothesis-"
+    with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
+        home = Path(tmp) / ".hypothesis"
+        configuration.set_hypothesis_home_dir(home)
+        os.environ[STORAGE_ENV] = str(home)
+        try:
+            yield home
+        finally:
+            configuration.set_hypothesis_home_dir(previous_home)
+            if previous_env is None:
+                os.environ.pop(STORAGE_ENV, None)
+            else:
+                os.environ[STORAGE_ENV] = previous_env

@@ -100,27 +100,27 @@ class _Run:
             return self.outcome_of_run(c, self.load_failed)
         restarted = c.restarted()
         worlds = c.fresh_worlds(self.executor.world_size)
-        fresh = restarted is not None and bool(worlds) and getattr(self.executor, "fresh_processes", True)
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
         # now, its imports overlap the search.
         pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
                    and self.resumes_in_a_sibling(c) else None)
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
         with collecting() as advised:
+            passed: list[tuple[LoaderConfig, Any]] = []
             if self.replay is not None and c.budget != "once":
                 # SC18 replays the config alone.
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
                 failed = replay_one(c, self.executor, config, plan)
                 outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
                            else replace(failed.outcome, reproduction=failed.reproduction, examples=1))
-                passed = [(config, plan)] if outcome.status == "passed" else []
+                if outcome.status == "passed":
+                    passed.append((config, plan))
             else:
-                passed = []
                 outcome = search(c, self.executor, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
             if outcome.status == "passed" and restarted is not None and passed and worlds:
-                if fresh:
+                if getattr(self.executor, "fresh_processes", True):
                     outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
                 else:
                     # In a launcher's world, a later launch resumes them.
@@ -213,7 +213,7 @@ class _Run:
         try:
             self.executor.start()
         except StartFailed as e:  # the first loader could not even be built (a hang, a dead rank)
-            for c in run_order(self.selected):
+            for c in order:
                 self.record(c, self.outcome_of_run(c, e.run), e.run.seconds)
             return
         self.probe()

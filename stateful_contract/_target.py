@@ -22,7 +22,6 @@ class TargetError(Exception):
 
 
 def load_target(spec: str) -> Callable[..., Any]:
-    """The callable named by ``spec``."""
     module_part, sep, attr = spec.rpartition(":")
     if not sep or not module_part or not attr:
         raise TargetError(f"target {spec!r} must look like package.module:factory or path/to/file.py:factory")
@@ -71,11 +70,14 @@ def describe_factory(factory: Callable[..., Any]) -> str:
     return f"{module}:{name}"
 
 
-def factory_import_line(factory: Callable[..., Any]) -> str:
-    """Python that brings a factory object into scope as ``factory``, from where it was defined."""
+def factory_import_line(factory: Callable[..., Any], spec: str | None = None) -> str:
+    """Python that brings a factory object into scope as ``factory``: from ``spec``, the target it was
+    loaded from, if given, else from where it was defined."""
+    hook = getattr(factory, "__name__", "") == "make_loader"  # a StatefulLoaderContract class's hook
+    if spec is not None:
+        return import_line(spec) + ("().make_loader" if hook else "")
     owner = getattr(factory, "__self__", None)
-    if owner is not None and getattr(factory, "__name__", "") == "make_loader":
-        # The hook of a StatefulLoaderContract test class, called on a fresh instance.
+    if owner is not None and hook:
         cls = type(owner)
         top = cls.__qualname__.split(".")[0]
         return f"from {cls.__module__} import {top}; factory = {cls.__qualname__}().make_loader"

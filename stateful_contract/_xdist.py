@@ -16,8 +16,7 @@ from xdist.scheduler import LoadGroupScheduling, LoadScopeScheduling
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["WORKER_OUTPUT", "ContractGroupScheduling", "ContractScheduling", "XdistHooks", "contract_scope",
-           "merge_report"]
+__all__ = ["ContractGroupScheduling", "XdistHooks", "contract_scope", "merge_report"]
 
 #: The key of a worker's reports in its ``workeroutput``: class node id -> report as a dict.
 WORKER_OUTPUT = "stateful_contract_reports"
@@ -64,10 +63,8 @@ class XdistHooks:
         self.reports = reports
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
-        dist = config.getvalue("dist")
-        if dist in ("load", "loadgroup"):
-            return (ContractScheduling if dist == "load" else ContractGroupScheduling)(config, log)
-        return None  # xdist's own scheduler for the mode chosen
+        ours = {"load": ContractScheduling, "loadgroup": ContractGroupScheduling}.get(config.getvalue("dist"))
+        return None if ours is None else ours(config, log)  # None: xdist's own scheduler for the mode chosen
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(session.config, "workerinput"):  # a worker

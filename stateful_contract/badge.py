@@ -180,15 +180,14 @@ def write_badge(report: Report, *, svg: str | Path | None = None, endpoint: str 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``stateful-contract badge``."""
     parser.add_argument("report", type=Path, help="a JSON report written by `check` or --contract-report")
     parser.add_argument("--svg", type=Path, metavar="PATH", help="write a self-contained SVG badge here")
     parser.add_argument("--endpoint", type=Path, metavar="PATH", help="write a shields.io endpoint JSON here")
 
 
 def run(args: argparse.Namespace) -> int:
-    """``stateful-contract badge``: 0 when written (a failing badge is a badge too), 2 when the report
-    cannot be read. With neither ``--svg`` nor ``--endpoint`` the endpoint JSON goes to standard output."""
+    """``stateful-contract badge``: 0 when written (a failing badge is a badge too), 2 when the report cannot
+    be read. With neither ``--svg`` nor ``--endpoint`` the endpoint JSON goes to standard output."""
     try:
         report = Report.from_json(args.report)
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -196,9 +195,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.svg is None and args.endpoint is None:
         print(json.dumps(endpoint_json(report), indent=2))
-        return 0
     write_badge(report, svg=args.svg, endpoint=args.endpoint)
-    for path in (args.svg, args.endpoint):
-        if path is not None:
-            print(f"wrote {path}")
+    for path in filter(None, (args.svg, args.endpoint)):
+        print(f"wrote {path}")
     return 0

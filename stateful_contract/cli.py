@@ -6,12 +6,11 @@
     stateful-contract replay report.json SC10   # only the recorded failing example of SC10, again
     stateful-contract clauses              # the catalogue
 
-Exit status of ``check``: 0 when every clause that ran passed or failed as declared,
-1 when a clause failed (a loader that crashed, hung or ran out of memory included) or an
-expected failure passed, 2 when the command line is wrong or the target cannot be used at
-all (import error, missing attribute, factory raising, returning a non-loader or the same
-loader twice), 130 when interrupted by Ctrl-C (143 by SIGTERM), after writing the partial
-report.
+Exit status of ``check``: 0 when every clause that ran passed or failed as declared, 1 when a clause failed (a
+loader that crashed, hung or ran out of memory included) or an expected failure passed, 2 when the command
+line is wrong or the target cannot be used at all (import error, missing attribute, factory raising, returning
+a non-loader or the same loader twice), 130 when interrupted by Ctrl-C (143 by SIGTERM), after writing the
+partial report.
 """
 
 from __future__ import annotations
@@ -31,8 +30,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
 from . import badge, export, replay
-from ._checking import DEFAULT_MEMORY_LIMIT, CheckInterrupted, FactoryError, check
+from ._checking import CheckInterrupted, FactoryError, check
 from ._engine.guard import sigint_ignored
+from ._engine.supervised import DEFAULT_MEMORY_LIMIT
 from ._faces import speaking
 from ._render import SHOWN, ran, render_failures, render_report, story, summary_line
 from ._target import TargetError
@@ -94,8 +94,6 @@ def _expected(items: Sequence[str]) -> dict[str, str]:
 
 #: The flag of each `CheckOptions` field whose flag is not its name with dashes.
 _FLAGS = {"clauses": "--clause", "expected_failures": "--expect-fail", "isolation": "--in-process"}
-
-
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 
 
@@ -201,7 +199,6 @@ def _usage(message: str) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    """MindSpeed-MM's wrapper and the reference wrapper, side by side."""
     reports = []
     for label, target in DEMO_TARGETS:
         print(f"checking the {label} ({target}) ...", file=sys.stderr)
@@ -303,11 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The ``stateful-contract`` command (and ``python -m stateful_contract``).
-
-    Interrupted, it leaves at once once the partial report is written: tearing down an
-    interpreter that imported torch takes most of a second, and Ctrl-C promises less.
-    """
+    """The ``stateful-contract`` command (and ``python -m stateful_contract``). Interrupted, it leaves once
+    the partial report is written: tearing down an interpreter that imported torch takes most of a second."""
     code = main()
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
         for stream in (sys.stdout, sys.stderr):

@@ -1,18 +1,17 @@
 """What a loader is built from: `LoaderConfig`, its dataset, and the Hypothesis strategy that draws it.
 
-A factory under test receives a `LoaderConfig` and returns a fresh loader, usually a one-liner
-around `config.stateful_dataloader()`, torchdata's own loader for the config. A streaming loader's
-factory reads the same samples as an iterable dataset (`LoaderConfig.iterable_dataset`,
-`LoaderConfig.hf_iterable_dataset`), so the contract can still say which samples it lost or repeated.
+A factory under test receives a `LoaderConfig` and returns a fresh loader, usually a one-liner around
+`config.stateful_dataloader()`, torchdata's own loader for the config. A streaming loader's factory reads
+the same samples as an iterable dataset (`LoaderConfig.iterable_dataset`, `hf_iterable_dataset`), so the
+contract can still say which samples it lost or repeated.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import torch
@@ -70,9 +69,7 @@ def shards(order: list[int], n_shards: int) -> list[list[int]]:
     (the first ``len(order) % n_shards`` one longer; some empty when ``n_shards`` is larger)."""
     if n_shards < 1:
         raise ValueError(f"n_shards must be >= 1, got {n_shards}")
-    size, longer = divmod(len(order), n_shards)
-    starts = [k * size + min(k, longer) for k in range(n_shards + 1)]
-    return [order[start:end] for start, end in itertools.pairwise(starts)]
+    return [part.tolist() for part in torch.tensor(order, dtype=torch.long).tensor_split(n_shards)]
 
 
 class TokenIterable(IterableDataset):  # type: ignore[type-arg]
@@ -126,13 +123,10 @@ def _generate(shards: list[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
 
 
 def hf_iterable_dataset(samples: Dataset[dict[str, Any]], order: list[int], n_shards: int = 4) -> Any:
-    """A Hugging Face ``datasets.IterableDataset`` of ``samples`` in ``order``, in ``n_shards``
-    shards of consecutive samples (`shards`), formatted as torch tensors.
-
-    ``IterableDataset.shuffle(seed, buffer_size)`` (which shuffles the shards and a buffer
-    of samples) is the caller's to apply. The dataset is built from a generator
-    (``IterableDataset.from_generator``): nothing is written to disk, nothing downloaded.
-    """
+    """A Hugging Face ``datasets.IterableDataset`` of ``samples`` in ``order``, in ``n_shards`` shards of
+    consecutive samples (`shards`), as torch tensors, built from a generator (``from_generator``): nothing
+    is written to disk, nothing downloaded. ``IterableDataset.shuffle(seed, buffer_size)`` (the shards and
+    a buffer of samples) is the caller's to apply."""
     import datasets  # optional: imported only here
 
     features = datasets.Features({"index": datasets.Value("int64"), "input_ids": datasets.Sequence(
@@ -169,7 +163,7 @@ class LoaderConfig:
     seq_len: int = 8
     rank: int = 0
     world_size: int = 1
-    extra: tuple[tuple[str, Any], ...] = field(default=(), compare=True)
+    extra: tuple[tuple[str, Any], ...] = ()
     """Free-form ``(name, value)`` pairs for factories that need more knobs."""
 
     def __post_init__(self) -> None:
@@ -190,10 +184,6 @@ class LoaderConfig:
         # The cached dataset stays behind: a config crosses process boundaries (ranks,
         # supervised children), and each side builds its own samples.
         return {k: v for k, v in self.__dict__.items() if k != "dataset"}
-
-    def options(self) -> dict[str, Any]:
-        """``extra`` as a dict."""
-        return dict(self.extra)
 
     def stateful_dataloader(self, **overrides: Any) -> Any:
         """torchdata's `StatefulDataLoader` for this config: the reference base loader.
@@ -240,16 +230,14 @@ class LoaderConfig:
         return StatefulDataLoader(self.dataset, **kwargs)
 
     def iterable_dataset(self, *, stateful: bool = False, shuffle: bool | None = None) -> Any:
-        """The config's samples as a torch ``IterableDataset`` sharded over worker processes
-        (`TokenIterable`), shuffled from ``seed`` if ``shuffle`` (default
-        ``self.shuffle``); ``stateful=True`` gives it a ``state_dict``."""
+        """The config's samples as a torch ``IterableDataset`` sharded over workers (`TokenIterable`),
+        shuffled from ``seed`` if ``shuffle`` (default ``self.shuffle``); ``stateful=True``: a state_dict."""
         order = self.sample_order(self.shuffle if shuffle is None else shuffle)
         return (StatefulTokenIterable if stateful else TokenIterable)(self.dataset, order)
 
     def hf_iterable_dataset(self, n_shards: int = 4, *, shuffle: bool = False) -> Any:
-        """The config's samples as a Hugging Face ``datasets.IterableDataset`` of ``n_shards`` shards
-        (`hf_iterable_dataset`; needs ``datasets``, which this package does
-        not depend on); ``shuffle=True`` permutes the samples once from ``seed`` before sharding."""
+        """The config's samples as a Hugging Face ``datasets.IterableDataset`` of ``n_shards`` shards (needs
+        ``datasets``, not a dependency); ``shuffle=True`` permutes them once from ``seed`` before sharding."""
         return hf_iterable_dataset(self.dataset, self.sample_order(shuffle), n_shards)
 
     def sample_order(self, shuffle: bool) -> list[int]:

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from .options import CheckKeywords
     from .report import Report
 
-__all__ = ["LEGACY_PREFIX", "MARKER", "PROFILE_ENV", "PROFILE_INI", "REPORTS", "clause_tests", "report_paths",
-           "run_options", "run_profile", "run_seed"]
+__all__ = ["MARKER", "REPORTS", "clause_tests", "report_paths", "run_options", "run_profile", "run_seed"]
 
 #: The marker put on every clause test.
 MARKER = "stateful_contract"
@@ -91,12 +90,9 @@ def _legacy_profile() -> str | None:
 
 
 def run_profile(config: pytest.Config | None) -> str | None:
-    """The engine profile the run chooses, or None to leave it to each class's ``profile``.
-
-    In order: ``--stateful-contract-profile``, a loaded ``--hypothesis-profile stateful-contract-<name>``
-    (deprecated), ``STATEFUL_CONTRACT_PROFILE``, the ini key ``stateful_contract_profile``. Without this
-    plugin (``-p no:stateful_contract``) the environment variable and the deprecated profile still apply.
-    """
+    """The engine profile the run chooses, in the order docs/pytest.md gives ("Choosing the profile for a
+    whole run"), or None to leave it to each class's ``profile``. Without this plugin
+    (``-p no:stateful_contract``) the environment variable and the deprecated profile still apply."""
     option = config.getoption("stateful_contract_profile", default=None) if config is not None else None
     if chosen := option or _legacy_profile():
         return str(chosen)
@@ -106,12 +102,11 @@ def run_profile(config: pytest.Config | None) -> str | None:
         ini = None
     for value, where in ((os.environ.get(PROFILE_ENV), f"the environment variable {PROFILE_ENV}"),
                          (str(ini or ""), f"the ini key {PROFILE_INI}")):
-        if value is None or not value.strip():
-            continue
-        if value.strip() not in PROFILES:
-            raise pytest.UsageError(f"stateful-contract: unknown profile {value!r} from {where}; "
-                                    f"choose from {', '.join(PROFILES)}")
-        return value.strip()
+        if value and value.strip():
+            if value.strip() not in PROFILES:
+                raise pytest.UsageError(f"stateful-contract: unknown profile {value!r} from {where}; "
+                                        f"choose from {', '.join(PROFILES)}")
+            return value.strip()
     return None
 
 
@@ -121,9 +116,8 @@ def run_seed(config: pytest.Config | None) -> int | None:
 
 
 def run_options(config: pytest.Config | None) -> CheckKeywords:
-    """The `CheckOptions` fields this pytest run chooses for every contract class, over the class's own:
-    the profile and the seed chosen above, and ``exitfirst`` under pytest's ``-x`` (``--maxfail=1``),
-    which would stop at the first failing clause test anyway."""
+    """The `CheckOptions` fields this run chooses for every contract class, over the class's own: the
+    profile and seed above, and ``exitfirst`` under ``-x`` (``--maxfail=1``), which stops there anyway."""
     chosen: CheckKeywords = {}
     if (profile := run_profile(config)) is not None:
         chosen["profile"] = profile
@@ -136,11 +130,8 @@ def run_options(config: pytest.Config | None) -> CheckKeywords:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    """With ``--hypothesis-show-statistics``, the contract's searches show up in Hypothesis' statistics.
-
-    The engine's Hypothesis tests run inside the class fixture, where Hypothesis' plugin does
-    not listen: their statistics are collected here and shown under each clause's test.
-    """
+    """With ``--hypothesis-show-statistics``, each clause's test shows its search's statistics: the search
+    runs inside the class fixture, where Hypothesis' plugin does not listen, so they are collected here."""
     callspec = getattr(item, "callspec", None)
     if (callspec is None or "clause_id" not in callspec.params
             or not item.config.getoption("hypothesis_show_statistics", default=False)):

@@ -16,6 +16,9 @@ import pkgutil
 import sys
 from typing import Any
 
+from ._checking import FactoryError, check
+from ._render import render_result
+from ._target import TargetError
 from .config import LoaderConfig
 from .options import alignment_of
 from .report import ClauseResult, Report
@@ -111,8 +114,6 @@ def replay(report: Report, clause_id: str, *, target: str | None = None, timeout
     except KeyError:
         raise ReplayError(f"the report has no clause {clause_id!r}") from None
     config, plan = parse_example(result)
-    from ._checking import check
-
     return check(target or target_of(report), profile=report.profile, clauses=[result.id],
                  checkpoint_alignment=alignment_of(report.checkpoint_alignment), strict=report.strict,
                  world_size=report.world_size, timeout=timeout, replay=(config, plan))
@@ -127,10 +128,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """0: the recorded example passes now; 1: it fails again (shown with its reproduction); 2: cannot replay."""
-    from ._checking import FactoryError
-    from ._render import render_result
-    from ._target import TargetError
-
     try:
         recorded = Report.from_json(args.report)
         again = replay(recorded, args.clause, target=args.target, timeout=args.timeout)

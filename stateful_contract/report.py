@@ -26,16 +26,15 @@ __all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Outco
 #: expected failure that no longer fails (the declaration list must stay current).
 FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 
-#: Report format version, bumped when a field changes meaning; older reports still load. 2: the
-#: structured parts of a failure (``expected``, ``got``, ``context``, ``rank``) and its example
-#: (``config``, ``plan``). 3: what took a loader's process down (``killed_by``), ``interrupted``
-#: and the verdict ``"interrupted"``. 4: ``coverage`` per clause and the search ``seed`` (null when
-#: derandomized). 5: ``num_workers``, the worker counts searched (with the ``point:...`` keys of
-#: ``coverage``: the share of the checkpoint space visited). 6: what each failure does to a training
-#: run (``impact``: ``kind`` silent or loud, ``what``, ``where``, ``counts``, ``unit``, ``epoch``,
-#: ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told in full). 7: the clause a
-#: check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not reached are
-#: ``not-judged``, their message starting "not run").
+#: Report format version, bumped when a field changes meaning; older reports still load. 2: the structured
+#: parts of a failure (``expected``, ``got``, ``context``, ``rank``) and its example (``config``, ``plan``).
+#: 3: what took a loader's process down (``killed_by``), ``interrupted`` and the verdict ``"interrupted"``. 4:
+#: ``coverage`` per clause and the search ``seed`` (null when derandomized). 5: ``num_workers``, the worker
+#: counts searched (with the ``point:...`` keys of ``coverage``: the share of the checkpoint space visited).
+#: 6: what each failure does to a training run (``impact``: ``kind`` silent or loud, ``what``, ``where``,
+#: ``counts``, ``unit``, ``epoch``, ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told
+#: in full). 7: the clause a check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not
+#: reached are ``not-judged``, their message starting "not run").
 REPORT_FORMAT = 7
 
 T = TypeVar("T")
@@ -182,10 +181,7 @@ class Report:
     @property
     def coverage(self) -> dict[str, int]:
         """What the search covered, summed over the clauses."""
-        total: Counter[str] = Counter()
-        for r in self.results:
-            total.update(r.coverage)
-        return dict(total)
+        return dict(sum((Counter(r.coverage) for r in self.results), Counter[str]()))
 
     @property
     def deviations(self) -> dict[str, str]:

@@ -12,10 +12,9 @@
     batches = take(loader_2, 5, max_epochs=6)
     assert_same_stream(expected, batches)
 
-The contract itself runs these very functions, and each one records its own line of
-the reproduction as it runs, so a reproduction is the program that failed. Names here
-keep their meaning across releases; everything else under ``stateful_contract._*``
-may change.
+The contract itself runs these very functions, and each one records its own line of the reproduction as it
+runs, so a reproduction is the program that failed. Names here keep their meaning across releases; everything
+else under ``stateful_contract._*`` may change.
 """
 
 from __future__ import annotations

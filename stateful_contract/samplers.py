@@ -1,16 +1,15 @@
 """`DistributedBatchSampler`: a distributed batch sampler that resumes exactly, epoch by epoch.
 
-`LoaderConfig.stateful_dataloader()` passes it to torchdata's `StatefulDataLoader` as
-``batch_sampler=`` whenever ``world_size > 1``. torchdata's ``StatefulDistributedSampler`` resets
-its count only when an epoch's first index is drawn (a state taken between epochs resumes into an
-empty epoch or reports the epoch's start) and, like torch's ``DistributedSampler``, loses the next
-epoch when a state taken after an epoch's last batch is resumed at ``set_epoch(epoch + 1)``
-(docs/findings.md, F4, F11, F12).
+`LoaderConfig.stateful_dataloader()` passes it to torchdata's `StatefulDataLoader` as ``batch_sampler=``
+whenever ``world_size > 1``. torchdata's ``StatefulDistributedSampler`` resets its count only when an epoch's
+first index is drawn (a state taken between epochs resumes into an empty epoch or reports the epoch's start)
+and, like torch's ``DistributedSampler``, loses the next epoch when a state taken after an epoch's last batch
+is resumed at ``set_epoch(epoch + 1)`` (docs/findings.md, F4, F11, F12).
 
-This sampler deals indices exactly as torch's ``DistributedSampler`` does (same padding,
-``drop_last`` and ``seed + epoch`` shuffle) and batches them as torch's ``BatchSampler``. Its state
-is ``{"epoch", "batches", "num_replicas"}``: the epoch of the pass in progress and how many of its
-batches were handed out. Three rules make it exact:
+This sampler deals indices exactly as torch's ``DistributedSampler`` does (same padding, ``drop_last`` and
+``seed + epoch`` shuffle) and batches them as torch's ``BatchSampler``. Its state is ``{"epoch", "batches",
+"num_replicas"}``: the epoch of the pass in progress and how many of its batches were handed out. Three rules
+make it exact:
 
 1. The count belongs to the pass, and a pass starts at ``iter()``, not at its first batch.
 2. A loaded state waits for the next ``iter()`` (the loader calls ``load_state_dict`` on this
@@ -21,10 +20,9 @@ batches were handed out. Three rules make it exact:
    first batch (the trainer's end-of-epoch checkpoint resumed at the next epoch). Otherwise it is
    the empty rest of the finished epoch, exactly as ``StatefulDataLoader``'s default sampler resumes.
 
-A state records the world size and is refused, naming both, by a sampler of another world size
-(an elastic restart cannot reshard a per-rank position). It holds no rank, so one copy under a
-shared key (``dcp.save({"dataloader": loader})``) loads on every rank: at the same step every
-rank's state is the same.
+A state records the world size and is refused, naming both, by a sampler of another world size (an elastic
+restart cannot reshard a per-rank position). It holds no rank, so one copy under a shared key
+(``dcp.save({"dataloader": loader})``) loads on every rank: at the same step every rank's state is the same.
 """
 
 from __future__ import annotations
@@ -88,7 +86,6 @@ class DistributedBatchSampler(Sampler[list[int]]):
         self.sampler.set_epoch(epoch)
 
     def batches(self, epoch: int) -> list[list[int]]:
-        """This rank's batches of ``epoch``."""
         current = self.sampler.epoch
         self.sampler.epoch = epoch
         try:

@@ -13,9 +13,9 @@ from typing import Any, ClassVar, final
 
 import pytest
 
-from ._checking import DEFAULT_MEMORY_LIMIT, FactoryError, check
+from ._checking import FactoryError, check
 from ._engine.plans import Alignment
-from ._engine.supervised import Isolation
+from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ._faces import speaking
 from ._render import render_result
 from ._target import factory_import_line
@@ -32,11 +32,10 @@ __all__ = ["StatefulLoaderContract", "class_options", "judge"]
 class StatefulLoaderContract:
     """Base class for a downstream test class; implement `make_loader`.
 
-    The class attributes below are the fields of one `CheckOptions` (``config_space`` is its
-    ``space``), with its defaults (docs/pytest.md); a run's own choices (``--stateful-contract-profile``,
-    ``--stateful-contract-seed``, pytest's ``-x``) are applied over them. With ``world_size`` > 1 every
-    rank imports this test module by its file path and calls ``make_loader`` on a fresh instance of
-    this class, so the class must be importable at module level.
+    The class attributes below are the fields of one `CheckOptions` (``config_space`` is its ``space``),
+    with its defaults (docs/pytest.md); a run's own choices (``--stateful-contract-profile``,
+    ``--stateful-contract-seed``, pytest's ``-x``) apply over them. With ``world_size`` > 1 every rank
+    imports the class by file path and name, so it must be defined at module level.
     """
 
     expected_failures: ClassVar[ExpectedFailures] = {}
@@ -79,12 +78,9 @@ class StatefulLoaderContract:
         """The engine's report for this class, computed once for all its clause tests."""
         if cls.make_loader is StatefulLoaderContract.make_loader:
             pytest.fail(f"{cls.__qualname__} must implement make_loader(self, config)", pytrace=False)
-        # With several ranks, each rank process imports this class by file path and name
-        # (load_target turns a class with make_loader into a fresh instance's hook).
         factory: Any = cls().make_loader
-        # Reproductions get the loader from this class's hook, as the test does.
-        factory_import = factory_import_line(factory)
-        if cls.world_size > 1:
+        factory_import = factory_import_line(factory)  # reproductions call the class's hook, as the test does
+        if cls.world_size > 1:  # each rank imports the class by path (load_target: a fresh instance's hook)
             factory = f"{sys.modules[cls.__module__].__file__}:{cls.__qualname__}"
         # The class's options, on the clauses pytest selected, with the run's own choices.
         options = class_options(cls).replace(**run_options(request.config)).replace(
@@ -120,11 +116,8 @@ def class_options(cls: type[StatefulLoaderContract]) -> CheckOptions:
 
 
 def judge(result: ClauseResult) -> None:
-    """Turn one `ClauseResult` into the pytest outcome of its test.
-
-    Failures are raised with ``pytrace=False``: the message and the reproduction say
-    everything, and a traceback into this module would only hide them.
-    """
+    """Turn one `ClauseResult` into the pytest outcome of its test. A failure is raised with ``pytrace=False``
+    (its message and reproduction say everything; a traceback into this module would only hide them)."""
     if result.status == "passed":
         return
     if result.status == "expected-failure":

@@ -2,8 +2,8 @@
 
 Hypothesis caches the constants it collects from local source files under
 ``.hypothesis/constants/`` in the working directory, database or not (see
-`stateful_contract._storage`). Each face runs here in an empty directory of its own, in
-a fresh process, as a user would run it.
+`stateful_contract._checking.no_hypothesis_files`). Each face runs here in an empty directory
+of its own, in a fresh process, as a user would run it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hypothesis import configuration
 
-from stateful_contract._storage import STORAGE_ENV, _current_home, no_hypothesis_files
+from stateful_contract._checking import STORAGE_ENV, _current_home, no_hypothesis_files
 
 TARGET = "stateful_contract.reference.factories:reference_wrapper"
 
