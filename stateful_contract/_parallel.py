@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from ._engine.executors import Executor
 from ._engine.outcome import Outcome
+from ._engine.processes import die_with_parent
 from .clauses import Clause, clause
 
 __all__ = ["Speedup", "judge_apart"]
@@ -129,14 +130,7 @@ def _job(conn: Connection, other_end: Connection, judge: Judge, make_executor: C
          parent: int) -> None:
     """One job's life: build an executor, judge the clauses it is handed, close it."""
     other_end.close()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(0)
-
+    die_with_parent(parent, signal.SIGTERM)  # which closes the executor, as the checker's own ending does
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # raises KeyboardInterrupt
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the checker's; it ends the jobs
     with contextlib.suppress(KeyboardInterrupt):  # told to stop (SIGTERM, or the checker died)

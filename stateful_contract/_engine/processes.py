@@ -144,12 +144,12 @@ def fault_excerpt(text: str, frames: int = 12) -> str:
     return "\n".join([*out, *body])
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """Have the kernel kill this process when its parent dies (Linux), and exit now if it already has."""
+def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
+    """Have the kernel send ``sig`` to this process when its parent dies (Linux); exit now if it has."""
     if sys.platform.startswith("linux"):
         import ctypes
 
         with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+            ctypes.CDLL(None, use_errno=True).prctl(1, sig, 0, 0, 0)  # PR_SET_PDEATHSIG
     if os.getppid() != parent_pid:  # the parent died before the line above
         os._exit(0)
