@@ -1,24 +1,22 @@
 """MindSpeed-MM's wrapper, reproduced on purpose with its bugs: known-bad examples.
 
-MindSpeed-MM's bug report (``seed/000_418544c3f3dcb82f.txt``, MindSpeed-MM master ``852ddffd``)
-is about ``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader``, used
-for ``loss_cfg.loss_type == "per_token_loss"``. docs/index.md tells its two bugs: bug 1, its
-keyword-only ``load_state_dict(self, **kwargs)``, which the trainer's positional call crashes on
-(`MindSpeedPrefetchGradAccDataLoader`, SC02); bug 2, a state that is the *base* loader's, ahead
-of the wrapper by the rest of the buffered window, so a checkpoint mid-window loses it (SC10).
-The report's proposed fix, ``def load_state_dict(self, state_dict=None)``, removes the crash
-only (`ProposedFixPrefetchGradAccDataLoader`), and ``load_state_dict(None)`` is silently
-ignored. `stateful_contract.reference.PrefetchGradAccDataLoader` is the corrected wrapper.
+MindSpeed-MM's bug report (``seed/000_418544c3f3dcb82f.txt``, master ``852ddffd``) is about
+``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader``, used for
+``loss_cfg.loss_type == "per_token_loss"``. docs/index.md tells its two bugs: bug 1, a keyword-only
+``load_state_dict(self, **kwargs)``, which the trainer's positional call crashes on (SC02); bug 2, a
+state that is the *base* loader's, ahead of the wrapper by the rest of the buffered window, so a
+checkpoint mid-window loses it (SC10). The report's proposed fix, ``def load_state_dict(self,
+state_dict=None)``, removes the crash only, and ``load_state_dict(None)`` is silently ignored.
+`stateful_contract.reference.PrefetchGradAccDataLoader` is the corrected wrapper.
 
-Buffering, counting (``> -1``, hard-coded as upstream), the average (divided by the batches
-actually fetched, as upstream does for the short last window), the output keys, the
-``__iter__``-returns-``self`` protocol and the two state methods are upstream's. Two deliberate
-differences, neither touching the state bugs: one epoch per ``iter()`` (upstream's
-``cyclic=False`` path; its default ``cyclic=True`` is an endless iterator whose windows may span
-epochs), so that its stream compares batch for batch with the base loader's; and the base
-iterator is created per epoch only (upstream's ``cyclic=False`` also creates one in
-``__init__``, which advances a shuffling sampler's generator once more), and lazily, at the first
-``next()``, as upstream's default cyclic generator does: so ``for batch in iter(loader)``, which
+Buffering, counting (``> -1``, hard-coded as upstream), the average (divided by the batches actually
+fetched, as upstream does for the short last window), the output keys, ``__iter__`` returning
+``self`` and the two state methods are upstream's. Two deliberate differences, neither touching the
+state bugs: one epoch per ``iter()`` (upstream's ``cyclic=False`` path; its default ``cyclic=True``
+is an endless iterator whose windows may span epochs), so its stream compares batch for batch with
+the base loader's; and the base iterator is created per epoch only (upstream's ``cyclic=False`` also
+creates one in ``__init__``, which advances a shuffling sampler's generator once more), lazily at the
+first ``next()`` as upstream's default cyclic generator does: so ``for batch in iter(loader)``, which
 calls ``__iter__`` twice, starts one epoch, not two.
 """
 
@@ -53,8 +51,8 @@ class MindSpeedPrefetchGradAccDataLoader:
         self._current_iterator: Generator[dict[str, Any], None, None] | None = None
 
     def __iter__(self) -> MindSpeedPrefetchGradAccDataLoader:
-        # Start a new iteration (reset state); the wrapper is its own iterator, as upstream. The
-        # base iterator is only created at the first next() (the module docstring says why).
+        # A new iteration; the wrapper is its own iterator, as upstream, and the base iterator is
+        # created at the first next() (the module docstring says why).
         self._current_iterator = self._generate_batches()
         return self
 
@@ -123,8 +121,6 @@ class ProposedFixPrefetchGradAccDataLoader(MindSpeedPrefetchGradAccDataLoader):
     mid-window: bug 2 is untouched, and ``load_state_dict(None)`` is silently ignored."""
 
     def load_state_dict(self, state_dict: dict[str, Any] | None = None) -> None:  # type: ignore[override]
-        # Accept a positional state_dict (the train_engine caller passes it
-        # positionally). Forward to the wrapped StatefulDataLoader which also
-        # takes a single positional state_dict argument.
+        # Positional, as the train_engine caller passes it and the wrapped StatefulDataLoader takes it.
         if state_dict is not None:
             self.base_dataloader.load_state_dict(state_dict)
