@@ -217,8 +217,7 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
     lost, none repeated; saved per rank with `torch.save`, through DCP with per-rank keys, and through
     DCP with one shared key (as `dcp.save({"dataloader": loader})` does), which exposes rank-blind state."""
     world = example.world
-    if world is None:
-        raise RuntimeError("SC30 runs on the ranks of a multi-rank executor only")
+    assert world is not None, "SC30 runs on the ranks of a multi-rank executor only"
     folder = example_folder(example, "SC30")
     result = RankResume(world.rank, via=f"{VIA_FILE}, resumed in the saving process")
     reference, lengths = example.reference()

@@ -20,20 +20,8 @@ from .._engine.search import Budget
 from .._faces import hint_strict, hint_world_size
 from ..config import LoaderConfig
 
-__all__ = [
-    "CONTRACT_VERSION",
-    "LOAD",
-    "RESUMES",
-    "TIERS",
-    "Clause",
-    "all_clauses",
-    "clause",
-    "default_selection",
-    "load_prober",
-    "lookup",
-    "run_order",
-    "violated",
-]
+__all__ = ["CONTRACT_VERSION", "LOAD", "RESUMES", "TIERS", "Clause", "all_clauses", "clause",
+           "default_selection", "load_prober", "lookup", "run_order", "violated"]
 
 #: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
 CONTRACT_VERSION = "2.1"

@@ -1,13 +1,10 @@
 """Core resume clauses (SC10-SC18): a fresh loader given a state continues the stream.
 
-Each clause is one scenario: steps on the loader (`stateful_contract.repro`), then a
-pure judgement. The uninterrupted run it compares with is taken once per config.
-
-SC10's second half resumes the saved state in a process that never ran the loader: a state can
-be good only in the process that took it (a key into a registry, an ``id()``, a cache), and a real
-resume always starts a new process. On one process SC10 resumes every example that held again in
-a new interpreter (`_engine.supervised.PendingSibling`), from the state saved with ``torch.save``;
-on several ranks SC30 does it (docs/clauses.md, SC10).
+Each clause is one scenario: steps on the loader (`stateful_contract.repro`), then a pure judgement
+against the uninterrupted run, taken once per config. SC10's second half resumes in a process that
+never ran the loader, as a real resume does (a state may be good only in the process that took it):
+on one process in a new interpreter (`_engine.supervised.PendingSibling`), on several ranks through
+SC30 (docs/clauses.md, SC10 "In a fresh process").
 """
 
 from __future__ import annotations
@@ -60,31 +57,23 @@ from .judgements import no_epoch_lost, same_stream, unchanged
 from .rank_streams import example_folder
 from .registry import RESUMES, clause, violated
 
-__all__ = [
-    "load_leaves_its_argument_alone",
-    "resume_continues_the_stream",
-    "resume_survives_several_hops",
-    "same_config_same_stream",
-    "state_after_load_is_the_loaded_state",
-    "state_before_first_batch_resumes",
-    "state_dict_does_not_disturb",
-    "state_is_a_snapshot",
-    "state_survives_serialization",
-]
+__all__ = ["load_leaves_its_argument_alone", "resume_continues_the_stream", "resume_survives_several_hops",
+           "same_config_same_stream", "state_after_load_is_the_loaded_state",
+           "state_before_first_batch_resumes", "state_dict_does_not_disturb", "state_is_a_snapshot",
+           "state_survives_serialization"]
 
 
-#: The files of one example: the state as a trainer saves it, and what it must resume to (with the
-#: first process's epoch lengths). The reproduction's first process saves only the batches, as
-#: ``EXPECTED_FILE``.
+#: One example's files: the state as a trainer saves it, and what it resumes to (with the first process's
+#: epoch lengths); the reproduction's first process saves only the batches, as ``EXPECTED_FILE``.
 STATE_FILE = "state.pt"
 FIRST_RUN_FILE = "first-run.pt"
 EXPECTED_FILE = "expected.pt"
 
 
 def keep_for_a_fresh_process(example: Example, state: Any, expected: list[Any], lengths: list[int]) -> None:
-    """Save ``state`` (as taken, before anything loads it) and what it resumes to, for the second half:
-    no step of the reproduction. What ``torch.save`` cannot write leaves nothing, and that example is
-    not resumed again (SC17 judges serialization); on several ranks SC30 resumes, so nothing is kept."""
+    """Save ``state`` (as taken, before any load) and what it resumes to, for the second half; no step of
+    the reproduction. What ``torch.save`` cannot write leaves nothing and is not resumed again (SC17
+    judges it); on several ranks SC30 resumes, so nothing is kept."""
     if example.world is not None or example.workdir is None:
         return
     folder = example_folder(example, "SC10")
@@ -142,8 +131,7 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
 
 
 def _why_it_differs(example: Example, start: int, stop: int, first: list[Any]) -> str:
-    """Which of the two causes it is, from this process's own uninterrupted run (not a step of the
-    reproduction: it only names the cause)."""
+    """Which of the two causes it is, from this process's own uninterrupted run (no reproduction step)."""
     try:
         with unrecorded():
             reference, _ = uninterrupted(example.factory, example.config)
@@ -158,14 +146,10 @@ def _why_it_differs(example: Example, start: int, stop: int, first: list[Any]) -
             "that took it (it holds a key into a registry, an id() or a cache that a new process does not have)")
 
 
-def one_process_only(world_size: int) -> tuple[int | None, ...]:
-    """The fresh-process half runs on one process only; on several ranks SC30 resumes in fresh ones."""
-    return (None,) if world_size == 1 else ()
-
-
 @clause("SC10", "resume-continues-the-stream", tier="core", kills=13, cost=4, plan=checkpoint_plan, needs=RESUMES,
         after_restart=(resume_in_a_fresh_process, None),  # the fresh process judges its own resume
-        restart_worlds=one_process_only)
+        # On one process only: on several ranks SC30 resumes in fresh ones.
+        restart_worlds=lambda world_size: (None,) if world_size == 1 else ())
 def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
     """For any checkpoint point, a fresh loader given `load_state_dict(state)` yields exactly the
     batches the uninterrupted loader yields from that point on, every field of every batch, for at

@@ -95,15 +95,10 @@ def _names_the_world_sizes(values: Sequence[WorldResume], config: LoaderConfig, 
             "number of ranks is not told why it fails"), impact=_unnamed("world sizes"))
 
 
-def _other_worlds(world_size: int) -> tuple[int | None, ...]:
-    """SC31's new world sizes, on several ranks; on one, no world-size change (nothing to resume again)."""
-    return new_worlds(world_size) if world_size > 1 else ()
-
-
 @clause("SC41", "refusals-name-the-mismatch", tier="strict", plan=_refusal_plan, needs=RESUMES, budget="workers",
         explicit=worker_change_examples,
         after_restart=(resume_on_another_world, _names_the_world_sizes),
-        restart_worlds=_other_worlds)
+        restart_worlds=new_worlds)
 def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint) -> None:
     """Where a worker-count change (SC23) or, on several ranks, a world-size change (SC31) is refused,
     the exception names what differs: the two worker counts, the two world sizes. torchdata 0.11's bare

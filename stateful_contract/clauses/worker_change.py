@@ -38,16 +38,8 @@ from .judgements import same_stream
 from .rank_streams import id_list, sample_ids
 from .registry import RESUMES, clause, violated
 
-__all__ = [
-    "WorkerChange",
-    "WorkerResume",
-    "names_the_worker_counts",
-    "raised_in_torchdata",
-    "refusal_kind",
-    "resume_with_other_workers",
-    "worker_change_examples",
-    "worker_count_change_is_exact_or_refused",
-]
+__all__ = ["WorkerChange", "WorkerResume", "names_the_worker_counts", "raised_in_torchdata", "refusal_kind",
+           "resume_with_other_workers", "worker_change_examples", "worker_count_change_is_exact_or_refused"]
 
 
 @dataclass(frozen=True)
@@ -58,12 +50,10 @@ class WorkerChange:
     workers: int
 
     def context(self, config: LoaderConfig) -> str:
-        """Where the example checkpointed, and the two worker counts, as messages say it."""
         return (f"state taken {self.position.describe()} with num_workers={config.num_workers}, "
                 f"resumed with num_workers={self.workers}")
 
     def resumed_config(self, config: LoaderConfig) -> LoaderConfig:
-        """The config the state is resumed with: the same but for the number of worker processes."""
         return replace(config, num_workers=self.workers)
 
 

@@ -39,8 +39,9 @@ _WORLD_WORDS = re.compile(r"world|replica|degree|data[ _-]?parallel|\bdp\b|dp_",
 
 
 def new_worlds(world_size: int) -> tuple[int, ...]:
-    """The world sizes a state saved on ``world_size`` ranks is resumed on: fewer, then more."""
-    return tuple(dict.fromkeys((max(1, world_size // 2), world_size + 1)))
+    """The world sizes a state saved on ``world_size`` ranks is resumed on: fewer, then more (none on one
+    rank, which SC31 needs more than and where SC41 judges the worker half only)."""
+    return (world_size // 2, world_size + 1) if world_size > 1 else ()
 
 
 def names_the_world_size(error: BaseException, saved: int, resumed: int) -> bool:
@@ -245,8 +246,7 @@ def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) ->
     exception before the first batch; an advisory where it does not name the world sizes), or the M
     resumed ranks together cover exactly the samples not yet consumed: none lost, none repeated."""
     world = example.world
-    if world is None:
-        raise RuntimeError("SC31 runs on the ranks of a multi-rank executor only")
+    assert world is not None, "SC31 runs on the ranks of a multi-rank executor only"
     folder = example_folder(example, "SC31")
     reference, lengths = example.reference()
     position = position_on_rank(plan.position, lengths)
