@@ -108,10 +108,8 @@ def _read_and_resume(example: Example, result: RankResume, expected: list[Any], 
 
 def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[Any], via: str,
                      ) -> tuple[RankResume, int | None]:
-    """Every rank loads the shared key (a collective, so also a rank whose own save failed) and resumes.
-
-    Also returns the rank whose whole state this rank was given instead of its own, if any.
-    """
+    """Every rank loads the shared key (a collective, so also a rank whose own save failed) and resumes;
+    also returns the rank whose whole state this rank was given instead of its own, if any."""
     world = example.world
     assert world is not None
     result = RankResume(world.rank, via=via)
@@ -146,11 +144,8 @@ def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[
 
 
 def _replay_shared_key(example: Example, other: int, position: Position, expected: list[Any]) -> None:
-    """The shared-key failure in one process: this rank resumes from the state ``other`` saved.
-
-    Recorded, so the reproduction ends with it; what DCP did across processes (give this
-    rank ``other``'s state) becomes one plain line.
-    """
+    """The shared-key failure in one process: this rank resumes from the state ``other`` saved. Recorded,
+    so the reproduction ends with it; what DCP did across processes becomes one plain line."""
     example.program.add(f"# Under one DCP key shared by every rank, DCP gave this rank rank {other}'s state. "
                         "In one process:")
     config = replace(example.config, rank=other)

@@ -146,10 +146,14 @@ def _why_it_differs(example: Example, start: int, stop: int, first: list[Any]) -
             "that took it (it holds a key into a registry, an id() or a cache that a new process does not have)")
 
 
+def one_process_only(world_size: int) -> tuple[int | None, ...]:
+    """The fresh-process half runs on one process only; on several ranks SC30 resumes in fresh ones."""
+    return (None,) if world_size == 1 else ()
+
+
 @clause("SC10", "resume-continues-the-stream", tier="core", kills=13, cost=4, plan=checkpoint_plan, needs=RESUMES,
         after_restart=(resume_in_a_fresh_process, None),  # the fresh process judges its own resume
-        # On one process only: on several ranks SC30 resumes in fresh ones.
-        restart_worlds=lambda world_size: (None,) if world_size == 1 else ())
+        restart_worlds=one_process_only)
 def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
     """For any checkpoint point, a fresh loader given `load_state_dict(state)` yields exactly the
     batches the uninterrupted loader yields from that point on, every field of every batch, for at

@@ -167,9 +167,9 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
 
 
 def judged(values: Sequence[WorldResume], due_ids: Sequence[int] | None = None) -> Tally:
-    """Over the new world's first pass, against the old world's epoch as it deals it (`tally`):
-    samples lost, repeated, and copies only its padding explains. ``due_ids``: judge against that
-    epoch instead (as a fresh world of the new size deals it), nothing yielded before."""
+    """Over the new world's first pass, against the old world's epoch as it deals it (`tally`): samples
+    lost, repeated, and copies only its padding explains. ``due_ids``: against that epoch as a fresh
+    world of the new size deals it, nothing yielded before."""
     first = values[0]
     got = Counter(i for r in values for i in r.yielded)
     before = Counter(first.consumed) if due_ids is None else Counter()

@@ -57,9 +57,8 @@ class MindSpeedPrefetchGradAccDataLoader:
         return self
 
     def __len__(self) -> int:
-        if isinstance(self.base_dataloader, Sized):  # upstream: hasattr(..., "__len__")
-            return len(self.base_dataloader)
-        return 0
+        # Upstream: hasattr(self.base_dataloader, "__len__").
+        return len(self.base_dataloader) if isinstance(self.base_dataloader, Sized) else 0
 
     def __next__(self) -> dict[str, Any]:
         if self._current_iterator is None:
@@ -78,23 +77,20 @@ class MindSpeedPrefetchGradAccDataLoader:
             while True:
                 buffer: list[Mapping[str, Any]] = []
                 total_tokens: Any = 0
-                fetched = 0
-                # Prefetch grad_acc_step batches: from here on the base loader (and so
-                # this wrapper's state_dict()) is ahead of what has been yielded.
+                # Prefetch grad_acc_step batches: from here on the base loader (and so this wrapper's
+                # state_dict()) is ahead of what has been yielded.
                 try:
                     for _ in range(self.grad_acc_step):
                         batch = next(base_iter)
                         valid_token_count = (batch["labels"] > -1).sum()  # tokens of shift labels
                         total_tokens += valid_token_count
                         buffer.append(batch)
-                        fetched += 1
                 except StopIteration:
-                    # After a short last window the loop comes back here and the
-                    # exhausted base iterator raises StopIteration again (torchdata's do).
-                    if fetched == 0:
+                    # After a short last window the loop comes back here and the exhausted base
+                    # iterator raises StopIteration again (torchdata's do).
+                    if not buffer:
                         break  # no more data
-                denom = fetched if fetched > 0 else self.grad_acc_step
-                avg_tokens = total_tokens / denom
+                avg_tokens = total_tokens / len(buffer)  # upstream counts the fetched batches apart
                 for batch in buffer:
                     batch_dict = dict(batch)
                     batch_dict[GLOBAL_STEP_TOKEN_NUM] = total_tokens
@@ -107,8 +103,7 @@ class MindSpeedPrefetchGradAccDataLoader:
 
     def state_dict(self) -> dict[str, Any]:
         """BUG 2: the base loader's state, ahead of the wrapper mid-window."""
-        state: dict[str, Any] = self.base_dataloader.state_dict()
-        return state
+        return self.base_dataloader.state_dict()
 
     def load_state_dict(self, **kwargs: Any) -> None:
         """BUG 1: keyword-only; ``load_state_dict(state)`` raises `TypeError`."""

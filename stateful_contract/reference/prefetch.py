@@ -39,13 +39,8 @@ from typing import Any, cast
 import torch
 from typing_extensions import Protocol, runtime_checkable
 
-__all__ = [
-    "AVG_TOKEN_COUNT_KEY",
-    "STATE_FORMAT_VERSION",
-    "WINDOW_TOKEN_COUNT_KEY",
-    "PrefetchGradAccDataLoader",
-    "StatefulBaseLoader",
-]
+__all__ = ["AVG_TOKEN_COUNT_KEY", "STATE_FORMAT_VERSION", "WINDOW_TOKEN_COUNT_KEY",
+           "PrefetchGradAccDataLoader", "StatefulBaseLoader"]
 
 #: Default key of the window's number of valid tokens (a 0-d ``int64`` tensor): MindSpeed-MM's
 #: ``GLOBAL_STEP_TOKEN_NUM``, so this wrapper is a drop-in replacement for MindSpeed-MM's.
@@ -149,8 +144,8 @@ class PrefetchGradAccDataLoader:
         if isinstance(grad_acc_step, bool) or not isinstance(grad_acc_step, int) or grad_acc_step < 1:
             raise ValueError(f"grad_acc_step must be a positive int, got {grad_acc_step!r}")
         if not isinstance(base_dataloader, StatefulBaseLoader):
-            raise TypeError("base_dataloader must provide __iter__(), state_dict() and load_state_dict() like "
-                            f"torchdata's StatefulDataLoader; {type(base_dataloader).__name__} does not")
+            raise TypeError("base_dataloader must provide __iter__(), state_dict() and load_state_dict() "
+                            f"like torchdata's StatefulDataLoader; {type(base_dataloader).__name__} does not")
         if token_count_key == avg_token_count_key:
             raise ValueError(f"token_count_key and avg_token_count_key are both {token_count_key!r}")
         self.base_dataloader = base_dataloader
