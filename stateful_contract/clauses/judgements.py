@@ -1,8 +1,7 @@
 """The judgements clauses share: pure comparisons that raise a `ClauseViolation`.
 
-Each records, in the example's reproduction, the public assertion that checks the same
-thing outside the suite (``assert_same_stream(expected, resumed)``), so the printed
-program ends on the line that fails.
+Each records in the example's reproduction the public assertion that checks the same thing outside
+the suite (``assert_same_stream(expected, resumed)``), so the printed program ends on the failing line.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Strict tier (SC40, SC41): beyond StatefulDataLoader, which accepts all of these silently.
-
-Reported and badged apart from the core clauses, and run only when asked for.
-"""
+"""Strict tier (SC40, SC41): beyond StatefulDataLoader, which accepts all of these silently; reported and
+badged apart from the core clauses, and run only when asked for."""
 
 from __future__ import annotations
 

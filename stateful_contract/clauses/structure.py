@@ -1,7 +1,5 @@
-"""Structure clauses (SC01-SC03): judged on one fixed config, before any resume.
-
-A failure here is reported once instead of cascading into every resume clause.
-"""
+"""Structure clauses (SC01-SC03): judged on one fixed config before any resume, so that a failure here is
+reported once instead of cascading into every resume clause."""
 
 from __future__ import annotations
 
@@ -92,8 +90,7 @@ def state_is_a_str_keyed_dict(example: Example, plan: None) -> None:
     """`state_dict()` returns a `dict` with `str` keys at every point: before iterating,
     mid-epoch, at epoch end.
 
-    The points come from the epoch length this loader really has (a factory may fix
-    ``drop_last`` or its own batch size).
+    The points come from this loader's real epoch length (a factory may fix ``drop_last`` or its batch size).
     """
     _, lengths = example.reference()
     n = lengths[0]

@@ -8,6 +8,7 @@ must finish the interrupted epoch with exactly the samples still due.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import traceback
 from collections import Counter
@@ -84,10 +85,9 @@ def _clamp(value: int, bounds: tuple[int, int]) -> int:
 
 def _mid_epoch_change(lengths: list[int], alignment: Alignment, *, config: LoaderConfig,
                       workers: int) -> WorkerChange:
-    """A checkpoint inside the first epoch, near its middle, where neither the batches so far nor the
-    batches left are a multiple of the larger worker count (where one exists): a per-worker offset
-    shows in the first, a rest of the epoch re-dealt or trimmed to whole rounds of workers (F26) in
-    the second."""
+    """A checkpoint inside the first epoch, near its middle, where neither the batches so far nor those left
+    are a multiple of the larger worker count (where one exists): a per-worker offset shows in the first, a
+    rest of the epoch re-dealt or trimmed to whole rounds of workers (F26) in the second."""
     n = lengths[0]
     inner = [k for k in range(1, n) if k % window_of(alignment, config) == 0] or [min(n, 1)]
     counts = max(2, config.num_workers, workers)
@@ -99,14 +99,12 @@ def worker_change_examples(space: ConfigSpace | None) -> list[tuple[LoaderConfig
     """SC23's explicit examples: every ordered pair of worker counts the space allows, checkpointed
     mid-epoch, which a small search reaches only now and then (docs/clauses.md, SC23)."""
     space = space or ConfigSpace()
-    counts = sorted(set(space.num_workers))
     size, batch = _clamp(12, space.dataset_size), _clamp(2, space.batch_size)
     examples: list[tuple[LoaderConfig, Any]] = []
-    for saved in counts:
-        for resumed in (n for n in counts if n != saved):
-            config = LoaderConfig(dataset_size=size, batch_size=batch, shuffle=True, seed=5, num_workers=saved,
-                                  drop_last=resumed > saved)
-            examples.append((config, functools.partial(_mid_epoch_change, config=config, workers=resumed)))
+    for saved, resumed in itertools.permutations(sorted(set(space.num_workers)), 2):
+        config = LoaderConfig(dataset_size=size, batch_size=batch, shuffle=True, seed=5, num_workers=saved,
+                              drop_last=resumed > saved)
+        examples.append((config, functools.partial(_mid_epoch_change, config=config, workers=resumed)))
     return examples
 
 
