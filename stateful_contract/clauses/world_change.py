@@ -39,8 +39,8 @@ _WORLD_WORDS = re.compile(r"world|replica|degree|data[ _-]?parallel|\bdp\b|dp_",
 
 
 def new_worlds(world_size: int) -> tuple[int, ...]:
-    """The world sizes a state saved on ``world_size`` ranks is resumed on: fewer, then more (none on one
-    rank, which SC31 needs more than and where SC41 judges the worker half only)."""
+    """The world sizes a state saved on ``world_size`` ranks is resumed on: fewer, then more; none from one
+    rank (SC31 needs two, and there SC41 judges worker counts only)."""
     return (world_size // 2, world_size + 1) if world_size > 1 else ()
 
 

@@ -2,12 +2,10 @@
 
 MindSpeed-MM's bug report (``seed/000_418544c3f3dcb82f.txt``, master ``852ddffd``) is about
 ``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader``, used for
-``loss_cfg.loss_type == "per_token_loss"``. docs/index.md tells its two bugs: bug 1, a keyword-only
-``load_state_dict(self, **kwargs)``, which the trainer's positional call crashes on (SC02); bug 2, a
-state that is the *base* loader's, ahead of the wrapper by the rest of the buffered window, so a
-checkpoint mid-window loses it (SC10). The report's proposed fix, ``def load_state_dict(self,
-state_dict=None)``, removes the crash only, and ``load_state_dict(None)`` is silently ignored.
-`stateful_contract.reference.PrefetchGradAccDataLoader` is the corrected wrapper.
+``loss_cfg.loss_type == "per_token_loss"``. Its two bugs (docs/index.md): a keyword-only
+``load_state_dict`` (bug 1, SC02), and the *base* loader's state, a window ahead mid-window (bug 2,
+SC10). The proposed fix, ``load_state_dict(self, state_dict=None)``, removes the crash only, and
+``load_state_dict(None)`` is silently ignored. `.prefetch.PrefetchGradAccDataLoader` is the corrected one.
 
 Buffering, counting (``> -1``, hard-coded as upstream), the average (divided by the batches actually
 fetched, as upstream does for the short last window), the output keys, ``__iter__`` returning

@@ -1,10 +1,9 @@
 """A gradient-accumulation prefetching wrapper that checkpoints exactly, mid-window included.
 
-`PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name (docs/index.md,
-`stateful_contract.reference.mindspeed`): for per-token loss the trainer must know, before the first
-micro-step of an optimizer step, the valid tokens of the whole step. So it reads one window
-(``grad_acc_step`` micro-batches) ahead, counts its valid tokens, and yields the buffered batches one
-by one, each a new dict carrying the window's count.
+`PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name (docs/index.md):
+per-token loss needs the valid tokens of the whole optimizer step before its first micro-step, so it
+reads one window (``grad_acc_step`` micro-batches) ahead, counts its valid tokens, and yields the
+buffered batches one by one, each a new dict carrying the window's count.
 
 Its state cannot be the base loader's: mid-window that is *ahead* by the rest of the window, which a
 resume loses (the seed wrapper's bug 2). Nor can it hold the buffered batches (arbitrary, possibly
