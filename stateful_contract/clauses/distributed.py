@@ -23,7 +23,7 @@ import torch
 from .._engine.compare import first_difference, stream_difference
 from .._engine.example import Example
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
-from .._engine.recording import Program, asserts, recording
+from .._engine.recording import asserts, unrecorded
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, Position, checkpoint, uninterrupted
 from ..config import LoaderConfig
@@ -122,7 +122,7 @@ def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[
     if state is None:
         result.error = "its own state could not be saved"
         return result, None
-    with recording(Program("")):  # DCP cannot be replayed in one process: see `_replay_shared_key`
+    with unrecorded():  # DCP cannot be replayed in one process: see `_replay_shared_key`
         _resume_and_compare(example, result, loaded, expected, refusable=True)
     if not result.exact:
         read = load_checkpoint.__wrapped__  # type: ignore[attr-defined]  # for the message: no step

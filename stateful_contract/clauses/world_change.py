@@ -23,7 +23,7 @@ from .._engine.advice import advise
 from .._engine.example import Example
 from .._engine.impact import Impact, losses
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
-from .._engine.recording import Program, recording
+from .._engine.recording import unrecorded
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream
 from .._faces import hint_strict
@@ -141,7 +141,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
     path = str(folder / f"rank{source}.pt")
     program.bind(path, repr(f"rank{source}.pt"))
     if not consumed:
-        with recording(Program("")):  # not a step of the reproduction
+        with unrecorded():  # not a step of the reproduction
             reference, lengths = example.reference()
         result.fresh = epoch_ids(reference, lengths, epoch)
     limit = example.config.dataset_size + world.world_size + 1
