@@ -16,7 +16,7 @@ from .._engine.recording import asserts
 from .._engine.steps import Position
 from .registry import violated
 
-__all__ = ["RESUMED", "no_epoch_lost", "same_epochs", "same_stream", "unchanged"]
+__all__ = ["no_epoch_lost", "same_epochs", "same_stream", "unchanged"]
 
 #: What a resume clause expects, in the words its messages use.
 RESUMED = "the resumed loader to yield exactly the uninterrupted run's batches from the checkpoint on"

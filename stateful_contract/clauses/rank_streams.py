@@ -19,8 +19,8 @@ from .._engine.impact import Impact, losses
 from .._engine.steps import Position
 from .registry import violated
 
-__all__ = ["RankResume", "Tally", "coverage", "epoch_ids", "every_rank_resumed", "example_folder", "id_list",
-           "sample_ids", "tally", "window"]
+__all__ = ["RankResume", "Tally", "epoch_ids", "every_rank_resumed", "example_folder", "id_list",
+           "padding_lines", "sample_ids", "tally", "window"]
 
 #: Sample ids a message lists before eliding.
 SHOWN_IDS = 12

@@ -22,7 +22,7 @@ from .._faces import hint_strict, hint_world_size
 from ..config import LoaderConfig
 
 __all__ = ["CONTRACT_VERSION", "LOAD", "RESUMES", "TIERS", "Clause", "all_clauses", "clause",
-           "default_selection", "load_prober", "lookup", "run_order", "violated"]
+           "default_selection", "load_blocks", "load_prober", "lookup", "run_order", "violated"]
 
 #: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
 CONTRACT_VERSION = "2.1"

@@ -39,8 +39,8 @@ from .judgements import same_stream
 from .rank_streams import id_list, sample_ids
 from .registry import RESUMES, clause, violated
 
-__all__ = ["WorkerChange", "WorkerResume", "names_the_worker_counts", "raised_in_torchdata", "refusal_kind",
-           "resume_with_other_workers", "worker_change_examples", "worker_count_change_is_exact_or_refused"]
+__all__ = ["WorkerChange", "names_the_worker_counts", "raised_in_torchdata", "refusal_kind",
+           "resume_with_other_workers", "worker_change_examples"]
 
 
 @dataclass(frozen=True)

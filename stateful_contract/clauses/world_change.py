@@ -32,7 +32,7 @@ from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lin
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind
 
-__all__ = ["WorldResume", "names_the_world_size", "new_worlds", "world_size_change_is_exact_or_refused"]
+__all__ = ["WorldResume", "new_worlds", "resume_on_another_world", "world_size_change_is_exact_or_refused"]
 
 #: Words that say a message is about the number of ranks (torchtitan: "dp_degree is inconsistent").
 _WORLD_WORDS = re.compile(r"world|replica|degree|data[ _-]?parallel|\bdp\b|dp_", re.IGNORECASE)
