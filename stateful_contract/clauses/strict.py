@@ -70,8 +70,8 @@ def _refusal_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig,
                   space: ConfigSpace | None = None) -> WorkerChange | Checkpoint:
     """SC23's plan (a checkpoint resumed with another worker count); where the space allows one count
     only, a checkpoint alone, which a world-size change (SC31's, on several ranks) still resumes."""
-    change = _worker_change_plan(data, lengths, config, alignment, space=space)
-    return change if change is not None else Checkpoint(draw_position(data, lengths, config, alignment))
+    return (_worker_change_plan(data, lengths, config, alignment, space=space)
+            or Checkpoint(draw_position(data, lengths, config, alignment)))
 
 
 def _unnamed(what: str) -> Impact:
