@@ -7,15 +7,14 @@ MindSpeed-MM's bug report (``seed/000_418544c3f3dcb82f.txt``, master ``852ddffd`
 SC10). The proposed fix, ``load_state_dict(self, state_dict=None)``, removes the crash only, and
 ``load_state_dict(None)`` is silently ignored. `.prefetch.PrefetchGradAccDataLoader` is the corrected one.
 
-Buffering, counting (``> -1``, hard-coded as upstream), the average (divided by the batches actually
-fetched, as upstream does for the short last window), the output keys, ``__iter__`` returning
-``self`` and the two state methods are upstream's. Two deliberate differences, neither touching the
-state bugs: one epoch per ``iter()`` (upstream's ``cyclic=False`` path; its default ``cyclic=True``
-is an endless iterator whose windows may span epochs), so its stream compares batch for batch with
-the base loader's; and the base iterator is created per epoch only (upstream's ``cyclic=False`` also
-creates one in ``__init__``, which advances a shuffling sampler's generator once more), lazily at the
-first ``next()`` as upstream's default cyclic generator does: so ``for batch in iter(loader)``, which
-calls ``__iter__`` twice, starts one epoch, not two.
+Upstream's: buffering, counting (``> -1``, hard-coded), the average (over the batches actually fetched,
+fewer in the short last window), the output keys, ``__iter__`` returning ``self``, the state methods.
+Two deliberate differences, neither touching the state bugs: one epoch per ``iter()`` (upstream's
+``cyclic=False`` path; its default ``cyclic=True`` is endless, windows spanning epochs), so its stream
+compares batch for batch with the base loader's; and the base iterator is created per epoch only
+(``cyclic=False`` also creates one in ``__init__``, advancing a shuffling sampler's generator once
+more), lazily at the first ``next()`` as the cyclic generator does: ``for batch in iter(loader)``,
+which calls ``__iter__`` twice, starts one epoch, not two.
 """
 
 from __future__ import annotations
