@@ -15,7 +15,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from logging.handlers import BufferingHandler
 from typing import Any
 
@@ -110,10 +110,10 @@ def _logged(into: list[str]) -> Iterator[None]:
 def _old_world(records: list[dict[str, Any]]) -> tuple[int, list[int], list[int]]:
     """The epoch the new world resumes, and what the old world had yielded of it and would still yield."""
     if all(r["finished"] for r in records):  # every rank finished it: the next one
-        return records[0]["epoch"] + 1, [], [i for r in records for i in r["epochs"][1]]
+        return records[0]["position"]["epoch"] + 1, [], [i for r in records for i in r["epochs"][1]]
     consumed = [i for r in records for i in r["consumed"]]
     rest = [i for r in records for i in r["epochs"][0][len(r["consumed"]):]]
-    return records[0]["epoch"], consumed, rest
+    return records[0]["position"]["epoch"], consumed, rest
 
 
 def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
@@ -132,7 +132,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
     epoch, consumed, due = _old_world(records)
     result = WorldResume(world.rank, source, saved, epoch=epoch, consumed=consumed, due=due)
     old_config = replace(example.config, rank=source, world_size=saved)
-    saved_at = Position(old["epoch"], old["batches"], after_stop=old["after_stop"], before_iter=old["before_iter"])
+    saved_at = Position(**old["position"])
     program = example.program
     program.add(f"# Saved by rank {source} of the {saved}-rank world:")
     program.add(f"save_checkpoint(checkpoint(fresh(factory, {old_config.as_code()}), {saved_at.as_code()}), "
@@ -151,7 +151,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
             batches = stream(loader, 1, limit=limit)
             # torchdata resumes a state taken after the last batch, before StopIteration, into
             # an empty epoch (docs/findings.md, F5): then the next pass is the due epoch.
-            if not batches and old["finished"] and not old["after_stop"]:
+            if not batches and old["finished"] and not saved_at.after_stop:
                 batches = stream(loader, 1, limit=limit)
     except LoaderError as e:
         result.error = str(e)
@@ -254,7 +254,6 @@ def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) ->
     example.program.bind(path, repr(f"rank{world.rank}.pt"))
     save_checkpoint(checkpoint(example.fresh(), position), path)
     consumed, epochs = window(reference, lengths, position)
-    record = {"rank": world.rank, "batches": position.batches, "after_stop": position.after_stop,
-              "before_iter": position.before_iter, "epoch": position.epoch,
-              "finished": position.batches == lengths[position.epoch], "consumed": consumed, "epochs": epochs}
+    record = {"rank": world.rank, "position": asdict(position), "consumed": consumed, "epochs": epochs,
+              "finished": position.batches == lengths[position.epoch]}
     (folder / f"saved-rank{world.rank}.json").write_text(json.dumps(record), encoding="utf-8")
