@@ -178,16 +178,15 @@ def resume_survives_several_hops(example: Example, plan: Hops) -> None:
     last = plan.stops[-1]
     expected = example.segment("expected", last, max(sum(lengths[:3]), last))
     state = checkpoint(example.fresh(), plan.position)  # run 1
-    previous = start
     opened = plan.after_iter or (False,) * len(plan.stops)
-    for stop, after_iter in zip(plan.stops, opened):  # runs 2, 3: resume, iterate on, checkpoint again
+    # Runs 2, 3: resume, iterate on, checkpoint again.
+    for previous, stop, after_iter in zip((start, *plan.stops), plan.stops, opened):
         loader = example.fresh(state)
         if after_iter:
             advance(loader, Position())  # iter(), no batch yet: the state must still be the loaded one
         else:
             take(loader, stop - previous, max_epochs=RESUME_EPOCHS)
         state = state_of(loader)
-        previous = stop
     hops = " -> ".join("iter() and no batch" if opened_ else "no iter()" if b == a else f"{batch_count(b - a)} more"
                        for a, b, opened_ in zip((start, *plan.stops), plan.stops, opened))
     same_stream(expected, example.resumed(state, len(expected)), clause_id="SC11",
