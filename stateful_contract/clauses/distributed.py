@@ -163,8 +163,7 @@ def _judge_every_save(values: Sequence[list[RankResume]], config: LoaderConfig, 
     """Each save's resumes over all ranks, one verdict per save (``fresh``: in a fresh set of processes)."""
     ranks = len(values)
     where = f"in a fresh set of {ranks} processes" if fresh else "in the same processes"
-    for via in range(len(values[0])):
-        results = [per_rank[via] for per_rank in values]
+    for results in zip(*values):  # one save at a time, over all ranks
         shared = results[0].via.startswith(VIA_SHARED)
         every_rank_resumed(results, clause_id="SC30", refusal=SHARED_REFUSAL if shared else "", context=(
             f"every rank checkpointed {plan.position.describe()} (the same step on all {ranks} ranks), saved with "

@@ -234,11 +234,9 @@ def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context
     failed = [r for r in results if not r.exact and not (refusal and r.refused)]
     if not failed:
         return
-    lines = []
-    for r in failed:
-        what = r.error if r.error is not None else r.difference
-        lines.append(f"rank {r.rank}{f' ({r.via})' if r.via else ''}: " + str(what).replace("\n", "\n  ")
-                     + (f"\n  ({r.loaded_from})" if r.loaded_from else ""))
+    lines = [f"rank {r.rank}{f' ({r.via})' if r.via else ''}: "
+             + str(r.error if r.error is not None else r.difference).replace("\n", "\n  ")
+             + (f"\n  ({r.loaded_from})" if r.loaded_from else "") for r in failed]
     lines += coverage([r for r in results if not r.refused])
     n = len(results)
     violation = violated(
