@@ -201,29 +201,28 @@ def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange
         return  # refused before any batch: nothing lost, the job stops there
     if stream_difference(expected, resumed) is None:
         return  # the uninterrupted run's own stream
-    reference, lengths = example.reference()
     new_run = uninterrupted(example.factory, plan.resumed_config(example.config))
-    if stream_difference(reference, new_run[0]) is None:  # the order does not depend on num_workers
+    if stream_difference(example.reference()[0], new_run[0]) is None:  # same order with any num_workers
         same_stream(expected, resumed, clause_id="SC23", context=plan.context(example.config),
                     what="the loader resumed with another num_workers to continue the stream exactly (or to "
                          "refuse)")
         return
-    _exact_with_the_new_count(example, plan, outcome, lengths, new_run)
+    _exact_with_the_new_count(example, plan, outcome.state, new_run)
 
 
-def _exact_with_the_new_count(example: Example, plan: WorkerChange, outcome: WorkerResume, lengths: list[int],
+def _exact_with_the_new_count(example: Example, plan: WorkerChange, state: Any,
                               new_run: tuple[list[Any], list[int]]) -> None:
     """For a loader whose order depends on ``num_workers``: the rest of the interrupted epoch holds
     exactly the samples still due (in any order), and each later epoch is the new count's."""
     p, where, program = plan.position, plan.context(example.config), example.program
-    reference, _ = example.reference()
+    reference, lengths = example.reference()
     new_reference, new_lengths = new_run
     start = sum(lengths[:p.epoch])
     due = sample_ids([] if p.after_stop else reference[start + p.batches:start + lengths[p.epoch]])
     first, stop = sum(new_lengths[:p.epoch + 1]), sum(new_lengths[:p.epoch + 3])
     later = program.expression("expected", f"{program.render(new_reference)}[{first}:{stop}]",
                                new_reference[first:stop])
-    loader = example.fresh(outcome.state, config=plan.resumed_config(example.config))
+    loader = example.fresh(state, config=plan.resumed_config(example.config))
     rest = sample_ids(stream(loader, 1)) if due else []  # inside the epoch: its first pass is the rest of it
     if due is None or rest is None:
         raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
