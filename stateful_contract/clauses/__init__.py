@@ -1,8 +1,7 @@
 """The clauses of the StatefulLoader contract, each one registered function.
 
-Importing this package registers every clause; `CLAUSES` is the catalogue in ID order.
-See `stateful_contract.clauses.registry` for how a clause is defined, and
-``docs/contributing.md`` for adding one.
+Importing this package registers every clause; `CLAUSES` is the catalogue in ID order. `.registry`
+says how a clause is defined, ``docs/contributing.md`` how to add one.
 """
 
 from __future__ import annotations

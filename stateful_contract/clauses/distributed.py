@@ -23,14 +23,14 @@ import torch
 from .._engine.compare import first_difference, stream_difference
 from .._engine.example import Example
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
-from .._engine.recording import Program, asserts, recording
+from .._engine.recording import asserts, unrecorded
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, Position, checkpoint, uninterrupted
 from ..config import LoaderConfig
 from .rank_streams import RankResume, every_rank_resumed, example_folder, sample_ids, window
 from .registry import LOAD, clause
 
-__all__ = ["every_rank_resumes", "resume_in_fresh_processes", "whose_state"]
+__all__: list[str] = []  # each clause registers itself (`clause`): nothing here is imported
 
 VIA_FILE = "torch.save per rank"
 VIA_DCP = "torch.distributed.checkpoint"
@@ -108,10 +108,8 @@ def _read_and_resume(example: Example, result: RankResume, expected: list[Any], 
 
 def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[Any], via: str,
                      ) -> tuple[RankResume, int | None]:
-    """Every rank loads the shared key (a collective, so also a rank whose own save failed) and resumes.
-
-    Also returns the rank whose whole state this rank was given instead of its own, if any.
-    """
+    """Every rank loads the shared key (a collective, so also a rank whose own save failed) and resumes;
+    also returns the rank whose whole state this rank was given instead of its own, if any."""
     world = example.world
     assert world is not None
     result = RankResume(world.rank, via=via)
@@ -124,7 +122,7 @@ def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[
     if state is None:
         result.error = "its own state could not be saved"
         return result, None
-    with recording(Program("")):  # DCP cannot be replayed in one process: see `_replay_shared_key`
+    with unrecorded():  # DCP cannot be replayed in one process: see `_replay_shared_key`
         _resume_and_compare(example, result, loaded, expected, refusable=True)
     if not result.exact:
         read = load_checkpoint.__wrapped__  # type: ignore[attr-defined]  # for the message: no step
@@ -146,23 +144,18 @@ def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[
 
 
 def _replay_shared_key(example: Example, other: int, position: Position, expected: list[Any]) -> None:
-    """The shared-key failure in one process: this rank resumes from the state ``other`` saved.
-
-    Recorded, so the reproduction ends with it; what DCP did across processes (give this
-    rank ``other``'s state) becomes one plain line.
-    """
+    """The shared-key failure in one process: this rank resumes from the state ``other`` saved. Recorded,
+    so the reproduction ends with it; what DCP did across processes becomes one plain line."""
     example.program.add(f"# Under one DCP key shared by every rank, DCP gave this rank rank {other}'s state. "
                         "In one process:")
     config = replace(example.config, rank=other)
     drawn = example.drawn_plan.position if isinstance(example.drawn_plan, Checkpoint) else position
-    try:
+    with contextlib.suppress(LoaderError):
         if drawn.after_stop:  # the other rank took the step as its own epoch lengths make it
             _, lengths = uninterrupted(example.factory, config)
             position = position_on_rank(drawn, lengths)
         state = checkpoint(example.fresh(config=config), position)
         _own_stream(expected, example.resumed(state, len(expected)))
-    except LoaderError:
-        pass
 
 
 def _judge_every_save(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint, *,
@@ -170,8 +163,7 @@ def _judge_every_save(values: Sequence[list[RankResume]], config: LoaderConfig, 
     """Each save's resumes over all ranks, one verdict per save (``fresh``: in a fresh set of processes)."""
     ranks = len(values)
     where = f"in a fresh set of {ranks} processes" if fresh else "in the same processes"
-    for via in range(len(values[0])):
-        results = [per_rank[via] for per_rank in values]
+    for results in zip(*values):  # one save at a time, over all ranks
         shared = results[0].via.startswith(VIA_SHARED)
         every_rank_resumed(results, clause_id="SC30", refusal=SHARED_REFUSAL if shared else "", context=(
             f"every rank checkpointed {plan.position.describe()} (the same step on all {ranks} ranks), saved with "
@@ -217,8 +209,7 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
     lost, none repeated; saved per rank with `torch.save`, through DCP with per-rank keys, and through
     DCP with one shared key (as `dcp.save({"dataloader": loader})` does), which exposes rank-blind state."""
     world = example.world
-    if world is None:
-        raise RuntimeError("SC30 runs on the ranks of a multi-rank executor only")
+    assert world is not None, "SC30 runs on the ranks of a multi-rank executor only"
     folder = example_folder(example, "SC30")
     result = RankResume(world.rank, via=f"{VIA_FILE}, resumed in the saving process")
     reference, lengths = example.reference()

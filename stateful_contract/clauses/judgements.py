@@ -1,8 +1,7 @@
 """The judgements clauses share: pure comparisons that raise a `ClauseViolation`.
 
-Each records, in the example's reproduction, the public assertion that checks the same
-thing outside the suite (``assert_same_stream(expected, resumed)``), so the printed
-program ends on the line that fails.
+Each records in the example's reproduction the public assertion that checks the same thing outside
+the suite (``assert_same_stream(expected, resumed)``), so the printed program ends on the failing line.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from .._engine.recording import asserts
 from .._engine.steps import Position
 from .registry import violated
 
-__all__ = ["RESUMED", "no_epoch_lost", "same_epochs", "same_stream", "unchanged"]
+__all__ = ["no_epoch_lost", "same_epochs", "same_stream", "unchanged"]
 
 #: What a resume clause expects, in the words its messages use.
 RESUMED = "the resumed loader to yield exactly the uninterrupted run's batches from the checkpoint on"

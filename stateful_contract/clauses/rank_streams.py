@@ -1,8 +1,7 @@
 """What the multi-rank clauses (SC30, SC31) share: each rank's resume, and samples counted over ranks.
 
-Each rank reports a `RankResume`; `every_rank_resumed` raises the clause's violation, naming the
-failing ranks and, over all ranks, the samples lost and repeated and whose they were. Padding is
-not data (`tally`; docs/distributed.md).
+Each rank reports a `RankResume`; `every_rank_resumed` raises the clause's violation, naming the failing
+ranks and, over all ranks, the samples lost and repeated and whose; padding is not data (`tally`).
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from .._engine.impact import Impact, losses
 from .._engine.steps import Position
 from .registry import violated
 
-__all__ = ["RankResume", "Tally", "coverage", "epoch_ids", "every_rank_resumed", "example_folder", "id_list",
-           "sample_ids", "tally", "window"]
+__all__ = ["RankResume", "Tally", "epoch_ids", "every_rank_resumed", "example_folder", "id_list",
+           "padding_lines", "sample_ids", "tally", "window"]
 
 #: Sample ids a message lists before eliding.
 SHOWN_IDS = 12
@@ -40,8 +39,7 @@ class RankResume:
     refused: bool = False
     #: Where the resumed stream departs from the uninterrupted one (None: exact).
     difference: str | None = None
-    #: Sample ids of the uninterrupted stream from the checkpoint on, and of the resumed
-    #: stream (None when batches carry no ``index`` field).
+    #: Sample ids of the uninterrupted stream from the checkpoint on and of the resumed one (None: no index).
     expected_ids: list[int] | None = None
     resumed_ids: list[int] | None = None
     #: Whose saved state this rank was given back (a shared DCP key), when it was not its own.
@@ -95,16 +93,14 @@ class Tally:
 
 def tally(epochs: Sequence[Counter[int]], before: Counter[int], after: Counter[int], *, padding: int = 0,
           resharded: bool = False) -> Tally:
-    """Lost and repeated samples, where padding is not data.
+    """Lost and repeated samples, where padding is not data (docs/distributed.md).
 
-    ``epochs``: what the saving world deals over all its ranks, epoch by epoch from the
-    checkpoint's on (pad copies included); ``before``: what it yielded of the first before the
-    checkpoint; ``after``: what was yielded from the checkpoint on, by the same world or by one
-    of another size (``resharded``, which may yield once a sample the saving world dropped).
-
-    A sample is due once per epoch that deals it (in the first, unless yielded before). Copies
-    beyond what the saving world deals are extra where the resuming world's padding explains
-    them (all but its first copy, at most ``padding`` in all), else repeated.
+    ``epochs``: what the saving world deals over all its ranks, epoch by epoch from the checkpoint's on
+    (pad copies included); ``before``: what it yielded of the first before the checkpoint; ``after``: what
+    was yielded from the checkpoint on, by the same world or one of another size (``resharded``, which may
+    yield once a sample the saving world dropped). A sample is due once per epoch that deals it (in the
+    first, unless yielded before). Copies beyond what the saving world deals are extra where the resuming
+    world's padding explains them (all but its first copy, at most ``padding`` in all), else repeated.
     """
     dealt: Counter[int] = sum(epochs, Counter())
     distinct = [set(e) for e in epochs]
@@ -125,9 +121,8 @@ def tally(epochs: Sequence[Counter[int]], before: Counter[int], after: Counter[i
 
 
 def padding_lines(t: Tally, saving: str, resuming: str | None = None, *, span: str) -> list[str]:
-    """Where padding is involved: how many copies each world's padding accounted for, so that a
-    user sees why a count is a loss or a repeat (empty when neither world padded). ``span``:
-    the epochs counted ("in epoch 0")."""
+    """How many copies each world's padding accounted for, so a user sees why a count is a loss or a
+    repeat (empty when neither world padded). ``span``: the epochs counted ("in epoch 0")."""
     lines = []
     if t.padded:
         involved = [i for i in sorted(t.padded) if t.lost[i] or t.repeated[i] or t.extra[i]] or sorted(t.padded)
@@ -202,8 +197,8 @@ def epoch_ids(reference: Sequence[Any], lengths: list[int], epoch: int) -> list[
 
 def window(reference: Sequence[Any], lengths: list[int], position: Position,
            ) -> tuple[list[int] | None, list[list[int]] | None]:
-    """The sample ids of an uninterrupted run's epoch before ``position``, and of that epoch and the
-    two after it, whole (None without an int ``index`` field)."""
+    """The sample ids of an uninterrupted run's epoch before ``position``, and of that epoch and the two
+    after it, whole (None without an int ``index`` field)."""
     consumed = sample_ids(reference[sum(lengths[:position.epoch]):position.absolute(lengths)])
     epochs = [epoch_ids(reference, lengths, k) for k in range(position.epoch, position.epoch + 3)]
     known = [ids for ids in epochs if ids is not None]
@@ -239,11 +234,9 @@ def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context
     failed = [r for r in results if not r.exact and not (refusal and r.refused)]
     if not failed:
         return
-    lines = []
-    for r in failed:
-        what = r.error if r.error is not None else r.difference
-        lines.append(f"rank {r.rank}{f' ({r.via})' if r.via else ''}: " + str(what).replace("\n", "\n  ")
-                     + (f"\n  ({r.loaded_from})" if r.loaded_from else ""))
+    lines = [f"rank {r.rank}{f' ({r.via})' if r.via else ''}: "
+             + str(r.error if r.error is not None else r.difference).replace("\n", "\n  ")
+             + (f"\n  ({r.loaded_from})" if r.loaded_from else "") for r in failed]
     lines += coverage([r for r in results if not r.refused])
     n = len(results)
     violation = violated(
@@ -259,12 +252,9 @@ def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context
 
 
 def example_folder(example: Example, clause_id: str) -> Path:
-    """The example's files: the same folder on every rank, after a restart and on another world size
-    (on one process: the same folder in the sibling process that resumes it).
-
-    Named after the config and the plan as drawn, which every rank shares (each rank runs
-    the plan as it takes it on its own epoch lengths).
-    """
+    """The example's files: the same folder on every rank, after a restart, on another world size and in
+    the sibling process that resumes it on one process. Named after the config and the plan as drawn,
+    which every rank shares (each rank takes the plan on its own epoch lengths)."""
     root = example.world.workdir if example.world is not None else example.workdir
     assert root is not None, "this executor gives examples no directory"
     key = hashlib.sha1(repr((replace(example.config, rank=0, world_size=1), example.drawn_plan)).encode()).hexdigest()[:12]

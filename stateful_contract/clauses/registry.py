@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from graphlib import TopologicalSorter
 from typing import Any, Literal, TypeVar
 
 from .._engine.impact import Impact
@@ -20,20 +21,8 @@ from .._engine.search import Budget
 from .._faces import hint_strict, hint_world_size
 from ..config import LoaderConfig
 
-__all__ = [
-    "CONTRACT_VERSION",
-    "LOAD",
-    "RESUMES",
-    "TIERS",
-    "Clause",
-    "all_clauses",
-    "clause",
-    "default_selection",
-    "load_prober",
-    "lookup",
-    "run_order",
-    "violated",
-]
+__all__ = ["CONTRACT_VERSION", "LOAD", "RESUMES", "TIERS", "Clause", "all_clauses", "clause",
+           "default_selection", "load_blocks", "load_prober", "lookup", "run_order", "violated"]
 
 #: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
 CONTRACT_VERSION = "2.1"
@@ -170,10 +159,8 @@ def load_blocks(detail: str = "") -> str:
 
 
 def clause(clause_id: str, name: str, *, tier: Tier, **facts: Any) -> Callable[[F], F]:
-    """Register the decorated scenario as a clause; its docstring's first paragraph is the statement.
-
-    ``facts`` are the other fields of `Clause` (``needs``, ``plan``, ``cost``, ...).
-    """
+    """Register the decorated scenario as a clause: its docstring's first paragraph is the statement,
+    ``facts`` are the other fields of `Clause` (``needs``, ``plan``, ``cost``, ...)."""
 
     def register(fn: F) -> F:
         doc = inspect.cleandoc(fn.__doc__ or "").split("\n\n", 1)[0]
@@ -181,8 +168,7 @@ def clause(clause_id: str, name: str, *, tier: Tier, **facts: Any) -> Callable[[
             raise ValueError(f"clause {clause_id} needs a docstring: its first paragraph is the statement")
         if clause_id in _REGISTRY:
             raise ValueError(f"clause {clause_id} is registered twice")
-        _REGISTRY[clause_id] = Clause(
-            clause_id, name, tier, " ".join(doc.split()), fn, **facts)
+        _REGISTRY[clause_id] = Clause(clause_id, name, tier, " ".join(doc.split()), fn, **facts)
         return fn
 
     return register
@@ -216,24 +202,22 @@ def run_order(wanted: Iterable[str]) -> list[Clause]:
     """``wanted`` and everything they need, each after its prerequisites; of the clauses whose
     prerequisites have run, the load probe first (whether ``load_state_dict(state)`` works at all
     decides every clause that needs `LOAD`), then the highest `Clause.priority` (then by ID)."""
-    todo: dict[str, Clause] = {}
-
-    def visit(cid: str) -> None:
-        if cid in todo or cid == LOAD:
-            return
-        todo[cid] = entry = lookup(cid)
-        for need in entry.needs:
-            visit(need)
-
-    for cid in sorted(wanted):
-        visit(cid)
+    graph: TopologicalSorter[str] = TopologicalSorter()
+    pending = list(wanted)
+    while pending:
+        entry = lookup(pending.pop())
+        needs = [need for need in entry.needs if need != LOAD]
+        graph.add(entry.id, *needs)
+        pending += needs
+    graph.prepare()
     order: list[Clause] = []
-    done: set[str] = {LOAD}
-    while todo:
-        ready = [c for c in todo.values() if done.issuperset(c.needs)]
+    ready: list[Clause] = []
+    while graph.is_active():
+        ready += map(lookup, graph.get_ready())
         nxt = min(ready, key=lambda c: (not c.probes_load, -c.priority, c.id))
-        order.append(todo.pop(nxt.id))
-        done.add(nxt.id)
+        ready.remove(nxt)
+        order.append(nxt)
+        graph.done(nxt.id)
     return order
 
 

@@ -1,13 +1,10 @@
 """Core resume clauses (SC10-SC18): a fresh loader given a state continues the stream.
 
-Each clause is one scenario: steps on the loader (`stateful_contract.repro`), then a
-pure judgement. The uninterrupted run it compares with is taken once per config.
-
-SC10's second half resumes the saved state in a process that never ran the loader: a state can
-be good only in the process that took it (a key into a registry, an ``id()``, a cache), and a real
-resume always starts a new process. On one process SC10 resumes every example that held again in
-a new interpreter (`_engine.supervised.PendingSibling`), from the state saved with ``torch.save``;
-on several ranks SC30 does it (docs/clauses.md, SC10).
+Each clause is one scenario: steps on the loader (`stateful_contract.repro`), then a pure judgement
+against the uninterrupted run, taken once per config. SC10's second half resumes in a process that
+never ran the loader, as a real resume does (a state may be good only in the process that took it):
+on one process in a new interpreter (`_engine.supervised.PendingSibling`), on several ranks through
+SC30 (docs/clauses.md, SC10 "In a fresh process").
 """
 
 from __future__ import annotations
@@ -60,31 +57,20 @@ from .judgements import no_epoch_lost, same_stream, unchanged
 from .rank_streams import example_folder
 from .registry import RESUMES, clause, violated
 
-__all__ = [
-    "load_leaves_its_argument_alone",
-    "resume_continues_the_stream",
-    "resume_survives_several_hops",
-    "same_config_same_stream",
-    "state_after_load_is_the_loaded_state",
-    "state_before_first_batch_resumes",
-    "state_dict_does_not_disturb",
-    "state_is_a_snapshot",
-    "state_survives_serialization",
-]
+__all__: list[str] = []  # each clause registers itself (`clause`): nothing here is imported
 
 
-#: The files of one example: the state as a trainer saves it, and what it must resume to (with the
-#: first process's epoch lengths). The reproduction's first process saves only the batches, as
-#: ``EXPECTED_FILE``.
+#: One example's files: the state as a trainer saves it, and what it resumes to (with the first process's
+#: epoch lengths); the reproduction's first process saves only the batches, as ``EXPECTED_FILE``.
 STATE_FILE = "state.pt"
 FIRST_RUN_FILE = "first-run.pt"
 EXPECTED_FILE = "expected.pt"
 
 
 def keep_for_a_fresh_process(example: Example, state: Any, expected: list[Any], lengths: list[int]) -> None:
-    """Save ``state`` (as taken, before anything loads it) and what it resumes to, for the second half:
-    no step of the reproduction. What ``torch.save`` cannot write leaves nothing, and that example is
-    not resumed again (SC17 judges serialization); on several ranks SC30 resumes, so nothing is kept."""
+    """Save ``state`` (as taken, before any load) and what it resumes to, for the second half; no step of
+    the reproduction. What ``torch.save`` cannot write leaves nothing and is not resumed again (SC17
+    judges it); on several ranks SC30 resumes, so nothing is kept."""
     if example.world is not None or example.workdir is None:
         return
     folder = example_folder(example, "SC10")
@@ -142,8 +128,7 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
 
 
 def _why_it_differs(example: Example, start: int, stop: int, first: list[Any]) -> str:
-    """Which of the two causes it is, from this process's own uninterrupted run (not a step of the
-    reproduction: it only names the cause)."""
+    """Which of the two causes it is, from this process's own uninterrupted run (no reproduction step)."""
     try:
         with unrecorded():
             reference, _ = uninterrupted(example.factory, example.config)
@@ -193,16 +178,15 @@ def resume_survives_several_hops(example: Example, plan: Hops) -> None:
     last = plan.stops[-1]
     expected = example.segment("expected", last, max(sum(lengths[:3]), last))
     state = checkpoint(example.fresh(), plan.position)  # run 1
-    previous = start
     opened = plan.after_iter or (False,) * len(plan.stops)
-    for stop, after_iter in zip(plan.stops, opened):  # runs 2, 3: resume, iterate on, checkpoint again
+    # Runs 2, 3: resume, iterate on, checkpoint again.
+    for previous, stop, after_iter in zip((start, *plan.stops), plan.stops, opened):
         loader = example.fresh(state)
         if after_iter:
             advance(loader, Position())  # iter(), no batch yet: the state must still be the loaded one
         else:
             take(loader, stop - previous, max_epochs=RESUME_EPOCHS)
         state = state_of(loader)
-        previous = stop
     hops = " -> ".join("iter() and no batch" if opened_ else "no iter()" if b == a else f"{batch_count(b - a)} more"
                        for a, b, opened_ in zip((start, *plan.stops), plan.stops, opened))
     same_stream(expected, example.resumed(state, len(expected)), clause_id="SC11",

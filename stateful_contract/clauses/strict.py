@@ -1,7 +1,5 @@
-"""Strict tier (SC40, SC41): beyond StatefulDataLoader, which accepts all of these silently.
-
-Reported and badged apart from the core clauses, and run only when asked for.
-"""
+"""Strict tier (SC40, SC41): beyond StatefulDataLoader, which accepts all of these silently; reported and
+badged apart from the core clauses, and run only when asked for."""
 
 from __future__ import annotations
 
@@ -36,7 +34,7 @@ from .world_change import (
     world_size_change_is_exact_or_refused,
 )
 
-__all__ = ["bad_state_is_refused", "refusals_name_the_mismatch"]
+__all__: list[str] = []  # each clause registers itself (`clause`): nothing here is imported
 
 
 @asserts("assert_refused")
@@ -72,8 +70,8 @@ def _refusal_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig,
                   space: ConfigSpace | None = None) -> WorkerChange | Checkpoint:
     """SC23's plan (a checkpoint resumed with another worker count); where the space allows one count
     only, a checkpoint alone, which a world-size change (SC31's, on several ranks) still resumes."""
-    change = _worker_change_plan(data, lengths, config, alignment, space=space)
-    return change if change is not None else Checkpoint(draw_position(data, lengths, config, alignment))
+    return (_worker_change_plan(data, lengths, config, alignment, space=space)
+            or Checkpoint(draw_position(data, lengths, config, alignment)))
 
 
 def _unnamed(what: str) -> Impact:
@@ -95,15 +93,10 @@ def _names_the_world_sizes(values: Sequence[WorldResume], config: LoaderConfig, 
             "number of ranks is not told why it fails"), impact=_unnamed("world sizes"))
 
 
-def _other_worlds(world_size: int) -> tuple[int | None, ...]:
-    """SC31's new world sizes, on several ranks; on one, no world-size change (nothing to resume again)."""
-    return new_worlds(world_size) if world_size > 1 else ()
-
-
 @clause("SC41", "refusals-name-the-mismatch", tier="strict", plan=_refusal_plan, needs=RESUMES, budget="workers",
         explicit=worker_change_examples,
         after_restart=(resume_on_another_world, _names_the_world_sizes),
-        restart_worlds=_other_worlds)
+        restart_worlds=new_worlds)
 def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint) -> None:
     """Where a worker-count change (SC23) or, on several ranks, a world-size change (SC31) is refused,
     the exception names what differs: the two worker counts, the two world sizes. torchdata 0.11's bare

@@ -1,7 +1,5 @@
-"""Structure clauses (SC01-SC03): judged on one fixed config, before any resume.
-
-A failure here is reported once instead of cascading into every resume clause.
-"""
+"""Structure clauses (SC01-SC03): judged on one fixed config before any resume, so that a failure here is
+reported once instead of cascading into every resume clause."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from .._engine.recording import asserts
 from .._engine.steps import LoaderError, Position, checkpoint, load, state_of
 from .registry import clause, violated
 
-__all__ = ["implements_protocol", "load_accepts_positional_state", "state_is_a_str_keyed_dict"]
+__all__: list[str] = []  # each clause registers itself (`clause`): nothing here is imported
 
 
 @asserts("assert_protocol")
@@ -92,8 +90,7 @@ def state_is_a_str_keyed_dict(example: Example, plan: None) -> None:
     """`state_dict()` returns a `dict` with `str` keys at every point: before iterating,
     mid-epoch, at epoch end.
 
-    The points come from the epoch length this loader really has (a factory may fix
-    ``drop_last`` or its own batch size).
+    The points come from this loader's real epoch length (a factory may fix ``drop_last`` or its batch size).
     """
     _, lengths = example.reference()
     n = lengths[0]

@@ -1,8 +1,7 @@
 """Trainer usage (SC19-SC22; SC23 in `worker_change`): the ways real trainers drive loaders.
 
-Each of these has shipped as a real resume bug (the museum, ``docs/museum.md``): DCP's
-template load, reloading a loader that already ran, passes cut short by a step limit,
-and a resume with another number of worker processes.
+Each of these has shipped as a real resume bug (the museum, ``docs/museum.md``): DCP's template load,
+reloading a loader that already ran, passes cut short by a step limit, another number of workers.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ from ..config import LoaderConfig
 from .judgements import same_epochs, same_stream
 from .registry import RESUMES, clause
 
-__all__ = ["cut_short_passes_resume", "reload_into_a_used_loader", "set_epoch_loop_resumes_epoch_by_epoch",
-           "template_then_load_resumes"]
+__all__ = ["CutShort", "Reload"]  # plans a replay builds; each clause registers itself
 
 
 @clause("SC19", "template-then-load-resumes", tier="trainer", kills=15, cost=12, plan=checkpoint_plan, needs=RESUMES)

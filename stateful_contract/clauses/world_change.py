@@ -15,7 +15,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from logging.handlers import BufferingHandler
 from typing import Any
 
@@ -23,7 +23,7 @@ from .._engine.advice import advise
 from .._engine.example import Example
 from .._engine.impact import Impact, losses
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
-from .._engine.recording import Program, recording
+from .._engine.recording import unrecorded
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream
 from .._faces import hint_strict
@@ -32,15 +32,16 @@ from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lin
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind
 
-__all__ = ["WorldResume", "names_the_world_size", "new_worlds", "world_size_change_is_exact_or_refused"]
+__all__ = ["WorldResume", "new_worlds", "resume_on_another_world", "world_size_change_is_exact_or_refused"]
 
 #: Words that say a message is about the number of ranks (torchtitan: "dp_degree is inconsistent").
 _WORLD_WORDS = re.compile(r"world|replica|degree|data[ _-]?parallel|\bdp\b|dp_", re.IGNORECASE)
 
 
 def new_worlds(world_size: int) -> tuple[int, ...]:
-    """The world sizes a state saved on ``world_size`` ranks is resumed on: fewer, then more."""
-    return tuple(dict.fromkeys((max(1, world_size // 2), world_size + 1)))
+    """The world sizes a state saved on ``world_size`` ranks is resumed on: fewer, then more; none from one
+    rank (SC31 needs two, and there SC41 judges worker counts only)."""
+    return (world_size // 2, world_size + 1) if world_size > 1 else ()
 
 
 def names_the_world_size(error: BaseException, saved: int, resumed: int) -> bool:
@@ -109,10 +110,10 @@ def _logged(into: list[str]) -> Iterator[None]:
 def _old_world(records: list[dict[str, Any]]) -> tuple[int, list[int], list[int]]:
     """The epoch the new world resumes, and what the old world had yielded of it and would still yield."""
     if all(r["finished"] for r in records):  # every rank finished it: the next one
-        return records[0]["epoch"] + 1, [], [i for r in records for i in r["epochs"][1]]
+        return records[0]["position"]["epoch"] + 1, [], [i for r in records for i in r["epochs"][1]]
     consumed = [i for r in records for i in r["consumed"]]
     rest = [i for r in records for i in r["epochs"][0][len(r["consumed"]):]]
-    return records[0]["epoch"], consumed, rest
+    return records[0]["position"]["epoch"], consumed, rest
 
 
 def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
@@ -131,7 +132,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
     epoch, consumed, due = _old_world(records)
     result = WorldResume(world.rank, source, saved, epoch=epoch, consumed=consumed, due=due)
     old_config = replace(example.config, rank=source, world_size=saved)
-    saved_at = Position(old["epoch"], old["batches"], after_stop=old["after_stop"], before_iter=old["before_iter"])
+    saved_at = Position(**old["position"])
     program = example.program
     program.add(f"# Saved by rank {source} of the {saved}-rank world:")
     program.add(f"save_checkpoint(checkpoint(fresh(factory, {old_config.as_code()}), {saved_at.as_code()}), "
@@ -140,7 +141,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
     path = str(folder / f"rank{source}.pt")
     program.bind(path, repr(f"rank{source}.pt"))
     if not consumed:
-        with recording(Program("")):  # not a step of the reproduction
+        with unrecorded():  # not a step of the reproduction
             reference, lengths = example.reference()
         result.fresh = epoch_ids(reference, lengths, epoch)
     limit = example.config.dataset_size + world.world_size + 1
@@ -150,7 +151,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
             batches = stream(loader, 1, limit=limit)
             # torchdata resumes a state taken after the last batch, before StopIteration, into
             # an empty epoch (docs/findings.md, F5): then the next pass is the due epoch.
-            if not batches and old["finished"] and not old["after_stop"]:
+            if not batches and old["finished"] and not saved_at.after_stop:
                 batches = stream(loader, 1, limit=limit)
     except LoaderError as e:
         result.error = str(e)
@@ -166,9 +167,9 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
 
 
 def judged(values: Sequence[WorldResume], due_ids: Sequence[int] | None = None) -> Tally:
-    """Over the new world's first pass, against the old world's epoch as it deals it (`tally`):
-    samples lost, repeated, and copies only its padding explains. ``due_ids``: judge against that
-    epoch instead (as a fresh world of the new size deals it), nothing yielded before."""
+    """Over the new world's first pass, against the old world's epoch as it deals it (`tally`): samples
+    lost, repeated, and copies only its padding explains. ``due_ids``: against that epoch as a fresh
+    world of the new size deals it, nothing yielded before."""
     first = values[0]
     got = Counter(i for r in values for i in r.yielded)
     before = Counter(first.consumed) if due_ids is None else Counter()
@@ -245,8 +246,7 @@ def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) ->
     exception before the first batch; an advisory where it does not name the world sizes), or the M
     resumed ranks together cover exactly the samples not yet consumed: none lost, none repeated."""
     world = example.world
-    if world is None:
-        raise RuntimeError("SC31 runs on the ranks of a multi-rank executor only")
+    assert world is not None, "SC31 runs on the ranks of a multi-rank executor only"
     folder = example_folder(example, "SC31")
     reference, lengths = example.reference()
     position = position_on_rank(plan.position, lengths)
@@ -254,7 +254,6 @@ def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) ->
     example.program.bind(path, repr(f"rank{world.rank}.pt"))
     save_checkpoint(checkpoint(example.fresh(), position), path)
     consumed, epochs = window(reference, lengths, position)
-    record = {"rank": world.rank, "batches": position.batches, "after_stop": position.after_stop,
-              "before_iter": position.before_iter, "epoch": position.epoch,
-              "finished": position.batches == lengths[position.epoch], "consumed": consumed, "epochs": epochs}
+    record = {"rank": world.rank, "position": asdict(position), "consumed": consumed, "epochs": epochs,
+              "finished": position.batches == lengths[position.epoch]}
     (folder / f"saved-rank{world.rank}.json").write_text(json.dumps(record), encoding="utf-8")

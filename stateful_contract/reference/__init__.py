@@ -1,10 +1,9 @@
 """Reference loaders: the corrected grad-accumulation wrapper, MindSpeed-MM's broken ones, factories.
 
-`PrefetchGradAccDataLoader` checkpoints exactly at every point, mid-window included
-(`stateful_contract.reference.prefetch`); `MindSpeedPrefetchGradAccDataLoader` and
-`ProposedFixPrefetchGradAccDataLoader` are the seed report's wrapper and its proposed fix, kept
-as known-bad examples (`stateful_contract.reference.mindspeed`); the factories
-(`stateful_contract.reference.factories`) are targets for the contract.
+`PrefetchGradAccDataLoader` (`.prefetch`) checkpoints exactly at every point, mid-window included;
+`MindSpeedPrefetchGradAccDataLoader` and `ProposedFixPrefetchGradAccDataLoader` (`.mindspeed`) are the
+seed report's wrapper and its proposed fix, kept as known-bad examples; the factories (`.factories`)
+are targets for the contract.
 """
 
 from __future__ import annotations
@@ -27,16 +26,7 @@ from stateful_contract.reference.prefetch import (
     StatefulBaseLoader,
 )
 
-__all__ = [
-    "AVG_TOKEN_COUNT_KEY",
-    "STATE_FORMAT_VERSION",
-    "WINDOW_TOKEN_COUNT_KEY",
-    "MindSpeedPrefetchGradAccDataLoader",
-    "PrefetchGradAccDataLoader",
-    "ProposedFixPrefetchGradAccDataLoader",
-    "StatefulBaseLoader",
-    "mindspeed_wrapper",
-    "proposed_fix_wrapper",
-    "reference_wrapper",
-    "stateful_dataloader",
-]
+__all__ = ["AVG_TOKEN_COUNT_KEY", "STATE_FORMAT_VERSION", "WINDOW_TOKEN_COUNT_KEY",
+           "MindSpeedPrefetchGradAccDataLoader", "PrefetchGradAccDataLoader",
+           "ProposedFixPrefetchGradAccDataLoader", "StatefulBaseLoader", "mindspeed_wrapper",
+           "proposed_fix_wrapper", "reference_wrapper", "stateful_dataloader"]

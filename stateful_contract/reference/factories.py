@@ -1,10 +1,9 @@
-"""Loader factories for the contract: ``factory(config) -> fresh loader``.
+"""Loader factories for the contract: ``factory(config) -> fresh loader``, targets of the CLI and the
+pytest face as ``stateful_contract.reference.factories:NAME``.
 
-Each function is a module-level target usable by the CLI and the pytest face as
-``stateful_contract.reference.factories:NAME``. They build a new loader on every call
-from ``config.stateful_dataloader()`` (torchdata's ``StatefulDataLoader`` for the
-config); the contract seeds torch's global RNG with ``config.seed`` right before each
-call, because a default-generator shuffling sampler seeds itself from it.
+Each builds a new loader on every call from ``config.stateful_dataloader()`` (torchdata's
+``StatefulDataLoader`` for the config); the contract seeds torch's global RNG with ``config.seed``
+right before each call, because a default-generator shuffling sampler seeds itself from it.
 """
 
 from __future__ import annotations
@@ -40,7 +39,3 @@ def proposed_fix_wrapper(config: LoaderConfig) -> ProposedFixPrefetchGradAccData
     """The fix proposed in MindSpeed-MM's bug report (positional load, still the base state)."""
     return ProposedFixPrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
 
-
-#: Former names (before 0.2), kept so that targets written against them still resolve.
-seed_wrapper = mindspeed_wrapper
-seed_fix_wrapper = proposed_fix_wrapper

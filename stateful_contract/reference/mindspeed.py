@@ -1,25 +1,20 @@
 """MindSpeed-MM's wrapper, reproduced on purpose with its bugs: known-bad examples.
 
-MindSpeed-MM's bug report (``seed/000_418544c3f3dcb82f.txt``, MindSpeed-MM master ``852ddffd``)
-is about ``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader``, used
-for ``loss_cfg.loss_type == "per_token_loss"``. docs/index.md tells its two bugs: bug 1, its
-keyword-only ``load_state_dict(self, **kwargs)``, which the trainer's positional call crashes on
-(`MindSpeedPrefetchGradAccDataLoader`, SC02); bug 2, a state that is the *base* loader's, ahead
-of the wrapper by the rest of the buffered window, so a checkpoint mid-window loses it (SC10).
-The report's proposed fix, ``def load_state_dict(self, state_dict=None)``, removes the crash
-only (`ProposedFixPrefetchGradAccDataLoader`), and ``load_state_dict(None)`` is silently
-ignored. `stateful_contract.reference.PrefetchGradAccDataLoader` is the corrected wrapper.
+MindSpeed-MM's bug report (``seed/000_418544c3f3dcb82f.txt``, master ``852ddffd``) is about
+``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader``, used for
+``loss_cfg.loss_type == "per_token_loss"``. Its two bugs (docs/index.md): a keyword-only
+``load_state_dict`` (bug 1, SC02), and the *base* loader's state, a window ahead mid-window (bug 2,
+SC10). The proposed fix, ``load_state_dict(self, state_dict=None)``, removes the crash only, and
+``load_state_dict(None)`` is silently ignored. `.prefetch.PrefetchGradAccDataLoader` is the corrected one.
 
-Buffering, counting (``> -1``, hard-coded as upstream), the average (divided by the batches
-actually fetched, as upstream does for the short last window), the output keys, the
-``__iter__``-returns-``self`` protocol and the two state methods are upstream's. Two deliberate
-differences, neither touching the state bugs: one epoch per ``iter()`` (upstream's
-``cyclic=False`` path; its default ``cyclic=True`` is an endless iterator whose windows may span
-epochs), so that its stream compares batch for batch with the base loader's; and the base
-iterator is created per epoch only (upstream's ``cyclic=False`` also creates one in
-``__init__``, which advances a shuffling sampler's generator once more), and lazily, at the first
-``next()``, as upstream's default cyclic generator does: so ``for batch in iter(loader)``, which
-calls ``__iter__`` twice, starts one epoch, not two.
+Upstream's: buffering, counting (``> -1``, hard-coded), the average (over the batches actually fetched,
+fewer in the short last window), the output keys, ``__iter__`` returning ``self``, the state methods.
+Two deliberate differences, neither touching the state bugs: one epoch per ``iter()`` (upstream's
+``cyclic=False`` path; its default ``cyclic=True`` is endless, windows spanning epochs), so its stream
+compares batch for batch with the base loader's; and the base iterator is created per epoch only
+(``cyclic=False`` also creates one in ``__init__``, advancing a shuffling sampler's generator once
+more), lazily at the first ``next()`` as the cyclic generator does: ``for batch in iter(loader)``,
+which calls ``__iter__`` twice, starts one epoch, not two.
 """
 
 from __future__ import annotations
@@ -53,15 +48,14 @@ class MindSpeedPrefetchGradAccDataLoader:
         self._current_iterator: Generator[dict[str, Any], None, None] | None = None
 
     def __iter__(self) -> MindSpeedPrefetchGradAccDataLoader:
-        # Start a new iteration (reset state); the wrapper is its own iterator, as upstream. The
-        # base iterator is only created at the first next() (the module docstring says why).
+        # A new iteration; the wrapper is its own iterator, as upstream, and the base iterator is
+        # created at the first next() (the module docstring says why).
         self._current_iterator = self._generate_batches()
         return self
 
     def __len__(self) -> int:
-        if isinstance(self.base_dataloader, Sized):  # upstream: hasattr(..., "__len__")
-            return len(self.base_dataloader)
-        return 0
+        # Upstream: hasattr(self.base_dataloader, "__len__").
+        return len(self.base_dataloader) if isinstance(self.base_dataloader, Sized) else 0
 
     def __next__(self) -> dict[str, Any]:
         if self._current_iterator is None:
@@ -80,23 +74,20 @@ class MindSpeedPrefetchGradAccDataLoader:
             while True:
                 buffer: list[Mapping[str, Any]] = []
                 total_tokens: Any = 0
-                fetched = 0
-                # Prefetch grad_acc_step batches: from here on the base loader (and so
-                # this wrapper's state_dict()) is ahead of what has been yielded.
+                # Prefetch grad_acc_step batches: from here on the base loader (and so this wrapper's
+                # state_dict()) is ahead of what has been yielded.
                 try:
                     for _ in range(self.grad_acc_step):
                         batch = next(base_iter)
                         valid_token_count = (batch["labels"] > -1).sum()  # tokens of shift labels
                         total_tokens += valid_token_count
                         buffer.append(batch)
-                        fetched += 1
                 except StopIteration:
-                    # After a short last window the loop comes back here and the
-                    # exhausted base iterator raises StopIteration again (torchdata's do).
-                    if fetched == 0:
+                    # After a short last window the loop comes back here and the exhausted base
+                    # iterator raises StopIteration again (torchdata's do).
+                    if not buffer:
                         break  # no more data
-                denom = fetched if fetched > 0 else self.grad_acc_step
-                avg_tokens = total_tokens / denom
+                avg_tokens = total_tokens / len(buffer)  # upstream counts the fetched batches apart
                 for batch in buffer:
                     batch_dict = dict(batch)
                     batch_dict[GLOBAL_STEP_TOKEN_NUM] = total_tokens
@@ -109,8 +100,7 @@ class MindSpeedPrefetchGradAccDataLoader:
 
     def state_dict(self) -> dict[str, Any]:
         """BUG 2: the base loader's state, ahead of the wrapper mid-window."""
-        state: dict[str, Any] = self.base_dataloader.state_dict()
-        return state
+        return self.base_dataloader.state_dict()
 
     def load_state_dict(self, **kwargs: Any) -> None:
         """BUG 1: keyword-only; ``load_state_dict(state)`` raises `TypeError`."""
@@ -123,8 +113,6 @@ class ProposedFixPrefetchGradAccDataLoader(MindSpeedPrefetchGradAccDataLoader):
     mid-window: bug 2 is untouched, and ``load_state_dict(None)`` is silently ignored."""
 
     def load_state_dict(self, state_dict: dict[str, Any] | None = None) -> None:  # type: ignore[override]
-        # Accept a positional state_dict (the train_engine caller passes it
-        # positionally). Forward to the wrapped StatefulDataLoader which also
-        # takes a single positional state_dict argument.
+        # Positional, as the train_engine caller passes it and the wrapped StatefulDataLoader takes it.
         if state_dict is not None:
             self.base_dataloader.load_state_dict(state_dict)

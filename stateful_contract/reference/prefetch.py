@@ -1,22 +1,18 @@
 """A gradient-accumulation prefetching wrapper that checkpoints exactly, mid-window included.
 
-`PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name
-(`stateful_contract.reference.mindspeed`): for per-token loss the trainer must know, before
-the first micro-step of an optimizer step, how many valid tokens the whole step will see.
-So the wrapper reads one gradient-accumulation *window* (``grad_acc_step`` micro-batches)
-ahead, counts its valid tokens, and yields the buffered batches one by one, each a new
-dict carrying the window's count.
+`PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name (docs/index.md):
+per-token loss needs the valid tokens of the whole optimizer step before its first micro-step, so it
+reads one window (``grad_acc_step`` micro-batches) ahead, counts its valid tokens, and yields the
+buffered batches one by one, each a new dict carrying the window's count.
 
-Its state cannot simply be the base loader's: mid-window, the base loader is *ahead* of the
-wrapper by the rest of the window, so a base state resumes after the window and the rest
-of it is lost (the seed wrapper's second bug). Nor can it hold the buffered batches: they
-are arbitrary, possibly large tensors, and a state must stay small and loadable with
-``torch.load(weights_only=True)``. So it saves *where the current window started* (the
-base loader's state before the window was read) and how many of its batches were
-yielded; a resume loads that base state, reads the same window again (the same token
-count), drops the batches already yielded and goes on. This relies only on the base
-loader resuming exactly from its own states, as torchdata's `StatefulDataLoader` does.
-The state (``str`` keys; leaves ``int``, ``bool``, ``None`` or the base loader's tensors)::
+Its state cannot be the base loader's: mid-window that is *ahead* by the rest of the window, which a
+resume loses (the seed wrapper's bug 2). Nor can it hold the buffered batches (arbitrary, possibly
+large tensors; a state must stay small and load with ``torch.load(weights_only=True)``). So it saves
+*where the current window started* (the base state before the window was read) and how many of its
+batches were yielded; a resume loads that base state, reads the same window again (the same token
+count), drops the batches already yielded and goes on. This needs only a base loader that resumes
+exactly from its own states, as torchdata's `StatefulDataLoader` does. The state (``str`` keys;
+leaves ``int``, ``bool``, ``None`` or the base loader's tensors)::
 
     {
         "format_version": 2,
@@ -26,9 +22,9 @@ The state (``str`` keys; leaves ``int``, ``bool``, ``None`` or the base loader's
         "num_workers": <int or None>,           # the base loader's; refused if it differs
     }
 
-Epochs follow `StatefulDataLoader`: each ``iter()`` is one pass of the base loader, and a
-window never spans two epochs; at an epoch's end the wrapper resumes as torchdata 0.11
-does (measured; `WindowIterator.position` and `WindowIterator.read_window`).
+Epochs follow `StatefulDataLoader`: each ``iter()`` is one pass of the base loader, a window never
+spans two epochs, and at an epoch's end the wrapper resumes as torchdata 0.11 does (measured;
+`WindowIterator.position` and `WindowIterator.read_window`).
 """
 
 from __future__ import annotations
@@ -42,13 +38,8 @@ from typing import Any, cast
 import torch
 from typing_extensions import Protocol, runtime_checkable
 
-__all__ = [
-    "AVG_TOKEN_COUNT_KEY",
-    "STATE_FORMAT_VERSION",
-    "WINDOW_TOKEN_COUNT_KEY",
-    "PrefetchGradAccDataLoader",
-    "StatefulBaseLoader",
-]
+__all__ = ["AVG_TOKEN_COUNT_KEY", "STATE_FORMAT_VERSION", "WINDOW_TOKEN_COUNT_KEY",
+           "PrefetchGradAccDataLoader", "StatefulBaseLoader"]
 
 #: Default key of the window's number of valid tokens (a 0-d ``int64`` tensor): MindSpeed-MM's
 #: ``GLOBAL_STEP_TOKEN_NUM``, so this wrapper is a drop-in replacement for MindSpeed-MM's.
@@ -109,20 +100,15 @@ def snapshot_of(base: StatefulBaseLoader) -> dict[str, Any]:
     return cast("dict[str, Any]", copy_state(state))
 
 
-def decorate_window(
-    batches: list[Mapping[str, Any]],
-    *,
-    token_count_key: str,
-    avg_token_count_key: str | None,
-    labels_key: str,
-    ignore_index: int,
-) -> list[dict[str, Any]]:
+def decorate_window(batches: list[Mapping[str, Any]], *, token_count_key: str,
+                    avg_token_count_key: str | None, labels_key: str, ignore_index: int,
+                    ) -> list[dict[str, Any]]:
     """New dicts for one window, each with the window's token count (own tensors)."""
     labels = [batch[labels_key] for batch in batches]
     for one in labels:
         if not isinstance(one, torch.Tensor):
-            raise TypeError(
-                f"batch[{labels_key!r}] must be a tensor to count tokens, got {type(one).__name__}")
+            raise TypeError(f"batch[{labels_key!r}] must be a tensor to count tokens, "
+                            f"got {type(one).__name__}")
     total = torch.stack([(one > ignore_index).sum() for one in labels]).sum()
     counts = {token_count_key: total}
     if avg_token_count_key is not None:
@@ -134,38 +120,31 @@ class PrefetchGradAccDataLoader:
     """Yield base batches with their gradient-accumulation window's valid-token count.
 
     Args:
-        base_dataloader: the loader to wrap, usually a torchdata ``StatefulDataLoader``;
-            it must resume exactly from its own states (see `StatefulBaseLoader`).
+        base_dataloader: the loader to wrap, usually a torchdata ``StatefulDataLoader``; it must
+            resume exactly from its own states (see `StatefulBaseLoader`).
         grad_acc_step: micro-batches per window (gradient-accumulation steps), >= 1.
-        token_count_key: key under which each yielded batch carries the window's number
-            of valid tokens, a 0-d ``int64`` tensor.
-        avg_token_count_key: key for the window's count divided by the number of batches
-            actually in it (fewer in an epoch's short last window); ``None`` leaves it out.
+        token_count_key: key under which each yielded batch carries the window's number of valid
+            tokens, a 0-d ``int64`` tensor.
+        avg_token_count_key: key for the window's count divided by the number of batches actually
+            in it (fewer in an epoch's short last window); ``None`` leaves it out.
         labels_key: key of the labels tensor in a base batch.
-        ignore_index: labels ``<= ignore_index`` do not count as tokens. The seed wrapper
-            counts ``labels > -1``, which is the same for ``-100`` padding and
-            non-negative token ids.
+        ignore_index: labels ``<= ignore_index`` do not count as tokens. The seed wrapper counts
+            ``labels > -1``, the same for ``-100`` padding and non-negative token ids.
 
-    Batches are yielded as new dicts (the base batch is not modified). ``state_dict()``
-    and ``load_state_dict(state)`` follow ``StatefulDataLoader``: callable at any point,
-    loading is lazy, and a state resumes exactly, mid-window included.
+    Batches are yielded as new dicts (the base batch is not modified). ``state_dict()`` and
+    ``load_state_dict(state)`` follow ``StatefulDataLoader``: callable at any point, loading is
+    lazy, and a state resumes exactly, mid-window included.
     """
 
-    def __init__(
-        self,
-        base_dataloader: StatefulBaseLoader,
-        grad_acc_step: int,
-        *,
-        token_count_key: str = WINDOW_TOKEN_COUNT_KEY,
-        avg_token_count_key: str | None = AVG_TOKEN_COUNT_KEY,
-        labels_key: str = "labels",
-        ignore_index: int = -100,
-    ) -> None:
+    def __init__(self, base_dataloader: StatefulBaseLoader, grad_acc_step: int, *,
+                 token_count_key: str = WINDOW_TOKEN_COUNT_KEY,
+                 avg_token_count_key: str | None = AVG_TOKEN_COUNT_KEY,
+                 labels_key: str = "labels", ignore_index: int = -100) -> None:
         if isinstance(grad_acc_step, bool) or not isinstance(grad_acc_step, int) or grad_acc_step < 1:
             raise ValueError(f"grad_acc_step must be a positive int, got {grad_acc_step!r}")
         if not isinstance(base_dataloader, StatefulBaseLoader):
-            raise TypeError("base_dataloader must provide __iter__(), state_dict() and load_state_dict() like "
-                            f"torchdata's StatefulDataLoader; {type(base_dataloader).__name__} does not")
+            raise TypeError("base_dataloader must provide __iter__(), state_dict() and load_state_dict() "
+                            f"like torchdata's StatefulDataLoader; {type(base_dataloader).__name__} does not")
         if token_count_key == avg_token_count_key:
             raise ValueError(f"token_count_key and avg_token_count_key are both {token_count_key!r}")
         self.base_dataloader = base_dataloader
@@ -184,8 +163,7 @@ class PrefetchGradAccDataLoader:
         """Start the next epoch, or resume from the state given to `load_state_dict`."""
         pending, self._pending_state = self._pending_state, None
         if pending is not None:
-            # The base loader keeps a reference to what it is given; hand it a copy so the
-            # stored state (and the caller's dict) can never be touched.
+            # The base loader keeps a reference to what it is given: a copy leaves the caller's dict alone.
             self.base_dataloader.load_state_dict(copy.deepcopy(pending[_BASE_STATE]))
         self._active = None
         base_iter = iter(self.base_dataloader)
@@ -222,9 +200,8 @@ class PrefetchGradAccDataLoader:
     def state_dict(self) -> dict[str, Any]:
         """A copy of the position: the base state at the current window's start + batches yielded.
 
-        Before the first ``iter()`` it is the base loader's initial state (torchdata then creates
-        its iterator, which the next ``iter()`` reuses); right after a load, the loaded state.
-        """
+        Before the first ``iter()``, the base loader's initial state (torchdata then creates its
+        iterator, which the next ``iter()`` reuses); right after a load, the loaded state."""
         if self._pending_state is not None:
             return cast("dict[str, Any]", copy_state(self._pending_state))
         if self._active is None:
@@ -238,23 +215,19 @@ class PrefetchGradAccDataLoader:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from `state_dict` at the next ``iter()`` (lazy, like ``StatefulDataLoader``).
 
-        The argument is validated and copied, never modified; an iterator created before the
-        load keeps its own sequence but no longer moves this loader's position. A state that
-        is not one of this wrapper's is refused by name instead of silently restarting.
-        """
+        The argument is validated and copied, never modified; an iterator created before the load
+        keeps its own sequence but no longer moves this loader's position. A state that is not
+        this wrapper's is refused by name instead of silently restarting."""
         self._validate(state_dict)
         self._pending_state = copy.deepcopy(dict(state_dict))
         self._active = None
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}({type(self.base_dataloader).__name__}, "
-            f"grad_acc_step={self.grad_acc_step}, token_count_key={self.token_count_key!r})"
-        )
+        return (f"{type(self).__name__}({type(self.base_dataloader).__name__}, "
+                f"grad_acc_step={self.grad_acc_step}, token_count_key={self.token_count_key!r})")
 
     def _num_workers(self) -> int | None:
-        # torchdata's own check is a bare `assert` with no message (docs/findings.md), so
-        # the wrapper records the count and refuses another one by name.
+        # torchdata's own check is a bare `assert` (docs/findings.md, F13): record it, refuse another by name.
         workers = getattr(self.base_dataloader, "num_workers", None)
         return workers if isinstance(workers, int) else None
 
@@ -293,14 +266,13 @@ class PrefetchGradAccDataLoader:
 
 
 class WindowIterator(Iterator[dict[str, Any]]):
-    """One pass of the base loader, read one window at a time; `position` says where a state
-    taken now resumes (``window_start``: the base state before the current window was read;
-    ``next_start``: right after it).
+    """One pass of the base loader, read one window at a time; `position` says where a state taken
+    now resumes (``window_start``: the base state before the current window was read; ``next_start``:
+    right after it).
 
-    Only the loader's current pass records positions. It holds its loader weakly: the loader
-    holds its current pass, and a cycle would keep a dropped loader's worker processes alive
-    until the garbage collector runs, possibly inside a freshly forked worker.
-    """
+    Only the loader's current pass records positions. It holds its loader weakly: the loader holds its
+    current pass, and a cycle would keep a dropped loader's worker processes alive until the garbage
+    collector runs, possibly inside a freshly forked worker."""
 
     def __init__(self, loader: PrefetchGradAccDataLoader, base_iter: Iterator[Mapping[str, Any]],
                  window_start: dict[str, Any], skip: int) -> None:
@@ -336,22 +308,19 @@ class WindowIterator(Iterator[dict[str, Any]]):
         """Read the current window from the base loader; False if the epoch has no batch left."""
         batches = self._read_batches()
         if not batches and self._consumed:  # a resume's first window, and only it
-            # torchdata 0.11's StatefulDistributedSampler resets its count only when an epoch's
-            # first index is drawn, so a base state taken after iter() and before the first batch
-            # of a later epoch (where a first window starts) still carries the previous epoch's
-            # count and resumes into an empty epoch. A state of this wrapper with batches already
-            # yielded never has an empty window, so the epoch it means is the one after.
+            # torchdata 0.11's StatefulDistributedSampler resets its count only when an epoch's first
+            # index is drawn, so a base state taken after iter() and before a later epoch's first batch
+            # (where a first window starts) carries the previous epoch's count and resumes into an empty
+            # epoch. A state with batches already yielded never has an empty window: it means the next.
             self._base_iter = iter(self._base)
             self._base_exhausted = False
             batches = self._read_batches()
-        # Only the loader's current pass records positions: a detached iterator (after a
-        # load or a newer iter()) must not ask the base loader for a state it does not own.
+        # A detached iterator (after a load or a newer iter()) must not ask the base loader for a state.
         self._next_start = snapshot_of(self._base) if self._is_active() else None
         if self._consumed > len(batches):
-            raise ValueError(
-                f"cannot resume: the state says {self._consumed} batches of the window were "
-                f"yielded, but the window has only {len(batches)} (a state from another config?)"
-            )
+            raise ValueError(f"cannot resume: the state says {self._consumed} batches of the window were "
+                             f"yielded, but the window has only {len(batches)} "
+                             "(a state from another config?)")
         # At the end of the epoch, an empty window: the exhausted base state resumes into the next epoch.
         self._window = self._decorate(batches) if batches else []
         return bool(batches)
@@ -361,9 +330,8 @@ class WindowIterator(Iterator[dict[str, Any]]):
         before = None
         while not self._base_exhausted and len(batches) < self._grad_acc_step:
             if batches and self._is_active():
-                # This next() may be the one that raises StopIteration: keep the base state
-                # after the last batch, which says "epoch used up, not finished" (g - 1
-                # snapshots per window of g; none for windows of one batch).
+                # This next() may raise StopIteration: keep the base state after the last batch, which
+                # says "epoch used up, not finished" (g - 1 snapshots per window of g; none for g = 1).
                 before = snapshot_of(self._base)
             try:
                 batches.append(next(self._base_iter))
@@ -375,14 +343,12 @@ class WindowIterator(Iterator[dict[str, Any]]):
     def position(self) -> tuple[dict[str, Any], int]:
         """(base state to resume from, batches of that window already yielded); not copied.
 
-        A used-up window is reported as the start of the next one (so the usual checkpoint at an
-        optimizer step re-reads nothing on resume), except the epoch's short last
-        window before StopIteration: the base loader has raised StopIteration there, and its state
-        would resume into the next epoch, where ``StatefulDataLoader`` resumes to an empty epoch
-        first. That window reports the base state right after its last batch: it resumes to the
-        same empty rest of the epoch, and a ``set_epoch`` after the load can tell that the epoch
-        was used up (F12).
-        """
+        A used-up window is reported as the start of the next one (the usual checkpoint at an optimizer
+        step re-reads nothing on resume), except the epoch's short last window before StopIteration:
+        there the base state would resume into the next epoch, where ``StatefulDataLoader`` resumes to
+        an empty epoch first. That window reports the base state right after its last batch: it resumes
+        to the same empty rest of the epoch, and a ``set_epoch`` after the load can tell that the epoch
+        was used up (F12)."""
         if self._window is not None and self._consumed == len(self._window):
             if self._next_start is not None and (self._done or not self._base_exhausted):
                 return self._next_start, 0
