@@ -1,8 +1,8 @@
 """A gradient-accumulation prefetching wrapper that checkpoints exactly, mid-window included.
 
-`PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name (docs/index.md,
-"Why: the seed report"): per-token loss needs the valid tokens of the whole optimizer step before its first
-micro-step, so it reads one window ahead and yields each buffered batch as a new dict carrying the window's count.
+`PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name (docs/index.md, "Why:
+the seed report"): per-token loss needs the valid tokens of the whole optimizer step before its first micro-
+step, so it reads one window ahead and yields each buffered batch as a new dict carrying the window's count.
 
 Its state cannot be the base loader's, a window ahead mid-window (the seed wrapper's bug 2), nor can it
 hold the buffered batches (arbitrary, possibly large tensors; a state must stay small and load with
