@@ -306,10 +306,9 @@ class WindowIterator(Iterator[dict[str, Any]]):
         """Read the current window from the base loader; False if the epoch has no batch left."""
         batches = self._read_batches()
         if not batches and self._consumed:  # a resume's first window, and only it
-            # torchdata 0.11's StatefulDistributedSampler resets its count only when an epoch's first
-            # index is drawn, so a base state taken after iter() and before a later epoch's first batch
-            # (where a first window starts) carries the previous epoch's count and resumes into an empty
-            # epoch. A state with batches already yielded never has an empty window: it means the next.
+            # torchdata 0.11's StatefulDistributedSampler resumes a base state taken after iter() and before
+            # a later epoch's first batch (a first window's start) into an empty epoch (docs/findings.md, F4).
+            # A state with batches already yielded never has an empty window: it means the next.
             self._base_iter = iter(self._base)
             self._base_exhausted = False
             batches = self._read_batches()
