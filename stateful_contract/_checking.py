@@ -1,8 +1,7 @@
 """`check`: run the contract against a loader factory and return a `Report`.
 
-The one place a run is put together (docs/architecture.md). When only the keyword form
-``load_state_dict(state_dict=...)`` works (the MindSpeed-MM wrapper's bug), the clauses
-still run through that form, so a single run reveals every bug.
+The one place a run is put together (docs/architecture.md). Where only the keyword form of
+``load_state_dict`` works, the clauses still run through it (docs/clauses.md, SC02).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The face a check is run from, and each hint in that face's own words.
+"""The face a check is run from, and each hint in that face's own words (docs/pytest.md, "The mixin").
 
-One fact has three spellings (``--expect-fail 'SC23=reason'``, ``check(..., expected_failures=...)``,
-``expected_failures = {...}`` on a pytest class), and a hint naming the wrong one sends the reader
-to an option they cannot use. So messages embed a token (``hint_expect_fail("SC23", "torchdata F13")``),
-written anywhere (in a child process, in a report), and the check renders every token in the face
-it runs under (`speaking`, set by the CLI and the pytest mixin; plain Python otherwise) with
-`in_face` before the report is returned.
+A hint in another face's spelling (``--expect-fail 'SC23=reason'`` to a pytest class) sends the reader to an
+option they cannot use. So messages embed a token (``hint_expect_fail("SC23", "torchdata F13")``), written
+anywhere (in a child process, in a report), that `in_face` renders in the face `speaking` names (set by the
+CLI and the pytest mixin; plain Python otherwise) before the report is returned.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Clauses judged side by side, in forked engine processes (docs/performance.md, "Parallel jobs").
+"""Clauses judged side by side, in forked engine processes (docs/supervision.md, "Parallel jobs").
 
-Each *job* is forked from the checker after the load probe, with the verdicts so far, and builds
-an executor of its own, so a loader that crashes or hangs takes down only that job's child. A
-clause's search in a job is the one it has on one core (the same settings, the same seed). The
-jobs die with the checker (``PR_SET_PDEATHSIG``) and, on Ctrl-C, are ended with their executors.
+Each job is forked after the load probe, with the verdicts so far, and searches a clause as one core does
+(the same settings, the same seed); it dies with the checker (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations

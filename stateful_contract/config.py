@@ -214,10 +214,8 @@ class LoaderConfig:
                 num_replicas=self.world_size, rank=self.rank, shuffle=overrides.pop("shuffle", self.shuffle),
                 seed=self.seed, drop_last=overrides.pop("drop_last", kwargs.pop("drop_last")))
         elif not distributed:
-            # An explicit generator goes to the sampler, not to the loader: torchdata 0.11
-            # draws the workers' base seed from the loader's `generator=`, and when that is
-            # also the sampler's generator a resumed loader shuffles later epochs
-            # differently (docs/findings.md). The sampler is torchdata's stateful one.
+            # An explicit generator goes to torchdata's stateful sampler, not to the loader, or a
+            # resume shuffles later epochs differently (docs/findings.md, F1: why, and this workaround).
             if self.shuffle and self.generator == "explicit":
                 kwargs["sampler"] = RandomSampler(self.dataset, generator=torch.Generator().manual_seed(self.seed))
             else:

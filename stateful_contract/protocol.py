@@ -1,10 +1,7 @@
 """The `StatefulLoader` protocol: what a checkpointable loader looks like to a type checker.
 
-The signature of `load_state_dict` is positional-only on purpose. Trainers call
-``loader.load_state_dict(state)`` positionally, as torchdata's ``StatefulDataLoader`` accepts it; a wrapper
-declaring ``def load_state_dict(self, **kwargs)`` (the seed report's bug) cannot accept that call, and mypy or
-pyright reject it where a `StatefulLoader` is expected. ``runtime_checkable`` only checks that the three
-methods exist (clause SC01); the signature itself is checked by clause SC02.
+``load_state_dict`` is positional-only on purpose, so mypy or pyright reject the seed's keyword-only wrapper
+(docs/clauses.md, SC02); ``runtime_checkable`` checks only that the three methods exist (SC01), not that.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Comparing batches (and states) and streams of batches, and saying where they differ.
 
-Two batches are equal when they have the same structure and every leaf is equal (tensors and
-arrays: same dtype, shape and values). No leaf is compared with a bare ``==`` whose answer is
-elementwise (``bool()`` of it raises). A difference is named by its path: ``batch[3]['num_tokens']``.
+Batches are equal field by field (docs/clauses.md's terms; arrays as tensors); no leaf is compared with a
+bare ``==`` whose answer is elementwise (``bool()`` of it raises). A difference is named by its path.
 """
 
 from __future__ import annotations

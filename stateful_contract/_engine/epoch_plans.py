@@ -1,8 +1,6 @@
 """SC21's plan: where a trainer checkpoints in its epoch loop, and the epoch it resumes at.
 
-After a restart a trainer resumes its loop at the epoch its own counter says (`EpochLoop.resume_at`): epoch
-``e`` at the top of the loop or mid-epoch, ``e + 1`` after the epoch's last batch (a trainer that counts
-steps, as verl does) or after ``StopIteration``. docs/clauses.md (SC21, "How it is checked") has the rest.
+The epoch a trainer's counter resumes at (`EpochLoop.resume_at`): docs/clauses.md, SC21, "How it is checked".
 """
 
 from __future__ import annotations

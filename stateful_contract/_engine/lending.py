@@ -1,11 +1,8 @@
 """The uninterrupted runs a check keeps, per config (configs repeat across clauses), and lends to its jobs.
 
-With several jobs (`stateful_contract._parallel`) each job's loader process is forked from the checker,
-not from the process that judged SC18 and took the run of every config SC18 drew: the checker asks that
-process for its runs (`lend`) before it forks the jobs, which inherit them (else 31 of the 410 worker-pool
-starts of the reference wrapper's ci check on 2 jobs). A run taken in another process can hide a stream
-that depends on the process (a seed from the PID), so a borrowed run only lets an example pass: one that
-fails after reading one is judged again on a run its own process takes (`watching`, `example.run_example`).
+The checker asks the process that judged SC18 for its runs (`lend`) before it forks the jobs, which inherit
+them (else 31 of the 410 worker-pool starts of the reference wrapper's ci check on 2 jobs). Why a borrowed
+run only lets an example pass (`watching`): docs/performance.md, "Why none of this hides a bug".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The one warning the contract silences: torchdata's ``set_vital`` deprecation (docs/findings.md, F7).
 
-Every loader built on torchdata 0.11 prints it under torch 2.13, in every process that builds one: noise
-about the base loader that hid the output that matters. Only that warning is filtered, and only where
-torchdata raises it: a loader's own warnings still show.
+Noise about the base loader, printed in every process that builds one, that hid the output that matters.
+Only that warning is filtered, and only where torchdata raises it: a loader's own warnings still show.
 """
 
 from __future__ import annotations

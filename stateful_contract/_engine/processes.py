@@ -1,8 +1,7 @@
 """Finding, measuring and killing the processes a loader runs in (psutil).
 
-A supervised child and its workers share a session of their own; a process started with ``exec``
-(a rank's included) carries `MARKER_ENV`. Nothing a loader starts escapes `kill_session`, unless it
-both leaves the session and re-forks without ``exec``.
+A child's own session and `MARKER_ENV` (on a process started with ``exec``) find them; what is killed, and
+what escapes `kill_session`: docs/supervision.md, "Nothing is left behind" and "Limits".
 """
 
 from __future__ import annotations

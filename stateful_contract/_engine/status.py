@@ -1,8 +1,7 @@
 """What the process running the loader is doing, readable after that process died: its status log.
 
-One JSON line per event (the command, each call into the loader, what each step added to the
-reproduction, the example timeout), one ``write`` each: the line is then the kernel's, so it outlives
-a SIGSEGV or a SIGKILL of the writer. Nothing is written in a process that installed no log.
+What it records, and why one ``write`` per event survives a SIGSEGV or a SIGKILL of the writer:
+docs/supervision.md, "The reproduction reaches the parent". A process that installed no log writes nothing.
 """
 
 from __future__ import annotations

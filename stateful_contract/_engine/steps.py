@@ -1,9 +1,7 @@
 """The steps every clause is made of: build, iterate, checkpoint, resume, and the exceptions they end with.
 
-Public through `stateful_contract.repro`; each records its own line of the reproduction as it runs.
-A *stream* is the batches of consecutive epochs (one epoch is one ``for batch in loader``), compared
-as one: torchdata resumes a state taken after the last batch into an empty epoch, other loaders roll
-over, and both continue the same stream.
+Public through `stateful_contract.repro`; each records its own line of the reproduction as it runs. A
+*stream* (the batches of consecutive epochs, compared as one) is defined in docs/clauses.md's terms.
 """
 
 from __future__ import annotations

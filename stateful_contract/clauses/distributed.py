@@ -1,8 +1,7 @@
 """SC30 every-rank-resumes: each rank resumes its own stream, and together they lose nothing.
 
-Each rank saves its state the three ways trainers do (``torch.save`` per rank, DCP with
-rank-unique keys, DCP with one key shared by every rank, F15), resumes in the same processes
-and, once the search is over, in fresh ones: docs/distributed.md ("What SC30 checks").
+The three saves (``torch.save`` per rank, DCP with rank-unique keys, DCP with one shared key: F15), resumed in
+the same processes, then in fresh ones: docs/distributed.md, "What SC30 checks".
 """
 
 from __future__ import annotations

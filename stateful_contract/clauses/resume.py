@@ -1,10 +1,8 @@
 """Core resume clauses (SC10-SC18): a fresh loader given a state continues the stream.
 
-Each clause is one scenario: steps on the loader (`stateful_contract.repro`), then a pure judgement
-against the uninterrupted run, taken once per config. SC10's second half resumes in a process that
-never ran the loader, as a real resume does (a state may be good only in the process that took it):
-on one process in a new interpreter (`_engine.supervised.PendingSibling`), on several ranks through
-SC30 (docs/clauses.md, SC10 "In a fresh process").
+Each clause is one scenario: steps on the loader (`stateful_contract.repro`), then a pure judgement against
+the uninterrupted run, taken once per config. Where SC10's second half resumes, and why (a state may be good
+only in the process that took it): docs/clauses.md, SC10, "In a fresh process".
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Trainer usage (SC19-SC22; SC23 in `worker_change`): the ways real trainers drive loaders.
 
-Each of these has shipped as a real resume bug (the museum, ``docs/museum.md``): DCP's template load,
-reloading a loader that already ran, passes cut short by a step limit, another number of workers.
+Each has shipped as a real resume bug: docs/clauses.md, "Trainer usage", and docs/museum.md.
 """
 
 from __future__ import annotations

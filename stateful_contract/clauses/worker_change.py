@@ -1,8 +1,6 @@
 """Trainer usage, continued (SC23): a resume with another number of worker processes.
 
-Trainers change ``num_workers`` between jobs (another machine, a memory limit); torchdata refuses
-some changes with a bare assert (F13) and loaders whose order depends on the count (litdata)
-must finish the interrupted epoch with exactly the samples still due.
+Why trainers do it, and what is exact or a refusal (torchdata's bare assert, F13): docs/clauses.md, SC23.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """SC31 world-size-change-is-exact-or-refused: a state saved on N ranks, resumed on M != N.
 
-An elastic restart resumes per-rank states describing shards that no longer exist: the new
-world must refuse them before its first batch, or together yield exactly what was still due.
-docs/distributed.md ("What SC31 checks") says how the worlds are run and judged.
+Why (docs/clauses.md, SC31), and how the worlds are run and judged: docs/distributed.md, "What SC31 checks".
 """
 
 from __future__ import annotations

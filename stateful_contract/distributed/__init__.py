@@ -1,12 +1,8 @@
-"""The contract on several ranks of torch.distributed, as one call.
-
-    >>> from stateful_contract.distributed import check_world
-    >>> report = check_world("my_pkg.loaders:factory", world_size=2)
-    >>> report["SC30"].status
+"""The contract on several ranks of torch.distributed, as one call (docs/distributed.md).
 
 `check_world` is `stateful_contract.check` with ``world_size`` required; ``python -m
 stateful_contract.distributed`` runs one clause (or replays one example) on real ranks, or, as ``run``
-under torchrun, srun or mpirun, the contract in that world. See ``docs/distributed.md``.
+under torchrun, srun or mpirun, the contract in that world.
 """
 
 from __future__ import annotations

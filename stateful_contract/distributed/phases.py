@@ -1,9 +1,7 @@
 """Two launches, as the seed resumed: ``--phase save`` leaves its examples, ``--phase resume`` judges them.
 
-SC30 is judged where the resume has the save's number of ranks, SC31 where it has another.
-``--phase restart`` does both in one torchrun, attempt 0 exiting with `RESTART_EXIT` on purpose
-after a passing save so that the agent restarts the job in fresh processes; a failed save is
-never hidden by a resume (docs/distributed.md, "Two jobs, as the seed resumed").
+SC30 where the resume has the save's number of ranks, SC31 where it has another. ``--phase restart``
+(`RESTART_EXIT`), and a failed save no resume hides: docs/distributed.md, "Two jobs, as the seed resumed".
 """
 
 from __future__ import annotations

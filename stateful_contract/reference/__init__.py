@@ -1,9 +1,7 @@
 """Reference loaders: the corrected grad-accumulation wrapper, MindSpeed-MM's broken ones, factories.
 
-`PrefetchGradAccDataLoader` (`.prefetch`) checkpoints exactly at every point, mid-window included;
-`MindSpeedPrefetchGradAccDataLoader` and `ProposedFixPrefetchGradAccDataLoader` (`.mindspeed`) are the
-seed report's wrapper and its proposed fix, kept as known-bad examples; the factories (`.factories`)
-are targets for the contract.
+`.prefetch` (exact at every point, mid-window included), `.mindspeed` (the seed report's wrapper and its
+proposed fix, kept as known-bad examples), `.factories` (targets): docs/architecture.md, "What ships".
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """MindSpeed-MM's wrapper, reproduced on purpose with its bugs: known-bad examples.
 
-MindSpeed-MM's bug report (``seed/000_418544c3f3dcb82f.txt``, master ``852ddffd``) is about
-``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader``, used for
-``loss_cfg.loss_type == "per_token_loss"``. Its two bugs (docs/index.md): a keyword-only
-``load_state_dict`` (bug 1, SC02), and the *base* loader's state, a window ahead mid-window (bug 2,
-SC10). The proposed fix, ``load_state_dict(self, state_dict=None)``, removes the crash only, and
-``load_state_dict(None)`` is silently ignored. `.prefetch.PrefetchGradAccDataLoader` is the corrected one.
+``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader`` (master ``852ddffd``; the
+report: ``seed/000_418544c3f3dcb82f.txt``), its two bugs (SC02, SC10) and the proposed fix that removes the
+crash only: docs/index.md, "Why: the seed report". That fix also ignores ``load_state_dict(None)``, silently.
+`.prefetch.PrefetchGradAccDataLoader` is the corrected one.
 
 Upstream's: buffering, counting (``> -1``, hard-coded), the average (over the batches actually fetched,
 fewer in the short last window), the output keys, ``__iter__`` returning ``self``, the state methods.

@@ -1,18 +1,16 @@
 """A gradient-accumulation prefetching wrapper that checkpoints exactly, mid-window included.
 
-`PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name (docs/index.md):
-per-token loss needs the valid tokens of the whole optimizer step before its first micro-step, so it
-reads one window (``grad_acc_step`` micro-batches) ahead, counts its valid tokens, and yields the
-buffered batches one by one, each a new dict carrying the window's count.
+`PrefetchGradAccDataLoader` does the job of MindSpeed-MM's wrapper of the same name (docs/index.md, "Why:
+the seed report"): per-token loss needs the valid tokens of the whole optimizer step before its first micro-
+step, so it reads one window ahead and yields each buffered batch as a new dict carrying the window's count.
 
-Its state cannot be the base loader's: mid-window that is *ahead* by the rest of the window, which a
-resume loses (the seed wrapper's bug 2). Nor can it hold the buffered batches (arbitrary, possibly
-large tensors; a state must stay small and load with ``torch.load(weights_only=True)``). So it saves
-*where the current window started* (the base state before the window was read) and how many of its
-batches were yielded; a resume loads that base state, reads the same window again (the same token
-count), drops the batches already yielded and goes on. This needs only a base loader that resumes
-exactly from its own states, as torchdata's `StatefulDataLoader` does. The state (``str`` keys;
-leaves ``int``, ``bool``, ``None`` or the base loader's tensors)::
+Its state cannot be the base loader's, a window ahead mid-window (the seed wrapper's bug 2), nor can it
+hold the buffered batches (arbitrary, possibly large tensors; a state must stay small and load with
+``torch.load(weights_only=True)``). So it saves *where the current window started* (the base state before
+the window was read) and how many of its batches were yielded; a resume loads that base state, reads the
+same window again (the same token count), drops the batches already yielded and goes on. This needs only a
+base loader that resumes exactly from its own states, as torchdata's `StatefulDataLoader` does. The state
+(``str`` keys; leaves ``int``, ``bool``, ``None`` or the base loader's tensors)::
 
     {
         "format_version": 2,
@@ -308,10 +306,9 @@ class WindowIterator(Iterator[dict[str, Any]]):
         """Read the current window from the base loader; False if the epoch has no batch left."""
         batches = self._read_batches()
         if not batches and self._consumed:  # a resume's first window, and only it
-            # torchdata 0.11's StatefulDistributedSampler resets its count only when an epoch's first
-            # index is drawn, so a base state taken after iter() and before a later epoch's first batch
-            # (where a first window starts) carries the previous epoch's count and resumes into an empty
-            # epoch. A state with batches already yielded never has an empty window: it means the next.
+            # torchdata 0.11's StatefulDistributedSampler resumes a base state taken after iter() and before
+            # a later epoch's first batch (a first window's start) into an empty epoch (docs/findings.md, F4).
+            # A state with batches already yielded never has an empty window: it means the next.
             self._base_iter = iter(self._base)
             self._base_exhausted = False
             batches = self._read_batches()

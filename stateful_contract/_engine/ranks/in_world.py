@@ -1,9 +1,7 @@
 """A world the user's launcher started (torchrun, srun, mpirun): joining it, and the executor in it.
 
 Every rank joins through ``env://`` (`join`); the engine runs on rank 0 (`InWorld`), the others `follow`.
-A world cannot restart itself: a fresh-process half resumes in the same processes (``mode="run"``; a world
-of another size takes turns on them, `Handler.as_ranks`), or in a later launch (``mode="save"``, then
-``mode="resume"``): docs/distributed.md, "Inside your launcher's world".
+What replaces a restart (``mode``, `Handler.as_ranks`): docs/distributed.md, "Inside your launcher's world".
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Starting the ranks the way ``torchrun`` starts them, and making sure none outlives the run.
 
-A *launcher* process (`launcher`) runs torch's ``elastic_launch`` once per phase, each a fresh set of ranks
-(`world.rank_main`) forked from a forkserver, so a hang is ended from outside (its session, then whatever
-carries the run's marker). It costs about 4 s of CPU, so one that ended its run cleanly serves the next check
-(`give_back`). Why each, and what keeps checks apart: docs/distributed.md, "Ranks that raise, die or hang".
+A *launcher* process (`launcher`) runs ``elastic_launch`` once per phase, its ranks (`world.rank_main`)
+forked from a forkserver; one that ended its run cleanly serves the next check (`give_back`). Why each, and
+how a hang is ended from outside: docs/distributed.md, "Ranks that raise, die or hang".
 """
 
 from __future__ import annotations
