@@ -290,7 +290,7 @@ if __name__ == "__main__":
     if "RANK" not in os.environ and not {"-h", "--help"} & set(sys.argv):
         sys.exit("run me under torchrun: python -m torch.distributed.run --nproc-per-node 2 -m "
                  "tests.scenarios.trainer ...")
-    code = main()  # a rank that raised has exited through @record, which writes its error file
+    code = main() or 0  # a rank that raised has exited through @record, which writes its error file
     # Without the interpreter's teardown, whose destructors of gloo's C++ threads abort a rank now and then
     # under load (SIGABRT after a finished run: stateful_contract.distributed.in_world.exit_now says more).
     sys.stdout.flush()
