@@ -6,6 +6,7 @@ zygote is shared."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import faulthandler
@@ -128,10 +129,24 @@ class _Zygote:
             except (OSError, EOFError):
                 return -signal.SIGKILL  # the zygote is gone, and its children died with it
 
+    def close(self) -> None:
+        """End it now, not at the kernel's signal once this process is gone: ``python -X dev`` would warn
+        of a socket left open and a subprocess still running."""
+        self._conn.close()
+        self._sock.close()
+        self.popen.kill()
+        self.popen.wait(5)
+
 
 #: The zygotes this process started, by its pid; a parallel job forked from the checker inherits the
 #: checker's, and uses it while no other job does (each import costs about 1.5 s of CPU).
 _ZYGOTES: dict[int, _Zygote] = {}
+
+
+@atexit.register
+def _close_own_zygote() -> None:
+    if (zygote := _ZYGOTES.get(os.getpid())) is not None:  # not an inherited one: its starter ends it
+        zygote.close()
 
 
 def warm() -> None:
