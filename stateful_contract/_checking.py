@@ -144,7 +144,7 @@ def check(
                     strict=opts.strict or "SC40" in selected, world_size=world_size, seed=seed,
                     num_workers=list(opts.space.num_workers),
                     checkpoint_alignment=None if alignment is None else str(alignment),
-                    notes=notes, interrupted=interrupted, stopped_at=run.stopped_at)
+                    notes=notes, interrupted=interrupted, stopped_at=run.stopped_at, endless=run.endless)
     left = [r.id for r in report.results if r.status == "not-judged" and r.id in selected]
     if interrupted and left:
         report.notes.append(f"to judge only the clauses left: {hint_clauses(*left)}")

@@ -134,7 +134,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
             expected_failures=_expected(args.expect_fail), checkpoint_alignment=alignment_of(args.checkpoint_alignment),
             strict=args.strict, timeout=args.timeout, world_size=args.world_size,
             isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
-            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst)
+            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst, endless=args.endless)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -257,6 +257,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-alignment", metavar="window|N",
                    help="declare the loader exact only at window boundaries (or every N batches)")
     p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
+    p.add_argument("--endless", action="store_true",
+                   help="declare the loader endless (its passes never end): checked as one stream, and a pass "
+                        "that ends fails (an undeclared endless loader is recognised on its first pass)")
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
     p.add_argument("--memory-limit", metavar="SIZE",

@@ -81,7 +81,8 @@ def markdown_summary(report: Report) -> str:
     """The report in GitHub-flavoured Markdown: verdict, one row per clause that ran, the failures."""
     walk = ran(report)
     failing = [(r, same_as) for r, same_as in walk if r.is_failure]
-    verdict = "✅ pass" if report.passed else f"❌ fail ({len(failing)} clause{'s' if len(failing) != 1 else ''})"
+    verdict = ("✅ pass" if report.passed else "⏭️ nothing judged" if report.nothing_judged
+               else f"❌ fail ({len(failing)} clause{'s' if len(failing) != 1 else ''})")
     target = report.target.replace("`", "'")
     lines = [f"### {title(report)}: `{target}`: {verdict}", ""]
     facts = [f"profile `{report.profile}`", "derandomized" if report.seed is None else f"seed `{report.seed}`"]
@@ -90,6 +91,9 @@ def markdown_summary(report: Report) -> str:
     if report.checkpoint_alignment:
         facts.append("declared exact at window boundaries only" if report.checkpoint_alignment == "window"
                      else f"declared exact every {report.checkpoint_alignment} batches only")
+    if report.endless:
+        facts.append("endless stream (" + ("declared" if report.endless == "declared" else "found") + "): "
+                     "checked as one stream, the clauses that need a pass to end not judged")
     lines += [", ".join(facts), "", "| clause | status | time | detail |", "| --- | --- | ---: | --- |"]
     for r, same_as in walk:
         lines.append(f"| {r.id} {_cell(r.name)} | {_MARK.get(r.status, SHOWN[r.status])} | {r.seconds:.2f} s | "

@@ -105,6 +105,10 @@ class CheckOptions:
     exitfirst: bool = False
     #: Keeps a multi-rank run's files (states, checkpoints, rank logs) there.
     run_dir: str | Path | None = None
+    #: The loader's passes never end (it cycles over its data): checked as one endless stream from the start
+    #: (an undeclared one is recognised on its first pass); a pass that ends then fails. docs/clauses.md,
+    #: "Endless streams".
+    endless: bool = False
     #: Expected failures given that name no clause: warned about once, when given, and left out.
     unknown_expected: tuple[str, ...] = field(default=(), repr=False)
 
@@ -146,6 +150,8 @@ class CheckOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
                 raise OptionError(name, f"takes seconds >= 0 (0: none), got {value!r}")
+        if not isinstance(self.endless, bool):
+            raise OptionError("endless", f"takes True or False, got {self.endless!r}")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
@@ -200,6 +206,7 @@ class CheckKeywords(TypedDict, total=False):
     seed: int | None
     exitfirst: bool
     run_dir: str | Path | None
+    endless: bool
 
 
 def _whole(value: object, least: int) -> bool:

@@ -34,8 +34,9 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: 6: what each failure does to a training run (``impact``: ``kind`` silent or loud, ``what``, ``where``,
 #: ``counts``, ``unit``, ``epoch``, ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told
 #: in full). 7: the clause a check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not
-#: reached are ``not-judged``, their message starting "not run").
-REPORT_FORMAT = 7
+#: reached are ``not-judged``, their message starting "not run"). 8: ``endless`` ("declared" or "found": the
+#: loader was checked as an endless stream; null otherwise), and the verdict ``"nothing judged"``.
+REPORT_FORMAT = 8
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -161,6 +162,9 @@ class Report:
     interrupted: bool = False
     #: The clause whose failure stopped the check (``exitfirst``); None when it ran to the end.
     stopped_at: str | None = None
+    #: ``"declared"`` or ``"found"``: the loader's passes never end, and it was checked as one endless stream
+    #: (the clauses that need a pass to end are not judged, saying so); None: its passes end.
+    endless: str | None = None
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:
@@ -170,13 +174,23 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when every clause that ran passed or failed as declared (never for an interrupted run)."""
-        return not self.interrupted and not any(r.is_failure for r in self.results)
+        """True when every clause that ran passed or failed as declared (never for an interrupted run, nor for
+        an endless stream on which no clause applied: `nothing_judged`)."""
+        return not self.interrupted and not any(r.is_failure for r in self.results) and not self.nothing_judged
+
+    @property
+    def nothing_judged(self) -> bool:
+        """An endless stream on which none of the clauses run applied (``--clause SC21``): no verdict at all."""
+        return self.endless is not None and not any(
+            r.status in ("passed", "failed", "expected-failure", "unexpected-pass") for r in self.results)
 
     @property
     def verdict(self) -> str:
-        """``"pass"``, ``"fail"``, or ``"interrupted"`` for a partial report."""
-        return "interrupted" if self.interrupted else "pass" if self.passed else "fail"
+        """``"pass"``, ``"fail"``, ``"nothing judged"`` (`nothing_judged`), or ``"interrupted"`` for a partial
+        report."""
+        if self.interrupted:
+            return "interrupted"
+        return "nothing judged" if self.nothing_judged else "pass" if self.passed else "fail"
 
     @property
     def coverage(self) -> dict[str, int]:
