@@ -38,7 +38,7 @@ from ._render import SHOWN, ran, render_failures, render_report, story, summary_
 from ._target import TargetError
 from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION
-from .options import CheckOptions, OptionError, UnknownClauseWarning, alignment_of
+from .options import CheckOptions, OptionError, UnknownClauseWarning
 from .profiles import PROFILES
 from .report import same_causes
 
@@ -131,7 +131,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
         warnings.simplefilter("error", UnknownClauseWarning)  # a typo on a command line is caught now
         return CheckOptions(
             profile=args.profile, clauses=",".join(args.clause) or None,
-            expected_failures=_expected(args.expect_fail), checkpoint_alignment=alignment_of(args.checkpoint_alignment),
+            expected_failures=_expected(args.expect_fail), checkpoint_alignment=args.checkpoint_alignment,
             strict=args.strict, timeout=args.timeout, world_size=args.world_size,
             isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
             memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst)
@@ -254,8 +254,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="run only this clause (repeatable, or comma-separated: SC10,SC13)")
     p.add_argument("--expect-fail", action="append", default=[], metavar="ID=REASON",
                    help="declare an expected failure (repeatable)")
-    p.add_argument("--checkpoint-alignment", metavar="window|N",
-                   help="declare the loader exact only at window boundaries (or every N batches)")
+    p.add_argument("--checkpoint-alignment", metavar="epoch|window|N",
+                   help="declare the trainer's checkpoint policy, where the loader must be exact: only at epoch "
+                        "ends (after StopIteration), at grad-acc window boundaries, or every N batches")
     p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
