@@ -81,7 +81,8 @@ class CheckOptions:
     #: writes them): the loader is exact only there, so checkpoints are drawn only there, a clause whose
     #: every checkpoint the policy excludes is not judged, and the report says so (`alignment_of`).
     checkpoint_alignment: Alignment = None
-    #: The part of the configuration space searched.
+    #: The part of the configuration space searched (a command line's ``--config-space num_workers=0,2
+    #: grad_acc_step=1..8`` is `ConfigSpace.parse`).
     space: ConfigSpace = field(default_factory=ConfigSpace)
     #: Ranks of torch.distributed (gloo) every example runs on at once; more than one adds the
     #: multi-rank clauses.
