@@ -110,6 +110,9 @@ def render_report(report: Report, out: TextIO) -> None:
         out.write(f"  declared checkpoint policy: {policy_words(report.checkpoint_alignment)} ("
                   + {"epoch": "after each pass's StopIteration", "window": "every grad_acc_step batches"}.get(
                       report.checkpoint_alignment, "within each epoch, and at its end") + ")\n")
+    if report.consume:
+        out.write(f"  declared consumption: batches drawn through {report.consume}(loader), "
+                  "states from loader.state_dict()\n")
     for r, same_as in ran(report):
         out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  "
                   f"{summary_line(r, same_as)}\n")

@@ -144,7 +144,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
             expected_failures=_expected(args.expect_fail), checkpoint_alignment=args.checkpoint_alignment,
             strict=args.strict, timeout=args.timeout, world_size=args.world_size,
             isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
-            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst,
+            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst, consume=args.consume,
             space=_space(args.config_space))
 
 
@@ -271,6 +271,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config-space", nargs="+", action="extend", metavar="NAME=VALUES",
                    help="narrow the configuration space searched, as a test class's config_space does: "
                         "num_workers=0,2 grad_acc_step=1..8 (also dataset_size, batch_size: LOW..HIGH or one number)")
+    p.add_argument("--consume", metavar="MODULE:FUNCTION",
+                   help="the trainer draws batches through FUNCTION(loader) (a preloader, say) and saves "
+                        "loader.state_dict(): check that pair")
     p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")

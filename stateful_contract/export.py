@@ -90,6 +90,8 @@ def markdown_summary(report: Report) -> str:
         facts.append(f"{report.world_size} ranks")
     if report.checkpoint_alignment:  # the declared checkpoint policy
         facts.append(policy_words(report.checkpoint_alignment))
+    if report.consume:
+        facts.append(f"batches drawn through `{report.consume}(loader)`, states from the loader")
     lines += [", ".join(facts), "", "| clause | status | time | detail |", "| --- | --- | ---: | --- |"]
     for r, same_as in walk:
         lines.append(f"| {r.id} {_cell(r.name)} | {_MARK.get(r.status, SHOWN[r.status])} | {r.seconds:.2f} s | "

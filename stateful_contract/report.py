@@ -34,10 +34,12 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: 6: what each failure does to a training run (``impact``: ``kind`` silent or loud, ``what``, ``where``,
 #: ``counts``, ``unit``, ``epoch``, ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told
 #: in full). 7: the clause a check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not
-#: reached are ``not-judged``, their message starting "not run"). 8: ``checkpoint_alignment`` may be ``"epoch"``
-#: (the declared checkpoint policy: only at epoch ends), and a clause that policy excludes is ``not-judged``,
-#: its message starting "does not apply under the declared checkpoint policy".
-REPORT_FORMAT = 8
+#: reached are ``not-judged``, their message starting "not run").
+#: 8: the declared consumption (``consume``: ``module:function``, null when none).
+#: 9: ``checkpoint_alignment`` may be ``"epoch"`` (the declared checkpoint policy: only at epoch ends), and a
+#: clause that policy excludes is ``not-judged``, its message starting "does not apply under the declared
+#: checkpoint policy".
+REPORT_FORMAT = 9
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -153,6 +155,9 @@ class Report:
     world_size: int = 1
     #: The declared checkpoint policy: ``"epoch"``, ``"window"``, a number of batches as digits, or None.
     checkpoint_alignment: str | None = None
+    #: The declared consumption (``module:function``): batches were drawn through it, states taken from the
+    #: loader (None: from the loader itself; reports before format 8 have none).
+    consume: str | None = None
     contract_version: str = CONTRACT_VERSION
     #: The Hypothesis seed of the search (``check(seed=...)``, ``--seed``); None when derandomized.
     seed: int | None = None
