@@ -115,10 +115,12 @@ class _Run:
             self.progress(Progress(c.id, c.name, done, total, status, seconds))
 
     def blocked(self, c: Clause) -> str | None:
-        """Why ``c`` cannot be judged: it does not apply to an endless stream, or something it needs does
-        not hold."""
+        """Why ``c`` cannot be judged, when something it needs does not hold (or the declared policy excludes it,
+        or it does not apply to an endless stream)."""
         if self.endless is not None and c.not_on_endless:
             return f"{NOT_ON_ENDLESS}: {c.not_on_endless}"
+        if (excluded := c.excluded_by(self.options.checkpoint_alignment)) is not None:
+            return excluded
         for need in c.needs:
             if need == LOAD:
                 if self.load_probe == "unusable":

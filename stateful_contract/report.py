@@ -34,9 +34,13 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: 6: what each failure does to a training run (``impact``: ``kind`` silent or loud, ``what``, ``where``,
 #: ``counts``, ``unit``, ``epoch``, ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told
 #: in full). 7: the clause a check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not
-#: reached are ``not-judged``, their message starting "not run"). 8: ``endless`` ("declared" or "found": the
-#: loader was checked as an endless stream; null otherwise), and the verdict ``"nothing judged"``.
-REPORT_FORMAT = 8
+#: reached are ``not-judged``, their message starting "not run").
+#: 8: the declared consumption (``consume``: ``module:function``, null when none).
+#: 9: ``checkpoint_alignment`` may be ``"epoch"`` (the declared checkpoint policy: only at epoch ends), and a
+#: clause that policy excludes is ``not-judged``, its message starting "does not apply under the declared
+#: checkpoint policy".
+#: 10: ``endless`` ("declared" or "found": the loader was checked as one endless stream; null otherwise).
+REPORT_FORMAT = 10
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -150,7 +154,11 @@ class Report:
     profile: str = "ci"
     strict: bool = False
     world_size: int = 1
+    #: The declared checkpoint policy: ``"epoch"``, ``"window"``, a number of batches as digits, or None.
     checkpoint_alignment: str | None = None
+    #: The declared consumption (``module:function``): batches were drawn through it, states taken from the
+    #: loader (None: from the loader itself; reports before format 8 have none).
+    consume: str | None = None
     contract_version: str = CONTRACT_VERSION
     #: The Hypothesis seed of the search (``check(seed=...)``, ``--seed``); None when derandomized.
     seed: int | None = None
@@ -174,23 +182,20 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when every clause that ran passed or failed as declared (never for an interrupted run, nor for
-        an endless stream on which no clause applied: `nothing_judged`)."""
-        return not self.interrupted and not any(r.is_failure for r in self.results) and not self.nothing_judged
+        """True when every clause that ran passed or failed as declared (never for an interrupted run, nor
+        for one that judged nothing)."""
+        return not self.interrupted and not self.judged_nothing and not any(r.is_failure for r in self.results)
 
     @property
-    def nothing_judged(self) -> bool:
-        """An endless stream on which none of the clauses run applied (``--clause SC21``): no verdict at all."""
-        return self.endless is not None and not any(
-            r.status in ("passed", "failed", "expected-failure", "unexpected-pass") for r in self.results)
+    def judged_nothing(self) -> bool:
+        """No clause came to a verdict (each was skipped or not judged: a declared policy that excludes every
+        clause selected, say): such a run says nothing of the loader, so it does not pass."""
+        return not any(r.status not in ("skipped", "not-judged") for r in self.results)
 
     @property
     def verdict(self) -> str:
-        """``"pass"``, ``"fail"``, ``"nothing judged"`` (`nothing_judged`), or ``"interrupted"`` for a partial
-        report."""
-        if self.interrupted:
-            return "interrupted"
-        return "nothing judged" if self.nothing_judged else "pass" if self.passed else "fail"
+        """``"pass"``, ``"fail"``, or ``"interrupted"`` for a partial report."""
+        return "interrupted" if self.interrupted else "pass" if self.passed else "fail"
 
     @property
     def coverage(self) -> dict[str, int]:

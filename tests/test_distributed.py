@@ -339,4 +339,4 @@ def test_an_endless_loader_on_two_ranks_is_recognised_not_a_crashed_rank() -> No
     sc30 = report["SC30"]
     assert report.endless == "found" and sc30.status == "not-judged", sc30.message
     assert "does not apply to an endless stream" in sc30.message, sc30.message
-    assert not report.passed and report.verdict == "nothing judged"
+    assert not report.passed and report.judged_nothing

@@ -103,11 +103,11 @@ def test_a_declared_endless_loader_that_ends_a_pass_fails_saying_so() -> None:
 def test_a_run_where_no_clause_applies_to_the_endless_stream_does_not_pass() -> None:
     report = check(zoo.CyclingLoader, clauses=["SC21"], space=IN_PROCESS)
     assert report["SC21"].status == "not-judged"
-    assert not report.passed and report.verdict == "nothing judged"
+    assert not report.passed and report.judged_nothing and report.verdict == "fail"
     out = io.StringIO()
     render_report(report, out)
-    assert "Verdict: NOTHING JUDGED" in out.getvalue() and "PASS" not in out.getvalue()
-    assert badge_message(report) == "nothing judged (endless stream)"
+    assert "Verdict: FAIL (no clause was judged" in out.getvalue() and "PASS" not in out.getvalue()
+    assert badge_message(report) == "nothing judged"
 
 
 def test_endless_is_declared_from_the_command_line_and_the_mixin() -> None:

@@ -135,6 +135,7 @@ def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
 
 
 @clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES,
+        inside_a_pass="its every checkpoint is taken inside a pass cut short",
         not_on_endless="a pass cut short is one a trainer leaves for the next iter(), and a trainer draws from an "
                        "endless stream with one iter()")
 def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
