@@ -11,6 +11,7 @@ from typing import Any
 from ._engine import lending
 from ._engine.advice import collecting
 from ._engine.endless import NOT_ON_ENDLESS
+from ._engine.plans import epoch_ends_only
 from ._engine.example import ClauseLike, ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import Executor, StartFailed
 from ._engine.guard import raise_lost_ctrl_c
@@ -138,7 +139,8 @@ class _Run:
         the loader checked as an endless stream from then on (an undeclared endless loader: `as_endless`)."""
         self.endless_seen = False
         outcome = self.judge_once(c)
-        if self.endless_seen and self.endless is None:
+        # Not under the epoch-end policy: its trainer would never save, and the clause's failure says so.
+        if self.endless_seen and self.endless is None and not epoch_ends_only(self.options.checkpoint_alignment):
             self.as_endless("found")
             why = self.blocked(c)
             outcome = Outcome("not-judged", message=why) if why is not None else self.judge_once(c)

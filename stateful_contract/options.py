@@ -160,6 +160,9 @@ class CheckOptions:
                                          f"iterator the trainer draws batches from, got {self.consume!r}")
         if not isinstance(self.endless, bool):
             raise OptionError("endless", f"takes True or False, got {self.endless!r}")
+        if self.endless and self.checkpoint_alignment == "epoch":
+            raise OptionError("endless", "excludes checkpoint_alignment='epoch': an endless stream has no epoch end, "
+                                         "so a trainer that saves only there never saves")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
