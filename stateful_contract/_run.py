@@ -11,11 +11,11 @@ from typing import Any
 from ._engine import lending
 from ._engine.advice import collecting
 from ._engine.endless import NOT_ON_ENDLESS
-from ._engine.plans import epoch_ends_only
 from ._engine.example import ClauseLike, ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import Executor, StartFailed
 from ._engine.guard import raise_lost_ctrl_c
 from ._engine.outcome import ClauseViolation, Outcome
+from ._engine.plans import epoch_ends_only
 from ._engine.search import judge_runs, replay_one, search
 from ._engine.supervised import PendingSibling, Supervised
 from ._faces import hint_exitfirst
