@@ -88,6 +88,7 @@ def check(
     target = target or spec or describe_factory(factory)
     factory_import = factory_import or factory_import_line(factory, spec)
     notes = [f"expected failure {unknown!r} names no clause" for unknown in opts.unknown_expected]
+    notes += opts.declared_notes  # what the user declared of their trainer
     selected = opts.selected
     example_timeout = prof.timeout if opts.timeout is None else opts.timeout
     alignment, world_size = opts.checkpoint_alignment, opts.world_size

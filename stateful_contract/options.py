@@ -196,6 +196,12 @@ class CheckOptions:
         return {name: getattr(self, name) for name in DECLARATIONS}
 
     @property
+    def declared_notes(self) -> list[str]:
+        """What the report says of each declaration given (``declared: ...``)."""
+        return [f"declared: {text.format(value=value)}" for name, text in DECLARATIONS.items()
+                if (value := getattr(self, name)) not in (None, False)]
+
+    @property
     def selected(self) -> list[str]:
         """The clause IDs the check judges: the named ones, or every clause of the tiers that apply."""
         if self.clauses is None:
@@ -226,8 +232,14 @@ class CheckKeywords(TypedDict, total=False):
     checkpoint_layout: CheckpointLayout | None
 
 
-#: The fields of `CheckOptions` that declare how the user's trainer runs (`CheckOptions.declarations`).
-DECLARATIONS = ("fixed_global_batch", "joins_uneven_inputs", "checkpoint_layout")
+#: The fields of `CheckOptions` that declare how the user's trainer runs (`CheckOptions.declarations`), and
+#: what each says on the report when given.
+DECLARATIONS = {
+    "fixed_global_batch": "the trainer keeps the global batch fixed when the world size changes: SC31 and SC32 "
+                          "resume M ranks with per-rank batch = global / M",
+    "joins_uneven_inputs": "the trainer handles ranks with uneven batch counts (DDP's Join): SC32 does not apply",
+    "checkpoint_layout": "the trainer saves the loader's state as {value}: SC30 judges that layout alone",
+}
 
 
 def _whole(value: object, least: int) -> bool:

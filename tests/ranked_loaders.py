@@ -114,7 +114,9 @@ class GlobalPosition(Shards):
     ``end`` is the order's length cut to a multiple of W (times the batch size with ``drop_last``),
     so every rank has as many batches as the others. The state says how far the whole world got
     (``consumed``, the same on every rank at the same step) and where the epoch ends; a world of
-    another size resumes the rest of the epoch from there, then goes on with its own epochs.
+    another size resumes the rest of the epoch from there, then goes on with its own epochs. That rest,
+    cut for the old world, is dealt unevenly over a new one (2 -> 3 ranks): exact (SC31), but out of step
+    (SC32).
     """
 
     def __init__(self, config: LoaderConfig) -> None:
