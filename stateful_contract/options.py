@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -114,6 +114,10 @@ class CheckOptions:
     #: How the trainer saves the loader's state on several ranks (SC30): None, every way trainers do;
     #: ``"per-rank-files"``: each rank ``torch.save``s its own file, as MindSpeed-MM does.
     checkpoint_layout: CheckpointLayout | None = None
+    #: How the trainer draws batches: ``"module:function"`` (or the function) mapping the loader to the
+    #: iterator it consumes (a preloader, say); every batch is then drawn through it and every state taken
+    #: from the loader at that instant, as the trainer's save does (docs/quickstart.md, "A preloader").
+    consume: str | Callable[[Any], Any] | None = None
     #: Expected failures given that name no clause: warned about once, when given, and left out.
     unknown_expected: tuple[str, ...] = field(default=(), repr=False)
 
@@ -161,6 +165,10 @@ class CheckOptions:
         if self.checkpoint_layout not in (None, *get_args(CheckpointLayout)):
             raise OptionError("checkpoint_layout", f"takes one of {', '.join(get_args(CheckpointLayout))} or "
                                                    f"None (every layout), got {self.checkpoint_layout!r}")
+        if self.consume is not None and not (callable(self.consume) or (
+                isinstance(self.consume, str) and ":" in self.consume.strip(":"))):
+            raise OptionError("consume", "takes 'module:function' (or the function itself): the loader -> the "
+                                         f"iterator the trainer draws batches from, got {self.consume!r}")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
@@ -230,6 +238,7 @@ class CheckKeywords(TypedDict, total=False):
     fixed_global_batch: bool
     joins_uneven_inputs: bool
     checkpoint_layout: CheckpointLayout | None
+    consume: str | Callable[[Any], Any] | None
 
 
 #: The fields of `CheckOptions` that declare how the user's trainer runs (`CheckOptions.declarations`), and
