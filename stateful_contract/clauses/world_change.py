@@ -222,6 +222,16 @@ class Horizon:
         got = Counter(i for r in values for i in r.yielded)
         return tally([self.epoch, self.after], self.before, got, padding=sum(self.pads), resharded=True)
 
+    def holds(self, values: Sequence[WorldResume]) -> bool:
+        """Each pass covered exactly its own epoch; or, where the new world's first pass ends elsewhere,
+        the two passes together did (none lost, none repeated) and the first repeated nothing already
+        yielded (a pad copy of a consumed sample is a repeat, which the next epoch's copy does not excuse)."""
+        first = self.of_pass(values, 0)
+        if first.exact and self.of_pass(values, 1).exact:
+            return True
+        return (self.tally(values).exact and not first.repeated
+                and sum(first.extra.values()) <= first.padding)
+
     def of_pass(self, values: Sequence[WorldResume], k: int) -> Tally:
         """Pass ``k`` alone against its own epoch: what it lacks, and what it holds beyond it."""
         got = Counter(i for r in values for i in (r.passes[k] if k < len(r.passes) else []))
@@ -309,27 +319,27 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         impact = Impact("loud", f"the resume on {_ranks(resumed)} raises mid-run: the job dies after training on "
                                 "resumed batches", where="next()")
     else:
-        ways = [(way, way.tally(values)) for way in horizons(values)]
-        if any(t.exact for _, t in ways):
+        ways = [(way, way.tally(values), way.of_pass(values, 0)) for way in horizons(values)]
+        if any(way.holds(values) for way, _, _ in ways):
             return
-        way, t = min(ways, key=lambda w: (sum(w[1].lost.values()) + sum(w[1].repeated.values()),
-                                          sum(w[1].extra.values())))
+        way, t, rest = min(ways, key=lambda w: (sum(w[1].lost.values()) + sum((w[1].repeated | w[2].repeated).values()),
+                                                sum(w[2].extra.values())))
+        repeated = t.repeated | rest.repeated  # over the horizon, or a copy in pass 1 of a sample already yielded
         lines = [f"{_how(r)} yielded {id_list(again)} that the {saved}-rank world had already yielded "
                  f"in epoch {first.epoch}"
                  for r in values if (again := Counter(i for i in (r.passes[0] if r.passes else [])
-                                                       if t.repeated[i] and t.before[i]))]
+                                                       if repeated[i] and rest.before[i]))]
         lines += _by_pass(values, way)
-        if sum(t.extra.values()) > t.padding:
-            lines.append(f"yielded {id_list(t.extra)} more often than the {saved}-rank world would have (more than "
-                         f"the {t.padding} copies padding may add)")
+        if sum(rest.extra.values()) > rest.padding:
+            lines.append(f"yielded {id_list(rest.extra)} more often than the {saved}-rank world would have (more than "
+                         f"the {rest.padding} copies padding may add)")
         lines.append(f"over {'all ' if resumed > 1 else ''}{_ranks(resumed)} and both passes: lost "
-                     f"{id_list(t.lost) if t.lost else 'none'}, repeated {id_list(t.repeated) if t.repeated else 'none'}"
+                     f"{id_list(t.lost) if t.lost else 'none'}, repeated {id_list(repeated) if repeated else 'none'}"
                      f"; the {saved}-rank world had yielded "
                      f"{id_list(Counter(first.consumed)) if first.consumed else 'nothing'} of epoch {first.epoch}")
-        lines += padding_lines(t, f"{saved}-rank world", f"{resumed}-rank world",
-                               span=f"in epochs {first.epoch} and {first.epoch + 1}")
+        lines += padding_lines(rest, f"{saved}-rank world", f"{resumed}-rank world", span=f"in epoch {first.epoch}")
         how = "resumed silently"
-        impact = losses(sum(t.lost.values()), sum(t.repeated.values()) + max(0, sum(t.extra.values()) - t.padding),
+        impact = losses(sum(t.lost.values()), sum(repeated.values()) + max(0, sum(rest.extra.values()) - rest.padding),
                         epoch=first.epoch)
     lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
     violation = violated("SC31", context=context, expected=expected, impact=impact, got=(
