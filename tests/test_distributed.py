@@ -242,6 +242,7 @@ def test_under_one_shared_dcp_key_a_state_keyed_by_rank_or_refused_elsewhere_pas
     assert report["SC30"].status == "passed", report["SC30"].message
 
 
+@pytest.mark.acceptance
 def test_a_trainer_that_saves_one_file_per_rank_declares_it_and_sc30_judges_that_layout_alone(tmp_path: Path) -> None:
     # MindSpeed-MM torch.saves each rank's state: the shared-DCP-key failure above is one it never meets.
     report = check_world(ranked_target("rank_seeded_shuffle"), world_size=2, clauses=["SC30"], replay=SHUFFLED,

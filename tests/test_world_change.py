@@ -116,6 +116,7 @@ def test_a_loader_that_deals_whole_global_batches_fails_sc31_when_the_per_rank_b
     assert "pass 1 (the rest of epoch 0) over 3 ranks: yielded 0 samples; lacks [4, 5, 6, 7] (4 samples)" in sc31.got
 
 
+@pytest.mark.acceptance
 @pytest.mark.parametrize("replay", [GLOBAL_BATCH_4, GLOBAL_BATCH_6], ids=["global-batch-4", "global-batch-6"])
 def test_declared_a_fixed_global_batch_the_same_loader_passes_sc31(replay: tuple[LoaderConfig, Position]) -> None:
     report = check_world(target("global_batches"), world_size=2, clauses=["SC31"], replay=replay,
