@@ -121,6 +121,10 @@ class CheckOptions:
     #: iterator it consumes (a preloader, say); every batch is then drawn through it and every state taken
     #: from the loader at that instant, as the trainer's save does (docs/quickstart.md, "A preloader").
     consume: str | Callable[[Any], Any] | None = None
+    #: The loader's passes never end (it cycles over its data): checked as one endless stream from the start
+    #: (an undeclared one is recognised on its first pass); a pass that ends then fails. docs/clauses.md,
+    #: "Endless streams".
+    endless: bool = False
     #: Expected failures given that name no clause: warned about once, when given, and left out.
     unknown_expected: tuple[str, ...] = field(default=(), repr=False)
 
@@ -169,6 +173,8 @@ class CheckOptions:
                 isinstance(self.consume, str) and ":" in self.consume.strip(":"))):
             raise OptionError("consume", "takes 'module:function' (or the function itself): the loader -> the "
                                          f"iterator the trainer draws batches from, got {self.consume!r}")
+        if not isinstance(self.endless, bool):
+            raise OptionError("endless", f"takes True or False, got {self.endless!r}")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
@@ -239,6 +245,7 @@ class CheckKeywords(TypedDict, total=False):
     joins_uneven_inputs: bool
     checkpoint_layout: CheckpointLayout | None
     consume: str | Callable[[Any], Any] | None
+    endless: bool
 
 
 #: The fields of `CheckOptions` that declare how the user's trainer runs (`CheckOptions.declarations`), and

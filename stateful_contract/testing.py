@@ -57,6 +57,7 @@ class StatefulLoaderContract:
     fixed_global_batch: ClassVar[bool] = False
     joins_uneven_inputs: ClassVar[bool] = False
     checkpoint_layout: ClassVar[CheckpointLayout | None] = None
+    endless: ClassVar[bool] = False
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
         """The hook: return a fresh loader for ``config`` on every call.

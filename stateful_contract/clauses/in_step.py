@@ -152,7 +152,9 @@ def worlds_of_several_ranks(world_size: int) -> tuple[int, ...]:
 @clause("SC32", "ranks-stay-in-step", tier="distributed", cost=8, plan=checkpoint_plan, needs=("SC01", LOAD),
         world=_judge_fresh_and_resumed, reads=("fixed_global_batch",),
         waived_by=("joins_uneven_inputs", "the trainer handles ranks with uneven batch counts (DDP's Join)"),
-        after_restart=(resume_in_step_on_another_world, _judge_on_another_world), restart_worlds=worlds_of_several_ranks)
+        after_restart=(resume_in_step_on_another_world, _judge_on_another_world), restart_worlds=worlds_of_several_ranks,
+        not_on_endless=("it counts each rank's batches per epoch and pass, and an endless pass never ends; the "
+                        "stretches between saves are what its judgement will take there"))
 def ranks_stay_in_step(example: Example, plan: Checkpoint) -> RankSteps:
     """Every rank yields as many batches as every other in each epoch: fresh, after a resume, and after a
     world-size change; otherwise a collective (the gradient all-reduce) waits for ever for the rank that ran

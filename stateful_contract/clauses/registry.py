@@ -114,6 +114,9 @@ class Clause:
     waived_by: tuple[str, str] | None = None
     #: The declarations bound to it (`declared`), for a rerun command to give them again.
     given: tuple[tuple[str, Any], ...] = ()
+    #: Why it does not apply to an endless stream (`LoaderConfig.endless`: a pass never ends); "" when it
+    #: is judged there as well (docs/clauses.md, "Endless streams").
+    not_on_endless: str = ""
     #: Why every checkpoint of this clause is inside a pass ("" when it has others): under the epoch-end
     #: policy it does not apply (`excluded_by`).
     inside_a_pass: str = ""
