@@ -11,8 +11,8 @@ from typing import Any
 from ._engine import lending
 from ._engine.advice import collecting
 from ._engine.endless import NOT_ON_ENDLESS
-from ._engine.example import ClauseLike, ExampleRun, LoadFormProbe, LoadProbe
-from ._engine.executors import Executor, StartFailed
+from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
+from ._engine.executors import EndlessWatch, Executor, StartFailed
 from ._engine.guard import raise_lost_ctrl_c
 from ._engine.outcome import ClauseViolation, Outcome
 from ._engine.plans import epoch_ends_only
@@ -48,27 +48,6 @@ def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
     where = (position.epoch, position.batches) if position is not None else (0, 0)
     return (config.num_workers, config.dataset_size, config.batch_size, config.grad_acc_step, config.shuffle,
             config.drop_last, *where)
-
-
-class _EndlessWatch:
-    """The executor, noting whether an uninterrupted run's first pass never ended (`ExampleRun.endless`)."""
-
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
-        self.seen = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.executor, name)
-
-    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        got = self.executor.lengths(clause, config)
-        self.seen = self.seen or (isinstance(got, ExampleRun) and got.endless)
-        return got
-
-    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        runs = self.executor.run(clause, config, plan)
-        self.seen = self.seen or any(r.endless for r in runs)
-        return runs
 
 
 class _Run:
@@ -150,6 +129,7 @@ class _Run:
         if c.probes_load and self.load_failed is not None:
             # The probe was this clause's example: running it again would hang or crash the same way.
             return self.outcome_of_run(c, self.load_failed)
+        c = c.declared(self.options.declarations)  # what the user declared of their trainer, for its scenarios on every rank
         restarted = c.restarted()
         worlds = c.fresh_worlds(self.executor.world_size)
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
@@ -162,7 +142,7 @@ class _Run:
             if self.replay is not None and c.budget != "once":
                 # SC18 replays the config alone.
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
-                watched = _EndlessWatch(self.executor)
+                watched = EndlessWatch(self.executor)
                 failed = replay_one(c, watched, config, plan)
                 self.endless_seen = watched.seen
                 outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
@@ -170,7 +150,7 @@ class _Run:
                 if outcome.status == "passed":
                     passed.append((config, plan))
             else:
-                watched = _EndlessWatch(self.executor)
+                watched = EndlessWatch(self.executor)
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
@@ -288,6 +268,11 @@ class _Run:
         order = run_order(self.selected)
         needed = {n for c in order for n in c.needs}
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
+        waived = {c.id: why for c in order if (why := c.waived(self.options.declarations)) is not None}
+        for cid, why in waived.items():  # a declaration says the clause does not apply: shown, not judged
+            self.record(clause(cid), Outcome("skipped", message=why), 0.0)
+            self.notes.append(f"{cid} {why}")
+        order = [c for c in order if c.id not in waived]
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
         apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
         for c in order:
