@@ -86,3 +86,9 @@ MANUAL_SKIP = (
     "draws epoch 0's permutation from the generator seeded at construction (and a used loader a later one): "
     f"after epoch 0 the skip is in the wrong order, silently (F24, {doc('findings.md', 'f24')})"
 )
+VERL_EPOCH_END = (
+    "verl's RayPPOTrainer._load_checkpoint skips the loader's load_state_dict when global_steps is a multiple "
+    "of len(train_dataloader) (a checkpoint at an epoch end), and its sampler is torchdata's RandomSampler over "
+    "a generator seeded once: the fresh loader's generator has drawn nothing, so the next epochs replay epoch "
+    f"0's order, silently (F27, {doc('findings.md', 'f27')})"
+)
