@@ -81,7 +81,9 @@ class _Run:
             self.progress(Progress(c.id, c.name, done, total, status, seconds))
 
     def blocked(self, c: Clause) -> str | None:
-        """Why ``c`` cannot be judged, when something it needs does not hold."""
+        """Why ``c`` cannot be judged, when something it needs does not hold (or the declared policy excludes it)."""
+        if (excluded := c.excluded_by(self.options.checkpoint_alignment)) is not None:
+            return excluded
         for need in c.needs:
             if need == LOAD:
                 if self.load_probe == "unusable":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -276,18 +276,64 @@ def loader_configs(draw: st.DrawFn, *, num_workers: st.SearchStrategy[int] = st.
         rank=rank, world_size=world_size)
 
 
+#: The fields of `ConfigSpace` a command line may narrow, and the least value each takes.
+_SPACE_FIELDS = {"num_workers": 0, "dataset_size": 1, "batch_size": 1, "grad_acc_step": 1}
+
+
+def _space_values(name: str, text: str, *, least: int) -> tuple[int, ...]:
+    """``0,2`` -> (0, 2) for ``num_workers``; ``1..8`` -> (1, 8), ``4`` -> (4, 4) for a range field."""
+    def number(part: str) -> int:
+        part = part.strip()
+        if not part.isdigit() or int(part) < least:
+            raise ValueError(f"{name} takes whole numbers >= {least}, got {part!r} in {name}={text}")
+        return int(part)
+
+    low, dots, high = text.partition("..")
+    if dots:
+        bounds = number(low), number(high)
+        if bounds[0] > bounds[1]:
+            raise ValueError(f"{name}={text} is an empty range (write LOW..HIGH, LOW <= HIGH)")
+        return tuple(range(bounds[0], bounds[1] + 1)) if name == "num_workers" else bounds
+    if name == "num_workers":
+        return tuple(sorted({number(part) for part in text.split(",")}))
+    if "," in text:
+        raise ValueError(f"{name} takes a range LOW..HIGH or one number, got {name}={text}")
+    return number(text), number(text)
+
+
 @dataclass(frozen=True)
 class ConfigSpace:
     """The part of the configuration space a check explores.
 
     Narrow it when an implementation only supports part of it (a loader without
-    worker support: ``num_workers=(0,)``). Ranges are inclusive ``(low, high)``.
+    worker support: ``num_workers=(0,)``). Ranges are inclusive ``(low, high)``. A command
+    line writes it as `parse` reads it: ``num_workers=0,2 grad_acc_step=1..8``.
     """
 
     num_workers: tuple[int, ...] = (0, 1, 2)
     dataset_size: tuple[int, int] = (1, 24)
     batch_size: tuple[int, int] = (1, 5)
     grad_acc_step: tuple[int, int] = (1, 8)
+
+    @classmethod
+    def parse(cls, text: str | Sequence[str]) -> ConfigSpace:
+        """The space ``text`` narrows the default one to: ``NAME=VALUES`` items, space-separated (or a
+        sequence of them); ``num_workers`` takes counts (``0,2``) or a range (``0..2``), the other fields a
+        range ``LOW..HIGH`` or one number. `ValueError` says which item is wrong and what it takes."""
+        items = text.split() if isinstance(text, str) else [part for item in text for part in item.split()]
+        if not items:
+            raise ValueError("takes NAME=VALUES items, e.g. num_workers=0,2 grad_acc_step=1..8; got nothing")
+        defaults, given = cls(), {}
+        for item in items:
+            name, sep, values = item.partition("=")
+            name = name.strip()
+            if not sep or name not in _SPACE_FIELDS:
+                raise ValueError(f"takes NAME=VALUES items, NAME one of {', '.join(_SPACE_FIELDS)} "
+                                 f"(e.g. num_workers=0,2 grad_acc_step=1..8), got {item!r}")
+            if name in given:
+                raise ValueError(f"names {name} twice ({item!r})")
+            given[name] = _space_values(name, values, least=_SPACE_FIELDS[name])
+        return cls(**{name: given.get(name, getattr(defaults, name)) for name in _SPACE_FIELDS})
 
     def configs(self, *, workers: bool, rank: int = 0, world_size: int = 1) -> st.SearchStrategy[LoaderConfig]:
         """Configs with ``num_workers == 0`` (``workers=False``) or with worker processes."""

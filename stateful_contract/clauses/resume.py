@@ -177,16 +177,21 @@ def resume_survives_several_hops(example: Example, plan: Hops) -> None:
     expected = example.segment("expected", last, max(sum(lengths[:3]), last))
     state = checkpoint(example.fresh(), plan.position)  # run 1
     opened = plan.after_iter or (False,) * len(plan.stops)
+    passes = plan.passes or (None,) * len(plan.stops)  # whole passes: under the epoch-end policy
     # Runs 2, 3: resume, iterate on, checkpoint again.
-    for previous, stop, after_iter in zip((start, *plan.stops), plan.stops, opened):
+    for previous, stop, after_iter, whole in zip((start, *plan.stops), plan.stops, opened, passes):
         loader = example.fresh(state)
         if after_iter:
             advance(loader, Position())  # iter(), no batch yet: the state must still be the loaded one
-        else:
+        elif whole:
+            stream(loader, whole)  # each pass to its StopIteration, where the policy checkpoints
+        elif whole is None:
             take(loader, stop - previous, max_epochs=RESUME_EPOCHS)
         state = state_of(loader)
-    hops = " -> ".join("iter() and no batch" if opened_ else "no iter()" if b == a else f"{batch_count(b - a)} more"
-                       for a, b, opened_ in zip((start, *plan.stops), plan.stops, opened))
+    hops = " -> ".join("iter() and no batch" if opened_ else "no iter()" if b == a and not whole
+                       else f"{whole} more whole pass{'es' if whole != 1 else ''}" if whole
+                       else f"{batch_count(b - a)} more"
+                       for a, b, opened_, whole in zip((start, *plan.stops), plan.stops, opened, passes))
     same_stream(expected, example.resumed(state, len(expected)), clause_id="SC11",
                 context=f"run 1 checkpointed {plan.position.describe(lengths)}; then resumed and checkpointed after {hops}")
 
@@ -226,7 +231,8 @@ def state_dict_does_not_disturb(example: Example, plan: StateCalls) -> None:
     expected = example.segment("expected", 0, sum(lengths[:WHOLE_STREAM_EPOCHS]))
     observed = stream_calling_state_dict(example.fresh(), WHOLE_STREAM_EPOCHS, list(plan.at),
                                          before_iter=plan.before_iter)
-    where = "state_dict() called " + ("at every step" if plan.every else f"before next() number {list(plan.at)}")
+    where = "state_dict() called " + ("after every StopIteration" if plan.every and plan.epoch_ends else
+                                      "at every step" if plan.every else f"before next() number {list(plan.at)}")
     same_stream(expected, observed, clause_id="SC14",
                 context=where + (", and before the first iter()" if plan.before_iter else ""),
                 what="the same batches as a loader on which state_dict() is never called")

@@ -134,7 +134,8 @@ def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
     return CutShort(steps * window, passes, into * window)
 
 
-@clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES)
+@clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES,
+        inside_a_pass="its every checkpoint is taken inside a pass cut short")
 def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
     """Passes that `break` after some batches (step limits, eval every N steps), checkpointed
     inside a pass, resume exactly."""
