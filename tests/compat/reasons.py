@@ -92,3 +92,14 @@ VERL_EPOCH_END = (
     "a generator seeded once: the fresh loader's generator has drawn nothing, so the next epochs replay epoch "
     f"0's order, silently (F27, {doc('findings.md', 'f27')})"
 )
+TEMPLATE_BEFORE_SET_EPOCH = (
+    "StatefulDataLoader: a state_dict() on a loader without an iterator (taken here right after a load, or as "
+    "DCP's template before one) creates the next pass's iterator, so the set_epoch(epochs_run) the recipe makes "
+    "when the epoch starts is ignored and the epoch runs in epoch 0's order; torchtune's recipes never take that "
+    f"state_dict() (F29, {doc('findings.md', 'f29')})"
+)
+PREFETCHER_AHEAD = (
+    "the trainer draws through a one-batch-ahead device prefetcher (timm's PrefetchLoader, apex's data_prefetcher) "
+    "and saves loader.state_dict(): at each step the loader has already yielded the batch the prefetcher holds, so "
+    f"the resume starts one batch later and that batch is never trained, silently (F30, {doc('findings.md', 'f30')})"
+)
