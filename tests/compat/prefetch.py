@@ -10,7 +10,7 @@ batch the prefetcher holds. Declared as the trainer's consumption (`device_prefe
 and each state taken from the loader at the same instant, as a trainer's save does:
 
 - `device_prefetch` over ``config.stateful_dataloader()`` (`prefetched_loader`): the trainer
-  saves ``loader.state_dict()``, which is one batch past what it trained (F30);
+  saves ``loader.state_dict()``, which is one batch past what it trained (F32);
 - `saving_prefetch` over `SavesWhatItHolds` (`prefetched_owner`): the prefetcher keeps the
   loader's state from before the batch it holds, and the owner's ``state_dict()`` returns it.
 """

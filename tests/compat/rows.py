@@ -225,7 +225,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         "after, {data_loader, epoch} saved; 1 rank", space=ConfigSpace(num_workers=(0, 2)), requires=OLMO,
         note="The trainer's part (the epoch it keeps, `reshuffle(epoch)`, `reset()`) is `OLMoTrainerView` in "
              "`tests/compat/olmo.py`, citing `olmo_core/train/trainer.py`; the loader is the package's. A resume "
-             "with another global batch repeats samples: [F28](findings.md#f28), which this row's fixed batch "
+             "with another global batch repeats samples: [F30](findings.md#f30), which this row's fixed batch "
              "does not reach."),
     Row("verl_rl_trainer", "verl (modelled)", "torchdata", "verl_rl:verl_rl_trainer",
         "verl 0.9.1 RayPPOTrainer: StatefulDataLoader(drop_last=True, sampler=create_rl_sampler: torchdata "
@@ -236,7 +236,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
              "`RayPPOTrainer._create_dataloader` and `create_rl_sampler` build it) under the trainer's own "
              "save and resume rule (`tests/compat/verl_rl.py`, citing `verl/trainer/ppo/ray_trainer.py`). "
              "Mid-epoch checkpoints resume exactly; the failures are the epoch-end ones. "
-             "[F27](findings.md#f27)."),
+             "[F29](findings.md#f29)."),
     Row("torchtune_recipe", "torchtune (modelled)", "torchdata", "tune:torchtune_recipe",
         "torchtune 0.6.1 recipes: StatefulDataLoader(drop_last=True, sampler=StatefulDistributedSampler(shuffle, "
         "seed=0)), set_epoch(epochs_run) before each epoch, saved only at epoch ends, resumed from epochs_run (the "
@@ -249,7 +249,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
              "Declared: checkpoints only at epoch ends, where the recipe saves; without the declaration the row "
              "fails SC10, SC11, SC13, SC17, SC19, SC20 and SC22 at mid-epoch points the recipe never saves at. "
              "SC13 and SC19 ask for a `state_dict()` before the resumed epoch's `set_epoch`, which the recipe "
-             "never makes: [F29](findings.md#f29)."),
+             "never makes: [F31](findings.md#f31)."),
     # --- the batches a trainer draws: a device prefetcher over StatefulDataLoader (declared consumption) ---
     Row("prefetcher_loader_state", "device prefetcher", "torchdata", "prefetch:prefetched_loader",
         "config.stateful_dataloader() drawn one batch ahead through a device prefetcher (timm's PrefetchLoader "

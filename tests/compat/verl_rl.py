@@ -13,7 +13,7 @@ loader (`VerlRLResume`): the trainer counts ``global_steps`` (one per batch, acr
 ``train_dataloader.state_dict()`` beside it (``_save_checkpoint``: ``data.pt`` in
 ``global_step_{n}/``), and ``_load_checkpoint`` restores it *unless* ``global_steps %
 len(train_dataloader) == 0`` (verl-project/verl PR #5725), in which case the next epoch starts
-from a fresh loader. ``fit()`` calls no ``set_epoch``. This is docs/findings.md's F27.
+from a fresh loader. ``fit()`` calls no ``set_epoch``. This is docs/findings.md's F29.
 
 Why a model and not the package: ``verl`` 0.9.1 requires ``ray[default]``, ``transformers``,
 ``peft``, ``wandb``, ``tensorboard`` and ``tensordict``, and the trainer cannot be built without
