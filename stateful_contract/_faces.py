@@ -79,7 +79,7 @@ def _spell(kind: str, args: list[object], face: Face, owner: str) -> str:
     fields = {"on": owner or "the test class", "joined": ",".join(ids), "listed": json.dumps(ids),
               "selected": ids[0] if len(ids) == 1 else f"\"{' or '.join(ids)}\"",
               "declared": f"{owner}.expected_failures" if owner else "expected_failures on the test class",
-              "literal": json.dumps(first) if first == "window" else str(first),
+              "literal": json.dumps(first) if first in ("window", "epoch") else str(first),
               **{f"j{i}": json.dumps(a) for i, a in enumerate(args)},
               **{f"r{i}": repr(a) for i, a in enumerate(args)}}
     try:

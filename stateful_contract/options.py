@@ -76,10 +76,13 @@ class CheckOptions:
     #: Clause ID -> reason, for clauses the loader is known to fail: such a clause that fails is an
     #: expected failure, one that passes an unexpected pass, which fails the check (the list stays current).
     expected_failures: ExpectedFailures = field(default_factory=dict)
-    #: None (checkpoints anywhere), ``"window"`` or a number of batches: the loader is exact only
-    #: there, so checkpoints are drawn only there, and the report says so.
+    #: The trainer's checkpoint policy: None (checkpoints anywhere), ``"epoch"`` (only at epoch ends, after
+    #: the pass's ``StopIteration``), ``"window"`` or a number of batches (digits too, as a command line
+    #: writes them): the loader is exact only there, so checkpoints are drawn only there, a clause whose
+    #: every checkpoint the policy excludes is not judged, and the report says so (`alignment_of`).
     checkpoint_alignment: Alignment = None
-    #: The part of the configuration space searched.
+    #: The part of the configuration space searched (a command line's ``--config-space num_workers=0,2
+    #: grad_acc_step=1..8`` is `ConfigSpace.parse`).
     space: ConfigSpace = field(default_factory=ConfigSpace)
     #: Ranks of torch.distributed (gloo) every example runs on at once; more than one adds the
     #: multi-rank clauses.
@@ -109,6 +112,10 @@ class CheckOptions:
     #: iterator it consumes (a preloader, say); every batch is then drawn through it and every state taken
     #: from the loader at that instant, as the trainer's save does (docs/quickstart.md, "A preloader").
     consume: str | Callable[[Any], Any] | None = None
+    #: The loader's passes never end (it cycles over its data): checked as one endless stream from the start
+    #: (an undeclared one is recognised on its first pass); a pass that ends then fails. docs/clauses.md,
+    #: "Endless streams".
+    endless: bool = False
     #: Expected failures given that name no clause: warned about once, when given, and left out.
     unknown_expected: tuple[str, ...] = field(default=(), repr=False)
 
@@ -127,10 +134,7 @@ class CheckOptions:
             except KeyError as e:
                 raise OptionError("clauses", f"names an {e.args[0]}") from None
         put("expected_failures", MappingProxyType(self._expected(self.expected_failures)))
-        alignment = self.checkpoint_alignment
-        if not (alignment is None or alignment == "window" or _whole(alignment, 1)):
-            raise OptionError("checkpoint_alignment",
-                              f"takes 'window' or a whole number of batches >= 1, got {alignment!r}")
+        put("checkpoint_alignment", alignment_of(self.checkpoint_alignment))
         if self.jobs is None:
             put("jobs", default_jobs())
         for name, least, takes in (("world_size", 1, "a number >= 1"), ("jobs", 1, "a number >= 1"),
@@ -154,6 +158,8 @@ class CheckOptions:
                 isinstance(self.consume, str) and ":" in self.consume.strip(":"))):
             raise OptionError("consume", "takes 'module:function' (or the function itself): the loader -> the "
                                          f"iterator the trainer draws batches from, got {self.consume!r}")
+        if not isinstance(self.endless, bool):
+            raise OptionError("endless", f"takes True or False, got {self.endless!r}")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
@@ -209,12 +215,20 @@ class CheckKeywords(TypedDict, total=False):
     exitfirst: bool
     run_dir: str | Path | None
     consume: str | Callable[[Any], Any] | None
+    endless: bool
 
 
 def _whole(value: object, least: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
-def alignment_of(text: str | None) -> Any:
-    """A checkpoint alignment as a command line or a report writes it: ``window`` or a number of batches."""
-    return int(text) if text is not None and text.strip().isdigit() else text
+def alignment_of(value: object) -> Alignment:
+    """The checkpoint policy, as every face gives it (the one place it is read): None, ``"epoch"``,
+    ``"window"``, or a whole number of batches >= 1, as an int or as the digits a command line or a report
+    writes; `OptionError` otherwise."""
+    if isinstance(value, str):
+        value = int(value) if value.strip().isdigit() else value.strip().lower()
+    if value is None or value in ("epoch", "window") or _whole(value, 1):
+        return value  # type: ignore[return-value]
+    raise OptionError("checkpoint_alignment", "takes 'epoch' (checkpoints only at epoch ends), 'window' (only at "
+                                              f"grad-acc window boundaries) or a whole number of batches >= 1, got {value!r}")

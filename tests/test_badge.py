@@ -59,13 +59,14 @@ def test_a_clean_pass_is_bright_green_and_names_the_contract_and_version() -> No
 def test_declared_deviations_are_named_on_the_badge() -> None:
     report = make_report({"SC17": "expected-failure"}, reasons={"SC17": "state holds a file handle"},
                          alignment="window")
-    assert badge_message(report) == "passing except SC17, window-aligned"
+    assert badge_message(report) == "passing except SC17, checked at window boundaries"
     assert badge_color(report) == "yellowgreen"
 
 
 @pytest.mark.parametrize(
     ("alignment", "message"),
-    [("window", "passing window-aligned"), ("4", "passing aligned to 4 batches")],
+    [("window", "passing, checked at window boundaries"), ("4", "passing, checked every 4 batches"),
+     ("epoch", "passing, checked at epoch ends")],
 )
 def test_a_checkpoint_alignment_alone_is_a_deviation(alignment: str, message: str) -> None:
     report = make_report(alignment=alignment)

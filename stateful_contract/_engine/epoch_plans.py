@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ..config import LoaderConfig
 from .epoch_steps import LoopPoint
-from .plans import CHECKPOINT_EPOCHS, Alignment, window_of
+from .plans import CHECKPOINT_EPOCHS, Alignment, epoch_ends_only, window_of
 
 __all__ = ["KINDS", "LOOP_EPOCHS_AFTER", "EpochLoop", "Kind", "epoch_loop_plan"]
 
@@ -60,8 +60,11 @@ def epoch_loop_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
                     ) -> EpochLoop:
     epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
     n = lengths[epoch]
-    kind = data.draw(st.sampled_from([k for k in KINDS if n > 0 or k != "after the last batch"]),
-                     label="checkpoint point")
+    # Under the epoch-end policy the trainer saves after the pass's StopIteration, before its next
+    # set_epoch() (as torchtune's recipes do at the end of their epoch loop's body).
+    kinds = [k for k in KINDS if (n > 0 or k != "after the last batch")
+             and (k == "after StopIteration" or not epoch_ends_only(alignment))]
+    kind = data.draw(st.sampled_from(kinds), label="checkpoint point")
     batches = 0
     if kind == "mid-epoch":
         window = window_of(alignment, config)

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 
 from .._engine.impact import Impact
 from .._engine.outcome import ClauseViolation
-from .._engine.plans import Alignment
+from .._engine.plans import Alignment, epoch_ends_only
 from .._engine.search import Budget
 from .._faces import hint_strict, hint_world_size
 from ..config import LoaderConfig
@@ -105,6 +105,19 @@ class Clause:
     probes_load: bool = False
     #: Examples run before the search, as Hypothesis' ``@example``s: what a small search rarely reaches.
     explicit: ExplicitExamples | None = field(default=None, compare=False, repr=False)
+    #: Why it does not apply to an endless stream (`LoaderConfig.endless`: a pass never ends); "" when it
+    #: is judged there as well (docs/clauses.md, "Endless streams").
+    not_on_endless: str = ""
+    #: Why every checkpoint of this clause is inside a pass ("" when it has others): under the epoch-end
+    #: policy it does not apply (`excluded_by`).
+    inside_a_pass: str = ""
+
+    def excluded_by(self, alignment: Alignment) -> str | None:
+        """Why this clause does not apply under the declared checkpoint policy (None: it does)."""
+        if self.inside_a_pass and epoch_ends_only(alignment):
+            return (f"does not apply under the declared checkpoint policy (checkpoints only at epoch ends): "
+                    f"{self.inside_a_pass}, where such a trainer never saves")
+        return None
 
     @property
     def priority(self) -> float:
