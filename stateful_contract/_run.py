@@ -120,6 +120,7 @@ class _Run:
             else:
                 outcome = search(c, self.executor, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
+                                 epoch_hook=self.options.epoch_hook,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
             if outcome.status == "passed" and restarted is not None and passed and worlds:
                 if getattr(self.executor, "fresh_processes", True):
