@@ -11,9 +11,10 @@ from typing import TextIO
 
 from ._engine.advice import advisories
 from ._engine.coverage import describe_coverage, describe_space
+from ._engine.endless import NOT_ON_ENDLESS
 from .report import ClauseResult, Report, same_causes
 
-__all__ = ["SHOWN", "coverage_line", "impact_text", "policy_words", "ran", "render_failures", "render_report", "render_result",
+__all__ = ["SHOWN", "coverage_line", "endless_line", "impact_text", "policy_words", "ran", "render_failures", "render_report", "render_result",
            "story", "summary_line", "title"]
 
 #: How the statuses read in a terminal.
@@ -90,6 +91,16 @@ def render_result(result: ClauseResult) -> str:
     return "\n".join(lines)
 
 
+def endless_line(report: Report) -> str:
+    """``endless stream (found): ...``: how the loader was checked, when its passes never end ("" otherwise)."""
+    if not report.endless:
+        return ""
+    how = "declared" if report.endless == "declared" else "found: its first pass never ended"
+    left = [r.id for r in report.results if r.status == "not-judged" and r.message.startswith(NOT_ON_ENDLESS)]
+    return (f"endless stream ({how}): checked as one stream, resumes compared over two epochs of the dataset "
+            "past each checkpoint" + (f"; {', '.join(left)} {NOT_ON_ENDLESS}" if left else ""))
+
+
 def coverage_line(report: Report) -> str:
     """What the search covered, over every clause, in one line ("" when nothing was searched)."""
     counts = report.coverage
@@ -97,7 +108,7 @@ def coverage_line(report: Report) -> str:
         return ""
     seed = "derandomized" if report.seed is None else f"seed {report.seed}"
     line = f"coverage: {describe_coverage(counts)} ({seed})"
-    if report.num_workers:  # the share of the checkpoint space (report format 5 on)
+    if report.num_workers and not report.endless:  # the share of the (epoch-relative) checkpoint space
         line += "; " + describe_space(counts, report.num_workers, report.checkpoint_alignment)
     return line
 
@@ -113,6 +124,8 @@ def render_report(report: Report, out: TextIO) -> None:
     if report.consume:
         out.write(f"  declared consumption: batches drawn through {report.consume}(loader), "
                   "states from loader.state_dict()\n")
+    if report.endless:
+        out.write(f"  {endless_line(report)}\n")
     for r, same_as in ran(report):
         out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  "
                   f"{summary_line(r, same_as)}\n")

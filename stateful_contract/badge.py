@@ -106,13 +106,16 @@ def badge_message(report: Report) -> str:
     if failing:
         noun = "clause" if len(failing) == 1 else "clauses"
         hint = impact_hint([r for r in core if r.is_failure])
-        return f"failing {len(failing)} {noun} ({_named(failing)})" + (f": {hint}" if hint else "")
+        return (f"failing {len(failing)} {noun} ({_named(failing)})" + (f": {hint}" if hint else "")
+                + (", endless stream" if report.endless else ""))
     message = "passing"
     deviations = [r.id for r in core if r.status == "expected-failure"]
     if deviations:
         message += " except " + _named(deviations)
     if report.checkpoint_alignment:  # the declared checkpoint policy
         message += ", " + policy_words(report.checkpoint_alignment)
+    if report.endless:  # what was judged: one endless stream, not epochs
+        message += ", endless stream"
     strict = _ran(report, _MENTIONED_TIERS)
     if strict:
         message += ", fails strict" if any(r.is_failure for r in strict) else " + strict"

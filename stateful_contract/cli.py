@@ -145,7 +145,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
             strict=args.strict, timeout=args.timeout, world_size=args.world_size,
             isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
             memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst, consume=args.consume,
-            space=_space(args.config_space), epoch_hook=args.epoch_hook)
+            space=_space(args.config_space), epoch_hook=args.epoch_hook, endless=args.endless)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -278,6 +278,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the trainer draws batches through FUNCTION(loader) (a preloader, say) and saves "
                         "loader.state_dict(): check that pair")
     p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
+    p.add_argument("--endless", action="store_true",
+                   help="declare the loader endless (its passes never end): checked as one stream, and a pass "
+                        "that ends fails (an undeclared endless loader is recognised on its first pass)")
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
     p.add_argument("--memory-limit", metavar="SIZE",

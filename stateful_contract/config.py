@@ -8,6 +8,7 @@ contract can still say which samples it lost or repeated.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Iterator, Sequence
@@ -165,6 +166,11 @@ class LoaderConfig:
     world_size: int = 1
     extra: tuple[tuple[str, Any], ...] = ()
     """Free-form ``(name, value)`` pairs for factories that need more knobs."""
+    endless: bool = False
+    """The loader's passes do not end (it cycles over its data: ``infinite=True``, ``itertools.cycle``,
+    MindSpeed-MM's ``cyclic=True``), declared or found by the check: the contract then compares one
+    endless stream, not epochs (docs/clauses.md, "Endless streams"). A factory may read it to build
+    its own endless mode."""
 
     def __post_init__(self) -> None:
         for name in ("dataset_size", "batch_size", "grad_acc_step"):
@@ -245,6 +251,13 @@ class LoaderConfig:
             return list(range(self.dataset_size))
         return torch.randperm(self.dataset_size, generator=torch.Generator().manual_seed(self.seed)).tolist()
 
+    @property
+    def epoch_batches(self) -> int:
+        """Batches one epoch of this rank's share of the dataset makes with a plain batch sampler (0 with
+        ``drop_last`` and fewer samples than ``batch_size``): an endless stream's horizon is counted in them."""
+        samples = -(-self.dataset_size // self.world_size)
+        return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
+
     def as_code(self) -> str:
         """A Python expression that rebuilds this config (used in reproductions)."""
         defaults = LoaderConfig()
@@ -257,7 +270,7 @@ def loader_configs(draw: st.DrawFn, *, num_workers: st.SearchStrategy[int] = st.
                    dataset_size: st.SearchStrategy[int] = st.integers(1, 24),
                    batch_size: st.SearchStrategy[int] = st.integers(1, 5),
                    grad_acc_step: st.SearchStrategy[int] = st.integers(1, 8),
-                   rank: int = 0, world_size: int = 1) -> LoaderConfig:
+                   rank: int = 0, world_size: int = 1, endless: bool = False) -> LoaderConfig:
     """Configurations the way users build loaders.
 
     Shrinks towards the simplest loader: no shuffling, default generator, no ``drop_last``, one
@@ -273,7 +286,7 @@ def loader_configs(draw: st.DrawFn, *, num_workers: st.SearchStrategy[int] = st.
         generator=draw(st.sampled_from(get_args(GeneratorKind))), seed=draw(st.integers(0, 2**16)),
         drop_last=draw(st.booleans()), num_workers=(workers := draw(num_workers)),
         persistent_workers=workers > 0 and draw(st.booleans()), grad_acc_step=draw(grad_acc_step),
-        rank=rank, world_size=world_size)
+        rank=rank, world_size=world_size, endless=endless)
 
 
 #: The fields of `ConfigSpace` a command line may narrow, and the least value each takes.
@@ -314,6 +327,13 @@ class ConfigSpace:
     dataset_size: tuple[int, int] = (1, 24)
     batch_size: tuple[int, int] = (1, 5)
     grad_acc_step: tuple[int, int] = (1, 8)
+    #: The loader is endless (`LoaderConfig.endless`): every config drawn says so, and none has an epoch of
+    #: no batch (a loader cycling over an empty epoch spins without yielding).
+    endless: bool = False
+
+    def fitted(self, config: LoaderConfig) -> LoaderConfig:
+        """``config`` as this space draws it (endless or not): fixed and explicit examples go through here."""
+        return config if config.endless == self.endless else dataclasses.replace(config, endless=self.endless)
 
     @classmethod
     def parse(cls, text: str | Sequence[str]) -> ConfigSpace:
@@ -340,7 +360,8 @@ class ConfigSpace:
         counts = [n for n in self.num_workers if (n > 0) == workers]
         if not counts:
             return st.nothing()
-        return loader_configs(
+        drawn = loader_configs(
             num_workers=st.sampled_from(counts), dataset_size=st.integers(*self.dataset_size),
             batch_size=st.integers(*self.batch_size), grad_acc_step=st.integers(*self.grad_acc_step),
-            rank=rank, world_size=world_size)
+            rank=rank, world_size=world_size, endless=self.endless)
+        return drawn.filter(lambda c: c.epoch_batches > 0) if self.endless else drawn

@@ -92,6 +92,9 @@ def markdown_summary(report: Report) -> str:
         facts.append(policy_words(report.checkpoint_alignment))
     if report.consume:
         facts.append(f"batches drawn through `{report.consume}(loader)`, states from the loader")
+    if report.endless:
+        facts.append("endless stream (" + ("declared" if report.endless == "declared" else "found") + "): "
+                     "checked as one stream, the clauses that need a pass to end not judged")
     lines += [", ".join(facts), "", "| clause | status | time | detail |", "| --- | --- | ---: | --- |"]
     for r, same_as in walk:
         lines.append(f"| {r.id} {_cell(r.name)} | {_MARK.get(r.status, SHOWN[r.status])} | {r.seconds:.2f} s | "

@@ -116,6 +116,10 @@ class CheckOptions:
     #: iterator it consumes (a preloader, say); every batch is then drawn through it and every state taken
     #: from the loader at that instant, as the trainer's save does (docs/quickstart.md, "A preloader").
     consume: str | Callable[[Any], Any] | None = None
+    #: The loader's passes never end (it cycles over its data): checked as one endless stream from the start
+    #: (an undeclared one is recognised on its first pass); a pass that ends then fails. docs/clauses.md,
+    #: "Endless streams".
+    endless: bool = False
     #: Expected failures given that name no clause: warned about once, when given, and left out.
     unknown_expected: tuple[str, ...] = field(default=(), repr=False)
 
@@ -161,6 +165,11 @@ class CheckOptions:
                 isinstance(self.consume, str) and ":" in self.consume.strip(":"))):
             raise OptionError("consume", "takes 'module:function' (or the function itself): the loader -> the "
                                          f"iterator the trainer draws batches from, got {self.consume!r}")
+        if not isinstance(self.endless, bool):
+            raise OptionError("endless", f"takes True or False, got {self.endless!r}")
+        if self.endless and self.checkpoint_alignment == "epoch":  # declared: no pass ends, so no epoch end
+            raise OptionError("checkpoint_alignment", "'epoch' needs passes that end: an endless stream (endless) "
+                                                      "has no epoch end to checkpoint at")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
@@ -217,6 +226,7 @@ class CheckKeywords(TypedDict, total=False):
     exitfirst: bool
     run_dir: str | Path | None
     consume: str | Callable[[Any], Any] | None
+    endless: bool
 
 
 def _whole(value: object, least: int) -> bool:

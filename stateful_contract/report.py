@@ -39,7 +39,8 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: 9: ``checkpoint_alignment`` may be ``"epoch"`` (the declared checkpoint policy: only at epoch ends), and a
 #: clause that policy excludes is ``not-judged``, its message starting "does not apply under the declared
 #: checkpoint policy".
-REPORT_FORMAT = 9
+#: 10: ``endless`` ("declared" or "found": the loader was checked as one endless stream; null otherwise).
+REPORT_FORMAT = 10
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -169,6 +170,9 @@ class Report:
     interrupted: bool = False
     #: The clause whose failure stopped the check (``exitfirst``); None when it ran to the end.
     stopped_at: str | None = None
+    #: ``"declared"`` or ``"found"``: the loader's passes never end, and it was checked as one endless stream
+    #: (the clauses that need a pass to end are not judged, saying so); None: its passes end.
+    endless: str | None = None
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:

@@ -54,6 +54,7 @@ class StatefulLoaderContract:
     memory_limit: ClassVar[int | None] = DEFAULT_MEMORY_LIMIT
     jobs: ClassVar[int | None] = None
     exitfirst: ClassVar[bool] = False
+    endless: ClassVar[bool] = False
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
         """The hook: return a fresh loader for ``config`` on every call.

@@ -50,6 +50,7 @@ IMPACTS: dict[type, tuple[str, str, str]] = {
     zoo.EpochLoader: ("SC40", "silent", "any"),  # a bad state accepted silently
     zoo.HangsOnResume: ("SC10", "loud", "iter()"),
     zoo.RaisesOnResume: ("SC10", "loud", "iter()"),
+    zoo.EndlessWindowLosesBuffer: ("SC10", "silent", "lost"),  # an endless stream resumes past its window
 }
 
 

@@ -13,12 +13,13 @@ from typing import Any, Literal
 from hypothesis import strategies as st
 
 from ..config import LoaderConfig
+from .endless import checkpoint_span
 from .steps import REFERENCE_EPOCHS, Position
 
 __all__ = ["CHECKPOINT_EPOCHS", "EPOCH", "WHOLE_STREAM_EPOCHS", "Alignment", "Checkpoint", "Hops", "RankLengths",
            "StateCalls", "checkpoint_plan", "draw_position", "epoch_ends_only", "expected_bounds", "hops_plan",
            "on_rank",
-           "position_on_rank", "snapshot_plan", "state_calls_plan", "window_of"]
+           "position_on_rank", "snapshot_plan", "state_calls_plan", "stream_position", "window_of"]
 
 #: Checkpoints are drawn in the first two epochs: the second shows what carries over an epoch boundary
 #: (sampler reseeding, buffered windows, worker restarts).
@@ -66,7 +67,10 @@ def _epoch_end(data: st.DataObject, lengths: list[int], allow_before_iter: bool)
 
 def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
                   *, allow_before_iter: bool = True) -> Position:
-    """A checkpoint point in one of the first `CHECKPOINT_EPOCHS` epochs, where ``alignment`` allows one."""
+    """A checkpoint point in one of the first `CHECKPOINT_EPOCHS` epochs, where ``alignment`` allows one (of an
+    endless stream: in its first half, `stream_position`)."""
+    if config.endless:
+        return stream_position(data, lengths, config, alignment, allow_before_iter=allow_before_iter)
     if epoch_ends_only(alignment):
         return _epoch_end(data, lengths, allow_before_iter)
     epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
@@ -83,6 +87,27 @@ def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig,
     before_iter = (allow_before_iter and epoch == 0 and batches == 0
                    and data.draw(st.booleans(), label="before the first iter()"))
     return Position(epoch=epoch, batches=batches, after_stop=after_stop, before_iter=before_iter)
+
+
+def stream_position(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+                    *, allow_before_iter: bool = True) -> Position:
+    """A checkpoint point of an endless stream: after any number of batches of its one pass, up to
+    `endless.checkpoint_span` (two epochs of the dataset); half the time near an epoch boundary, where the
+    loader under a wrapper rolls over (and a grad-acc window may span the boundary)."""
+    window = window_of(alignment, config)
+    allowed = [k for k in range(checkpoint_span(lengths) + 1) if k % window == 0]
+    per_epoch, reach = config.epoch_batches, max(window, config.grad_acc_step, 2)
+    # Either side of a boundary: a wrapper that buffers a window has already rolled its loader over there.
+    rolled = [k for k in allowed if k and per_epoch and any(abs(k - m * per_epoch) < reach for m in (1, 2))]
+    if rolled and bool(data.draw(st.booleans(), label="near an epoch boundary of the stream")):
+        allowed = rolled
+    uneven = [k for k in allowed if k % config.num_workers] if config.num_workers > 1 else []
+    if uneven and bool(data.draw(st.booleans(), label="a batch count the worker count does not divide")):
+        allowed = uneven
+    batches = data.draw(st.sampled_from(allowed), label="batches yielded in the stream")
+    before_iter = (allow_before_iter and batches == 0
+                   and data.draw(st.booleans(), label="before the first iter()"))
+    return Position(epoch=0, batches=batches, before_iter=before_iter)
 
 
 def expected_bounds(lengths: list[int], position: Position) -> tuple[int, int]:
@@ -144,9 +169,11 @@ def hops_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, ali
         return _epoch_end_hops(data, lengths, position)
     start = position.absolute(lengths)
     window = window_of(alignment, config)
-    # The stream indices where a hop may checkpoint, over the first `CHECKPOINT_EPOCHS` + 1 epochs.
+    # The stream indices where a hop may checkpoint, over the first `CHECKPOINT_EPOCHS` + 1 epochs (of an
+    # endless stream, its first half: two epochs of the dataset follow the last hop too).
     points = sorted({p for e, n in enumerate(lengths[:CHECKPOINT_EPOCHS + 1])
-                     for k in _allowed_batches(n, window) if (p := sum(lengths[:e]) + k) >= start})
+                     for k in _allowed_batches(n, window) if (p := sum(lengths[:e]) + k) >= start
+                     and not (config.endless and p > checkpoint_span(lengths))})
     hops = data.draw(st.integers(1, 2), label="further hops")
     stops = [start]
     after_iter: list[bool] = []

@@ -201,7 +201,9 @@ def _rank_key_state(folder: Path, rank: int) -> Any:
 
 @clause("SC30", "every-rank-resumes", tier="distributed", kills=4, cost=25, plan=checkpoint_plan, needs=("SC01", LOAD),
         world=_judge_every_save,
-        after_restart=(resume_in_fresh_processes, functools.partial(_judge_every_save, fresh=True)))
+        after_restart=(resume_in_fresh_processes, functools.partial(_judge_every_save, fresh=True)),
+        not_on_endless=("its tally over all ranks counts whole epochs of the dataset (each rank's endless stream "
+                        "is judged by SC10-SC20 on every rank)"))
 def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
     """Each rank's loader resumes its own stream exactly from its own saved state, and over all ranks
     the resumed streams cover exactly the samples the uninterrupted run would have covered: none

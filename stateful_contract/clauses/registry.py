@@ -105,6 +105,9 @@ class Clause:
     probes_load: bool = False
     #: Examples run before the search, as Hypothesis' ``@example``s: what a small search rarely reaches.
     explicit: ExplicitExamples | None = field(default=None, compare=False, repr=False)
+    #: Why it does not apply to an endless stream (`LoaderConfig.endless`: a pass never ends); "" when it
+    #: is judged there as well (docs/clauses.md, "Endless streams").
+    not_on_endless: str = ""
     #: Why every checkpoint of this clause is inside a pass ("" when it has others): under the epoch-end
     #: policy it does not apply (`excluded_by`).
     inside_a_pass: str = ""

@@ -179,7 +179,9 @@ def resume_with_other_workers(example: Example, plan: WorkerChange,
 
 
 @clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", kills=13, cost=6, plan=_worker_change_plan,
-        needs=RESUMES, budget="workers", explicit=worker_change_examples)
+        needs=RESUMES, budget="workers", explicit=worker_change_examples,
+        not_on_endless=("its judgement holds the rest of the interrupted epoch to the samples still due in it, "
+                        "and an endless pass never ends that epoch"))
 def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange | None) -> None:
     """A state resumed with another `num_workers` either continues the stream exactly or is refused
     (an exception at `load_state_dict`, `iter()` or the first `next()`, before any batch); never a
