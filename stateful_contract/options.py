@@ -24,6 +24,7 @@ from ._engine.plans import Alignment
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ._faces import hint_expected_failures, in_face
 from .clauses import CLAUSES, default_selection
+from .clauses.distributed import CheckpointLayout
 from .clauses.registry import TIERS, lookup
 from .config import ConfigSpace
 from .profiles import PROFILES
@@ -112,6 +113,14 @@ class CheckOptions:
     exitfirst: bool = False
     #: Keeps a multi-rank run's files (states, checkpoints, rank logs) there.
     run_dir: str | Path | None = None
+    #: The trainer keeps the global batch (per-rank batch x ranks) fixed when the world size changes, as
+    #: OLMo-core and Megatron do: a world of M ranks resumes with per-rank batch = global / M (SC31, SC32).
+    fixed_global_batch: bool = False
+    #: The trainer handles ranks with uneven numbers of batches (DDP's ``Join``): SC32 does not apply.
+    joins_uneven_inputs: bool = False
+    #: How the trainer saves the loader's state on several ranks (SC30): None, every way trainers do;
+    #: ``"per-rank-files"``: each rank ``torch.save``s its own file, as MindSpeed-MM does.
+    checkpoint_layout: CheckpointLayout | None = None
     #: How the trainer draws batches: ``"module:function"`` (or the function) mapping the loader to the
     #: iterator it consumes (a preloader, say); every batch is then drawn through it and every state taken
     #: from the loader at that instant, as the trainer's save does (docs/quickstart.md, "A preloader").
@@ -161,6 +170,12 @@ class CheckOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
                 raise OptionError(name, f"takes seconds >= 0 (0: none), got {value!r}")
+        for name in ("fixed_global_batch", "joins_uneven_inputs"):
+            if not isinstance(getattr(self, name), bool):
+                raise OptionError(name, f"takes True or False, got {getattr(self, name)!r}")
+        if self.checkpoint_layout not in (None, *get_args(CheckpointLayout)):
+            raise OptionError("checkpoint_layout", f"takes one of {', '.join(get_args(CheckpointLayout))} or "
+                                                   f"None (every layout), got {self.checkpoint_layout!r}")
         if self.consume is not None and not (callable(self.consume) or (
                 isinstance(self.consume, str) and ":" in self.consume.strip(":"))):
             raise OptionError("consume", "takes 'module:function' (or the function itself): the loader -> the "
@@ -199,6 +214,18 @@ class CheckOptions:
         return dataclasses.replace(self, **changes)
 
     @property
+    def declarations(self) -> dict[str, Any]:
+        """What the user declared of their trainer, by field name: the clauses that read one get it
+        (`Clause.reads`, `Clause.waived_by`)."""
+        return {name: getattr(self, name) for name in DECLARATIONS}
+
+    @property
+    def declared_notes(self) -> list[str]:
+        """What the report says of each declaration given (``declared: ...``)."""
+        return [f"declared: {text.format(value=value)}" for name, text in DECLARATIONS.items()
+                if (value := getattr(self, name)) not in (None, False)]
+
+    @property
     def selected(self) -> list[str]:
         """The clause IDs the check judges: the named ones, or every clause of the tiers that apply."""
         if self.clauses is None:
@@ -225,8 +252,21 @@ class CheckKeywords(TypedDict, total=False):
     seed: int | None
     exitfirst: bool
     run_dir: str | Path | None
+    fixed_global_batch: bool
+    joins_uneven_inputs: bool
+    checkpoint_layout: CheckpointLayout | None
     consume: str | Callable[[Any], Any] | None
     endless: bool
+
+
+#: The fields of `CheckOptions` that declare how the user's trainer runs (`CheckOptions.declarations`), and
+#: what each says on the report when given.
+DECLARATIONS = {
+    "fixed_global_batch": "the trainer keeps the global batch fixed when the world size changes: SC31 and SC32 "
+                          "resume M ranks with per-rank batch = global / M",
+    "joins_uneven_inputs": "the trainer handles ranks with uneven batch counts (DDP's Join): SC32 does not apply",
+    "checkpoint_layout": "the trainer saves the loader's state as {value}: SC30 judges that layout alone",
+}
 
 
 def _whole(value: object, least: int) -> bool:
