@@ -95,6 +95,7 @@ def check(
         factory = drawn_through(factory, consume)
         factory_import += "\n" + consume_import_line(consume, consume_spec)
     notes = [f"expected failure {unknown!r} names no clause" for unknown in opts.unknown_expected]
+    notes += opts.declared_notes  # what the user declared of their trainer
     selected = opts.selected
     example_timeout = prof.timeout if opts.timeout is None else opts.timeout
     alignment, world_size = opts.checkpoint_alignment, opts.world_size

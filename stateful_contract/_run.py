@@ -148,6 +148,7 @@ class _Run:
         if c.probes_load and self.load_failed is not None:
             # The probe was this clause's example: running it again would hang or crash the same way.
             return self.outcome_of_run(c, self.load_failed)
+        c = c.declared(self.options.declarations)  # what the user declared of their trainer, for its scenarios on every rank
         restarted = c.restarted()
         worlds = c.fresh_worlds(self.executor.world_size)
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
@@ -171,6 +172,7 @@ class _Run:
                 watched = _EndlessWatch(self.executor)
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
+                                 epoch_hook=self.options.epoch_hook,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
                 self.endless_seen = watched.seen
             if outcome.status == "passed" and restarted is not None and passed and worlds:
@@ -286,6 +288,11 @@ class _Run:
         order = run_order(self.selected)
         needed = {n for c in order for n in c.needs}
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
+        waived = {c.id: why for c in order if (why := c.waived(self.options.declarations)) is not None}
+        for cid, why in waived.items():  # a declaration says the clause does not apply: shown, not judged
+            self.record(clause(cid), Outcome("skipped", message=why), 0.0)
+            self.notes.append(f"{cid} {why}")
+        order = [c for c in order if c.id not in waived]
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
         apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
         for c in order:
