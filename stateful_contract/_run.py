@@ -153,6 +153,7 @@ class _Run:
                 watched = EndlessWatch(self.executor)
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
+                                 epoch_hook=self.options.epoch_hook,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
                 self.endless_seen = watched.seen
             if outcome.status == "passed" and restarted is not None and passed and worlds:

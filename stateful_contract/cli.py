@@ -146,7 +146,8 @@ def _options(args: argparse.Namespace) -> CheckOptions:
             strict=args.strict, timeout=args.timeout, world_size=args.world_size,
             isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
             memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst, consume=args.consume,
-            space=_space(args.config_space), endless=args.endless, **declarations_of(args))
+            space=_space(args.config_space), epoch_hook=args.epoch_hook, endless=args.endless,
+            **declarations_of(args))
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -269,6 +270,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-alignment", metavar="epoch|window|N",
                    help="declare the trainer's checkpoint policy, where the loader must be exact: only at epoch "
                         "ends (after StopIteration), at grad-acc window boundaries, or every N batches")
+    p.add_argument("--epoch-hook", default="set_epoch", metavar="NAME",
+                   help="the method the trainer calls with the epoch before each one (default set_epoch; "
+                        "OLMo-core: reshuffle): SC21's loop calls it")
     p.add_argument("--config-space", nargs="+", action="extend", metavar="NAME=VALUES",
                    help="narrow the configuration space searched, as a test class's config_space does: "
                         "num_workers=0,2 grad_acc_step=1..8 (also dataset_size, batch_size: LOW..HIGH or one number)")

@@ -45,6 +45,7 @@ class StatefulLoaderContract:
 
     expected_failures: ClassVar[ExpectedFailures] = {}
     checkpoint_alignment: ClassVar[Alignment] = None
+    epoch_hook: ClassVar[str] = "set_epoch"
     config_space: ClassVar[ConfigSpace] = ConfigSpace()
     strict: ClassVar[bool] = False
     profile: ClassVar[str] = "ci"

@@ -48,7 +48,7 @@ class SearchClause(ClauseLike, Protocol):
     def fixed_config(self) -> LoaderConfig | None: ...
 
     def draw_plan(self, data: st.DataObject, lengths: list[int], config: LoaderConfig,
-                  alignment: Alignment, space: ConfigSpace | None = None) -> Any: ...
+                  alignment: Alignment, space: ConfigSpace | None = None, epoch_hook: str = "set_epoch") -> Any: ...
 
     @property
     def has_plan(self) -> bool: ...
@@ -93,11 +93,12 @@ def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfi
 
 def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, alignment: Alignment,
            on_example: Callable[[int, int], None] = lambda done, total: None,
-           passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None) -> Outcome:
+           passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None,
+           epoch_hook: str = "set_epoch") -> Outcome:
     """Look for a counterexample to ``clause``; the minimal one comes back as a failed `Outcome`, which
     counts what the examples covered (`coverage_of`; Hypothesis gets them as events). ``passed`` collects
     the examples that held (a fresh-process half reruns them); ``search_seed`` seeds Hypothesis (``@seed``),
-    else the profile decides (``ci`` is derandomized)."""
+    else the profile decides (``ci`` is derandomized); ``epoch_hook`` is the trainer's call at each epoch."""
     covered: Counter[str] = Counter()
     executor = cast(Executor, _Counting(executor, covered))
     if clause.budget == "once":
@@ -149,7 +150,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
                 if isinstance(lengths, ExampleRun):
                     found_after = found_after or examples
                     raise (_Final if lengths.final else _Failed)(lengths)
-                plan = clause.draw_plan(data, lengths, config, alignment, space)
+                plan = clause.draw_plan(data, lengths, config, alignment, space, epoch_hook)
             failed = run_one(clause, executor, config, plan)
             if failed is None and passed is not None:
                 passed.append((config, plan))
