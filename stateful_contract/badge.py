@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from ._render import title
+from ._render import policy_words, title
 from .clauses.registry import TIERS
 from .report import ClauseResult, Report
 
@@ -100,19 +100,22 @@ def badge_message(report: Report) -> str:
         return "interrupted"
     if not core:
         return "not run"
+    if report.judged_nothing:
+        return "nothing judged"
     failing = [r.id for r in core if r.is_failure]
     if failing:
         noun = "clause" if len(failing) == 1 else "clauses"
         hint = impact_hint([r for r in core if r.is_failure])
-        return f"failing {len(failing)} {noun} ({_named(failing)})" + (f": {hint}" if hint else "")
+        return (f"failing {len(failing)} {noun} ({_named(failing)})" + (f": {hint}" if hint else "")
+                + (", endless stream" if report.endless else ""))
     message = "passing"
     deviations = [r.id for r in core if r.status == "expected-failure"]
     if deviations:
         message += " except " + _named(deviations)
-    align = report.checkpoint_alignment  # "window" or a number of batches
-    if align:
-        message += (", " if deviations else " ") + (
-            "window-aligned" if align == "window" else f"aligned to {align} batches")
+    if report.checkpoint_alignment:  # the declared checkpoint policy
+        message += ", " + policy_words(report.checkpoint_alignment)
+    if report.endless:  # what was judged: one endless stream, not epochs
+        message += ", endless stream"
     strict = _ran(report, _MENTIONED_TIERS)
     if strict:
         message += ", fails strict" if any(r.is_failure for r in strict) else " + strict"
@@ -122,7 +125,7 @@ def badge_message(report: Report) -> str:
 def badge_color(report: Report) -> str:
     """A shields.io colour name: red on a core failure, yellow-green with deviations."""
     core = _ran(report, CORE_TIERS)
-    if not core or report.interrupted:
+    if not core or report.interrupted or report.judged_nothing:
         return "lightgrey"
     if any(r.is_failure for r in core):
         return "red"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ._engine.advice import advisories
 from ._engine.coverage import POINT_PREFIX
-from ._render import SHOWN, coverage_line, ran, render_result, summary_line, title
+from ._render import SHOWN, coverage_line, policy_words, ran, render_result, summary_line, title
 from .report import Report
 
 __all__ = ["junit_xml", "markdown_summary", "write_junit", "write_markdown"]
@@ -81,15 +81,20 @@ def markdown_summary(report: Report) -> str:
     """The report in GitHub-flavoured Markdown: verdict, one row per clause that ran, the failures."""
     walk = ran(report)
     failing = [(r, same_as) for r, same_as in walk if r.is_failure]
-    verdict = "✅ pass" if report.passed else f"❌ fail ({len(failing)} clause{'s' if len(failing) != 1 else ''})"
+    verdict = ("✅ pass" if report.passed else "❌ fail (no clause was judged)" if report.judged_nothing
+               else f"❌ fail ({len(failing)} clause{'s' if len(failing) != 1 else ''})")
     target = report.target.replace("`", "'")
     lines = [f"### {title(report)}: `{target}`: {verdict}", ""]
     facts = [f"profile `{report.profile}`", "derandomized" if report.seed is None else f"seed `{report.seed}`"]
     if report.world_size > 1:
         facts.append(f"{report.world_size} ranks")
-    if report.checkpoint_alignment:
-        facts.append("declared exact at window boundaries only" if report.checkpoint_alignment == "window"
-                     else f"declared exact every {report.checkpoint_alignment} batches only")
+    if report.checkpoint_alignment:  # the declared checkpoint policy
+        facts.append(policy_words(report.checkpoint_alignment))
+    if report.consume:
+        facts.append(f"batches drawn through `{report.consume}(loader)`, states from the loader")
+    if report.endless:
+        facts.append("endless stream (" + ("declared" if report.endless == "declared" else "found") + "): "
+                     "checked as one stream, the clauses that need a pass to end not judged")
     lines += [", ".join(facts), "", "| clause | status | time | detail |", "| --- | --- | ---: | --- |"]
     for r, same_as in walk:
         lines.append(f"| {r.id} {_cell(r.name)} | {_MARK.get(r.status, SHOWN[r.status])} | {r.seconds:.2f} s | "

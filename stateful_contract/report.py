@@ -35,7 +35,12 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: ``counts``, ``unit``, ``epoch``, ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told
 #: in full). 7: the clause a check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not
 #: reached are ``not-judged``, their message starting "not run").
-REPORT_FORMAT = 7
+#: 8: the declared consumption (``consume``: ``module:function``, null when none).
+#: 9: ``checkpoint_alignment`` may be ``"epoch"`` (the declared checkpoint policy: only at epoch ends), and a
+#: clause that policy excludes is ``not-judged``, its message starting "does not apply under the declared
+#: checkpoint policy".
+#: 10: ``endless`` ("declared" or "found": the loader was checked as one endless stream; null otherwise).
+REPORT_FORMAT = 10
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -149,7 +154,11 @@ class Report:
     profile: str = "ci"
     strict: bool = False
     world_size: int = 1
+    #: The declared checkpoint policy: ``"epoch"``, ``"window"``, a number of batches as digits, or None.
     checkpoint_alignment: str | None = None
+    #: The declared consumption (``module:function``): batches were drawn through it, states taken from the
+    #: loader (None: from the loader itself; reports before format 8 have none).
+    consume: str | None = None
     contract_version: str = CONTRACT_VERSION
     #: The Hypothesis seed of the search (``check(seed=...)``, ``--seed``); None when derandomized.
     seed: int | None = None
@@ -161,6 +170,9 @@ class Report:
     interrupted: bool = False
     #: The clause whose failure stopped the check (``exitfirst``); None when it ran to the end.
     stopped_at: str | None = None
+    #: ``"declared"`` or ``"found"``: the loader's passes never end, and it was checked as one endless stream
+    #: (the clauses that need a pass to end are not judged, saying so); None: its passes end.
+    endless: str | None = None
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:
@@ -170,8 +182,15 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when every clause that ran passed or failed as declared (never for an interrupted run)."""
-        return not self.interrupted and not any(r.is_failure for r in self.results)
+        """True when every clause that ran passed or failed as declared (never for an interrupted run, nor
+        for one that judged nothing)."""
+        return not self.interrupted and not self.judged_nothing and not any(r.is_failure for r in self.results)
+
+    @property
+    def judged_nothing(self) -> bool:
+        """No clause came to a verdict (each was skipped or not judged: a declared policy that excludes every
+        clause selected, say): such a run says nothing of the loader, so it does not pass."""
+        return not any(r.status not in ("skipped", "not-judged") for r in self.results)
 
     @property
     def verdict(self) -> str:

@@ -19,6 +19,7 @@ from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ._faces import speaking
 from ._render import render_result
 from ._target import factory_import_line
+from .clauses.distributed import CheckpointLayout
 from .clauses.registry import lookup
 from .config import ConfigSpace, LoaderConfig
 from .options import CheckOptions, ExpectedFailures
@@ -36,10 +37,15 @@ class StatefulLoaderContract:
     with its defaults (docs/pytest.md); a run's own choices (``--stateful-contract-profile``,
     ``--stateful-contract-seed``, pytest's ``-x``) apply over them. With ``world_size`` > 1 every rank
     imports the class by file path and name, so it must be defined at module level.
+
+    A trainer that draws its batches through a pipeline over the loader (a preloader) and saves the
+    loader's state declares it with a method ``consume(self, loader)`` returning the iterator it draws
+    from: the clauses then draw every batch through it and take each state from the loader.
     """
 
     expected_failures: ClassVar[ExpectedFailures] = {}
     checkpoint_alignment: ClassVar[Alignment] = None
+    epoch_hook: ClassVar[str] = "set_epoch"
     config_space: ClassVar[ConfigSpace] = ConfigSpace()
     strict: ClassVar[bool] = False
     profile: ClassVar[str] = "ci"
@@ -49,6 +55,10 @@ class StatefulLoaderContract:
     memory_limit: ClassVar[int | None] = DEFAULT_MEMORY_LIMIT
     jobs: ClassVar[int | None] = None
     exitfirst: ClassVar[bool] = False
+    fixed_global_batch: ClassVar[bool] = False
+    joins_uneven_inputs: ClassVar[bool] = False
+    checkpoint_layout: ClassVar[CheckpointLayout | None] = None
+    endless: ClassVar[bool] = False
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
         """The hook: return a fresh loader for ``config`` on every call.
@@ -85,6 +95,9 @@ class StatefulLoaderContract:
         # The class's options, on the clauses pytest selected, with the run's own choices.
         options = class_options(cls).replace(**run_options(request.config)).replace(
             clauses=list(clause_tests(request.session, cls)))
+        consume = getattr(cls(), "consume", None)  # the hook naming how the trainer draws batches, if any
+        if callable(consume):
+            options = options.replace(consume=factory if isinstance(factory, str) else consume)
         try:
             with speaking("pytest", cls.__qualname__):  # hints name the class's attributes, not CLI options
                 report = check(factory, options, target=request.node.nodeid, factory_import=factory_import)

@@ -48,16 +48,18 @@ class RankExecutor:
     memory_limit: int | None = None
 
     def __init__(self, target: str, *, factory_import: str, alignment: Alignment, timeout: float | None,
-                 authkey: str = "") -> None:
-        from ..._target import load_target
+                 authkey: str = "", consume: str | None = None) -> None:
+        from ..._target import load_consume, load_target
 
         module_part, sep, attr = target.rpartition(":")
         if sep and (module_part.endswith(".py") or "/" in module_part or "\\" in module_part):
             target = f"{Path(module_part).resolve()}:{attr}"  # a path: the ranks re-import it from any directory
         self.target = target
         load_target(self.target)  # fail fast, with the user's error, before any rank is asked
+        if consume is not None:
+            load_consume(consume)
         self.timeout = timeout
-        self.spec = RankSpec(self.target, factory_import, alignment, timeout, authkey)
+        self.spec = RankSpec(self.target, factory_import, alignment, timeout, authkey, consume)
         self.notes: list[str] = []
         #: Every rank's epoch lengths (`lengths`; plans are drawn from their shortest), by config and world size.
         self._lengths: dict[tuple[str, int], list[list[int]]] = {}
@@ -147,7 +149,10 @@ class RankExecutor:
     def rerun_example(self, clause: ClauseLike, config: LoaderConfig, plan: Checkpoint) -> str:
         """The command that runs this one example on these ranks again."""
         base = replace(config, rank=0, world_size=1)
-        return f"{self.rerun(clause.id)} --config \"{base.as_code()}\" --position \"{plan.position.as_code()}\""
+        declared = "".join(f" --{name.replace('_', '-')}" + ("" if value is True else f" {value}")
+                           for name, value in getattr(clause, "given", ()) if value not in (None, False))
+        return (f"{self.rerun(clause.id)}{declared} --config \"{base.as_code()}\" "
+                f"--position \"{plan.position.as_code()}\"")
 
     def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
                  plan: Any = None) -> ExampleRun:

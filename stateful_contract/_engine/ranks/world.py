@@ -29,6 +29,7 @@ from .. import executors, progress, status, steps
 from ..guard import frozen
 from ..noise import ignore_set_vital
 from ..supervised import POLL
+from .as_torchrun import as_under_torchrun
 from .launch import JOIN_TIMEOUT, JOINING, board_path
 
 __all__ = ["PORT_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
@@ -117,6 +118,7 @@ def rank_main(run_dir: str, phase: str) -> Any:
     ignore_set_vital()  # a rank is a new interpreter: none of the checker's warning filters
     path = Path(run_dir)
     spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
+    as_under_torchrun(spec.get("process"))  # before any of the user's code: what its launcher's ranks see
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
     world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
     # Not formed within JOIN_TIMEOUT: exit 1, every thread's stack in the log, and the launcher starts the
@@ -145,15 +147,21 @@ class RankSpec:
     alignment: Any
     timeout: float | None
     authkey: str
+    #: The declared consumption, ``module:function`` (_engine/consumption.py), None: none.
+    consume: str | None = None
 
 
 class Handler(executors.Handler):
     """Runs the engine's commands on this process's rank (or ranks: `as_ranks`)."""
 
     def __init__(self, world: World, spec: RankSpec) -> None:
-        from ..._target import load_target
+        from ..._target import load_consume, load_target
+        from ..consumption import drawn_through
 
-        super().__init__(load_target(spec.target), spec.factory_import, spec.alignment, spec.timeout)
+        factory = load_target(spec.target)
+        if spec.consume is not None:
+            factory = drawn_through(factory, load_consume(spec.consume))
+        super().__init__(factory, spec.factory_import, spec.alignment, spec.timeout)
         self.place = world
         self.on(world.rank, world.world_size)
 
