@@ -20,11 +20,15 @@ from .clauses.registry import CONTRACT_VERSION
 if TYPE_CHECKING:
     from .clauses.registry import Clause
 
-__all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Outcome", "Report", "Status", "same_causes"]
+__all__ = ["FAILING_STATUSES", "JUDGED_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Outcome", "Report", "Status", "same_causes"]
 
 #: Statuses that make the overall verdict fail: a clause broken, or a declared
 #: expected failure that no longer fails (the declaration list must stay current).
 FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
+
+#: Statuses of a clause that came to a verdict. A run none of whose clauses did (each not judged, or
+#: none run) has not passed: its verdict is ``"not-judged"``, and no face shows it as a pass.
+JUDGED_STATUSES: frozenset[str] = frozenset({"passed", "failed", "expected-failure", "unexpected-pass"})
 
 #: Report format version, bumped when a field changes meaning; older reports still load. 2: the structured
 #: parts of a failure (``expected``, ``got``, ``context``, ``rank``) and its example (``config``, ``plan``).
@@ -34,8 +38,9 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: 6: what each failure does to a training run (``impact``: ``kind`` silent or loud, ``what``, ``where``,
 #: ``counts``, ``unit``, ``epoch``, ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told
 #: in full). 7: the clause a check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not
-#: reached are ``not-judged``, their message starting "not run").
-REPORT_FORMAT = 7
+#: reached are ``not-judged``, their message starting "not run"). 8: the verdict ``"not-judged"``, for a run
+#: none of whose clauses came to a verdict (it read ``"pass"`` before).
+REPORT_FORMAT = 8
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -170,13 +175,25 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when every clause that ran passed or failed as declared (never for an interrupted run)."""
-        return not self.interrupted and not any(r.is_failure for r in self.results)
+        """True when every clause that ran passed or failed as declared (never for an interrupted run, nor for
+        one that judged nothing: `judged_nothing`)."""
+        return not self.interrupted and not self.judged_nothing and not any(r.is_failure for r in self.results)
+
+    @property
+    def judged_nothing(self) -> bool:
+        """No clause came to a verdict: each one run was not judged (``--clause SC21`` on a loader without
+        ``set_epoch``), or none ran. Such a run says why, and is no pass."""
+        return not any(r.status in JUDGED_STATUSES for r in self.results)
 
     @property
     def verdict(self) -> str:
-        """``"pass"``, ``"fail"``, or ``"interrupted"`` for a partial report."""
-        return "interrupted" if self.interrupted else "pass" if self.passed else "fail"
+        """``"pass"``, ``"fail"``, ``"not-judged"`` when no clause came to a verdict, or ``"interrupted"``
+        for a partial report."""
+        if self.interrupted:
+            return "interrupted"
+        if any(r.is_failure for r in self.results):
+            return "fail"
+        return "not-judged" if self.judged_nothing else "pass"
 
     @property
     def coverage(self) -> dict[str, int]:

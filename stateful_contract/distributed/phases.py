@@ -45,7 +45,7 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
     (run_dir / MANIFEST).write_bytes(pickle.dumps(manifest))
     for cid, saved in examples.items():
         result = report[cid]
-        result.notes.append(f"{len(saved)} examples saved in {run_dir} for the resume launch (--phase resume --dir)")
+        result.notes.append(f"{len(saved)} example{'s' if len(saved) != 1 else ''} saved in {run_dir} for the resume launch (--phase resume --dir)")
         if cid == "SC31":  # only saved here: the other world judges it
             result.status, result.message = "not-judged", (
                 f"saved on {executor.world_size} ranks; judged when a launch on another number of ranks resumes "
