@@ -23,7 +23,7 @@ from .clauses.registry import lookup
 from .config import ConfigSpace, LoaderConfig
 from .options import CheckOptions, ExpectedFailures
 from .protocol import StatefulLoader
-from .pytest_plugin import MARKER, REPORTS, clause_tests, run_options
+from .pytest_plugin import MARKER, REPORTS, clause_tests, run_options, xdist_jobs
 from .report import ClauseResult, Report
 
 __all__ = ["StatefulLoaderContract", "class_options", "judge"]
@@ -85,6 +85,8 @@ class StatefulLoaderContract:
         # The class's options, on the clauses pytest selected, with the run's own choices.
         options = class_options(cls).replace(**run_options(request.config)).replace(
             clauses=list(clause_tests(request.session, cls)))
+        if cls.jobs is None and (shared := xdist_jobs(request.session)) is not None:
+            options = options.replace(jobs=shared)  # the cores the other xdist workers leave idle
         try:
             with speaking("pytest", cls.__qualname__):  # hints name the class's attributes, not CLI options
                 report = check(factory, options, target=request.node.nodeid, factory_import=factory_import)
