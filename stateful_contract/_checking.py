@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import configuration
 
+from ._engine.consumption import drawn_through
 from ._engine.executors import Executor, FactoryProblem, InProcess
 from ._engine.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ._engine.noise import ignore_set_vital
 from ._engine.supervised import Supervised, choose_isolation
 from ._faces import hint_clauses, hint_exitfirst, in_face
 from ._run import Progress, _Run
-from ._target import describe_factory, factory_import_line, load_target
+from ._target import consume_import_line, describe_factory, factory_import_line, load_consume, load_target
 from .clauses import CLAUSES
 from .config import LoaderConfig
 from .options import CheckKeywords, CheckOptions
@@ -87,6 +88,12 @@ def check(
         factory = load_target(factory)
     target = target or spec or describe_factory(factory)
     factory_import = factory_import or factory_import_line(factory, spec)
+    consume = consume_spec = None
+    if opts.consume is not None:  # the loaders as the trainer draws from them (_engine/consumption.py)
+        consume_spec = opts.consume if isinstance(opts.consume, str) else None
+        consume = load_consume(opts.consume) if isinstance(opts.consume, str) else opts.consume
+        factory = drawn_through(factory, consume)
+        factory_import += "\n" + consume_import_line(consume, consume_spec)
     notes = [f"expected failure {unknown!r} names no clause" for unknown in opts.unknown_expected]
     selected = opts.selected
     example_timeout = prof.timeout if opts.timeout is None else opts.timeout
@@ -96,10 +103,11 @@ def check(
     if world_size > 1:
         from ._engine.ranks import rank_executor
 
-        if spec is None:
-            raise TypeError("a multi-rank check needs the factory as a 'module:factory' or "
-                            "'path/file.py:factory' string: every rank process imports it by name")
+        if spec is None or (consume is not None and consume_spec is None):
+            raise TypeError("a multi-rank check needs the factory (and a declared consumption) as a "
+                            "'module:function' or 'path/file.py:function' string: every rank process imports it by name")
         executor = rank_executor(spec, world_size=world_size, factory_import=factory_import, alignment=alignment,
+                                 consume=consume_spec,
                                  timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=opts.run_dir,
                                  run_timeout=opts.run_timeout, memory_limit=opts.memory_limit)
     else:
@@ -144,6 +152,7 @@ def check(
                     strict=opts.strict or "SC40" in selected, world_size=world_size, seed=seed,
                     num_workers=list(opts.space.num_workers),
                     checkpoint_alignment=None if alignment is None else str(alignment),
+                    consume=None if consume is None else consume_spec or describe_factory(consume),
                     notes=notes, interrupted=interrupted, stopped_at=run.stopped_at)
     left = [r.id for r in report.results if r.status == "not-judged" and r.id in selected]
     if interrupted and left:

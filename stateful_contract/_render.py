@@ -104,6 +104,9 @@ def render_report(report: Report, out: TextIO) -> None:
         out.write("  declared checkpoint alignment: window boundaries (every grad_acc_step batches)\n")
     elif report.checkpoint_alignment:
         out.write(f"  declared checkpoint alignment: every {report.checkpoint_alignment} batches\n")
+    if report.consume:
+        out.write(f"  declared consumption: batches drawn through {report.consume}(loader), "
+                  "states from loader.state_dict()\n")
     for r, same_as in ran(report):
         out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  "
                   f"{summary_line(r, same_as)}\n")

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FILE_MODULE_PREFIX", "TargetError", "describe_factory", "factory_import_line", "import_line", "load_target"]
+__all__ = ["FILE_MODULE_PREFIX", "TargetError", "consume_import_line", "describe_factory", "factory_import_line",
+           "import_line", "load_consume", "load_target"]
 
 
 #: ``path/to/file.py:factory`` targets are modules of this prefix loaded from their file: no import
@@ -21,7 +22,9 @@ class TargetError(Exception):
     """The target cannot be turned into a factory; the message is one line for the user."""
 
 
-def load_target(spec: str) -> Callable[..., Any]:
+def load_target(spec: str, hook: str = "make_loader") -> Callable[..., Any]:
+    """The callable ``spec`` names; a class with the method ``hook`` (a test class of the pytest mixin) gives
+    a fresh instance's ``hook``."""
     module_part, sep, attr = spec.rpartition(":")
     if not sep or not module_part or not attr:
         raise TargetError(f"target {spec!r} must look like package.module:factory or path/to/file.py:factory")
@@ -55,9 +58,9 @@ def load_target(spec: str) -> Callable[..., Any]:
             obj = getattr(obj, part)
         except AttributeError:
             raise TargetError(f"{module_part!r} has no attribute {attr!r}") from None
-    if isinstance(obj, type) and callable(getattr(obj, "make_loader", None)):
-        # A test class of the pytest mixin (StatefulLoaderContract): its hook is the factory.
-        return obj().make_loader  # type: ignore[no-any-return]
+    if isinstance(obj, type) and callable(getattr(obj, hook, None)):
+        # A test class of the pytest mixin (StatefulLoaderContract): its hook is the factory (or consumption).
+        return getattr(obj(), hook)  # type: ignore[no-any-return]
     if not callable(obj):
         raise TargetError(f"{spec!r} is a {type(obj).__name__}, not a callable factory(config) -> loader")
     return obj  # type: ignore[no-any-return]
@@ -84,14 +87,43 @@ def factory_import_line(factory: Callable[..., Any], spec: str | None = None) ->
     return import_line(describe_factory(factory))
 
 
-def import_line(target: str) -> str:
-    """Python that brings the target's factory into scope as ``factory`` (for reproductions)."""
+def import_line(target: str, name: str = "factory") -> str:
+    """Python that brings the target's callable into scope as ``name`` (for reproductions)."""
     module_part, _, attr = target.rpartition(":")
     if module_part.endswith(".py") or "/" in module_part:
-        return f"import runpy; factory = runpy.run_path({module_part!r})[{attr.split('.')[0]!r}]"
+        return f"import runpy; {name} = runpy.run_path({module_part!r})[{attr.split('.')[0]!r}]"
     if "<" in module_part or "<" in attr or not module_part.replace(".", "").replace("_", "").isalnum():
-        return "factory = ...  # your factory(config) -> loader"
-    if attr == "factory":
-        return f"from {module_part} import factory"
-    return f"from {module_part} import {attr.split('.')[0]}; factory = {attr}"
+        return f"{name} = ...  # your " + ("factory(config) -> loader" if name == "factory" else
+                                           "consume(loader) -> the iterator the trainer draws from")
+    if attr == name:
+        return f"from {module_part} import {name}"
+    return f"from {module_part} import {attr.split('.')[0]}; {name} = {attr}"
+
+
+def load_consume(spec: str) -> Callable[..., Any]:
+    """The declared consumption ``spec`` names (``module:function``, ``path.py:function``, or a pytest class
+    of the mixin: a fresh instance's ``consume``)."""
+    return load_target(spec, hook="consume")
+
+
+def consume_import_line(consume: Callable[..., Any], spec: str | None = None) -> str:
+    """Python that makes the ``factory`` in scope draw its loaders' batches through ``consume`` (from ``spec``,
+    the target it was loaded from, if given): the lines a reproduction of a declared consumption starts with."""
+    owner = getattr(consume, "__self__", None)
+    if spec is not None:
+        line = import_line(spec, "consume") + ("().consume" if isinstance(load_target_attr(spec), type) else "")
+    elif owner is not None and getattr(consume, "__name__", "") == "consume":  # a mixin class's hook
+        cls = type(owner)
+        line = f"from {cls.__module__} import {cls.__qualname__.split('.')[0]}; consume = {cls.__qualname__}().consume"
+    else:
+        line = import_line(describe_factory(consume), "consume")
+    return f"{line}\nfrom stateful_contract.repro import drawn_through\nfactory = drawn_through(factory, consume)"
+
+
+def load_target_attr(spec: str) -> Any:
+    """What ``spec`` names, before a class is turned into its hook (None if it cannot be loaded)."""
+    try:
+        return load_target(spec, hook="\0")  # no method has that name: a class comes back as the class
+    except TargetError:
+        return None
 

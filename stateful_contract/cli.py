@@ -138,7 +138,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
             expected_failures=_expected(args.expect_fail), checkpoint_alignment=alignment_of(args.checkpoint_alignment),
             strict=args.strict, timeout=args.timeout, world_size=args.world_size,
             isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
-            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst)
+            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst, consume=args.consume)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -272,6 +272,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="declare an expected failure (repeatable)")
     p.add_argument("--checkpoint-alignment", metavar="window|N",
                    help="declare the loader exact only at window boundaries (or every N batches)")
+    p.add_argument("--consume", metavar="MODULE:FUNCTION",
+                   help="the trainer draws batches through FUNCTION(loader) (a preloader, say) and saves "
+                        "loader.state_dict(): check that pair")
     p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")

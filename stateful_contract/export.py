@@ -92,6 +92,8 @@ def markdown_summary(report: Report) -> str:
     if report.checkpoint_alignment:
         facts.append("declared exact at window boundaries only" if report.checkpoint_alignment == "window"
                      else f"declared exact every {report.checkpoint_alignment} batches only")
+    if report.consume:
+        facts.append(f"batches drawn through `{report.consume}(loader)`, states from the loader")
     lines += [", ".join(facts), "", "| clause | status | time | detail |", "| --- | --- | ---: | --- |"]
     for r, same_as in walk:
         lines.append(f"| {r.id} {_cell(r.name)} | {_MARK.get(r.status, SHOWN[r.status])} | {r.seconds:.2f} s | "

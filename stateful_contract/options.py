@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -109,6 +109,10 @@ class CheckOptions:
     exitfirst: bool = False
     #: Keeps a multi-rank run's files (states, checkpoints, rank logs) there.
     run_dir: str | Path | None = None
+    #: How the trainer draws batches: ``"module:function"`` (or the function) mapping the loader to the
+    #: iterator it consumes (a preloader, say); every batch is then drawn through it and every state taken
+    #: from the loader at that instant, as the trainer's save does (docs/quickstart.md, "A preloader").
+    consume: str | Callable[[Any], Any] | None = None
     #: Expected failures given that name no clause: warned about once, when given, and left out.
     unknown_expected: tuple[str, ...] = field(default=(), repr=False)
 
@@ -150,6 +154,10 @@ class CheckOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
                 raise OptionError(name, f"takes seconds >= 0 (0: none), got {value!r}")
+        if self.consume is not None and not (callable(self.consume) or (
+                isinstance(self.consume, str) and ":" in self.consume.strip(":"))):
+            raise OptionError("consume", "takes 'module:function' (or the function itself): the loader -> the "
+                                         f"iterator the trainer draws batches from, got {self.consume!r}")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
@@ -204,6 +212,7 @@ class CheckKeywords(TypedDict, total=False):
     seed: int | None
     exitfirst: bool
     run_dir: str | Path | None
+    consume: str | Callable[[Any], Any] | None
 
 
 def _whole(value: object, least: int) -> bool:

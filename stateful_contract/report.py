@@ -38,9 +38,10 @@ JUDGED_STATUSES: frozenset[str] = frozenset({"passed", "failed", "expected-failu
 #: 6: what each failure does to a training run (``impact``: ``kind`` silent or loud, ``what``, ``where``,
 #: ``counts``, ``unit``, ``epoch``, ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told
 #: in full). 7: the clause a check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not
-#: reached are ``not-judged``, their message starting "not run"). 8: the verdict ``"not-judged"``, for a run
-#: none of whose clauses came to a verdict (it read ``"pass"`` before).
-REPORT_FORMAT = 8
+#: reached are ``not-judged``, their message starting "not run").
+#: 8: the declared consumption (``consume``: ``module:function``, null when none). 9: the verdict
+#: ``"not-judged"``, for a run none of whose clauses came to a verdict (it read ``"pass"`` before).
+REPORT_FORMAT = 9
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -155,6 +156,9 @@ class Report:
     strict: bool = False
     world_size: int = 1
     checkpoint_alignment: str | None = None
+    #: The declared consumption (``module:function``): batches were drawn through it, states taken from the
+    #: loader (None: from the loader itself; reports before format 8 have none).
+    consume: str | None = None
     contract_version: str = CONTRACT_VERSION
     #: The Hypothesis seed of the search (``check(seed=...)``, ``--seed``); None when derandomized.
     seed: int | None = None

@@ -26,6 +26,7 @@ from ._engine.compare import (
     assert_str_keyed_dict,
     assert_unchanged,
 )
+from ._engine.consumption import drawn_through
 from ._engine.epoch_compare import assert_no_epoch_lost, assert_same_epochs
 from ._engine.epoch_steps import (
     LoopPoint,
@@ -68,7 +69,7 @@ from .config import LoaderConfig
 __all__ = ["BAD_STATES", "RESUME_EPOCHS", "ROUND_TRIPS", "AsStateful", "LoaderConfig", "LoaderError",
            "LoopPoint", "Position", "advance", "assert_no_epoch_lost", "assert_protocol", "assert_refused",
            "assert_same_epochs", "assert_same_stream", "assert_str_keyed_dict", "assert_unchanged",
-           "bad_state", "checkpoint", "cut_short", "dcp_load", "dcp_save", "epoch_lengths", "epoch_loop",
+           "bad_state", "checkpoint", "cut_short", "dcp_load", "dcp_save", "drawn_through", "epoch_lengths", "epoch_loop",
            "epoch_setter", "fresh", "into_cut_short_pass", "iterate_on", "load", "load_and_iterate",
            "load_checkpoint", "loop_checkpoint", "round_trip", "save_checkpoint", "set_epoch", "snapshot",
            "state_of", "stream", "stream_calling_state_dict", "take", "take_epochs", "uninterrupted",

@@ -36,6 +36,10 @@ class StatefulLoaderContract:
     with its defaults (docs/pytest.md); a run's own choices (``--stateful-contract-profile``,
     ``--stateful-contract-seed``, pytest's ``-x``) apply over them. With ``world_size`` > 1 every rank
     imports the class by file path and name, so it must be defined at module level.
+
+    A trainer that draws its batches through a pipeline over the loader (a preloader) and saves the
+    loader's state declares it with a method ``consume(self, loader)`` returning the iterator it draws
+    from: the clauses then draw every batch through it and take each state from the loader.
     """
 
     expected_failures: ClassVar[ExpectedFailures] = {}
@@ -87,6 +91,9 @@ class StatefulLoaderContract:
             clauses=list(clause_tests(request.session, cls)))
         if cls.jobs is None and (shared := xdist_jobs(request.session)) is not None:
             options = options.replace(jobs=shared)  # the cores the other xdist workers leave idle
+        consume = getattr(cls(), "consume", None)  # the hook naming how the trainer draws batches, if any
+        if callable(consume):
+            options = options.replace(consume=factory if isinstance(factory, str) else consume)
         try:
             with speaking("pytest", cls.__qualname__):  # hints name the class's attributes, not CLI options
                 report = check(factory, options, target=request.node.nodeid, factory_import=factory_import)

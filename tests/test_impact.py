@@ -185,7 +185,7 @@ def test_the_impact_round_trips_through_json_and_a_format_5_report_still_loads(t
     report = Report(target="t", results=[_failed("SC10")])
     report.to_json(tmp_path / "r.json")
     again = Report.from_json(tmp_path / "r.json")
-    assert again.to_dict()["report_format"] == REPORT_FORMAT == 8
+    assert again.to_dict()["report_format"] == REPORT_FORMAT == 9
     assert again["SC10"].impact == report["SC10"].impact
     old = report.to_dict()
     old["report_format"] = 5

@@ -216,4 +216,4 @@ def test_the_cli_x_prints_the_reproduction_and_names_the_clauses_not_run(tmp_pat
     assert "stopped at the first failure, SC02 (-x/--exitfirst)" in out and "--clause SC03," in out
     assert "ran through" not in out  # no other clause ran, through either form of load_state_dict
     data = json.loads(path.read_text())
-    assert data["stopped_at"] == "SC02" and data["report_format"] == 8
+    assert data["stopped_at"] == "SC02" and data["report_format"] == 9

@@ -39,15 +39,15 @@ def default_run_timeout(profile: Profile, clauses: int) -> float:
 def rank_executor(target: str, *, world_size: int, factory_import: str, alignment: Alignment,
                   timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
                   run_timeout: float | None = None,
-                  memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> Ranks | InWorld:
+                  memory_limit: int | None = DEFAULT_MEMORY_LIMIT, consume: str | None = None) -> Ranks | InWorld:
     """The multi-rank executor: the world this process joined (`InWorld.joined`), else a `Ranks` of its own."""
     if InWorld.joined is not None:
         world, mode, launch = InWorld.joined
         return InWorld(target, world=world, mode=mode, factory_import=factory_import, alignment=alignment,
-                       timeout=timeout, launch=launch)
+                       timeout=timeout, launch=launch, consume=consume)
     return Ranks(target, world_size=world_size, factory_import=factory_import, alignment=alignment, timeout=timeout,
                  profile=profile, clauses=clauses, run_dir=run_dir, run_timeout=run_timeout,
-                 memory_limit=memory_limit)
+                 memory_limit=memory_limit, consume=consume)
 
 
 class Ranks(RankExecutor):
@@ -55,14 +55,15 @@ class Ranks(RankExecutor):
 
     def __init__(self, target: str, *, world_size: int, factory_import: str, alignment: Alignment,
                  timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
-                 run_timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> None:
+                 run_timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+                 consume: str | None = None) -> None:
         from ..._target import TargetError
 
         if "<locals>" in target or "<lambda>" in target:
             raise TargetError(f"{target!r}: with world_size > 1 every rank imports the factory by name, so it "
                               "must be a module-level function (package.module:factory or path/to/file.py:factory)")
         super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout,
-                         authkey=secrets.token_hex(16))
+                         authkey=secrets.token_hex(16), consume=consume)
         self.world_size = self.live_world_size = world_size
         self.memory_limit = memory_limit or None
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)

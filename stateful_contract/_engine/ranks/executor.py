@@ -48,16 +48,18 @@ class RankExecutor:
     memory_limit: int | None = None
 
     def __init__(self, target: str, *, factory_import: str, alignment: Alignment, timeout: float | None,
-                 authkey: str = "") -> None:
-        from ..._target import load_target
+                 authkey: str = "", consume: str | None = None) -> None:
+        from ..._target import load_consume, load_target
 
         module_part, sep, attr = target.rpartition(":")
         if sep and (module_part.endswith(".py") or "/" in module_part or "\\" in module_part):
             target = f"{Path(module_part).resolve()}:{attr}"  # a path: the ranks re-import it from any directory
         self.target = target
         load_target(self.target)  # fail fast, with the user's error, before any rank is asked
+        if consume is not None:
+            load_consume(consume)
         self.timeout = timeout
-        self.spec = RankSpec(self.target, factory_import, alignment, timeout, authkey)
+        self.spec = RankSpec(self.target, factory_import, alignment, timeout, authkey, consume)
         self.notes: list[str] = []
         #: Every rank's epoch lengths (`lengths`; plans are drawn from their shortest), by config and world size.
         self._lengths: dict[tuple[str, int], list[list[int]]] = {}

@@ -127,8 +127,8 @@ class InWorld(RankExecutor):
     last: ClassVar[InWorld | None] = None
 
     def __init__(self, target: str, *, world: World, mode: str, factory_import: str, alignment: Alignment,
-                 timeout: float | None, launch: str = "torchrun --nproc-per-node N") -> None:
-        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout)
+                 timeout: float | None, launch: str = "torchrun --nproc-per-node N", consume: str | None = None) -> None:
+        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume)
         self.world, self.run_dir = world, world.run_dir
         self.mode = mode
         self.world_size = self.live_world_size = world.world_size

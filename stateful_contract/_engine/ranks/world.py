@@ -137,15 +137,21 @@ class RankSpec:
     alignment: Any
     timeout: float | None
     authkey: str
+    #: The declared consumption, ``module:function`` (_engine/consumption.py), None: none.
+    consume: str | None = None
 
 
 class Handler(executors.Handler):
     """Runs the engine's commands on this process's rank (or ranks: `as_ranks`)."""
 
     def __init__(self, world: World, spec: RankSpec) -> None:
-        from ..._target import load_target
+        from ..._target import load_consume, load_target
+        from ..consumption import drawn_through
 
-        super().__init__(load_target(spec.target), spec.factory_import, spec.alignment, spec.timeout)
+        factory = load_target(spec.target)
+        if spec.consume is not None:
+            factory = drawn_through(factory, load_consume(spec.consume))
+        super().__init__(factory, spec.factory_import, spec.alignment, spec.timeout)
         self.place = world
         self.on(world.rank, world.world_size)
 
