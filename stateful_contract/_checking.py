@@ -120,7 +120,9 @@ def check(
         notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "
                      "and a crash or an uninterruptible hang would have ended the check")
     seed = opts.seed if replay is not None else prof.draw_seed(opts.seed)
-    run = _Run(executor, opts, notes=notes, seed=seed, progress=progress, replay=replay, make_executor=make_executor)
+    # A run given its seed keeps no failures and tries none it kept, as a seeded Hypothesis test (_engine/saved.py).
+    run = _Run(executor, opts, notes=notes, seed=seed, progress=progress, replay=replay, make_executor=make_executor,
+               database_key=target if opts.seed is None else None)
     interrupted = False
     try:
         # The process-wide settings a run needs, restored afterwards: everything alive now (torch,

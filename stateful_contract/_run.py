@@ -52,7 +52,7 @@ class _Run:
     def __init__(self, executor: Executor, options: CheckOptions, *, notes: list[str],
                  progress: Callable[[Progress], None] | None = None, seed: int | None = None,
                  replay: tuple[LoaderConfig, Any] | None = None,
-                 make_executor: Callable[[], Executor] | None = None) -> None:
+                 make_executor: Callable[[], Executor] | None = None, database_key: str | None = None) -> None:
         self.executor = executor
         self.options = options
         #: Processes the clauses no other clause needs are judged in (`stateful_contract._parallel`),
@@ -65,6 +65,8 @@ class _Run:
         self.replay = replay
         self.notes = notes
         self.seed = seed
+        #: Names the loader in the example database of a random profile's searches (`example_database`).
+        self.database_key = database_key
         self.results: dict[str, ClauseResult] = {}
         self.load_probe: LoadProbe = "positional"
         self.load_detail = ""
@@ -118,7 +120,7 @@ class _Run:
             else:
                 outcome = search(c, self.executor, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
-                                 passed=passed, on_example=lambda done, total: self.emit(c, done, total))
+                                 database_key=self.database_key, passed=passed, on_example=lambda done, total: self.emit(c, done, total))
             if outcome.status == "passed" and restarted is not None and passed and worlds:
                 if getattr(self.executor, "fresh_processes", True):
                     outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)

@@ -9,6 +9,7 @@ imports. (Importing any submodule also runs the package's ``__init__``.)
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from .options import CheckKeywords
     from .report import Report
 
-__all__ = ["MARKER", "REPORTS", "clause_tests", "report_paths", "run_options", "run_profile", "run_seed",
+__all__ = ["MARKER", "REPORTS", "clause_tests", "hypothesis_seed", "report_paths", "run_options", "run_profile", "run_seed",
            "xdist_jobs"]
 
 #: The marker put on every clause test.
@@ -116,6 +117,17 @@ def run_profile(config: pytest.Config | None) -> str | None:
 def run_seed(config: pytest.Config | None) -> int | None:
     """The search seed ``--stateful-contract-seed`` chooses (None: the profile decides)."""
     return config.getoption("stateful_contract_seed", default=None) if config is not None else None  # type=int
+
+
+def hypothesis_seed(config: pytest.Config) -> int | None:
+    """The seed ``--hypothesis-seed`` gives (Hypothesis' own option), as a search seed: an integer as it is, any
+    other text as Hypothesis takes it, through a digest. A derandomized profile (``ci``) ignores it, as
+    Hypothesis' ``derandomize`` does; ``--stateful-contract-seed`` wins over it."""
+    given = config.getoption("hypothesis_seed", default=None)
+    if given is None or str(given).strip() == "":
+        return None
+    text = str(given).strip()
+    return int(text) % 2**32 if text.lstrip("-").isdigit() else zlib.crc32(text.encode())
 
 
 #: Set by pytest-xdist in each worker: the number of workers the run started.
