@@ -88,3 +88,18 @@ def test_a_timeout_mark_of_the_users_own_wins(pytester: pytest.Pytester) -> None
     result = pytester.runpytest_subprocess("--stateful-contract-profile", "thorough", "-k", "SC11",
                                            "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*Timeout (>1.0s) from pytest-timeout*"])
+
+
+def test_a_hypothesis_without_the_internals_used_degrades_with_a_clear_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hypothesis.configuration is not public API: where its functions moved, the check runs on and says what
+    it cannot do, instead of crashing every run."""
+    import hypothesis.configuration
+
+    from stateful_contract import _checking
+
+    _checking._warn_home_moved.cache_clear()
+    monkeypatch.delattr(hypothesis.configuration, "storage_directory")
+    with pytest.warns(UserWarning, match=r"has no hypothesis\.configuration\.storage_directory"):
+        assert check("zoo:epoch_loader", clauses=["SC01"]).passed
