@@ -95,6 +95,7 @@ def check(
         factory = drawn_through(factory, consume)
         factory_import += "\n" + consume_import_line(consume, consume_spec)
     notes = [f"expected failure {unknown!r} names no clause" for unknown in opts.unknown_expected]
+    notes += opts.declared_notes  # what the user declared of their trainer
     selected = opts.selected
     example_timeout = prof.timeout if opts.timeout is None else opts.timeout
     alignment, world_size = opts.checkpoint_alignment, opts.world_size
@@ -155,7 +156,8 @@ def check(
                     num_workers=list(opts.space.num_workers),
                     checkpoint_alignment=None if alignment is None else str(alignment),
                     consume=None if consume is None else consume_spec or describe_factory(consume),
-                    notes=notes, interrupted=interrupted, stopped_at=run.stopped_at)
+                    notes=notes, interrupted=interrupted, stopped_at=run.stopped_at,
+                    endless=run.endless)
     left = [r.id for r in report.results if r.status == "not-judged" and r.id in selected]
     if interrupted and left:
         report.notes.append(f"to judge only the clauses left: {hint_clauses(*left)}")

@@ -11,9 +11,10 @@ from typing import TextIO
 
 from ._engine.advice import advisories
 from ._engine.coverage import describe_coverage, describe_space
+from ._engine.endless import NOT_ON_ENDLESS
 from .report import ClauseResult, Report, same_causes
 
-__all__ = ["SHOWN", "coverage_line", "impact_text", "not_judged_verdict", "plural", "ran", "render_failures", "render_report", "render_result",
+__all__ = ["SHOWN", "coverage_line", "endless_line", "impact_text", "not_judged_verdict", "plural", "policy_words", "ran", "render_failures", "render_report", "render_result",
            "story", "summary_line", "title"]
 
 #: How the statuses read in a terminal.
@@ -29,6 +30,17 @@ def plural(count: int, noun: str) -> str:
 def title(report: Report) -> str:
     """``StatefulLoader contract v1``: which contract, which version of it."""
     return f"StatefulLoader contract v{report.contract_version}"
+
+
+def policy_words(alignment: str | None) -> str:
+    """A declared checkpoint policy in the words the report, the Markdown and the badge use ("" for none)."""
+    if not alignment:
+        return ""
+    if alignment == "epoch":
+        return "checked at epoch ends"
+    if alignment == "window":
+        return "checked at window boundaries"
+    return f"checked every {alignment} batches"
 
 
 def ran(report: Report) -> list[tuple[ClauseResult, str | None]]:
@@ -84,6 +96,16 @@ def render_result(result: ClauseResult) -> str:
     return "\n".join(lines)
 
 
+def endless_line(report: Report) -> str:
+    """``endless stream (found): ...``: how the loader was checked, when its passes never end ("" otherwise)."""
+    if not report.endless:
+        return ""
+    how = "declared" if report.endless == "declared" else "found: its first pass never ended"
+    left = [r.id for r in report.results if r.status == "not-judged" and r.message.startswith(NOT_ON_ENDLESS)]
+    return (f"endless stream ({how}): checked as one stream, resumes compared over two epochs of the dataset "
+            "past each checkpoint" + (f"; {', '.join(left)} {NOT_ON_ENDLESS}" if left else ""))
+
+
 def coverage_line(report: Report) -> str:
     """What the search covered, over every clause, in one line ("" when nothing was searched)."""
     counts = report.coverage
@@ -91,8 +113,8 @@ def coverage_line(report: Report) -> str:
         return ""
     seed = "derandomized" if report.seed is None else f"seed {report.seed}"
     line = f"coverage: {describe_coverage(counts)} ({seed})"
-    if report.num_workers:  # the share of the checkpoint space (report format 5 on)
-        line += "; " + describe_space(counts, report.num_workers, report.checkpoint_alignment is not None)
+    if report.num_workers and not report.endless:  # the share of the (epoch-relative) checkpoint space
+        line += "; " + describe_space(counts, report.num_workers, report.checkpoint_alignment)
     return line
 
 
@@ -100,13 +122,15 @@ def render_report(report: Report, out: TextIO) -> None:
     """One line per clause, the verdict, then what failed with its reproduction."""
     out.write(f"{title(report)}: {report.target} (profile {report.profile}"
               + (f", {report.world_size} ranks" if report.world_size > 1 else "") + ")\n")
-    if report.checkpoint_alignment == "window":
-        out.write("  declared checkpoint alignment: window boundaries (every grad_acc_step batches)\n")
-    elif report.checkpoint_alignment:
-        out.write(f"  declared checkpoint alignment: every {report.checkpoint_alignment} batches\n")
+    if report.checkpoint_alignment:  # the declared checkpoint policy: where the loader was checked
+        out.write(f"  declared checkpoint policy: {policy_words(report.checkpoint_alignment)} ("
+                  + {"epoch": "after each pass's StopIteration", "window": "every grad_acc_step batches"}.get(
+                      report.checkpoint_alignment, "within each epoch, and at its end") + ")\n")
     if report.consume:
         out.write(f"  declared consumption: batches drawn through {report.consume}(loader), "
                   "states from loader.state_dict()\n")
+    if report.endless:
+        out.write(f"  {endless_line(report)}\n")
     for r, same_as in ran(report):
         out.write(f"  {r.id + ' ' + r.name:<45} {SHOWN[r.status]:<10} {r.seconds:6.2f} s  "
                   f"{summary_line(r, same_as)}\n")

@@ -10,7 +10,8 @@ from typing import Any
 
 from ._engine import lending
 from ._engine.advice import collecting
-from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
+from ._engine.endless import NOT_ON_ENDLESS
+from ._engine.example import ClauseLike, ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import Executor, StartFailed
 from ._engine.guard import raise_lost_ctrl_c
 from ._engine.outcome import ClauseViolation, Outcome
@@ -48,6 +49,27 @@ def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
             config.drop_last, *where)
 
 
+class _EndlessWatch:
+    """The executor, noting whether an uninterrupted run's first pass never ended (`ExampleRun.endless`)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.seen = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.executor, name)
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        got = self.executor.lengths(clause, config)
+        self.seen = self.seen or (isinstance(got, ExampleRun) and got.endless)
+        return got
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
+        runs = self.executor.run(clause, config, plan)
+        self.seen = self.seen or any(r.endless for r in runs)
+        return runs
+
+
 class _Run:
     def __init__(self, executor: Executor, options: CheckOptions, *, notes: list[str],
                  progress: Callable[[Progress], None] | None = None, seed: int | None = None,
@@ -76,6 +98,18 @@ class _Run:
         self.current: Clause | None = None
         #: The clause whose failure stopped the run (`CheckOptions.exitfirst`).
         self.stopped_at: str | None = None
+        #: ``"declared"`` or ``"found"`` once the loader is checked as an endless stream (`Report.endless`).
+        self.endless: str | None = None
+        self.endless_seen = False
+        if options.endless:
+            self.as_endless("declared")
+        elif replay is not None and replay[0].endless:  # a recorded example of an endless stream
+            self.as_endless("found")
+
+    def as_endless(self, how: str) -> None:
+        """Check the loader as an endless stream from now on: every config drawn says so."""
+        self.endless = how
+        self.options = self.options.replace(space=replace(self.options.space, endless=True))
 
     def emit(self, c: Clause, done: int, total: int, status: Status | None = None, seconds: float = 0.0) -> None:
         raise_lost_ctrl_c()  # after every example, as the waits for a child's answer do
@@ -83,7 +117,12 @@ class _Run:
             self.progress(Progress(c.id, c.name, done, total, status, seconds))
 
     def blocked(self, c: Clause) -> str | None:
-        """Why ``c`` cannot be judged, when something it needs does not hold."""
+        """Why ``c`` cannot be judged, when something it needs does not hold (or the declared policy excludes it,
+        or it does not apply to an endless stream)."""
+        if self.endless is not None and c.not_on_endless:
+            return f"{NOT_ON_ENDLESS}: {c.not_on_endless}"
+        if (excluded := c.excluded_by(self.options.checkpoint_alignment)) is not None:
+            return excluded
         for need in c.needs:
             if need == LOAD:
                 if self.load_probe == "unusable":
@@ -97,9 +136,21 @@ class _Run:
         return None
 
     def judge(self, c: Clause) -> Outcome:
+        """``c``'s verdict. A clause whose uninterrupted run never ended its first pass is judged again, and
+        the loader checked as an endless stream from then on (an undeclared endless loader: `as_endless`)."""
+        self.endless_seen = False
+        outcome = self.judge_once(c)
+        if self.endless_seen and self.endless is None:
+            self.as_endless("found")
+            why = self.blocked(c)
+            outcome = Outcome("not-judged", message=why) if why is not None else self.judge_once(c)
+        return outcome
+
+    def judge_once(self, c: Clause) -> Outcome:
         if c.probes_load and self.load_failed is not None:
             # The probe was this clause's example: running it again would hang or crash the same way.
             return self.outcome_of_run(c, self.load_failed)
+        c = c.declared(self.options.declarations)  # what the user declared of their trainer, for its scenarios on every rank
         restarted = c.restarted()
         worlds = c.fresh_worlds(self.executor.world_size)
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
@@ -112,15 +163,20 @@ class _Run:
             if self.replay is not None and c.budget != "once":
                 # SC18 replays the config alone.
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
-                failed = replay_one(c, self.executor, config, plan)
+                watched = _EndlessWatch(self.executor)
+                failed = replay_one(c, watched, config, plan)
+                self.endless_seen = watched.seen
                 outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
                            else replace(failed.outcome, reproduction=failed.reproduction, examples=1))
                 if outcome.status == "passed":
                     passed.append((config, plan))
             else:
-                outcome = search(c, self.executor, space=self.options.space, profile=self.profile,
+                watched = _EndlessWatch(self.executor)
+                outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
-                                 database_key=self.database_key, passed=passed, on_example=lambda done, total: self.emit(c, done, total))
+                                 database_key=self.database_key, epoch_hook=self.options.epoch_hook,
+                                 passed=passed, on_example=lambda done, total: self.emit(c, done, total))
+                self.endless_seen = watched.seen
             if outcome.status == "passed" and restarted is not None and passed and worlds:
                 if getattr(self.executor, "fresh_processes", True):
                     outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
@@ -234,6 +290,11 @@ class _Run:
         order = run_order(self.selected)
         needed = {n for c in order for n in c.needs}
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
+        waived = {c.id: why for c in order if (why := c.waived(self.options.declarations)) is not None}
+        for cid, why in waived.items():  # a declaration says the clause does not apply: shown, not judged
+            self.record(clause(cid), Outcome("skipped", message=why), 0.0)
+            self.notes.append(f"{cid} {why}")
+        order = [c for c in order if c.id not in waived]
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
         apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
         for c in order:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from ._render import title
+from ._render import policy_words, title
 from .clauses.registry import TIERS
 from .report import JUDGED_STATUSES, ClauseResult, Report
 
@@ -106,17 +106,18 @@ def badge_message(report: Report) -> str:
     failing = [r.id for r in core if r.is_failure]
     if failing:
         hint = impact_hint([r for r in core if r.is_failure])
-        return f"failing {_named(failing, MAX_NAMED_FAILING)}" + (f": {hint}" if hint else "")
+        return (f"failing {_named(failing, MAX_NAMED_FAILING)}" + (f": {hint}" if hint else "")
+                + (", endless stream" if report.endless else ""))
     if not any(r.status in JUDGED_STATUSES for r in core):
         return "not judged"  # no core clause came to a verdict: nothing is known to pass
     message = "passing"
     deviations = [r.id for r in core if r.status == "expected-failure"]
     if deviations:
         message += " except " + _named(deviations)
-    align = report.checkpoint_alignment  # "window" or a number of batches
-    if align:
-        message += (", " if deviations else " ") + (
-            "window-aligned" if align == "window" else f"aligned to {align} batches")
+    if report.checkpoint_alignment:  # the declared checkpoint policy
+        message += ", " + policy_words(report.checkpoint_alignment)
+    if report.endless:  # what was judged: one endless stream, not epochs
+        message += ", endless stream"
     strict = _ran(report, _MENTIONED_TIERS)
     if strict:
         message += ", fails strict" if any(r.is_failure for r in strict) else " + strict"

@@ -33,6 +33,7 @@ from typing import Any, NoReturn, TextIO
 
 from . import badge, export, replay
 from ._checking import CheckInterrupted, FactoryError, check
+from ._declare import add_declaration_arguments, declarations_of
 from ._engine.guard import sigint_ignored
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT
 from ._faces import speaking
@@ -40,7 +41,8 @@ from ._render import SHOWN, plural, ran, render_failures, render_report, story, 
 from ._target import TargetError
 from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION
-from .options import CheckOptions, OptionError, UnknownClauseWarning, alignment_of
+from .config import ConfigSpace
+from .options import CheckOptions, OptionError, UnknownClauseWarning
 from .profiles import PROFILES
 from .report import same_causes
 
@@ -97,7 +99,8 @@ def _expected(items: Sequence[str]) -> dict[str, str]:
 
 
 #: The flag of each `CheckOptions` field whose flag is not its name with dashes.
-_FLAGS = {"clauses": "--clause", "expected_failures": "--expect-fail", "isolation": "--in-process"}
+_FLAGS = {"clauses": "--clause", "expected_failures": "--expect-fail", "isolation": "--in-process",
+          "space": "--config-space"}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 
 
@@ -112,6 +115,14 @@ def _memory(value: str | None) -> int | None:
         raise OptionError("memory_limit", f"takes a size such as 4G or 512M, or 'none', got {value!r}")
     number, unit = float(found.group(1)), found.group(2).lower()
     return int(number * (1 << (10 * " kmgt".index(unit or " ")))) or None
+
+
+def _space(items: Sequence[str] | None) -> ConfigSpace:
+    """``--config-space NAME=VALUES ...`` as the `ConfigSpace` it narrows the default one to."""
+    try:
+        return ConfigSpace() if items is None else ConfigSpace.parse(items)
+    except ValueError as e:
+        raise OptionError("space", str(e)) from None
 
 
 @contextlib.contextmanager
@@ -135,10 +146,12 @@ def _options(args: argparse.Namespace) -> CheckOptions:
         warnings.simplefilter("error", UnknownClauseWarning)  # a typo on a command line is caught now
         return CheckOptions(
             profile=args.profile, clauses=",".join(args.clause) or None,
-            expected_failures=_expected(args.expect_fail), checkpoint_alignment=alignment_of(args.checkpoint_alignment),
+            expected_failures=_expected(args.expect_fail), checkpoint_alignment=args.checkpoint_alignment,
             strict=args.strict, timeout=args.timeout, world_size=args.world_size,
             isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
-            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst, consume=args.consume)
+            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst, consume=args.consume,
+            space=_space(args.config_space), epoch_hook=args.epoch_hook, endless=args.endless,
+            **declarations_of(args))
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -270,13 +283,24 @@ def _parser() -> argparse.ArgumentParser:
                         "SC10,resume-survives-several-hops)")
     p.add_argument("--expect-fail", action="append", default=[], metavar="ID=REASON",
                    help="declare an expected failure (repeatable)")
-    p.add_argument("--checkpoint-alignment", metavar="window|N",
-                   help="declare the loader exact only at window boundaries (or every N batches)")
+    p.add_argument("--checkpoint-alignment", metavar="epoch|window|N",
+                   help="declare the trainer's checkpoint policy, where the loader must be exact: only at epoch "
+                        "ends (after StopIteration), at grad-acc window boundaries, or every N batches")
+    p.add_argument("--epoch-hook", default="set_epoch", metavar="NAME",
+                   help="the method the trainer calls with the epoch before each one (default set_epoch; "
+                        "OLMo-core: reshuffle): SC21's loop calls it")
+    p.add_argument("--config-space", nargs="+", action="extend", metavar="NAME=VALUES",
+                   help="narrow the configuration space searched, as a test class's config_space does: "
+                        "num_workers=0,2 grad_acc_step=1..8 (also dataset_size, batch_size: LOW..HIGH or one number)")
     p.add_argument("--consume", metavar="MODULE:FUNCTION",
                    help="the trainer draws batches through FUNCTION(loader) (a preloader, say) and saves "
                         "loader.state_dict(): check that pair")
     p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
+    p.add_argument("--endless", action="store_true",
+                   help="declare the loader endless (its passes never end): checked as one stream, and a pass "
+                        "that ends fails (an undeclared endless loader is recognised on its first pass)")
     p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
+    add_declaration_arguments(p)
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
     p.add_argument("--memory-limit", metavar="SIZE",
                    help="memory the loader's processes may gain during one example, e.g. 2G (default 4G; 'none')")

@@ -8,9 +8,10 @@ contract can still say which samples it lost or repeated.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -165,6 +166,11 @@ class LoaderConfig:
     world_size: int = 1
     extra: tuple[tuple[str, Any], ...] = ()
     """Free-form ``(name, value)`` pairs for factories that need more knobs."""
+    endless: bool = False
+    """The loader's passes do not end (it cycles over its data: ``infinite=True``, ``itertools.cycle``,
+    MindSpeed-MM's ``cyclic=True``), declared or found by the check: the contract then compares one
+    endless stream, not epochs (docs/clauses.md, "Endless streams"). A factory may read it to build
+    its own endless mode."""
 
     def __post_init__(self) -> None:
         for name in ("dataset_size", "batch_size", "grad_acc_step"):
@@ -245,6 +251,13 @@ class LoaderConfig:
             return list(range(self.dataset_size))
         return torch.randperm(self.dataset_size, generator=torch.Generator().manual_seed(self.seed)).tolist()
 
+    @property
+    def epoch_batches(self) -> int:
+        """Batches one epoch of this rank's share of the dataset makes with a plain batch sampler (0 with
+        ``drop_last`` and fewer samples than ``batch_size``): an endless stream's horizon is counted in them."""
+        samples = -(-self.dataset_size // self.world_size)
+        return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
+
     def as_code(self) -> str:
         """A Python expression that rebuilds this config (used in reproductions)."""
         defaults = LoaderConfig()
@@ -257,7 +270,7 @@ def loader_configs(draw: st.DrawFn, *, num_workers: st.SearchStrategy[int] = st.
                    dataset_size: st.SearchStrategy[int] = st.integers(1, 24),
                    batch_size: st.SearchStrategy[int] = st.integers(1, 5),
                    grad_acc_step: st.SearchStrategy[int] = st.integers(1, 8),
-                   rank: int = 0, world_size: int = 1) -> LoaderConfig:
+                   rank: int = 0, world_size: int = 1, endless: bool = False) -> LoaderConfig:
     """Configurations the way users build loaders.
 
     Shrinks towards the simplest loader: no shuffling, default generator, no ``drop_last``, one
@@ -273,7 +286,32 @@ def loader_configs(draw: st.DrawFn, *, num_workers: st.SearchStrategy[int] = st.
         generator=draw(st.sampled_from(get_args(GeneratorKind))), seed=draw(st.integers(0, 2**16)),
         drop_last=draw(st.booleans()), num_workers=(workers := draw(num_workers)),
         persistent_workers=workers > 0 and draw(st.booleans()), grad_acc_step=draw(grad_acc_step),
-        rank=rank, world_size=world_size)
+        rank=rank, world_size=world_size, endless=endless)
+
+
+#: The fields of `ConfigSpace` a command line may narrow, and the least value each takes.
+_SPACE_FIELDS = {"num_workers": 0, "dataset_size": 1, "batch_size": 1, "grad_acc_step": 1}
+
+
+def _space_values(name: str, text: str, *, least: int) -> tuple[int, ...]:
+    """``0,2`` -> (0, 2) for ``num_workers``; ``1..8`` -> (1, 8), ``4`` -> (4, 4) for a range field."""
+    def number(part: str) -> int:
+        part = part.strip()
+        if not part.isdigit() or int(part) < least:
+            raise ValueError(f"{name} takes whole numbers >= {least}, got {part!r} in {name}={text}")
+        return int(part)
+
+    low, dots, high = text.partition("..")
+    if dots:
+        bounds = number(low), number(high)
+        if bounds[0] > bounds[1]:
+            raise ValueError(f"{name}={text} is an empty range (write LOW..HIGH, LOW <= HIGH)")
+        return tuple(range(bounds[0], bounds[1] + 1)) if name == "num_workers" else bounds
+    if name == "num_workers":
+        return tuple(sorted({number(part) for part in text.split(",")}))
+    if "," in text:
+        raise ValueError(f"{name} takes a range LOW..HIGH or one number, got {name}={text}")
+    return number(text), number(text)
 
 
 @dataclass(frozen=True)
@@ -281,20 +319,49 @@ class ConfigSpace:
     """The part of the configuration space a check explores.
 
     Narrow it when an implementation only supports part of it (a loader without
-    worker support: ``num_workers=(0,)``). Ranges are inclusive ``(low, high)``.
+    worker support: ``num_workers=(0,)``). Ranges are inclusive ``(low, high)``. A command
+    line writes it as `parse` reads it: ``num_workers=0,2 grad_acc_step=1..8``.
     """
 
     num_workers: tuple[int, ...] = (0, 1, 2)
     dataset_size: tuple[int, int] = (1, 24)
     batch_size: tuple[int, int] = (1, 5)
     grad_acc_step: tuple[int, int] = (1, 8)
+    #: The loader is endless (`LoaderConfig.endless`): every config drawn says so, and none has an epoch of
+    #: no batch (a loader cycling over an empty epoch spins without yielding).
+    endless: bool = False
+
+    def fitted(self, config: LoaderConfig) -> LoaderConfig:
+        """``config`` as this space draws it (endless or not): fixed and explicit examples go through here."""
+        return config if config.endless == self.endless else dataclasses.replace(config, endless=self.endless)
+
+    @classmethod
+    def parse(cls, text: str | Sequence[str]) -> ConfigSpace:
+        """The space ``text`` narrows the default one to: ``NAME=VALUES`` items, space-separated (or a
+        sequence of them); ``num_workers`` takes counts (``0,2``) or a range (``0..2``), the other fields a
+        range ``LOW..HIGH`` or one number. `ValueError` says which item is wrong and what it takes."""
+        items = text.split() if isinstance(text, str) else [part for item in text for part in item.split()]
+        if not items:
+            raise ValueError("takes NAME=VALUES items, e.g. num_workers=0,2 grad_acc_step=1..8; got nothing")
+        defaults, given = cls(), {}
+        for item in items:
+            name, sep, values = item.partition("=")
+            name = name.strip()
+            if not sep or name not in _SPACE_FIELDS:
+                raise ValueError(f"takes NAME=VALUES items, NAME one of {', '.join(_SPACE_FIELDS)} "
+                                 f"(e.g. num_workers=0,2 grad_acc_step=1..8), got {item!r}")
+            if name in given:
+                raise ValueError(f"names {name} twice ({item!r})")
+            given[name] = _space_values(name, values, least=_SPACE_FIELDS[name])
+        return cls(**{name: given.get(name, getattr(defaults, name)) for name in _SPACE_FIELDS})
 
     def configs(self, *, workers: bool, rank: int = 0, world_size: int = 1) -> st.SearchStrategy[LoaderConfig]:
         """Configs with ``num_workers == 0`` (``workers=False``) or with worker processes."""
         counts = [n for n in self.num_workers if (n > 0) == workers]
         if not counts:
             return st.nothing()
-        return loader_configs(
+        drawn = loader_configs(
             num_workers=st.sampled_from(counts), dataset_size=st.integers(*self.dataset_size),
             batch_size=st.integers(*self.batch_size), grad_acc_step=st.integers(*self.grad_acc_step),
-            rank=rank, world_size=world_size)
+            rank=rank, world_size=world_size, endless=self.endless)
+        return drawn.filter(lambda c: c.epoch_batches > 0) if self.endless else drawn

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ._engine.advice import advisories
 from ._engine.coverage import POINT_PREFIX
-from ._render import SHOWN, coverage_line, plural, ran, render_result, summary_line, title
+from ._render import SHOWN, coverage_line, plural, policy_words, ran, render_result, summary_line, title
 from .report import Report
 
 __all__ = ["junit_xml", "markdown_summary", "write_junit", "write_markdown"]
@@ -89,11 +89,13 @@ def markdown_summary(report: Report) -> str:
     facts = [f"profile `{report.profile}`", "derandomized" if report.seed is None else f"seed `{report.seed}`"]
     if report.world_size > 1:
         facts.append(f"{report.world_size} ranks")
-    if report.checkpoint_alignment:
-        facts.append("declared exact at window boundaries only" if report.checkpoint_alignment == "window"
-                     else f"declared exact every {report.checkpoint_alignment} batches only")
+    if report.checkpoint_alignment:  # the declared checkpoint policy
+        facts.append(policy_words(report.checkpoint_alignment))
     if report.consume:
         facts.append(f"batches drawn through `{report.consume}(loader)`, states from the loader")
+    if report.endless:
+        facts.append("endless stream (" + ("declared" if report.endless == "declared" else "found") + "): "
+                     "checked as one stream, the clauses that need a pass to end not judged")
     lines += [", ".join(facts), "", "| clause | status | time | detail |", "| --- | --- | ---: | --- |"]
     for r, same_as in walk:
         lines.append(f"| {r.id} {_cell(r.name)} | {_MARK.get(r.status, SHOWN[r.status])} | {r.seconds:.2f} s | "

@@ -11,6 +11,7 @@ whichever face gave it, and an expected failure naming no clause is warned about
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ from ._engine.plans import Alignment
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ._faces import hint_expected_failures, in_face
 from .clauses import CLAUSES, default_selection
+from .clauses.distributed import CheckpointLayout
 from .clauses.registry import TIERS, lookup
 from .config import ConfigSpace
 from .profiles import PROFILES
@@ -80,10 +82,16 @@ class CheckOptions:
     #: Clause ID -> reason, for clauses the loader is known to fail: such a clause that fails is an
     #: expected failure, one that passes an unexpected pass, which fails the check (the list stays current).
     expected_failures: ExpectedFailures = field(default_factory=dict)
-    #: None (checkpoints anywhere), ``"window"`` or a number of batches: the loader is exact only
-    #: there, so checkpoints are drawn only there, and the report says so.
+    #: The trainer's checkpoint policy: None (checkpoints anywhere), ``"epoch"`` (only at epoch ends, after
+    #: the pass's ``StopIteration``), ``"window"`` or a number of batches (digits too, as a command line
+    #: writes them): the loader is exact only there, so checkpoints are drawn only there, a clause whose
+    #: every checkpoint the policy excludes is not judged, and the report says so (`alignment_of`).
     checkpoint_alignment: Alignment = None
-    #: The part of the configuration space searched.
+    #: The method the trainer calls on the loader (or its sampler) with the epoch before each one: SC21's loop
+    #: calls it (OLMo-core's trainer: ``"reshuffle"``; `stateful_contract.TrainerView` answers to it).
+    epoch_hook: str = "set_epoch"
+    #: The part of the configuration space searched (a command line's ``--config-space num_workers=0,2
+    #: grad_acc_step=1..8`` is `ConfigSpace.parse`).
     space: ConfigSpace = field(default_factory=ConfigSpace)
     #: Ranks of torch.distributed (gloo) every example runs on at once; more than one adds the
     #: multi-rank clauses.
@@ -109,10 +117,22 @@ class CheckOptions:
     exitfirst: bool = False
     #: Keeps a multi-rank run's files (states, checkpoints, rank logs) there.
     run_dir: str | Path | None = None
+    #: The trainer keeps the global batch (per-rank batch x ranks) fixed when the world size changes, as
+    #: OLMo-core and Megatron do: a world of M ranks resumes with per-rank batch = global / M (SC31, SC32).
+    fixed_global_batch: bool = False
+    #: The trainer handles ranks with uneven numbers of batches (DDP's ``Join``): SC32 does not apply.
+    joins_uneven_inputs: bool = False
+    #: How the trainer saves the loader's state on several ranks (SC30): None, every way trainers do;
+    #: ``"per-rank-files"``: each rank ``torch.save``s its own file, as MindSpeed-MM does.
+    checkpoint_layout: CheckpointLayout | None = None
     #: How the trainer draws batches: ``"module:function"`` (or the function) mapping the loader to the
     #: iterator it consumes (a preloader, say); every batch is then drawn through it and every state taken
     #: from the loader at that instant, as the trainer's save does (docs/quickstart.md, "A preloader").
     consume: str | Callable[[Any], Any] | None = None
+    #: The loader's passes never end (it cycles over its data): checked as one endless stream from the start
+    #: (an undeclared one is recognised on its first pass); a pass that ends then fails. docs/clauses.md,
+    #: "Endless streams".
+    endless: bool = False
     #: Expected failures given that name no clause: warned about once, when given, and left out.
     unknown_expected: tuple[str, ...] = field(default=(), repr=False)
 
@@ -131,10 +151,10 @@ class CheckOptions:
             except KeyError as e:
                 raise OptionError("clauses", f"names an {e.args[0]}") from None
         put("expected_failures", MappingProxyType(self._expected(self.expected_failures)))
-        alignment = self.checkpoint_alignment
-        if not (alignment is None or alignment == "window" or _whole(alignment, 1)):
-            raise OptionError("checkpoint_alignment",
-                              f"takes 'window' or a whole number of batches >= 1, got {alignment!r}")
+        put("checkpoint_alignment", alignment_of(self.checkpoint_alignment))
+        if not (isinstance(self.epoch_hook, str) and self.epoch_hook.isidentifier()
+                and not keyword.iskeyword(self.epoch_hook)):
+            raise OptionError("epoch_hook", f"takes the name of a method, e.g. 'reshuffle', got {self.epoch_hook!r}")
         if self.jobs is None:
             put("jobs", default_jobs())
         for name, least, takes in (("world_size", 1, "a number >= 1"), ("jobs", 1, "a number >= 1"),
@@ -154,10 +174,21 @@ class CheckOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
                 raise OptionError(name, f"takes seconds >= 0 (0: none), got {value!r}")
+        for name in ("fixed_global_batch", "joins_uneven_inputs"):
+            if not isinstance(getattr(self, name), bool):
+                raise OptionError(name, f"takes True or False, got {getattr(self, name)!r}")
+        if self.checkpoint_layout not in (None, *get_args(CheckpointLayout)):
+            raise OptionError("checkpoint_layout", f"takes one of {', '.join(get_args(CheckpointLayout))} or "
+                                                   f"None (every layout), got {self.checkpoint_layout!r}")
         if self.consume is not None and not (callable(self.consume) or (
                 isinstance(self.consume, str) and ":" in self.consume.strip(":"))):
             raise OptionError("consume", "takes 'module:function' (or the function itself): the loader -> the "
                                          f"iterator the trainer draws batches from, got {self.consume!r}")
+        if not isinstance(self.endless, bool):
+            raise OptionError("endless", f"takes True or False, got {self.endless!r}")
+        if self.endless and self.checkpoint_alignment == "epoch":  # declared: no pass ends, so no epoch end
+            raise OptionError("checkpoint_alignment", "'epoch' needs passes that end: an endless stream (endless) "
+                                                      "has no epoch end to checkpoint at")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
@@ -187,6 +218,18 @@ class CheckOptions:
         return dataclasses.replace(self, **changes)
 
     @property
+    def declarations(self) -> dict[str, Any]:
+        """What the user declared of their trainer, by field name: the clauses that read one get it
+        (`Clause.reads`, `Clause.waived_by`)."""
+        return {name: getattr(self, name) for name in DECLARATIONS}
+
+    @property
+    def declared_notes(self) -> list[str]:
+        """What the report says of each declaration given (``declared: ...``)."""
+        return [f"declared: {text.format(value=value)}" for name, text in DECLARATIONS.items()
+                if (value := getattr(self, name)) not in (None, False)]
+
+    @property
     def selected(self) -> list[str]:
         """The clause IDs the check judges: the named ones, or every clause of the tiers that apply."""
         if self.clauses is None:
@@ -202,6 +245,7 @@ class CheckKeywords(TypedDict, total=False):
     strict: bool
     expected_failures: ExpectedFailures
     checkpoint_alignment: Alignment
+    epoch_hook: str
     space: ConfigSpace
     world_size: int
     timeout: float | None
@@ -212,13 +256,34 @@ class CheckKeywords(TypedDict, total=False):
     seed: int | None
     exitfirst: bool
     run_dir: str | Path | None
+    fixed_global_batch: bool
+    joins_uneven_inputs: bool
+    checkpoint_layout: CheckpointLayout | None
     consume: str | Callable[[Any], Any] | None
+    endless: bool
+
+
+#: The fields of `CheckOptions` that declare how the user's trainer runs (`CheckOptions.declarations`), and
+#: what each says on the report when given.
+DECLARATIONS = {
+    "fixed_global_batch": "the trainer keeps the global batch fixed when the world size changes: SC31 and SC32 "
+                          "resume M ranks with per-rank batch = global / M",
+    "joins_uneven_inputs": "the trainer handles ranks with uneven batch counts (DDP's Join): SC32 does not apply",
+    "checkpoint_layout": "the trainer saves the loader's state as {value}: SC30 judges that layout alone",
+}
 
 
 def _whole(value: object, least: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
-def alignment_of(text: str | None) -> Any:
-    """A checkpoint alignment as a command line or a report writes it: ``window`` or a number of batches."""
-    return int(text) if text is not None and text.strip().isdigit() else text
+def alignment_of(value: object) -> Alignment:
+    """The checkpoint policy, as every face gives it (the one place it is read): None, ``"epoch"``,
+    ``"window"``, or a whole number of batches >= 1, as an int or as the digits a command line or a report
+    writes; `OptionError` otherwise."""
+    if isinstance(value, str):
+        value = int(value) if value.strip().isdigit() else value.strip().lower()
+    if value is None or value in ("epoch", "window") or _whole(value, 1):
+        return value  # type: ignore[return-value]
+    raise OptionError("checkpoint_alignment", "takes 'epoch' (checkpoints only at epoch ends), 'window' (only at "
+                                              f"grad-acc window boundaries) or a whole number of batches >= 1, got {value!r}")

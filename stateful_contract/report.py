@@ -39,9 +39,14 @@ JUDGED_STATUSES: frozenset[str] = frozenset({"passed", "failed", "expected-failu
 #: ``counts``, ``unit``, ``epoch``, ``at``; null unless failed) and ``same_cause`` (clause ID -> the ID told
 #: in full). 7: the clause a check stopped at (``stopped_at``, exitfirst; null otherwise; the clauses not
 #: reached are ``not-judged``, their message starting "not run").
-#: 8: the declared consumption (``consume``: ``module:function``, null when none). 9: the verdict
-#: ``"not-judged"``, for a run none of whose clauses came to a verdict (it read ``"pass"`` before).
-REPORT_FORMAT = 9
+#: 8: the declared consumption (``consume``: ``module:function``, null when none).
+#: 9: ``checkpoint_alignment`` may be ``"epoch"`` (the declared checkpoint policy: only at epoch ends), and a
+#: clause that policy excludes is ``not-judged``, its message starting "does not apply under the declared
+#: checkpoint policy".
+#: 10: ``endless`` ("declared" or "found": the loader was checked as one endless stream; null otherwise).
+#: 11: the verdict ``"not-judged"``, for a run none of whose clauses came to a verdict (it read ``"fail"``,
+#: and before format 10 ``"pass"``).
+REPORT_FORMAT = 11
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -155,6 +160,7 @@ class Report:
     profile: str = "ci"
     strict: bool = False
     world_size: int = 1
+    #: The declared checkpoint policy: ``"epoch"``, ``"window"``, a number of batches as digits, or None.
     checkpoint_alignment: str | None = None
     #: The declared consumption (``module:function``): batches were drawn through it, states taken from the
     #: loader (None: from the loader itself; reports before format 8 have none).
@@ -170,6 +176,9 @@ class Report:
     interrupted: bool = False
     #: The clause whose failure stopped the check (``exitfirst``); None when it ran to the end.
     stopped_at: str | None = None
+    #: ``"declared"`` or ``"found"``: the loader's passes never end, and it was checked as one endless stream
+    #: (the clauses that need a pass to end are not judged, saying so); None: its passes end.
+    endless: str | None = None
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:

@@ -19,6 +19,7 @@ from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ._faces import speaking
 from ._render import render_result
 from ._target import factory_import_line
+from .clauses.distributed import CheckpointLayout
 from .clauses.registry import lookup
 from .config import ConfigSpace, LoaderConfig
 from .options import CheckOptions, ExpectedFailures
@@ -45,6 +46,7 @@ class StatefulLoaderContract:
 
     expected_failures: ClassVar[ExpectedFailures] = {}
     checkpoint_alignment: ClassVar[Alignment] = None
+    epoch_hook: ClassVar[str] = "set_epoch"
     config_space: ClassVar[ConfigSpace] = ConfigSpace()
     strict: ClassVar[bool] = False
     profile: ClassVar[str] = "ci"
@@ -54,6 +56,10 @@ class StatefulLoaderContract:
     memory_limit: ClassVar[int | None] = DEFAULT_MEMORY_LIMIT
     jobs: ClassVar[int | None] = None
     exitfirst: ClassVar[bool] = False
+    fixed_global_batch: ClassVar[bool] = False
+    joins_uneven_inputs: ClassVar[bool] = False
+    checkpoint_layout: ClassVar[CheckpointLayout | None] = None
+    endless: ClassVar[bool] = False
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
         """The hook: return a fresh loader for ``config`` on every call.

@@ -114,7 +114,9 @@ class GlobalPosition(Shards):
     ``end`` is the order's length cut to a multiple of W (times the batch size with ``drop_last``),
     so every rank has as many batches as the others. The state says how far the whole world got
     (``consumed``, the same on every rank at the same step) and where the epoch ends; a world of
-    another size resumes the rest of the epoch from there, then goes on with its own epochs.
+    another size resumes the rest of the epoch from there, then goes on with its own epochs. That rest,
+    cut for the old world, is dealt unevenly over a new one (2 -> 3 ranks): exact (SC31), but out of step
+    (SC32).
     """
 
     def __init__(self, config: LoaderConfig) -> None:
@@ -265,6 +267,14 @@ class ReshardsEveryResume(PaddedReshard):
             self.passes, self.offset = [*self.passes, [self.config.world_size, self.offset]], 0
 
 
+def uneven_shards(config: LoaderConfig) -> Shards:
+    """Rank r reads ``order[r::W]``, as ``DistributedSampler`` would without its padding: 7 samples on 2 ranks
+    deal 4 batches of 1 to rank 0 and 3 to rank 1, and a world of 3 resumed from a 2-rank state deals
+    the rest of 8 samples unevenly too. Correct for one rank; on several, only under a trainer that joins
+    uneven inputs (SC32)."""
+    return Shards(config)
+
+
 def padded_reshard(config: LoaderConfig) -> PaddedReshard:
     return PaddedReshard(config)
 
@@ -299,6 +309,75 @@ def refuses_another_world(config: LoaderConfig) -> RefusesAnotherWorld:
 
 def global_position(config: LoaderConfig) -> GlobalPosition:
     return GlobalPosition(config)
+
+
+# --- a fixed global batch (OLMo-core, Megatron): per-rank batch = global batch / world size -----------------
+
+
+class GlobalBatches(Shards):
+    """Deals whole global batches, as Megatron's ``MegatronPretrainingSampler`` and OLMo-core's
+    ``NumpyFSLDataLoader`` do: the global batch is ``batch_size x world_size`` samples of the epoch's order,
+    rank r takes its contiguous ``batch_size`` of each, and an incomplete last global batch is dropped.
+
+    The state is how many samples of the epoch the whole world consumed (Megatron's ``consumed_samples``),
+    so a world of another size resumes from there with its own global batch. Exact where the trainer keeps
+    the global batch fixed (the samples dropped at the epoch's end are the same); with the per-rank batch
+    fixed instead, the new global batch cuts the rest of the epoch elsewhere, and 2 -> 3 ranks can drop
+    samples the 2-rank world had still due (SC31 fails without ``fixed_global_batch``).
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.start = 0  # samples of the epoch's order consumed before this pass (by a resumed world)
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        c, order = self.config, self.order(epoch)
+        size = c.batch_size * c.world_size
+        whole = (len(order) - self.start) // size
+        first = [self.start + k * size + c.rank * c.batch_size for k in range(whole)]
+        return [order[p:p + c.batch_size] for p in first]
+
+    def run(self) -> Iterator[Any]:
+        yield from super().run()
+        self.start = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.pending is None and self.in_progress:
+            self.start = 0
+        return super().__iter__()
+
+    def consumed(self) -> int:
+        return self.start + self.offset * self.config.batch_size * self.config.world_size
+
+    def position(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "consumed": self.consumed()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.epoch, self.start, self.offset = state["epoch"], state["consumed"], 0
+
+
+class CountsWithTheNewWorld(GlobalBatches):
+    """`GlobalBatches` whose state is the global steps taken and its per-rank batch; a resume works out the
+    samples consumed as steps x per-rank batch x the *current* world size. Exact on the world that saved it;
+    on another, the old per-rank batch times the new world size is not the global batch the old world
+    consumed: 2 -> 1 ranks resumes half way back (samples repeated), 2 -> 3 further on (samples lost)."""
+
+    def position(self) -> dict[str, Any]:
+        c = self.config
+        return {"epoch": self.epoch, "steps": self.consumed() // (c.batch_size * c.world_size),
+                "batch_size": c.batch_size}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        consumed = state["steps"] * state["batch_size"] * self.config.world_size
+        super().restore({"epoch": state["epoch"], "consumed": consumed})
+
+
+def global_batches(config: LoaderConfig) -> GlobalBatches:
+    return GlobalBatches(config)
+
+
+def counts_with_the_new_world(config: LoaderConfig) -> CountsWithTheNewWorld:
+    return CountsWithTheNewWorld(config)
 
 
 # --- SC30 under one DCP key shared by every rank -------------------------------------------

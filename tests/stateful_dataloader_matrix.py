@@ -41,6 +41,7 @@ __all__ = [
     "MatrixEntry",
     "ShardedTokens",
     "StatefulShardedTokens",
+    "default_context_workers",
     "default_generator",
     "distributed_batch_sampler",
     "distributed_sampler",
@@ -219,6 +220,16 @@ def distributed_batch_sampler(config: LoaderConfig) -> Any:
     return _loader(config.dataset, **_common(config, batch_sampler=sampler, batch_size=1, drop_last=False))
 
 
+def default_context_workers(config: LoaderConfig) -> Any:
+    """As a trainer builds it: `DistributedBatchSampler`, ``num_workers=config.num_workers`` and no
+    ``multiprocessing_context``, so its workers start as the platform's default says (fork on Linux before
+    Python 3.14, under torchrun as in the contract's own ranks)."""
+    from stateful_contract.samplers import DistributedBatchSampler
+
+    sampler = DistributedBatchSampler(config.dataset, config.batch_size, **_rank_of(config))
+    return _loader(config.dataset, batch_sampler=sampler, num_workers=config.num_workers)
+
+
 # --- iterable datasets (stateful_contract.config) -----------------------------------
 
 
@@ -342,7 +353,10 @@ _WORLD_CHANGE = (
 #: Entries checked on several ranks (``check(entry.target, world_size=entry.world_size)``).
 MULTI_RANK: dict[str, MatrixEntry] = {"stateful_distributed_sampler": MatrixEntry(
     stateful_distributed_sampler, "torchdata's StatefulDistributedSampler, on 2 ranks", {"SC31": _WORLD_CHANGE},
-    world_size=2)}
+    world_size=2),
+    "default_context_workers": MatrixEntry(
+        default_context_workers, "DistributedBatchSampler, num_workers from the config, no multiprocessing_context, "
+        "on 2 ranks", world_size=2)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,7 +50,7 @@ def make_report(
 def test_a_clean_pass_is_bright_green_and_names_the_contract_and_version() -> None:
     assert endpoint_json(make_report()) == {
         "schemaVersion": 1,
-        "label": "StatefulLoader contract v2.1",
+        "label": "StatefulLoader contract v2.2",
         "message": "passing",
         "color": "brightgreen",
     }
@@ -59,13 +59,14 @@ def test_a_clean_pass_is_bright_green_and_names_the_contract_and_version() -> No
 def test_declared_deviations_are_named_on_the_badge() -> None:
     report = make_report({"SC17": "expected-failure"}, reasons={"SC17": "state holds a file handle"},
                          alignment="window")
-    assert badge_message(report) == "passing except SC17, window-aligned"
+    assert badge_message(report) == "passing except SC17, checked at window boundaries"
     assert badge_color(report) == "yellowgreen"
 
 
 @pytest.mark.parametrize(
     ("alignment", "message"),
-    [("window", "passing window-aligned"), ("4", "passing aligned to 4 batches")],
+    [("window", "passing, checked at window boundaries"), ("4", "passing, checked every 4 batches"),
+     ("epoch", "passing, checked at epoch ends")],
 )
 def test_a_checkpoint_alignment_alone_is_a_deviation(alignment: str, message: str) -> None:
     report = make_report(alignment=alignment)
@@ -129,7 +130,7 @@ def test_the_svg_is_standalone_and_sized_to_its_text() -> None:
     report = make_report({"SC02": "failed", "SC10": "failed"})
     root = ET.fromstring(render_svg(report))
     assert root.tag == f"{SVG}svg"
-    assert root.findtext(f"{SVG}title") == "StatefulLoader contract v2.1: failing SC02 +1"
+    assert root.findtext(f"{SVG}title") == "StatefulLoader contract v2.2: failing SC02 +1"
     # Nothing to fetch: no links, images or external stylesheets.
     assert not any(el.tag in (f"{SVG}image", f"{SVG}a", f"{SVG}style") for el in root.iter())
     assert not any("href" in key for el in root.iter() for key in el.attrib)
@@ -138,7 +139,7 @@ def test_the_svg_is_standalone_and_sized_to_its_text() -> None:
     assert right.attrib["fill"] == COLORS["red"]
     texts = root.findall(f"{SVG}g/{SVG}text")
     label, message = texts[1], texts[3]  # each text is drawn twice: shadow, then text
-    assert label.text == "StatefulLoader contract v2.1" and message.text == "failing SC02 +1"
+    assert label.text == "StatefulLoader contract v2.2" and message.text == "failing SC02 +1"
     for text, box in ((label, left), (message, right)):
         # Text is drawn at 10x and scaled by 0.1; it fits its box with 5px either side.
         assert float(text.attrib["textLength"]) / 10 >= text_width(text.text or "")
@@ -158,7 +159,7 @@ def test_the_badge_command_writes_both_files(tmp_path: Path, capsys: pytest.Capt
     svg, endpoint = tmp_path / "out" / "badge.svg", tmp_path / "out" / "badge.json"
     assert main(["badge", str(report), "--svg", str(svg), "--endpoint", str(endpoint)]) == 0
     assert json.loads(endpoint.read_text())["message"] == "failing SC10"
-    assert ET.fromstring(svg.read_text()).findtext(f"{SVG}title") == "StatefulLoader contract v2.1: failing SC10"
+    assert ET.fromstring(svg.read_text()).findtext(f"{SVG}title") == "StatefulLoader contract v2.2: failing SC10"
     assert str(svg) in capsys.readouterr().out
 
 

@@ -25,7 +25,7 @@ def test_a_correct_loader_exits_0_and_writes_the_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Verdict: PASS" in out and "SC10 resume-continues-the-stream" in out
     data = json.loads(report_path.read_text())
-    assert data["verdict"] == "pass" and data["contract_version"] == "2.1" and data["target"] == "zoo:epoch_loader"
+    assert data["verdict"] == "pass" and data["contract_version"] == "2.2" and data["target"] == "zoo:epoch_loader"
     assert {c["id"]: c["status"] for c in data["clauses"]}["SC10"] == "passed"
     assert Report.from_json(report_path).passed
 
@@ -132,8 +132,8 @@ def test_the_badge_subcommand_turns_a_report_into_svg_and_endpoint(tmp_path):
         (["--expect-fail", "SC17"], "--expect-fail takes ID=REASON"),
         (["--expect-fail", "=no id"], "--expect-fail takes ID=REASON"),
         (["--expect-fail", "SC99=typo"], "--expect-fail names 'SC99', which is no clause"),
-        (["--checkpoint-alignment", "windows"], "--checkpoint-alignment takes 'window' or a whole number"),
-        (["--checkpoint-alignment", "0"], "--checkpoint-alignment takes 'window' or a whole number"),
+        (["--checkpoint-alignment", "windows"], "--checkpoint-alignment takes 'epoch' (checkpoints only at epoch ends), 'window'"),
+        (["--checkpoint-alignment", "0"], "--checkpoint-alignment takes 'epoch' (checkpoints only at epoch ends), 'window'"),
         (["--clause", "SC99"], "unknown clause 'SC99'"),
         (["--memory-limit", "lots"], "--memory-limit takes a size"),
         (["--world-size", "0"], "--world-size takes a number >= 1"),

@@ -67,14 +67,12 @@ def test_an_exception_from_the_loader_is_the_clause_failure_with_its_traceback()
     assert "Traceback of the loader's exception" in message and "zoo.py" in message
 
 
-def test_an_endless_loader_is_told_so_at_once_not_reported_as_hung():
+def test_an_endless_loader_is_recognised_at_once_and_checked_as_a_stream_not_reported_as_hung():
+    started = time.perf_counter()
     report = check(zoo.Endless, clauses=["SC10"], space=IN_PROCESS, timeout=600)
-    result = report["SC18"]
-    assert result.status == "failed" and not report.passed
-    assert "looks endless" in result.message and "hung" not in result.message, result.message
-    assert "Expected: every pass over the loader to end with StopIteration" in result.message
-    assert report["SC10"].status == "not-judged"
-    assert result.examples == 1, "a loader that never ends a pass does not shrink to one that does"
+    assert report.endless == "found" and report.passed, report["SC18"].message or report["SC10"].message
+    assert report["SC10"].status == "passed" and report["SC10"].examples > 1
+    assert time.perf_counter() - started < 600, "recognised on its first pass, not waited out as a hang"
 
 
 def test_a_long_pass_that_ends_is_not_called_endless():

@@ -109,7 +109,7 @@ def padded_reshard_on_two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Rep
 @pytest.mark.xdist_group(PADDED_RESHARD_RUN)
 def test_exact_resharding_with_padding_passes_sc30_and_sc31_over_the_search(padded_reshard_on_two_ranks: Report) -> None:
     report = padded_reshard_on_two_ranks
-    for cid in ("SC30", "SC31"):
+    for cid in ("SC30", "SC31", "SC32"):  # padded shards keep the ranks in step, on 3 ranks too
         assert report[cid].status == "passed", report[cid].message
     assert report["SC31"].examples >= 15
 

@@ -84,8 +84,11 @@ def test_the_examples_that_failed_a_correct_uneven_loader_now_pass(clause: str, 
 @pytest.mark.acceptance
 @linux_only
 def test_a_correct_loader_with_uneven_shards_passes_every_clause_on_two_ranks() -> None:
-    report = check_world(target("refuses_another_world"), world_size=2, profile="dev",
+    # Uneven shards leave a rank without a batch at the end of an epoch: under a trainer that joins
+    # uneven inputs (DDP's Join), declared; without it SC32 fails them (tests/test_ranks_in_step.py).
+    report = check_world(target("refuses_another_world"), world_size=2, profile="dev", joins_uneven_inputs=True,
                          space=ConfigSpace(num_workers=(0,), dataset_size=(1, 16)))
     failed = {r.id: r.message for r in report.results if r.status == "failed"}
     assert failed == {}
+    assert report["SC32"].status == "skipped" and "does not apply" in report["SC32"].message
     assert {r.id for r in report.results if r.status == "passed"} >= {"SC10", "SC11", "SC15", "SC20", "SC30", "SC31"}

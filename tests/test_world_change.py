@@ -17,6 +17,9 @@ from world_checks import IN_PROCESS, STATEFUL_DATALOADER_SEARCH, searched
 
 from stateful_contract import LoaderConfig
 from stateful_contract._engine.advice import advisories
+from stateful_contract._engine.outcome import ClauseViolation
+from stateful_contract._engine.plans import Checkpoint
+from stateful_contract.clauses.world_change import WorldResume, judge_world_change
 from stateful_contract.distributed import check_world
 from stateful_contract.repro import Position
 from tests.stateful_dataloader_matrix import MULTI_RANK
@@ -52,14 +55,89 @@ def test_a_loader_that_refuses_or_reshards_exactly_passes_sc30_and_sc31(name: st
     # The refusal names both world sizes: strict, it passes SC41 too, with no advisory (the
     # bare KeyError of the next test gets one). One search judges the three.
     refuses = name == "refuses_another_world"
-    report = check_world(target(name), world_size=2, profile="dev", space=IN_PROCESS, strict=refuses,
-                         clauses=["SC30", "SC31", "SC41"] if refuses else ["SC30", "SC31"])
+    wanted = ["SC30", "SC31", "SC41"] if refuses else ["SC30", "SC31", "SC32"]
+    report = check_world(target(name), world_size=2, profile="dev", space=IN_PROCESS, strict=refuses, clauses=wanted)
     for cid in ("SC30", "SC31", "SC41") if refuses else ("SC30", "SC31"):
         assert report[cid].status == "passed", report[cid].message
+    if not refuses:
+        # Exact, but a 3-rank world deals the rest of the 2-rank world's epoch (cut to a multiple of 2) unevenly:
+        # a rank runs out first and the others' collectives wait (SC32; PaddedReshard pads it, and passes).
+        sc32 = report["SC32"]
+        assert sc32.status == "failed" and "a fresh world of 3 ranks resumed" in sc32.message, sc32.message
     assert report["SC31"].examples >= 15
     assert "examples resumed again in 1 rank and 3 ranks" in report["SC31"].notes[-1], report["SC31"].notes
     if refuses:
         assert report["SC41"].examples >= 1 and not advisories(report["SC31"].notes + report["SC41"].notes)
+
+
+# --- the horizon: the rest of the epoch and the next one ---------------------------------------------
+
+
+def _resumed(*passes: list[int], consumed: list[int], due: list[int], next_due: list[int]) -> WorldResume:
+    """A 2-rank world's state resumed on 1 rank, which yielded ``passes``."""
+    return WorldResume(0, 0, 2, passes=list(passes), consumed=consumed, due=due, next_due=next_due)
+
+
+def test_a_first_pass_that_ends_early_and_a_second_that_yields_the_rest_loses_nothing() -> None:
+    # Samples 6 and 7 of epoch 0 come at the start of pass 2, and pass 2 still holds all of epoch 1: nothing
+    # is lost over the horizon (SC31 judged one pass before, and counted them lost).
+    values = [_resumed([4, 5], [6, 7, 0, 1, 2, 3, 4, 5, 6, 7], consumed=[0, 1, 2, 3], due=[4, 5, 6, 7],
+                       next_due=list(range(8)))]
+    judge_world_change(values, MID_EPOCH[0], Checkpoint(MID_EPOCH[1]))
+
+
+def test_a_sample_missing_from_both_passes_is_lost_and_the_message_names_the_pass() -> None:
+    values = [_resumed([4, 5], [0, 1, 2, 3, 4, 5, 6, 7], consumed=[0, 1, 2, 3], due=[4, 5, 6, 7],
+                       next_due=list(range(8)))]
+    with pytest.raises(ClauseViolation) as caught:
+        judge_world_change(values, MID_EPOCH[0], Checkpoint(MID_EPOCH[1]))
+    got = caught.value.got
+    assert "pass 1 (the rest of epoch 0) over 1 rank: yielded 2 samples; lacks [6, 7] (2 samples) due in it" in got
+    assert "pass 2 (epoch 1) over 1 rank: yielded 8 samples\n" in got + "\n"
+    assert "over 1 rank and both passes: lost [6, 7] (2 samples), repeated none" in got
+    assert caught.value.impact is not None and caught.value.impact.describe() == "silent: 2 samples lost in epoch 0"
+
+
+# --- a fixed global batch (OLMo-core, Megatron) --------------------------------------------------
+
+
+#: 9 samples, 2 per rank: a global batch of 4 on 2 ranks (8 samples an epoch); checkpointed after 1.
+GLOBAL_BATCH_4 = (LoaderConfig(dataset_size=9, batch_size=2), Position(epoch=0, batches=1))
+#: 13 samples, 3 per rank: a global batch of 6, which 1 and 3 ranks split evenly.
+GLOBAL_BATCH_6 = (LoaderConfig(dataset_size=13, batch_size=3), Position(epoch=0, batches=1))
+
+
+def test_a_loader_that_deals_whole_global_batches_fails_sc31_when_the_per_rank_batch_stays_fixed() -> None:
+    report = check_world(target("global_batches"), world_size=2, clauses=["SC31"], replay=GLOBAL_BATCH_4)
+    sc31 = report["SC31"]
+    assert sc31.status == "failed", sc31.message
+    # On 3 ranks of 2 the global batch is 6: the 5 samples left make no whole one.
+    assert "saved on 2 ranks, resumed on 3" in sc31.message
+    assert "pass 1 (the rest of epoch 0) over 3 ranks: yielded 0 samples; lacks [4, 5, 6, 7] (4 samples)" in sc31.got
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("replay", [GLOBAL_BATCH_4, GLOBAL_BATCH_6], ids=["global-batch-4", "global-batch-6"])
+def test_declared_a_fixed_global_batch_the_same_loader_passes_sc31(replay: tuple[LoaderConfig, Position]) -> None:
+    report = check_world(target("global_batches"), world_size=2, clauses=["SC31"], replay=replay,
+                         fixed_global_batch=True)
+    sc31 = report["SC31"]
+    assert sc31.status == "passed", sc31.message
+    skipped = [a for a in advisories(sc31.notes) if "does not split evenly over 3 ranks" in a]
+    assert len(skipped) == (replay is GLOBAL_BATCH_4), sc31.notes  # a global batch of 4 does not split over 3
+
+
+def test_declared_a_fixed_global_batch_a_loader_that_counts_with_the_new_world_fails_naming_the_samples() -> None:
+    report = check_world(target("counts_with_the_new_world"), world_size=2, clauses=["SC31"], replay=GLOBAL_BATCH_6,
+                         fixed_global_batch=True)
+    sc31 = report["SC31"]
+    assert sc31.status == "failed", sc31.message
+    # Rank 0 of 1 works out 1 step x 3 per rank x 1 rank = 3 samples consumed, where 6 were.
+    assert "rank 0 (from rank 0's state) yielded [3, 4, 5] (3 samples) that the 2-rank world had already" in sc31.got
+    assert "lacks [9, 10, 11] (3 samples) due in it" in sc31.got
+    assert "# The global batch stays 6: 6 per rank on 1 rank" in sc31.reproduction
+    assert "LoaderConfig(dataset_size=13, batch_size=6)" in sc31.reproduction
+    assert "--fixed-global-batch" in sc31.reproduction
 
 
 def test_a_refusal_that_does_not_name_the_world_sizes_passes_sc31_with_one_advisory_and_fails_sc41() -> None:

@@ -555,3 +555,54 @@ KILLS: dict[type, str] = {
     EndOfEpochStateIgnoresSetEpoch: "SC21",
     EpochLoader: "SC40",  # correct for the core, but accepts bad states silently
 }
+
+
+class CyclingLoader:
+    """Correct and endless: cycles over ``config.stateful_dataloader()`` without end (as ``itertools.cycle``
+    would, but starting a new epoch of the base loader each time round), its state the base loader's.
+    An endless stream's checks must pass it with no declaration (docs/clauses.md, "Endless streams")."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.base = config.stateful_dataloader()
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            yield from self.base
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.base.state_dict()  # type: ignore[no-any-return]
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.base.load_state_dict(state_dict)
+
+
+class EndlessWindowLosesBuffer:
+    """An endless grad-acc window wrapper (MindSpeed-MM's ``PrefetchGradAccDataLoader(cyclic=True)`` shape):
+    it draws a whole window of ``grad_acc_step`` batches from its base loader, starting the base loader's
+    next epoch when one ends (so a window spans the epoch boundary), and yields them one by one; its state is
+    the base loader's, which has run ahead by what the window still holds. A checkpoint inside a window
+    loses those batches (SC10), also where the base loader rolled over inside the window."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.base = config.stateful_dataloader()
+        self.window = config.grad_acc_step
+
+    def __iter__(self) -> Iterator[Any]:
+        it = iter(self.base)
+        while True:
+            buffer = []
+            while len(buffer) < self.window:
+                try:
+                    buffer.append(next(it))
+                except StopIteration:
+                    it = iter(self.base)  # the base loader rolls over inside the window
+            yield from buffer
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.base.state_dict()  # type: ignore[no-any-return]
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.base.load_state_dict(state_dict)
+
+
+KILLS[EndlessWindowLosesBuffer] = "SC10"

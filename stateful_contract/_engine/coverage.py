@@ -43,16 +43,19 @@ def _cell(workers: int, epoch: int, kind: str, hops: int) -> str:
     return f"{POINT_PREFIX}w{workers}/e{epoch}/{kind}/h{hops}"
 
 
-def space_points(worker_counts: tuple[int, ...] | list[int], aligned: bool) -> frozenset[str]:
+def space_points(worker_counts: tuple[int, ...] | list[int], aligned: bool | str | None) -> frozenset[str]:
     """The checkpoint space a search can reach: epochs × batch positions × window phases × worker
     counts × hops. Before the first ``iter()`` exists in epoch 0 only; a loader declared exact only
-    at window boundaries (``aligned``) has no mid-window point."""
-    kinds = [k for k in KINDS if not (aligned and k == "mid-window")]
+    at some points (``aligned``: the declared policy) has no mid-window point, one exact only at epoch
+    ends (``"epoch"``) only those after ``StopIteration`` and before the first ``iter()``."""
+    kinds = [k for k in KINDS if not (aligned and k == "mid-window")
+             and (aligned != "epoch" or k in ("before-first-iter", "after-stop-iteration"))]
     return frozenset(_cell(w, e, k, h) for w in worker_counts for e in range(CHECKPOINT_EPOCHS) for k in kinds
                      for h in HOPS if e == 0 or k != "before-first-iter")
 
 
-def describe_space(counts: dict[str, int], worker_counts: tuple[int, ...] | list[int], aligned: bool) -> str:
+def describe_space(counts: dict[str, int], worker_counts: tuple[int, ...] | list[int], aligned: bool | str | None,
+                   ) -> str:
     """``checkpoint space: 61 of 99 points (62%); every kind reached`` (or the kinds never reached)."""
     space = space_points(worker_counts, aligned)
     seen = {k for k, v in counts.items() if v and k in space}
@@ -114,7 +117,9 @@ def coverage_of(config: LoaderConfig, plan: Any, lengths: list[int] | None) -> C
     if isinstance(plan, Hops):
         counts["hops"] += len(plan.stops)
         for stop, opened in zip(plan.stops, plan.after_iter or (False,) * len(plan.stops)):
-            if not opened:
+            if plan.passes:  # the epoch-end policy's hops: each state is taken after a StopIteration
+                counts["after-stop-iteration"] += 1
+            elif not opened:
                 counts[_point(_stream_position(stop, lengths), lengths, window)] += 1
     return counts
 

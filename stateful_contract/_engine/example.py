@@ -12,14 +12,16 @@ from typing import Any, Literal, Protocol
 from .._faces import hint_alignment
 from .._links import doc
 from ..config import LoaderConfig
-from . import lending, status, steps
+from . import endless, lending, status, steps
 from .advice import collecting
 from .compare import Segment
+from .endless import StreamSegment
 from .guard import LoaderHung, deadline
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment, RankLengths, expected_bounds, on_rank
 from .recording import Program, recording
 from .steps import RESUME_EPOCHS, Factory, LoaderError, LoadForm, Position
+from .vocabulary import Point
 
 __all__ = ["GENERATOR_ITER", "ClauseLike", "Example", "ExampleRun", "LoadFormProbe", "World",
            "recorded_program", "run_example"]
@@ -79,15 +81,27 @@ class Example:
             self._reference = steps.uninterrupted(self.factory, self.config)
         return self._reference
 
+    @property
+    def passes(self) -> int:
+        """The ``iter()`` calls a resumed loader may use to deliver the uninterrupted run's batches: one for
+        an endless stream (a trainer never calls ``iter()`` on it again)."""
+        return 1 if self.config.endless else RESUME_EPOCHS
+
     def resumed(self, state: Any, count: int) -> list[Any]:
         """The first ``count`` batches of a fresh loader given ``state``."""
-        return steps.take(self.fresh(state), count, max_epochs=RESUME_EPOCHS)
+        return steps.take(self.fresh(state), count, max_epochs=self.passes)
 
     def segment(self, base: str, start: int, stop: int) -> list[Any]:
-        """``reference[start:stop]``, recorded as such (a `Segment`: it knows the epoch of each batch)."""
+        """``reference[start:stop]``, recorded as such (a `Segment`: it knows the epoch of each batch; a
+        stretch of an endless stream has none)."""
         reference, lengths = self.reference()
-        return self.program.expression(  # type: ignore[no-any-return]
-            base, f"reference[{start}:{stop}]", Segment(reference[start:stop], start, lengths))
+        part = (StreamSegment(reference[start:stop], start) if self.config.endless
+                else Segment(reference[start:stop], start, lengths))
+        return self.program.expression(base, f"reference[{start}:{stop}]", part)  # type: ignore[no-any-return]
+
+    def where(self, point: Point) -> str:
+        """``point`` in the words of a message: in its epoch, or in the endless stream."""
+        return endless.describe(point, self.config) if self.config.endless else point.describe(self.reference()[1])
 
     def scratch(self, name: str) -> str:
         """A fresh path under the executor's directory; the reproduction shows it as ``name``."""
@@ -117,6 +131,9 @@ class ExampleRun:
     seconds: float = 0.0
     #: What the scenario advised (`stateful_contract._engine.advice`), carried back to the caller.
     advisories: list[str] = field(default_factory=list)
+    #: The uninterrupted run's first pass did not end (`steps.EndlessPass`): the check goes on with the
+    #: loader as an endless stream (`_run`).
+    endless: bool = False
 
 
 def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,
@@ -145,6 +162,7 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
             # A hang would be waited out again by every shrink step; a loader that cannot be judged,
             # or that never ends a pass, stays so in any smaller example.
             run.final = isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
+            run.endless = isinstance(e, steps.EndlessPass)
         run.advisories = advised
         run.reproduction = program.source(config.as_code())
         run.seconds = time.perf_counter() - started

@@ -164,11 +164,12 @@ class Handler:
         try:
             with recording(program), deadline(self.timeout):
                 return steps.uninterrupted(self.factory, config)[1]
-        except (LoaderError, LoaderHung, steps.EndlessPass) as e:
+        except (LoaderError, LoaderHung, steps.EndlessPass, steps.PassEnded) as e:
             outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=self.rank,
                                  world_size=self.world_size)
             return ExampleRun(self.rank, outcome, reproduction=program.source(config.as_code()),
-                              final=isinstance(e, (LoaderHung, steps.EndlessPass)))
+                              final=isinstance(e, (LoaderHung, steps.EndlessPass)),
+                              endless=isinstance(e, steps.EndlessPass))
 
     def kept(self) -> dict[Any, Any]:
         return steps.kept_references()  # to lend to the parallel jobs

@@ -11,7 +11,7 @@ from typing import Literal
 from . import steps
 from .guard import LoaderHung
 from .impact import Impact, loud, where_of
-from .steps import EndlessPass, LoaderError, NotJudgeable
+from .steps import EndlessPass, LoaderError, NotJudgeable, PassEnded
 
 __all__ = ["ClauseViolation", "Impact", "Outcome", "Status", "outcome_of"]
 
@@ -115,6 +115,10 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
         got, trace = str(error), ""
         # No call raises: the trainer's epoch never ends, and the loader's data comes round again.
         impact = Impact("silent", "an epoch never ends: its data repeats without end")
+    elif isinstance(error, PassEnded):
+        expected = "every pass over an endless loader to go on without end (no StopIteration)"
+        got, trace = str(error), ""
+        impact = loud("next(iter(loader))", "raises StopIteration: the endless stream ended")
     elif isinstance(error, LoaderError):
         expected, got = "every call the contract makes on the loader to succeed", str(error)
         tb = "".join(traceback.format_exception(type(error.error), error.error, error.error.__traceback__))

@@ -48,7 +48,7 @@ class SearchClause(ClauseLike, Protocol):
     def fixed_config(self) -> LoaderConfig | None: ...
 
     def draw_plan(self, data: st.DataObject, lengths: list[int], config: LoaderConfig,
-                  alignment: Alignment, space: ConfigSpace | None = None) -> Any: ...
+                  alignment: Alignment, space: ConfigSpace | None = None, epoch_hook: str = "set_epoch") -> Any: ...
 
     @property
     def has_plan(self) -> bool: ...
@@ -94,18 +94,19 @@ def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfi
 def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, alignment: Alignment,
            on_example: Callable[[int, int], None] = lambda done, total: None,
            passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None,
-           database_key: str | None = None) -> Outcome:
+           database_key: str | None = None, epoch_hook: str = "set_epoch") -> Outcome:
     """Look for a counterexample to ``clause``; the minimal one comes back as a failed `Outcome`, which
     counts what the examples covered (`coverage_of`; Hypothesis gets them as events). ``passed`` collects
     the examples that held (a fresh-process half reruns them); ``search_seed`` seeds Hypothesis (``@seed``),
     else the profile decides (``ci`` is derandomized). ``database_key`` names the loader: a random profile's
-    failure found once is tried first on the next run (`SavedFailures`)."""
+    failure found once is tried first on the next run (`SavedFailures`); ``epoch_hook`` is the trainer's
+    call at each epoch."""
     covered: Counter[str] = Counter()
     executor = cast(Executor, _Counting(executor, covered))
     if clause.budget == "once":
         assert clause.fixed_config is not None
         on_example(1, 1)
-        return _covered(_verdict(run_one(clause, executor, clause.fixed_config, None), 1, 1), covered)
+        return _covered(_verdict(run_one(clause, executor, space.fitted(clause.fixed_config), None), 1, 1), covered)
     worker_examples = profile.worker_examples
     in_process = {"strict": STRICT_EXAMPLES, "workers": 2 * worker_examples}.get(clause.budget, profile.examples)
     phases = [(False, in_process)]
@@ -113,7 +114,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
         phases.append((True, worker_examples))
     saved = SavedFailures(profile, database_key, clause.id)
     kept = list(saved)
-    explicit = list(clause.explicit_examples(space))
+    explicit = [(space.fitted(config), plan_of) for config, plan_of in clause.explicit_examples(space)]
     total = len(kept) + len(explicit) + sum(n for _, n in phases)
     examples = 0
     found_after: int | None = None
@@ -160,7 +161,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
                 if isinstance(lengths, ExampleRun):
                     found_after = found_after or examples
                     raise (_Final if lengths.final else _Failed)(lengths)
-                plan = clause.draw_plan(data, lengths, config, alignment, space)
+                plan = clause.draw_plan(data, lengths, config, alignment, space, epoch_hook)
             failed = run_one(clause, executor, config, plan)
             if failed is None and passed is not None:
                 passed.append((config, plan))
@@ -273,8 +274,10 @@ def worker_pool(space: ConfigSpace, size: int = POOL_SIZE, seed: int = DERANDOMI
         drop_last = rng.random() < 0.3
         # At most `MAX_BATCHES` batches an epoch: every batch crosses a process boundary, and an
         # example iterates up to ten epochs; worker-count offsets show in short epochs as well.
+        # An endless loader over an epoch of no batch spins without yielding: its pool has none.
         sizes = [n for n in range(space.dataset_size[0], space.dataset_size[1] + 1)
-                 if _batches(n, batch, drop_last) <= MAX_BATCHES] or [space.dataset_size[0]]
+                 if (0 if space.endless else -1) < _batches(n, batch, drop_last) <= MAX_BATCHES] \
+            or [space.dataset_size[0] if not space.endless else max(space.dataset_size[0], batch)]
         # Half the pool: epochs of an odd number (3 or more) of batches, no worker count over 1 divides.
         odd = [n for n in sizes if _batches(n, batch, drop_last) % 2 == 1 and _batches(n, batch, drop_last) >= 3]
         dataset_size = rng.choice(odd if i % 4 < 2 and odd else sizes)
@@ -283,7 +286,7 @@ def worker_pool(space: ConfigSpace, size: int = POOL_SIZE, seed: int = DERANDOMI
             dataset_size=dataset_size, batch_size=batch, shuffle=(i // (2 * len(counts))) % 2 == 1,
             generator=rng.choice(["default", "explicit"]), seed=rng.randint(0, 2**16), drop_last=drop_last,
             num_workers=workers, persistent_workers=(i // len(counts)) % 2 == 1,
-            grad_acc_step=rng.randint(*space.grad_acc_step)))
+            grad_acc_step=rng.randint(*space.grad_acc_step), endless=space.endless))
     return tuple(sorted(pool, key=lambda c: (c.num_workers, c.persistent_workers, c.dataset_size, c.batch_size,
                                              c.grad_acc_step, c.shuffle, c.drop_last, c.generator, c.seed)))
 

@@ -16,13 +16,13 @@ import torch
 
 from ..config import LoaderConfig
 from . import lending, status
-from .compare import Segment
+from .compare import Segment, batch_ids
 from .guard import LoaderHung, collect
 from .lending import kept_references, references_kept  # for the executors and ranks
 from .recording import recorded
-from .vocabulary import Point
+from .vocabulary import Point, batch_count
 
-__all__ = ["RESUME_EPOCHS", "EndlessPass", "LoadForm", "LoaderError", "NotJudgeable", "Position", "advance",
+__all__ = ["RESUME_EPOCHS", "EndlessPass", "LoadForm", "LoaderError", "NotJudgeable", "PassEnded", "Position", "advance",
            "checkpoint", "epoch_lengths", "fresh", "iterate_on", "kept_references", "load", "references_kept",
            "state_of", "stream", "stream_calling_state_dict", "take", "uninterrupted"]
 
@@ -45,11 +45,24 @@ class EndlessPass(Exception):
             f"one pass over the loader yielded {batches} batches and had not raised StopIteration; one epoch "
             f"of the config's dataset (dataset_size={config.dataset_size} samples of seq_len={config.seq_len}) "
             f"holds {tokens} tokens, so no pass over it comes near {limit} batches: the loader looks endless "
-            "(it cycles over its data, or repeats it). The contract compares epochs, as StatefulDataLoader "
-            "ends them: build the factory's loader over one pass of config.dataset (for example "
-            "infinite=False, or no .repeat() or itertools.cycle)")
+            "(it cycles over its data, or repeats it). A loader endless on its first config is checked as an "
+            "endless stream; one whose passes end on some configs and not on others cannot be: declare it "
+            "endless (endless=True) if a trainer draws from it without end, or end every pass")
         self.batches = batches
         self.limit = limit
+
+
+class PassEnded(Exception):
+    """A loader checked as an endless stream (`LoaderConfig.endless`: declared, or found on another config)
+    ended a pass with StopIteration: a trainer drawing from it with ``next()`` stops there."""
+
+    def __init__(self, batches: int, config: LoaderConfig) -> None:
+        super().__init__(
+            f"one pass over the loader ended with StopIteration after {batch_count(batches)}, on "
+            f"{config.as_code()}; a loader checked as an endless stream (declared with endless=True, or found "
+            "endless on another config) must never end a pass: a trainer that draws from it with next() "
+            "stops there. Declare it endless only if it is, or make every pass endless")
+        self.batches = batches
 
 
 def pass_limit(config: LoaderConfig) -> int:
@@ -248,18 +261,46 @@ def uninterrupted(factory: Factory, config: LoaderConfig, epochs: int = REFERENC
     key = (id(factory), config, epochs)  # kept per check (`references_kept`)
     got: tuple[list[Any], list[int]] | None = lending.kept(key)
     if got is None:
-        got = epoch_lengths(fresh(factory, config), epochs)
+        loader = fresh(factory, config)
+        got = endless_reference(loader, config) if config.endless else epoch_lengths(loader, epochs)
         lending.keep(key, got)
     return got
 
 
+def endless_reference(loader: Any, config: LoaderConfig) -> tuple[list[Any], list[int]]:
+    """An endless loader's uninterrupted stream: one pass, `REFERENCE_EPOCHS` epochs of the config's dataset
+    long (counted in samples where batches carry an ``index``, else in `LoaderConfig.epoch_batches`); its
+    "lengths" are that one pass's. Checkpoints are drawn in its first half (`plans.stream_points`), so at
+    least two epochs of the dataset follow each. A pass that ends raises `PassEnded`."""
+    samples_due = REFERENCE_EPOCHS * min(-(-config.dataset_size // config.world_size),
+                                         max(1, config.epoch_batches) * config.batch_size)
+    batches_due = REFERENCE_EPOCHS * max(1, config.epoch_batches)
+    out: list[Any] = []
+    samples: int | None = 0  # None once a batch carries no sample index
+    it = _iter(loader)
+    while len(out) < REFERENCE_EPOCHS * pass_limit(config):
+        if (samples is not None and samples >= samples_due) or (samples is None and len(out) >= batches_due):
+            break
+        try:
+            out.append(_next(it))
+        except LoaderError as e:
+            if isinstance(e.error, StopIteration):
+                raise PassEnded(len(out), config) from None
+            e.batches_before = len(out)
+            raise
+        ids = batch_ids(out[-1])
+        samples = None if ids is None or samples is None else samples + len(ids)
+    return Segment(out, 0, [len(out)]), [len(out)]
+
+
 @recorded("batches")
-def stream_calling_state_dict(loader: Any, epochs: int, at: list[int], *, before_iter: bool = False) -> list[Any]:
-    """`stream`, calling ``state_dict()`` before the ``next()`` calls numbered in ``at`` (each epoch's
-    ``StopIteration`` counts as one), and before the first ``iter()`` with ``before_iter``."""
+def stream_calling_state_dict(loader: Any, epochs: int, at: list[int], *, before_iter: bool = False,
+                              limit: int | None = None) -> list[Any]:
+    """`stream` (up to ``limit`` batches), calling ``state_dict()`` before the ``next()`` calls numbered in
+    ``at`` (each epoch's ``StopIteration`` counts as one), and before the first ``iter()`` with ``before_iter``."""
     if before_iter:
         _user("loader.state_dict()", lambda: loader.state_dict())
     wanted = set(at)
     steps = itertools.count()
-    return stream(loader, epochs, every_step=lambda: next(steps) in wanted and _user(
+    return stream(loader, epochs, limit=limit, every_step=lambda: next(steps) in wanted and _user(
         "loader.state_dict()", loader.state_dict))

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -29,7 +29,11 @@ from ..config import LoaderConfig
 from .rank_streams import RankResume, every_rank_resumed, example_folder, sample_ids, window
 from .registry import LOAD, clause
 
-__all__: list[str] = []  # each clause registers itself (`clause`): nothing here is imported
+__all__ = ["CheckpointLayout"]  # the clause registers itself (`clause`)
+
+#: A layout the trainer declares it saves the loader's state in (`CheckOptions.checkpoint_layout`), so SC30
+#: judges that one alone: ``"per-rank-files"``, each rank ``torch.save``s its own file (MindSpeed-MM).
+CheckpointLayout = Literal["per-rank-files"]
 
 VIA_FILE = "torch.save per rank"
 VIA_DCP = "torch.distributed.checkpoint"
@@ -169,8 +173,10 @@ def _judge_every_save(values: Sequence[list[RankResume]], config: LoaderConfig, 
             f"{results[0].via.split(', resumed')[0]}, and resumed {where}"))
 
 
-def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankResume]:
-    """SC30's second half: each saved example resumed by a fresh set of processes, from all three saves."""
+def resume_in_fresh_processes(example: Example, plan: Checkpoint, *,
+                              checkpoint_layout: CheckpointLayout | None = None) -> list[RankResume]:
+    """SC30's second half: each saved example resumed by a fresh set of processes, from all three saves
+    (from the rank's own file alone where the trainer declared per-rank files)."""
     world = example.world
     assert world is not None
     folder = example_folder(example, "SC30")
@@ -180,6 +186,9 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint) -> list[RankRe
     own = _read_and_resume(example, from_file, expected,
                            lambda: load_checkpoint(str(folder / f"rank{rank}.pt")),
                            f"torch.load(weights_only=True) of rank{rank}.pt failed")
+    from_file.consumed_ids, from_file.epochs = consumed, epochs  # to count the padding epoch by epoch
+    if checkpoint_layout == "per-rank-files":
+        return [from_file]
     from_dcp = RankResume(rank, via=f"{VIA_DCP}, resumed in a fresh process")
     world.status("loading the state with torch.distributed.checkpoint")
     _read_and_resume(example, from_dcp, expected, lambda: _rank_key_state(folder, rank),
@@ -200,13 +209,17 @@ def _rank_key_state(folder: Path, rank: int) -> Any:
 
 
 @clause("SC30", "every-rank-resumes", tier="distributed", kills=4, cost=25, plan=checkpoint_plan, needs=("SC01", LOAD),
-        world=_judge_every_save,
-        after_restart=(resume_in_fresh_processes, functools.partial(_judge_every_save, fresh=True)))
-def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
+        world=_judge_every_save, reads=("checkpoint_layout",),
+        after_restart=(resume_in_fresh_processes, functools.partial(_judge_every_save, fresh=True)),
+        not_on_endless=("its tally over all ranks counts whole epochs of the dataset (each rank's endless stream "
+                        "is judged by SC10-SC20 on every rank)"))
+def every_rank_resumes(example: Example, plan: Checkpoint, *,
+                       checkpoint_layout: CheckpointLayout | None = None) -> list[RankResume]:
     """Each rank's loader resumes its own stream exactly from its own saved state, and over all ranks
     the resumed streams cover exactly the samples the uninterrupted run would have covered: none
     lost, none repeated; saved per rank with `torch.save`, through DCP with per-rank keys, and through
-    DCP with one shared key (as `dcp.save({"dataloader": loader})` does), which exposes rank-blind state."""
+    DCP with one shared key (as `dcp.save({"dataloader": loader})` does), which exposes rank-blind state;
+    only per rank with `torch.save` where the trainer declares it saves so."""
     world = example.world
     assert world is not None, "SC30 runs on the ranks of a multi-rank executor only"
     folder = example_folder(example, "SC30")
@@ -230,6 +243,12 @@ def every_rank_resumes(example: Example, plan: Checkpoint) -> list[RankResume]:
         result.error = f"saving the state failed: torch.save/pickle raised {type(e).__name__}: {e}"
     if result.error is not None:
         state = None
+    if checkpoint_layout == "per-rank-files":  # the trainer's own layout alone: no DCP save to meet
+        if result.error is None:
+            _read_and_resume(example, result, expected, lambda: load_checkpoint(path),
+                             "torch.load(weights_only=True) cannot read the saved state back")
+        result.consumed_ids, result.epochs = consumed, epochs
+        return [result]
     # Collectives: every rank saves, even one whose loader failed (with an empty payload).
     world.status("saving the state with torch.distributed.checkpoint")
     _dcp_save(folder / "dcp", {"train_dataloader": {f"rank_{world.rank}": payload}})

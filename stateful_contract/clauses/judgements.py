@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._engine.compare import RESUME_WORDING, Wording, first_difference, stream_difference
+from .._engine.endless import StreamSegment, endless_impact
 from .._engine.epoch_compare import epochs_difference, lost_epoch
 from .._engine.impact import Impact, epoch_lost, epochs_impact, stream_impact
 from .._engine.recording import asserts
@@ -28,8 +29,10 @@ def same_stream(expected: Sequence[Any], got: Sequence[Any], *, clause_id: str, 
     """``got`` is exactly ``expected``, batch by batch and field by field."""
     diff = stream_difference(expected, got, wording)
     if diff is not None:
+        # A stretch of an endless stream has no epochs: its losses are counted over the whole horizon.
+        impact = endless_impact(expected, got) if isinstance(expected, StreamSegment) else stream_impact(expected, got)
         raise violated(clause_id, context=context, expected=f"{what} ({len(expected)} batches)", got=diff,
-                       impact=stream_impact(expected, got))
+                       impact=impact)
 
 
 @asserts("assert_unchanged")

@@ -8,15 +8,16 @@ downstream reports, badges and expected-failure lists refer to: never renumber, 
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from graphlib import TopologicalSorter
 from typing import Any, Literal, TypeVar
 
 from .._engine.impact import Impact
 from .._engine.outcome import ClauseViolation
-from .._engine.plans import Alignment
+from .._engine.plans import Alignment, epoch_ends_only
 from .._engine.search import Budget
 from .._faces import hint_strict, hint_world_size
 from ..config import LoaderConfig
@@ -25,7 +26,7 @@ __all__ = ["CONTRACT_VERSION", "LOAD", "RESUMES", "TIERS", "Clause", "all_clause
            "default_selection", "load_blocks", "load_prober", "lookup", "run_order", "violated"]
 
 #: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
-CONTRACT_VERSION = "2.1"
+CONTRACT_VERSION = "2.2"
 
 #: ``trainer``: the ways real trainers drive loaders (contract version 2), run by default.
 Tier = Literal["structure", "core", "trainer", "distributed", "strict"]
@@ -105,6 +106,27 @@ class Clause:
     probes_load: bool = False
     #: Examples run before the search, as Hypothesis' ``@example``s: what a small search rarely reaches.
     explicit: ExplicitExamples | None = field(default=None, compare=False, repr=False)
+    #: What the user declared of their trainer that this clause's scenarios and judgements take as
+    #: keywords (`CheckOptions` fields, e.g. ``fixed_global_batch``); bound once per check (`declared`).
+    reads: tuple[str, ...] = ()
+    #: A declaration (a `CheckOptions` field) under which the clause does not apply, and why, in the
+    #: words of its reason: e.g. ``("joins_uneven_inputs", "the trainer handles uneven inputs")``.
+    waived_by: tuple[str, str] | None = None
+    #: The declarations bound to it (`declared`), for a rerun command to give them again.
+    given: tuple[tuple[str, Any], ...] = ()
+    #: Why it does not apply to an endless stream (`LoaderConfig.endless`: a pass never ends); "" when it
+    #: is judged there as well (docs/clauses.md, "Endless streams").
+    not_on_endless: str = ""
+    #: Why every checkpoint of this clause is inside a pass ("" when it has others): under the epoch-end
+    #: policy it does not apply (`excluded_by`).
+    inside_a_pass: str = ""
+
+    def excluded_by(self, alignment: Alignment) -> str | None:
+        """Why this clause does not apply under the declared checkpoint policy (None: it does)."""
+        if self.inside_a_pass and epoch_ends_only(alignment):
+            return (f"does not apply under the declared checkpoint policy (checkpoints only at epoch ends): "
+                    f"{self.inside_a_pass}, where such a trainer never saves")
+        return None
 
     @property
     def priority(self) -> float:
@@ -128,11 +150,12 @@ class Clause:
         return () if self.explicit is None else self.explicit(space)
 
     def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment,
-                  space: Any = None) -> Any:
+                  space: Any = None, epoch_hook: str = "set_epoch") -> Any:
         assert self.plan is not None, "the search draws a plan only for a clause that has one (has_plan)"
-        if "space" in inspect.signature(self.plan).parameters:  # a plan that reaches beyond the config
-            return self.plan(data, lengths, config, alignment, space=space)  # type: ignore[call-arg]
-        return self.plan(data, lengths, config, alignment)
+        # A plan that reaches beyond the config (the space, the trainer's call at each epoch) names it.
+        wanted = inspect.signature(self.plan).parameters
+        extra = {name: value for name, value in (("space", space), ("epoch_hook", epoch_hook)) if name in wanted}
+        return self.plan(data, lengths, config, alignment, **extra)
 
     def restarted(self) -> Clause | None:
         """The clause as its fresh-process half runs (None when it has none)."""
@@ -145,12 +168,39 @@ class Clause:
         """The world sizes the fresh-process half runs on (None: the check's own)."""
         return (None,) if self.restart_worlds is None else self.restart_worlds(world_size)
 
+    def declared(self, facts: Mapping[str, Any]) -> Clause:
+        """The clause with the declarations it `reads` (from ``facts``, the check's options) bound to its
+        scenarios and judgements, each as the keywords it takes: the rank processes get them with it."""
+        given = {name: facts[name] for name in self.reads}
+        if not given:
+            return self
+        restart = self.after_restart
+        return replace(self, scenario=_bound(self.scenario, given), world=_bound(self.world, given),
+                       given=tuple(given.items()),
+                       after_restart=None if restart is None else (_bound(restart[0], given),
+                                                                   _bound(restart[1], given)))
+
+    def waived(self, facts: Mapping[str, Any]) -> str | None:
+        """Why the clause does not apply to this check (a declaration says so), or None."""
+        if self.waived_by is None or not facts.get(self.waived_by[0]):
+            return None
+        return f"does not apply: {self.waived_by[1]} (declared)"
+
     def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None:
         if self.world is not None:
             self.world(values, config, plan)
 
 
 _REGISTRY: dict[str, Clause] = {}
+
+
+def _bound(fn: Any, given: Mapping[str, Any]) -> Any:
+    """``fn`` with the keywords of ``given`` it takes (None stays None); a partial pickles by reference."""
+    if fn is None:
+        return None
+    takes = inspect.signature(fn).parameters
+    mine = {k: v for k, v in given.items() if k in takes}
+    return functools.partial(fn, **mine) if mine else fn
 
 
 def load_blocks(detail: str = "") -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .._engine.compare import Wording, first_difference
+from .._engine.endless import describe
 from .._engine.epoch_steps import take_epochs
 from .._engine.example import Example
 from .._engine.impact import Impact
@@ -39,7 +40,6 @@ from .._engine.state_steps import (
     snapshot,
 )
 from .._engine.steps import (
-    RESUME_EPOCHS,
     Position,
     advance,
     checkpoint,
@@ -115,14 +115,17 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
         state = load_checkpoint(path)  # as a trainer reads it back; a refusal here is SC17's to report
     except Exception:
         return
-    resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
-    where = f"{plan.position.describe(lengths)}; saved with torch.save and resumed in " + (
+    resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=example.passes)
+    # In the first process's words (this one's own uninterrupted run is no step of the reproduction).
+    point = describe(plan.position, example.config) if example.config.endless else plan.position.describe(lengths)
+    where = f"{point}; saved with torch.save and resumed in " + (
         "a fresh process" if seed is None else
         f"a new interpreter (run with PYTHONHASHSEED={seed}: another string hash seed than the first process's)")
     if first_difference(expected, resumed) is not None:
         where += _why_it_differs(example, start, stop, expected)
     same_stream(expected, resumed, clause_id="SC10", context=where)
-    no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=where)
+    if not example.config.endless:  # an endless stream has one pass, never an empty one
+        no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=where)
 
 
 def _why_it_differs(example: Example, start: int, stop: int, first: list[Any]) -> str:
@@ -161,10 +164,12 @@ def resume_continues_the_stream(example: Example, plan: Checkpoint) -> None:
     state = checkpoint(example.fresh(), plan.position)
     lengths = example.reference()[1]
     keep_for_a_fresh_process(example, state, expected, lengths)  # before any load
-    resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=RESUME_EPOCHS)
-    same_stream(expected, resumed, clause_id="SC10", context=plan.position.describe(lengths))
-    # Epoch alignment: an empty pass is an epoch lost, except where torchdata's own loader has one.
-    no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=plan.position.describe(lengths))
+    resumed, passes = take_epochs(example.fresh(state), len(expected), max_epochs=example.passes)
+    same_stream(expected, resumed, clause_id="SC10", context=example.where(plan.position))
+    # Epoch alignment: an empty pass is an epoch lost, except where torchdata's own loader has one (an
+    # endless stream has one pass, never an empty one).
+    if not example.config.endless:
+        no_epoch_lost(lengths, plan.position, passes, clause_id="SC10", context=example.where(plan.position))
 
 
 @clause("SC11", "resume-survives-several-hops", tier="core", kills=17, cost=7, plan=hops_plan, needs=RESUMES)
@@ -177,18 +182,23 @@ def resume_survives_several_hops(example: Example, plan: Hops) -> None:
     expected = example.segment("expected", last, max(sum(lengths[:3]), last))
     state = checkpoint(example.fresh(), plan.position)  # run 1
     opened = plan.after_iter or (False,) * len(plan.stops)
+    passes = plan.passes or (None,) * len(plan.stops)  # whole passes: under the epoch-end policy
     # Runs 2, 3: resume, iterate on, checkpoint again.
-    for previous, stop, after_iter in zip((start, *plan.stops), plan.stops, opened):
+    for previous, stop, after_iter, whole in zip((start, *plan.stops), plan.stops, opened, passes):
         loader = example.fresh(state)
         if after_iter:
             advance(loader, Position())  # iter(), no batch yet: the state must still be the loaded one
-        else:
-            take(loader, stop - previous, max_epochs=RESUME_EPOCHS)
+        elif whole:
+            stream(loader, whole)  # each pass to its StopIteration, where the policy checkpoints
+        elif whole is None:
+            take(loader, stop - previous, max_epochs=example.passes)
         state = state_of(loader)
-    hops = " -> ".join("iter() and no batch" if opened_ else "no iter()" if b == a else f"{batch_count(b - a)} more"
-                       for a, b, opened_ in zip((start, *plan.stops), plan.stops, opened))
+    hops = " -> ".join("iter() and no batch" if opened_ else "no iter()" if b == a and not whole
+                       else f"{whole} more whole pass{'es' if whole != 1 else ''}" if whole
+                       else f"{batch_count(b - a)} more"
+                       for a, b, opened_, whole in zip((start, *plan.stops), plan.stops, opened, passes))
     same_stream(expected, example.resumed(state, len(expected)), clause_id="SC11",
-                context=f"run 1 checkpointed {plan.position.describe(lengths)}; then resumed and checkpointed after {hops}")
+                context=f"run 1 checkpointed {example.where(plan.position)}; then resumed and checkpointed after {hops}")
 
 
 @clause("SC12", "state-before-first-batch-resumes", tier="core", kills=1, cost=5, needs=RESUMES)
@@ -211,11 +221,11 @@ def state_after_load_is_the_loaded_state(example: Example, plan: Checkpoint) -> 
     state = checkpoint(example.fresh(), plan.position)
     loaded = example.fresh(state)
     again = state_of(loaded)  # before iterating
-    where = f"state taken {plan.position.describe(example.reference()[1])}, loaded, then state_dict() before iterating"
+    where = f"state taken {example.where(plan.position)}, loaded, then state_dict() before iterating"
     what = ("a loader resumed from state_dict() taken right after load_state_dict(state) to continue from "
             "the loaded point")
     same_stream(expected, example.resumed(again, len(expected)), clause_id="SC13", context=where, what=what)
-    same_stream(expected, take(loaded, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC13",
+    same_stream(expected, take(loaded, len(expected), max_epochs=example.passes), clause_id="SC13",
                 context=where + "; the loaded loader itself then iterated", what=what)
 
 
@@ -224,9 +234,12 @@ def state_dict_does_not_disturb(example: Example, plan: StateCalls) -> None:
     """Calling `state_dict()` at any point, even every step, leaves the stream unchanged."""
     _, lengths = example.reference()
     expected = example.segment("expected", 0, sum(lengths[:WHOLE_STREAM_EPOCHS]))
-    observed = stream_calling_state_dict(example.fresh(), WHOLE_STREAM_EPOCHS, list(plan.at),
-                                         before_iter=plan.before_iter)
-    where = "state_dict() called " + ("at every step" if plan.every else f"before next() number {list(plan.at)}")
+    # An endless stream: its one pass, as far as the uninterrupted run took it.
+    observed = stream_calling_state_dict(example.fresh(), 1 if example.config.endless else WHOLE_STREAM_EPOCHS,
+                                         list(plan.at), before_iter=plan.before_iter,
+                                         limit=len(expected) if example.config.endless else None)
+    where = "state_dict() called " + ("after every StopIteration" if plan.every and plan.epoch_ends else
+                                      "at every step" if plan.every else f"before next() number {list(plan.at)}")
     same_stream(expected, observed, clause_id="SC14",
                 context=where + (", and before the first iter()" if plan.before_iter else ""),
                 what="the same batches as a loader on which state_dict() is never called")
@@ -240,10 +253,10 @@ def state_is_a_snapshot(example: Example, plan: Checkpoint) -> None:
     state = state_of(loader)
     before = snapshot(state)
     # Iterate on with the open iterator while it lasts (what a trainer does), then new epochs.
-    iterate_on(loader, it, plan.more, max_epochs=RESUME_EPOCHS)
+    iterate_on(loader, it, plan.more, max_epochs=example.passes)
     state_of(loader)
     unchanged(before, state, clause_id="SC15",
-              context=f"state taken {plan.position.describe()}, then {plan.more} more batches and another "
+              context=f"state taken {example.where(plan.position) if example.config.endless else plan.position.describe()}, then {plan.more} more batches and another "
                       "state_dict()",
               expected="the dict returned by state_dict() to stay as it was returned while the loader iterates "
                        "on (a checkpoint written later, e.g. asynchronously, must hold this point)",
@@ -258,7 +271,7 @@ def load_leaves_its_argument_alone(example: Example, plan: Checkpoint) -> None:
     expected = example.expected_after(plan.position)
     state = checkpoint(example.fresh(), plan.position)
     before = snapshot(state)
-    where = f"state taken {plan.position.describe(example.reference()[1])}"
+    where = f"state taken {example.where(plan.position)}"
     first = example.resumed(state, len(expected))
     unchanged(before, state, clause_id="SC16", context=where + ", loaded into a loader that iterated",
               expected="load_state_dict(state) and iterating the loader to leave `state` unchanged (the same "
@@ -276,7 +289,7 @@ def state_survives_serialization(example: Example, plan: Checkpoint) -> None:
     `copy.deepcopy`, and the round-tripped state resumes exactly."""
     expected = example.expected_after(plan.position)
     state = checkpoint(example.fresh(), plan.position)
-    where = f"state taken {plan.position.describe(example.reference()[1])}"
+    where = f"state taken {example.where(plan.position)}"
     copies: list[tuple[list[str], object]] = []  # the round trips that gave one state, and that state
     for via in ROUND_TRIPS:
         try:
@@ -313,7 +326,9 @@ def same_config_same_stream(example: Example, plan: None) -> None:
     # comparing a fresh loader with that very run is what makes it safe to share (issue 21).
     _, lengths = example.reference()
     first = example.segment("first", 0, sum(lengths[:WHOLE_STREAM_EPOCHS]))
-    second = stream(example.fresh(), WHOLE_STREAM_EPOCHS)
+    # An endless stream: its one pass, as far as the uninterrupted run took it.
+    second = (take(example.fresh(), len(first), max_epochs=1) if example.config.endless
+              else stream(example.fresh(), WHOLE_STREAM_EPOCHS))
     same_stream(first, second, clause_id="SC18", wording=_TWO_FRESH_LOADERS,
                 context="two fresh loaders from one config, torch.manual_seed(config.seed) before each",
                 what="the same stream from both (otherwise no resume can be judged: there is no one "

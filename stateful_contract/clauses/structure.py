@@ -94,6 +94,10 @@ def state_is_a_str_keyed_dict(example: Example, plan: None) -> None:
     """
     _, lengths = example.reference()
     n = lengths[0]
-    for position in (Position(before_iter=True), Position(0, min(1, n)), Position(0, n),
-                     Position(0, n, after_stop=True)):
-        _a_str_keyed_dict(checkpoint(example.fresh(), position), where=position.describe())
+    points: tuple[Position, ...] = (Position(before_iter=True), Position(0, min(1, n)), Position(0, n),
+                                    Position(0, n, after_stop=True))
+    if example.config.endless:  # no epoch end: one batch in, and just past the first epoch of the dataset
+        points = (Position(before_iter=True), Position(0, min(1, n)),
+                  Position(0, min(example.config.epoch_batches + 1, n)))
+    for position in points:
+        _a_str_keyed_dict(checkpoint(example.fresh(), position), where=example.where(position) if example.config.endless else position.describe())

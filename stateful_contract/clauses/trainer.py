@@ -15,7 +15,6 @@ from .._engine.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loo
 from .._engine.example import Example
 from .._engine.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
 from .._engine.steps import (
-    RESUME_EPOCHS,
     Position,
     advance,
     checkpoint,
@@ -41,8 +40,8 @@ def template_then_load_resumes(example: Example, plan: Checkpoint) -> None:
     loader = example.fresh()
     state_of(loader)  # the template DCP asks for before it loads
     example.load(loader, saved)
-    where = f"state taken {plan.position.describe(example.reference()[1])}"
-    same_stream(expected, take(loader, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC19",
+    where = f"state taken {example.where(plan.position)}"
+    same_stream(expected, take(loader, len(expected), max_epochs=example.passes), clause_id="SC19",
                 context=where + "; a fresh loader's state_dict() was taken before load_state_dict(state)")
     # The real thing: DCP fills the fresh loader's template in place, then loads it.
     source = example.fresh()
@@ -51,7 +50,7 @@ def template_then_load_resumes(example: Example, plan: Checkpoint) -> None:
     dcp_save(source, path)
     target = example.fresh()
     dcp_load(target, path, example.load_form)
-    same_stream(expected, take(target, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC19",
+    same_stream(expected, take(target, len(expected), max_epochs=example.passes), clause_id="SC19",
                 context=where + "; saved and loaded through torch.distributed.checkpoint (the loader as a Stateful)")
 
 
@@ -78,18 +77,20 @@ def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
     loader = example.fresh()
     advance(loader, plan.used)  # rollback, retry, eval then resume: the loader has run
     example.load(loader, saved)
-    same_stream(expected, take(loader, len(expected), max_epochs=RESUME_EPOCHS), clause_id="SC20",
-                context=f"state taken {plan.position.describe(example.reference()[1])}, loaded into a loader "
-                        f"that had already been iterated until {plan.used.describe(example.reference()[1])}")
+    same_stream(expected, take(loader, len(expected), max_epochs=example.passes), clause_id="SC20",
+                context=f"state taken {example.where(plan.position)}, loaded into a loader "
+                        f"that had already been iterated until {example.where(plan.used)}")
 
 
-@clause("SC21", "set-epoch-loop-resumes-epoch-by-epoch", tier="trainer", kills=11, plan=epoch_loop_plan, needs=RESUMES)
+@clause("SC21", "set-epoch-loop-resumes-epoch-by-epoch", tier="trainer", kills=11, plan=epoch_loop_plan, needs=RESUMES,
+        not_on_endless="the set_epoch loop calls iter() once an epoch, and an endless pass never ends")
 def set_epoch_loop_resumes_epoch_by_epoch(example: Example, plan: EpochLoop) -> None:
     """In the loop `for epoch in range(start, n): set_epoch(epoch); for batch in loader`, with
     checkpoints mid-epoch, after the last batch and after `StopIteration` (the latter two resumed at
     the next epoch, as trainers do), every epoch after the resume has exactly the uninterrupted run's
     batches: none empty, none lost, none replayed."""
-    reference = uninterrupted_loop(example.factory, example.config, plan.stop)  # not judged without set_epoch
+    hook = plan.hook  # set_epoch, or the trainer's call the check declared (epoch_hook)
+    reference = uninterrupted_loop(example.factory, example.config, plan.stop, hook=hook)  # not judged without it
     e, start = plan.epoch, plan.resume_at
     point = plan.point(len(reference[e]))  # this rank's own last batch, for the end-of-epoch points
     k = point.batches if start == e else 0
@@ -100,8 +101,8 @@ def set_epoch_loop_resumes_epoch_by_epoch(example: Example, plan: EpochLoop) -> 
     expected: dict[int, list[Any]] = example.program.expression(
         "expected", "{" + ", ".join(f"{n}: {text}" for n, text in parts.items()) + "}",
         {n: (reference[n][k:] if n == e else reference[n]) for n in range(start, plan.stop)})
-    state = loop_checkpoint(example.fresh(), point)  # run 1
-    resumed = epoch_loop(example.fresh(state), start, plan.stop)  # run 2: a new loader, load, the loop
+    state = loop_checkpoint(example.fresh(), point, hook=hook)  # run 1
+    resumed = epoch_loop(example.fresh(state), start, plan.stop, hook=hook)  # run 2: a new loader, load, the loop
     same_epochs(expected, resumed, clause_id="SC21", context=plan.describe(len(reference[e])), reference=reference)
 
 
@@ -134,7 +135,10 @@ def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
     return CutShort(steps * window, passes, into * window)
 
 
-@clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES)
+@clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES,
+        inside_a_pass="its every checkpoint is taken inside a pass cut short",
+        not_on_endless="a pass cut short is one a trainer leaves for the next iter(), and a trainer draws from an "
+                       "endless stream with one iter()")
 def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
     """Passes that `break` after some batches (step limits, eval every N steps), checkpointed
     inside a pass, resume exactly."""

@@ -19,7 +19,7 @@ from .._engine.advice import advise
 from .._engine.compare import stream_difference
 from .._engine.example import Example
 from .._engine.impact import loud, samples_impact
-from .._engine.plans import Alignment, draw_position, window_of
+from .._engine.plans import Alignment, draw_position, epoch_ends_only, window_of
 from .._engine.steps import (
     RESUME_EPOCHS,
     LoaderError,
@@ -72,6 +72,8 @@ def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderC
     # Every example starts worker processes, so there are few: a checkpoint after the first
     # batch at least, where a worker-dependent offset (batches handed out per worker) shows.
     position = draw_position(data, lengths, config, alignment)
+    if epoch_ends_only(alignment):  # the first epoch's end, where a trainer saving at epoch ends saves first
+        return WorkerChange(Position(0, lengths[0], after_stop=True) if position.before_iter else position, workers)
     if position.epoch == 0 and position.batches == 0 and lengths[0] > 0:
         position = Position(0, data.draw(st.integers(1, lengths[0]), label="batches before the checkpoint"))
     return WorkerChange(position, workers)
@@ -87,6 +89,8 @@ def _mid_epoch_change(lengths: list[int], alignment: Alignment, *, config: Loade
     are a multiple of the larger worker count (where one exists): a per-worker offset shows in the first, a
     rest of the epoch re-dealt or trimmed to whole rounds of workers (F26) in the second."""
     n = lengths[0]
+    if epoch_ends_only(alignment):  # the policy's checkpoint nearest the middle: the first epoch's end
+        return WorkerChange(Position(0, n, after_stop=True), workers)
     inner = [k for k in range(1, n) if k % window_of(alignment, config) == 0] or [min(n, 1)]
     counts = max(2, config.num_workers, workers)
     uneven = [k for k in inner if k % counts and (n - k) % counts] or [k for k in inner if k % counts] or inner
@@ -175,7 +179,9 @@ def resume_with_other_workers(example: Example, plan: WorkerChange,
 
 
 @clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", kills=13, cost=6, plan=_worker_change_plan,
-        needs=RESUMES, budget="workers", explicit=worker_change_examples)
+        needs=RESUMES, budget="workers", explicit=worker_change_examples,
+        not_on_endless=("its judgement holds the rest of the interrupted epoch to the samples still due in it, "
+                        "and an endless pass never ends that epoch"))
 def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange | None) -> None:
     """A state resumed with another `num_workers` either continues the stream exactly or is refused
     (an exception at `load_state_dict`, `iter()` or the first `next()`, before any batch); never a

@@ -5,6 +5,7 @@ Why (docs/clauses.md, SC31), and how the worlds are run and judged: docs/distrib
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -23,14 +24,14 @@ from .._engine.impact import Impact, losses
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .._engine.recording import unrecorded
 from .._engine.state_steps import load_checkpoint, save_checkpoint
-from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream
+from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream, uninterrupted
 from .._faces import hint_strict
 from ..config import LoaderConfig
 from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, sample_ids, tally, window
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind
 
-__all__ = ["WorldResume", "new_worlds", "resume_on_another_world", "world_size_change_is_exact_or_refused"]
+__all__ = ["WorldResume", "new_worlds", "resume_on_another_world", "resumed_config", "world_size_change_is_exact_or_refused"]
 
 #: Words that say a message is about the number of ranks (torchtitan: "dp_degree is inconsistent").
 _WORLD_WORDS = re.compile(r"world|replica|degree|data[ _-]?parallel|\bdp\b|dp_", re.IGNORECASE)
@@ -75,18 +76,26 @@ class WorldResume:
     named: bool = False
     #: The refusing exception's type (`refusal_kind`), for the advisory.
     refusal: str = ""
-    #: Sample ids the resumed loader yielded in the rest of the epoch (its first pass).
-    yielded: list[int] = field(default_factory=list)
+    #: Sample ids the resumed loader yielded, pass by pass: the rest of the epoch, then the next one.
+    passes: list[list[int]] = field(default_factory=list)
     #: Warnings and log records (WARNING or worse) while loading and iterating.
     logged: list[str] = field(default_factory=list)
     #: Of the old world, the same on every new rank: the epoch, what it had yielded of it before
-    #: the checkpoint, and what its uninterrupted run would still have yielded (multisets).
+    #: the checkpoint, what its uninterrupted run would still have yielded, and its next epoch (multisets).
     epoch: int = 0
     consumed: list[int] = field(default_factory=list)
     due: list[int] = field(default_factory=list)
-    #: Nothing of the epoch was consumed: the sample ids a fresh world of the new size yields on this
-    #: rank in that epoch (a whole epoch may follow either world's plan).
+    next_due: list[int] = field(default_factory=list)
+    #: What a fresh world of the new size yields on this rank: in that epoch, when nothing of it was
+    #: consumed (a whole epoch may follow either world's plan), and in the next (None: not counted).
     fresh: list[int] | None = None
+    fresh_next: list[int] | None = None
+    #: Not resumed on this world, and why (a fixed global batch that does not split over its ranks).
+    skipped: str = ""
+
+    @property
+    def yielded(self) -> list[int]:
+        return [i for p in self.passes for i in p]
 
 
 @contextmanager
@@ -105,17 +114,39 @@ def _logged(into: list[str]) -> Iterator[None]:
     into.extend(f"{w.category.__name__}: {w.message}" for w in caught if "set_vital" not in str(w.message))
 
 
-def _old_world(records: list[dict[str, Any]]) -> tuple[int, list[int], list[int]]:
-    """The epoch the new world resumes, and what the old world had yielded of it and would still yield."""
+def _old_world(records: list[dict[str, Any]]) -> tuple[int, list[int], list[int], list[int]]:
+    """The epoch the new world resumes, what the old world had yielded of it and would still yield, and
+    the epoch after it as the old world deals it."""
     if all(r["finished"] for r in records):  # every rank finished it: the next one
-        return records[0]["position"]["epoch"] + 1, [], [i for r in records for i in r["epochs"][1]]
+        return (records[0]["position"]["epoch"] + 1, [], [i for r in records for i in r["epochs"][1]],
+                [i for r in records for i in r["epochs"][2]])
     consumed = [i for r in records for i in r["consumed"]]
     rest = [i for r in records for i in r["epochs"][0][len(r["consumed"]):]]
-    return records[0]["position"]["epoch"], consumed, rest
+    return records[0]["position"]["epoch"], consumed, rest, [i for r in records for i in r["epochs"][1]]
 
 
-def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
-    """SC31's second half, on each rank of a world of another size: load an old rank's state, iterate."""
+def resumed_config(config: LoaderConfig, saved: int, *, fixed_global_batch: bool) -> LoaderConfig | None:
+    """The config a rank of the new world builds its loader from: ``config`` (its rank and world size in
+    it) and, where the trainer keeps the global batch fixed, per-rank batch = the saving world's global
+    batch / the new world's size (None: it does not split evenly, a world size such a trainer refuses)."""
+    if not fixed_global_batch:
+        return config
+    global_batch = config.batch_size * saved
+    if global_batch % config.world_size:
+        return None
+    return replace(config, batch_size=global_batch // config.world_size)
+
+
+def uneven_global_batch(config: LoaderConfig, saved: int) -> str:
+    """Why an example is not resumed on this world under a fixed global batch (an advisory, once)."""
+    return (f"with a fixed global batch (declared), the examples whose global batch (per-rank batch x {saved} "
+            f"ranks) does not split evenly over {_ranks(config.world_size)} were not resumed there: a trainer "
+            "that keeps its global batch refuses that world size")
+
+
+def resume_on_another_world(example: Example, plan: Checkpoint, *, fixed_global_batch: bool = False) -> WorldResume:
+    """SC31's second half, on each rank of a world of another size: load an old rank's state, iterate the
+    rest of the epoch and the next one (two passes)."""
     world = example.world
     assert world is not None
     folder = example_folder(example, "SC31")
@@ -127,8 +158,12 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
                            "counted; see SC30")
     source = world.rank % saved
     old = records[source]
-    epoch, consumed, due = _old_world(records)
-    result = WorldResume(world.rank, source, saved, epoch=epoch, consumed=consumed, due=due)
+    epoch, consumed, due, next_due = _old_world(records)
+    result = WorldResume(world.rank, source, saved, epoch=epoch, consumed=consumed, due=due, next_due=next_due)
+    config = resumed_config(example.config, saved, fixed_global_batch=fixed_global_batch)
+    if config is None:
+        result.skipped = uneven_global_batch(example.config, saved)
+        return result
     old_config = replace(example.config, rank=source, world_size=saved)
     saved_at = Position(**old["position"])
     program = example.program
@@ -136,43 +171,91 @@ def resume_on_another_world(example: Example, plan: Checkpoint) -> WorldResume:
     program.add(f"save_checkpoint(checkpoint(fresh(factory, {old_config.as_code()}), {saved_at.as_code()}), "
                 f"'rank{source}.pt')")
     program.names_used.update({"save_checkpoint", "checkpoint", "fresh", "Position"})
+    if config is not example.config:
+        program.add(f"# The global batch stays {example.config.batch_size * saved}: {config.batch_size} per rank "
+                    f"on {_ranks(config.world_size)}")
     path = str(folder / f"rank{source}.pt")
     program.bind(path, repr(f"rank{source}.pt"))
-    if not consumed:
-        with unrecorded():  # not a step of the reproduction
-            reference, lengths = example.reference()
-        result.fresh = epoch_ids(reference, lengths, epoch)
-    limit = example.config.dataset_size + world.world_size + 1
+    limit = 2 * (example.config.dataset_size + world.world_size + 1)
     try:
         with _logged(result.logged):
-            loader = example.fresh(load_checkpoint(path))
-            batches = stream(loader, 1, limit=limit)
+            loader = example.fresh(load_checkpoint(path), config=config)
+            resumed = stream(loader, 2, limit=limit)
+            batches, counts = list(resumed), list(resumed.lengths)
             # torchdata resumes a state taken after the last batch, before StopIteration, into
-            # an empty epoch (docs/findings.md, F5): then the next pass is the due epoch.
-            if not batches and old["finished"] and not saved_at.after_stop:
-                batches = stream(loader, 1, limit=limit)
+            # an empty epoch (docs/findings.md, F5): then the next two passes are the ones due.
+            if counts and not counts[0] and old["finished"] and not saved_at.after_stop:
+                more = stream(loader, 1, limit=limit)
+                batches, counts = [*batches, *more], [*counts[1:], len(more)]
     except LoaderError as e:
         result.error = str(e)
         result.refused = not e.batches_before  # None (at load_state_dict) or 0: before the first batch
         result.named = names_the_world_size(e.error, saved, world.world_size)
         result.refusal = refusal_kind(e.error)
         return result
-    result.yielded = sample_ids(batches) or []
-    program.add(f"# Over the {_ranks(world.world_size)}, the batches must hold the samples "
-                f"{sorted(set(due) - set(consumed))} (not yet yielded in epoch {epoch}), and none of "
-                f"{sorted(set(consumed))} more often than the {saved}-rank world's padding deals them")
+    with unrecorded():  # what a fresh world of the new size deals: not a step of the reproduction
+        reference, lengths = (example.reference() if config is example.config
+                              else uninterrupted(example.factory, config))
+    if not consumed:
+        result.fresh = epoch_ids(reference, lengths, epoch)
+    result.fresh_next = epoch_ids(reference, lengths, epoch + 1)
+    cuts = [sum(counts[:k]) for k in range(len(counts) + 1)]
+    result.passes = [sample_ids(batches[a:b]) or [] for a, b in itertools.pairwise(cuts)]
+    program.add(f"# Over the {_ranks(world.world_size)}, the two passes must hold the samples "
+                f"{sorted(set(due) - set(consumed))} (not yet yielded in epoch {epoch}) and epoch {epoch + 1}'s, "
+                f"and none of {sorted(set(consumed))} more often than the {saved}-rank world's padding deals them")
     return result
 
 
-def judged(values: Sequence[WorldResume], due_ids: Sequence[int] | None = None) -> Tally:
-    """Over the new world's first pass, against the old world's epoch as it deals it (`tally`): samples
-    lost, repeated, and copies only its padding explains. ``due_ids``: against that epoch as a fresh
-    world of the new size deals it, nothing yielded before."""
-    first = values[0]
-    got = Counter(i for r in values for i in r.yielded)
-    before = Counter(first.consumed) if due_ids is None else Counter()
-    epoch = before + Counter(first.due if due_ids is None else due_ids)
-    return tally([epoch], before, got, padding=len(values) - 1, resharded=True)
+@dataclass(frozen=True)
+class Horizon:
+    """One way the two passes after the resume may be dealt: the rest of the epoch (``epoch``, what was
+    yielded of it ``before``) and the next epoch (``after``), each with the copies the new world's
+    padding may add (``pads``); ``tally`` counts the two passes against both epochs at once."""
+
+    epoch: Counter[int]
+    before: Counter[int]
+    after: Counter[int]
+    pads: tuple[int, int]
+
+    def tally(self, values: Sequence[WorldResume]) -> Tally:
+        got = Counter(i for r in values for i in r.yielded)
+        return tally([self.epoch, self.after], self.before, got, padding=sum(self.pads), resharded=True)
+
+    def holds(self, values: Sequence[WorldResume]) -> bool:
+        """Each pass covered exactly its own epoch; or, where the new world's first pass ends elsewhere,
+        the two passes together did (none lost, none repeated) and the first repeated nothing already
+        yielded (a pad copy of a consumed sample is a repeat, which the next epoch's copy does not excuse)."""
+        first = self.of_pass(values, 0)
+        if first.exact and self.of_pass(values, 1).exact:
+            return True
+        return (self.tally(values).exact and not first.repeated
+                and sum(first.extra.values()) <= first.padding)
+
+    def of_pass(self, values: Sequence[WorldResume], k: int) -> Tally:
+        """Pass ``k`` alone against its own epoch: what it lacks, and what it holds beyond it."""
+        got = Counter(i for r in values for i in (r.passes[k] if k < len(r.passes) else []))
+        epoch, before = (self.epoch, self.before) if k == 0 else (self.after, Counter())
+        return tally([epoch], before, got, padding=self.pads[k], resharded=True)
+
+
+def horizons(values: Sequence[WorldResume]) -> list[Horizon]:
+    """Every way the two passes may be dealt: the rest of the epoch as the old world deals it (or, nothing
+    of it consumed, as a fresh world of the new size does, its padding then counted in it), and the next
+    epoch as either world deals it."""
+    def whole(name: str) -> Counter[int] | None:
+        got = [getattr(r, name) for r in values]
+        return None if None in got else Counter(i for ids in got for i in ids)
+
+    first, pad = values[0], len(values) - 1
+    before = Counter(first.consumed)
+    rests = [(before + Counter(first.due), before, pad)]
+    if (fresh := whole("fresh")) is not None:
+        rests.append((fresh, Counter(), 0))
+    nexts = [(Counter(first.next_due), pad)]
+    if (fresh_next := whole("fresh_next")) is not None:
+        nexts.append((fresh_next, 0))
+    return [Horizon(epoch, done, after, (p1, p2)) for epoch, done, p1 in rests for after, p2 in nexts]
 
 
 def _ranks(n: int) -> str:
@@ -183,10 +266,33 @@ def _how(r: WorldResume) -> str:
     return f"rank {r.rank} (from rank {r.source}'s state)"
 
 
+def _by_pass(values: Sequence[WorldResume], way: Horizon) -> list[str]:
+    """Which samples each pass lacked or held beyond its own epoch, so a user sees where the samples went
+    (a sample one pass lacks and the other holds is no loss: the two passes are judged together)."""
+    first = values[0]
+    names = (f"pass 1 (the rest of epoch {first.epoch})", f"pass 2 (epoch {first.epoch + 1})")
+    lines = []
+    for k, name in enumerate(names):
+        t = way.of_pass(values, k)
+        n = sum(t.after.values())
+        parts = [f"yielded {n} sample{'s' if n != 1 else ''}"]
+        if t.lost:
+            parts.append(f"lacks {id_list(t.lost)} due in it")
+        beyond = t.repeated + (t.extra if sum(t.extra.values()) > t.padding else Counter())
+        if beyond:
+            parts.append(f"holds {id_list(beyond)} beyond it")
+        lines.append(f"{name} over {_ranks(len(values))}: " + "; ".join(parts))
+    return lines
+
+
 def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan: Checkpoint) -> None:
     """The resume on the new world was refused (an advisory where the refusal does not name the world
-    sizes), or it covered exactly what was due, padding not counted as data (`judged`)."""
+    sizes), or over the rest of the interrupted epoch and the next one it covered exactly what was due,
+    padding not counted as data (`horizons`)."""
     first = values[0]
+    if any(r.skipped for r in values):
+        advise(first.skipped or next(r.skipped for r in values if r.skipped))
+        return
     saved, resumed = first.saved_world_size, len(values)
     refusals = [r for r in values if r.refused]
     if refusals:
@@ -195,13 +301,16 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         return
     where = plan.position.describe()
     context = (f"every one of {saved} ranks checkpointed {where} and saved its state with torch.save to "
-               f"rank{{r}}.pt; a fresh world of {_ranks(resumed)} resumed, rank r loading rank{{r % {saved}}}.pt")
+               f"rank{{r}}.pt; a fresh world of {_ranks(resumed)} resumed, rank r loading rank{{r % {saved}}}.pt, "
+               f"and iterated the rest of epoch {first.epoch} and epoch {first.epoch + 1}")
     due = sorted(set(first.due) - set(first.consumed))  # a pad copy of a consumed sample is not due
     expected = (f"the resume on {_ranks(resumed)} to be refused before its first batch (best with an exception "
-                f"naming the world sizes, {saved} and {resumed}), or the {resumed} resumed rank{'s together' if resumed != 1 else ''} to "
-                f"yield exactly the {len(due)} sample{'s' if len(due) != 1 else ''} of epoch {first.epoch} not "
-                "yet consumed: none lost, none repeated"
-                + ("" if first.consumed else f" (or that epoch as a fresh {resumed}-rank world yields it)"))
+                f"naming the world sizes, {saved} and {resumed}), or the {resumed} resumed rank"
+                f"{'s together' if resumed != 1 else ''} to yield, over the rest of epoch {first.epoch} and epoch "
+                f"{first.epoch + 1}, exactly the {len(due)} sample{'s' if len(due) != 1 else ''} of epoch "
+                f"{first.epoch} not yet consumed and those of epoch {first.epoch + 1} (as either world deals it): "
+                "none lost, none repeated"
+                + ("" if first.consumed else f" (or epoch {first.epoch} as a fresh {resumed}-rank world yields it)"))
     errors = [r for r in values if r.error is not None]
     if errors:
         lines = [f"{_how(r)} raised after its first batch, so the job dies mid-run: {r.error}"
@@ -210,23 +319,27 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         impact = Impact("loud", f"the resume on {_ranks(resumed)} raises mid-run: the job dies after training on "
                                 "resumed batches", where="next()")
     else:
-        t = judged(values)
-        fresh = [r.fresh for r in values]  # a whole epoch, as a fresh world of the new size has it
-        if t.exact or (None not in fresh and judged(values, [i for f in fresh for i in f or []]).exact):
+        ways = [(way, way.tally(values), way.of_pass(values, 0)) for way in horizons(values)]
+        if any(way.holds(values) for way, _, _ in ways):
             return
+        way, t, rest = min(ways, key=lambda w: (sum(w[1].lost.values()) + sum((w[1].repeated | w[2].repeated).values()),
+                                                sum(w[2].extra.values())))
+        repeated = t.repeated | rest.repeated  # over the horizon, or a copy in pass 1 of a sample already yielded
         lines = [f"{_how(r)} yielded {id_list(again)} that the {saved}-rank world had already yielded "
                  f"in epoch {first.epoch}"
-                 for r in values if (again := Counter(i for i in r.yielded if t.repeated[i]))]
-        if sum(t.extra.values()) > t.padding:
-            lines.append(f"yielded {id_list(t.extra)} more often than the {saved}-rank world would have (more than "
-                         f"the {t.padding} copies padding may add)")
-        lines.append(f"over {'all ' if resumed > 1 else ''}{_ranks(resumed)}: lost "
-                     f"{id_list(t.lost) if t.lost else 'none'}, repeated {id_list(t.repeated) if t.repeated else 'none'}"
+                 for r in values if (again := Counter(i for i in (r.passes[0] if r.passes else [])
+                                                       if repeated[i] and rest.before[i]))]
+        lines += _by_pass(values, way)
+        if sum(rest.extra.values()) > rest.padding:
+            lines.append(f"yielded {id_list(rest.extra)} more often than the {saved}-rank world would have (more than "
+                         f"the {rest.padding} copies padding may add)")
+        lines.append(f"over {'all ' if resumed > 1 else ''}{_ranks(resumed)} and both passes: lost "
+                     f"{id_list(t.lost) if t.lost else 'none'}, repeated {id_list(repeated) if repeated else 'none'}"
                      f"; the {saved}-rank world had yielded "
                      f"{id_list(Counter(first.consumed)) if first.consumed else 'nothing'} of epoch {first.epoch}")
-        lines += padding_lines(t, f"{saved}-rank world", f"{resumed}-rank world", span=f"in epoch {first.epoch}")
+        lines += padding_lines(rest, f"{saved}-rank world", f"{resumed}-rank world", span=f"in epoch {first.epoch}")
         how = "resumed silently"
-        impact = losses(sum(t.lost.values()), sum(t.repeated.values()) + max(0, sum(t.extra.values()) - t.padding),
+        impact = losses(sum(t.lost.values()), sum(repeated.values()) + max(0, sum(rest.extra.values()) - rest.padding),
                         epoch=first.epoch)
     lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
     violation = violated("SC31", context=context, expected=expected, impact=impact, got=(
@@ -236,9 +349,11 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
 
 
 @clause("SC31", "world-size-change-is-exact-or-refused", tier="distributed", kills=3, cost=10,
-        plan=checkpoint_plan,
+        plan=checkpoint_plan, reads=("fixed_global_batch",),
         needs=("SC01", LOAD), after_restart=(resume_on_another_world, judge_world_change),
-        restart_worlds=new_worlds)
+        restart_worlds=new_worlds,
+        not_on_endless=("its judgement counts the samples of the interrupted epoch and the next over the new "
+                        "world, and an endless pass never ends an epoch"))
 def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) -> None:
     """A state saved on N ranks and resumed on M != N ranks (an elastic restart) is either refused (any
     exception before the first batch; an advisory where it does not name the world sizes), or the M

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from .._checking import FactoryError
+from .._declare import declarations_of
 from .._render import plural, render_result
 from .._target import TargetError
 from . import check_world, in_world
@@ -46,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = check_world(args.target, world_size=args.world_size, profile=args.profile, clauses=[args.clause],
                              timeout=args.timeout, run_timeout=args.run_timeout, replay=replay,
-                             run_dir=args.run_dir)
+                             run_dir=args.run_dir, **declarations_of(args))
     except (TargetError, FactoryError, KeyError, ValueError) as e:  # ValueError: OptionError
         print(f"stateful_contract.distributed: {e}", file=sys.stderr)
         return 2

@@ -36,6 +36,7 @@ from typing import Any, NoReturn
 import torch.distributed as dist
 
 from .._checking import CheckInterrupted, FactoryError
+from .._declare import add_declaration_arguments, declarations_of
 from .._engine.noise import ignore_set_vital
 from .._engine.processes import alive
 from .._engine.ranks import default_run_timeout
@@ -80,6 +81,7 @@ def add_example_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
     parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
     parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
+    add_declaration_arguments(parser)
 
 
 def replay_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[LoaderConfig, Position] | None:
@@ -113,10 +115,10 @@ def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> 
     clauses = [c.strip().upper() for c in args.clause.split(",")] if args.clause else None
     if args.phase == "resume":
         return phases.resume(world, run_dir, args.target, clauses=clauses, profile=args.profile,
-                             timeout=args.timeout, launch=launch)
+                             timeout=args.timeout, launch=launch, declared=declarations_of(args))
     try:
         report = check_world(args.target, world_size=world.world_size, profile=args.profile, clauses=clauses,
-                             timeout=args.timeout, replay=args.replay, run_dir=run_dir)
+                             timeout=args.timeout, replay=args.replay, run_dir=run_dir, **declarations_of(args))
     except CheckInterrupted as e:
         report = e.report
         report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "

@@ -53,7 +53,7 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
 
 
 def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | None, profile: str,
-           timeout: float | None, launch: str) -> Report:
+           timeout: float | None, launch: str, declared: Mapping[str, Any] | None = None) -> Report:
     """Rank 0 of the resume launch: every saved example resumed by ``target`` (the saving factory, or
     another, as a fix is tried on the states a job left) on this world's ranks, judged."""
     if not (run_dir / MANIFEST).is_file():
@@ -69,15 +69,16 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
     if executor.target != manifest["target"]:
         notes.append(f"saved by {manifest['target']}, resumed by {executor.target}")
     # The options of the check the save launch ran: its world size selects the multi-rank clauses.
-    run = _Run(executor, CheckOptions(profile, wanted, checkpoint_alignment=manifest["alignment"], world_size=saved),
-               notes=notes)
+    options = CheckOptions(profile, wanted, checkpoint_alignment=manifest["alignment"], world_size=saved,
+                           **(declared or {}))
+    run = _Run(executor, options, notes=notes)
     try:
         executor.start()
         run.probe()
         for cid in wanted:
             c = clause(cid)
             started = time.perf_counter()
-            restarted = c.restarted()
+            restarted = c.declared(options.declarations).restarted()
             why: str | None = None
             if restarted is None:
                 why = f"{cid} has no half that resumes in fresh processes: the save launch judged it"

@@ -147,7 +147,10 @@ class RankExecutor:
     def rerun_example(self, clause: ClauseLike, config: LoaderConfig, plan: Checkpoint) -> str:
         """The command that runs this one example on these ranks again."""
         base = replace(config, rank=0, world_size=1)
-        return f"{self.rerun(clause.id)} --config \"{base.as_code()}\" --position \"{plan.position.as_code()}\""
+        declared = "".join(f" --{name.replace('_', '-')}" + ("" if value is True else f" {value}")
+                           for name, value in getattr(clause, "given", ()) if value not in (None, False))
+        return (f"{self.rerun(clause.id)}{declared} --config \"{base.as_code()}\" "
+                f"--position \"{plan.position.as_code()}\"")
 
     def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
                  plan: Any = None) -> ExampleRun:

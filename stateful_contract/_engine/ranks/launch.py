@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import status
 from ..processes import MARKER_ENV, fault_excerpt, kill_marked, kill_session, processes_of
+from .as_torchrun import of_caller
 from .failures import LaunchOutcome, RankFailure, order_failures
 
 __all__ = ["JOIN_TIMEOUT", "KEPT_FILE", "Launcher", "board_path", "close_kept", "finish_world", "left_behind",
@@ -192,7 +193,7 @@ def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: fl
     linux = sys.platform.startswith("linux")
     # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.
     spec = {"world_size": world_size, "first_phase": first_phase, "start_method": "forkserver" if linux else "spawn",
-            "timeout": timeout, "ranks": ranks}
+            "timeout": timeout, "ranks": ranks, "process": of_caller()}
     (run_dir / SPEC_FILE).write_text(json.dumps(spec), encoding="utf-8")
     (run_dir / OUTCOME_FILE).unlink(missing_ok=True)  # a previous launcher's, in a restarted run
     return start_launcher(run_dir, reusable=linux)

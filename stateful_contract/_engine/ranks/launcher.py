@@ -151,6 +151,7 @@ def _launch_phases(run_dir: Path) -> dict[str, Any]:
             # As `torchrun --standalone`: a c10d rendezvous on a free local port.
             rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", local_addr="127.0.0.1",
             run_id=f"stateful-contract-{run_dir.name}-{phase}-{attempt}", max_restarts=0,
+            role="default",  # torchrun's (its --role): each rank's ROLE_NAME
             monitor_interval=MONITOR_INTERVAL, start_method=spec["start_method"],
             logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL),
             shutdown_timeout=SHUTDOWN_GRACE,

@@ -28,6 +28,7 @@ from .. import executors, status, steps
 from ..guard import frozen
 from ..noise import ignore_set_vital
 from ..supervised import POLL
+from .as_torchrun import as_under_torchrun
 from .launch import JOIN_TIMEOUT, JOINING, board_path
 
 __all__ = ["PORT_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
@@ -109,6 +110,7 @@ def rank_main(run_dir: str, phase: str) -> Any:
     ignore_set_vital()  # a rank is a new interpreter: none of the checker's warning filters
     path = Path(run_dir)
     spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
+    as_under_torchrun(spec.get("process"))  # before any of the user's code: what its launcher's ranks see
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
     world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
     # Not formed within JOIN_TIMEOUT: exit 1, every thread's stack in the log, and the launcher starts the

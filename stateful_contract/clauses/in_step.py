@@ -1,0 +1,179 @@
+"""SC32 ranks-stay-in-step: every rank yields as many batches as every other, stretch by stretch.
+
+Data-parallel training takes one step on every rank at once: each step's gradient all-reduce (and every other
+collective) waits until every rank reaches it. A rank whose epoch ends a batch early leaves the others
+waiting in that collective for ever (or, where the trainer loops on, spinning), unless the trainer handles
+uneven inputs (DDP's ``Join``), which it declares (`CheckOptions.joins_uneven_inputs`). Why and how:
+docs/clauses.md, SC32.
+
+The judgement (`every_rank_takes_as_many_steps`) compares labelled stretches, each one the steps every rank
+must take together before the next checkpoint or epoch boundary: the fresh epochs, the passes after a resume,
+the passes after a world-size change; a stretch of an endless stream between two saves is one more label.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .._engine.advice import advise
+from .._engine.example import Example
+from .._engine.impact import Impact
+from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
+from .._engine.state_steps import load_checkpoint, save_checkpoint
+from .._engine.steps import LoaderError, Position, checkpoint, stream
+from .._faces import hint_declare
+from .rank_streams import example_folder
+from .registry import LOAD, clause, violated
+from .world_change import new_worlds, resumed_config, uneven_global_batch
+
+__all__ = ["RankSteps", "Stretch", "every_rank_takes_as_many_steps", "ranks_stay_in_step"]
+
+#: Passes counted after a resume: the rest of the interrupted epoch and the next one.
+RESUMED_PASSES = 2
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """Steps every rank must take together: ``label`` (``"epoch 1"``, ``"pass 1 after the resume"``) and
+    how many batches this rank yielded in it."""
+
+    label: str
+    batches: int
+
+
+@dataclass
+class RankSteps:
+    """What one rank yielded, stretch by stretch (the same labels, in the same order, on every rank)."""
+
+    rank: int
+    stretches: list[Stretch] = field(default_factory=list)
+    #: The resume raised on this rank (SC30 and SC31 judge that): its passes are not counted.
+    error: str | None = None
+    #: Not resumed on this world, and why (a fixed global batch that does not split over its ranks).
+    skipped: str = ""
+    #: Where the stretches come from, for the message: ``"fresh loaders on 2 ranks"``.
+    where: str = ""
+
+
+def every_rank_takes_as_many_steps(values: Sequence[RankSteps], *, what: str) -> None:
+    """Every rank yielded as many batches as every other in each stretch; otherwise the first stretch where
+    they differ names the ranks that run out first, and the step at which every collective waits for them."""
+    counted = [r for r in values if r.error is None and not r.skipped]
+    if len(counted) < len(values) or len(values) < 2:
+        return  # a rank that raised is another clause's failure; one rank is always in step
+    labels = [s.label for s in counted[0].stretches]
+    for k, label in enumerate(labels):
+        counts = {r.rank: r.stretches[k].batches for r in counted}
+        if len(set(counts.values())) == 1:
+            continue
+        fewest, most = min(counts.values()), max(counts.values())
+        short = [rank for rank, n in counts.items() if n == fewest]
+        named = " and ".join(f"rank {r}" for r in short)
+        step = fewest + 1
+        violation = violated(
+            "SC32", context=f"{what}; every rank counted its batches in each stretch",
+            expected=f"every one of the {len(values)} ranks to yield as many batches as the others in {label}",
+            got=(f"in {label}, " + ", ".join(f"rank {r} yielded {n} batch{'es' if n != 1 else ''}"
+                                             for r, n in sorted(counts.items()))
+                 + f": at step {step} {named} {'has' if len(short) == 1 else 'have'} no batch while the others "
+                 f"train on, so the collectives of step {step} (the gradient all-reduce) wait for ever, or a "
+                 f"loop that skips the missing batch spins ({most - fewest} step{'s' if most - fewest != 1 else ''} "
+                 f"of the longer rank{'s' if len(counts) - len(short) != 1 else ''} without a partner). Deal every rank as many batches (pad or drop as "
+                 "DistributedSampler does), or, if the trainer joins uneven inputs (DDP's Join), declare it: "
+                 f"{hint_declare('joins_uneven_inputs')}"),
+            impact=Impact("loud", f"{named} {'has' if len(short) == 1 else 'have'} no batch at step {step}"
+                                  f"{'' if label.startswith('epoch 0') else ' of ' + label}: every collective "
+                                  "waits", where="next()", epoch=int(label.split()[1]) if label.startswith("epoch") else None))
+        violation.reproduce_on = short[0]  # type: ignore[attr-defined]  # the rank that runs out
+        raise violation
+
+
+def _passes(loader: Any, limit: int, label: str) -> list[Stretch]:
+    """The batches of the next `RESUMED_PASSES` passes of ``loader``, one stretch each."""
+    batches = stream(loader, RESUMED_PASSES, limit=limit)
+    counts = list(batches.lengths) + [0] * (RESUMED_PASSES - len(batches.lengths))
+    return [Stretch(f"pass {k + 1} after {label}", n) for k, n in enumerate(counts)]
+
+
+def _judge_fresh_and_resumed(values: Sequence[RankSteps], config: Any, plan: Checkpoint) -> None:
+    every_rank_takes_as_many_steps(values, what=values[0].where if values else "")
+
+
+def resume_in_step_on_another_world(example: Example, plan: Checkpoint, *,
+                                    fixed_global_batch: bool = False) -> RankSteps:
+    """SC32's second half, on each rank of a world of another size: load an old rank's state (as SC31 does),
+    count the batches of the rest of the epoch and the next."""
+    world = example.world
+    assert world is not None
+    folder = example_folder(example, "SC32")
+    saved = len(list(folder.glob("saved-rank*.json")))
+    source = world.rank % saved
+    old = json.loads((folder / f"saved-rank{source}.json").read_text(encoding="utf-8"))
+    saved_at = Position(**old["position"])
+    result = RankSteps(world.rank, where=(f"every one of {saved} ranks saved its state {saved_at.describe()}, and "
+                                          f"a fresh world of {world.world_size} ranks resumed, rank r loading "
+                                          f"rank{{r % {saved}}}.pt"))
+    config = resumed_config(example.config, saved, fixed_global_batch=fixed_global_batch)
+    if config is None:
+        result.skipped = uneven_global_batch(example.config, saved)
+        return result
+    path = str(folder / f"rank{source}.pt")
+    example.program.bind(path, repr(f"rank{source}.pt"))
+    limit = RESUMED_PASSES * (config.dataset_size + world.world_size + 1)
+    try:
+        loader = example.fresh(load_checkpoint(path), config=config)
+        label = f"the resume on {world.world_size} ranks"
+        result.stretches = _passes(loader, limit, label)
+        # torchdata resumes a state taken after the last batch, before StopIteration, into an empty epoch
+        # (docs/findings.md, F5): the passes that count are the two after it.
+        if old["finished"] and not saved_at.after_stop and not result.stretches[0].batches:
+            result.stretches = [Stretch(s.label, n) for s, n in zip(
+                result.stretches, [result.stretches[1].batches, _passes(loader, limit, label)[0].batches])]
+    except LoaderError as e:
+        result.error = str(e)
+    return result
+
+
+def _judge_on_another_world(values: Sequence[RankSteps], config: Any, plan: Checkpoint) -> None:
+    if skipped := next((r.skipped for r in values if r.skipped), ""):
+        advise(skipped)
+        return
+    every_rank_takes_as_many_steps(values, what=values[0].where)
+
+
+def worlds_of_several_ranks(world_size: int) -> tuple[int, ...]:
+    """SC31's new world sizes (`new_worlds`) of two ranks or more: one rank is always in step."""
+    return tuple(m for m in new_worlds(world_size) if m > 1)
+
+
+@clause("SC32", "ranks-stay-in-step", tier="distributed", cost=8, plan=checkpoint_plan, needs=("SC01", LOAD),
+        world=_judge_fresh_and_resumed, reads=("fixed_global_batch",),
+        waived_by=("joins_uneven_inputs", "the trainer handles ranks with uneven batch counts (DDP's Join)"),
+        after_restart=(resume_in_step_on_another_world, _judge_on_another_world), restart_worlds=worlds_of_several_ranks,
+        not_on_endless=("it counts each rank's batches per epoch and pass, and an endless pass never ends; the "
+                        "stretches between saves are what its judgement will take there"))
+def ranks_stay_in_step(example: Example, plan: Checkpoint) -> RankSteps:
+    """Every rank yields as many batches as every other in each epoch: fresh, after a resume, and after a
+    world-size change; otherwise a collective (the gradient all-reduce) waits for ever for the rank that ran
+    out. Not judged where the trainer declares it handles uneven inputs (DDP's `Join`)."""
+    world = example.world
+    assert world is not None, "SC32 runs on the ranks of a multi-rank executor only"
+    _, lengths = example.reference()
+    result = RankSteps(world.rank, [Stretch(f"epoch {e}", n) for e, n in enumerate(lengths)],
+                       where=f"fresh loaders on {world.world_size} ranks, then each resumed from its own state")
+    position = position_on_rank(plan.position, lengths)
+    folder = example_folder(example, "SC32")
+    path = str(folder / f"rank{world.rank}.pt")
+    example.program.bind(path, repr(f"rank{world.rank}.pt"))
+    state = checkpoint(example.fresh(), position)
+    save_checkpoint(state, path)
+    record = {"position": asdict(position), "finished": position.batches == lengths[position.epoch]}
+    (folder / f"saved-rank{world.rank}.json").write_text(json.dumps(record), encoding="utf-8")
+    limit = RESUMED_PASSES * (example.config.dataset_size + world.world_size + 1)
+    result.stretches += _passes(example.fresh(state), limit, f"the resume {plan.position.describe()}")
+    example.program.add(f"# Every rank must yield as many batches as the others in each epoch and pass: this "
+                        f"rank's: {', '.join(f'{s.label}: {s.batches}' for s in result.stretches)}")
+    return result
