@@ -87,8 +87,7 @@ class _Run:
         self.replay = replay
         self.notes = notes
         self.seed = seed
-        #: Names the loader in the example database of a random profile's searches (`example_database`).
-        self.database_key = database_key
+        self.database_key = database_key  # the loader's name in a random search's kept failures (_engine/saved.py)
         self.results: dict[str, ClauseResult] = {}
         self.load_probe: LoadProbe = "positional"
         self.load_detail = ""
