@@ -11,10 +11,11 @@ from typing import Any
 from ._engine import lending
 from ._engine.advice import collecting
 from ._engine.endless import NOT_ON_ENDLESS
-from ._engine.example import ClauseLike, ExampleRun, LoadFormProbe, LoadProbe
-from ._engine.executors import Executor, StartFailed
+from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
+from ._engine.executors import EndlessWatch, Executor, StartFailed
 from ._engine.guard import raise_lost_ctrl_c
 from ._engine.outcome import ClauseViolation, Outcome
+from ._engine.plans import epoch_ends_only
 from ._engine.search import judge_runs, replay_one, search
 from ._engine.supervised import PendingSibling, Supervised
 from ._faces import hint_exitfirst
@@ -47,27 +48,6 @@ def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
     where = (position.epoch, position.batches) if position is not None else (0, 0)
     return (config.num_workers, config.dataset_size, config.batch_size, config.grad_acc_step, config.shuffle,
             config.drop_last, *where)
-
-
-class _EndlessWatch:
-    """The executor, noting whether an uninterrupted run's first pass never ended (`ExampleRun.endless`)."""
-
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
-        self.seen = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.executor, name)
-
-    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        got = self.executor.lengths(clause, config)
-        self.seen = self.seen or (isinstance(got, ExampleRun) and got.endless)
-        return got
-
-    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        runs = self.executor.run(clause, config, plan)
-        self.seen = self.seen or any(r.endless for r in runs)
-        return runs
 
 
 class _Run:
@@ -139,7 +119,8 @@ class _Run:
         the loader checked as an endless stream from then on (an undeclared endless loader: `as_endless`)."""
         self.endless_seen = False
         outcome = self.judge_once(c)
-        if self.endless_seen and self.endless is None:
+        # Not under the epoch-end policy: its trainer would never save, and the clause's failure says so.
+        if self.endless_seen and self.endless is None and not epoch_ends_only(self.options.checkpoint_alignment):
             self.as_endless("found")
             why = self.blocked(c)
             outcome = Outcome("not-judged", message=why) if why is not None else self.judge_once(c)
@@ -162,7 +143,7 @@ class _Run:
             if self.replay is not None and c.budget != "once":
                 # SC18 replays the config alone.
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
-                watched = _EndlessWatch(self.executor)
+                watched = EndlessWatch(self.executor)
                 failed = replay_one(c, watched, config, plan)
                 self.endless_seen = watched.seen
                 outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
@@ -170,7 +151,7 @@ class _Run:
                 if outcome.status == "passed":
                     passed.append((config, plan))
             else:
-                watched = _EndlessWatch(self.executor)
+                watched = EndlessWatch(self.executor)
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
                                  database_key=self.database_key, epoch_hook=self.options.epoch_hook,
