@@ -305,6 +305,7 @@ def test_numbers(n, request):
     observe(request, f"numbers{n}")
 
 
+@settings(deadline=None)  # a loaded machine takes Hypothesis' 200 ms for an example now and then
 @given(st.integers())
 def test_hypothesis(x):
     assert isinstance(x, int)
@@ -338,8 +339,8 @@ def test_a_suite_without_a_contract_class_runs_exactly_as_without_the_package(
 
 
 def test_a_suite_with_a_contract_class_schedules_each_class_as_one_unit(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_loaders=HEADER + PLAIN)
+    pytester.makepyfile(test_loaders=HEADER)
     result = pytester.runpytest_subprocess("-n", "2", "-v", "--stateful-contract-profile", "dev",
-                                           "-k", "SC01 or plain", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2)
+                                           "-k", "SC01", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["scheduling tests via ContractScheduling"])
