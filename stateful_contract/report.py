@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FAILING_STATUSES", "JUDGED_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Outcome", "Report", "Status", "same_causes"]
 
+#: How the message of a clause starts whose search held and whose verdict a later launch gives (``--phase save``,
+#: `stateful_contract.distributed.phases`): a run with one judged something, though it is ``not-judged`` yet.
+DEFERRED_TO_A_LATER_LAUNCH = "saved on "
+
 #: Statuses that make the overall verdict fail: a clause broken, or a declared
 #: expected failure that no longer fails (the declaration list must stay current).
 FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
@@ -195,8 +199,10 @@ class Report:
     @property
     def judged_nothing(self) -> bool:
         """No clause came to a verdict: each one run was not judged (``--clause SC21`` on a loader without
-        ``set_epoch``), or none ran. Such a run says why, and is no pass."""
-        return not any(r.status in JUDGED_STATUSES for r in self.results)
+        ``set_epoch``, a declared policy that excludes every clause selected) or none ran, and none was deferred
+        to a later launch. Such a run says why, and is no pass."""
+        return not any(r.status in JUDGED_STATUSES or r.message.startswith(DEFERRED_TO_A_LATER_LAUNCH)
+                       for r in self.results)
 
     @property
     def verdict(self) -> str:
