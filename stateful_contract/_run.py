@@ -79,7 +79,7 @@ class _Run:
         #: ``"declared"`` or ``"found"`` once the loader is checked as an endless stream (`Report.endless`).
         self.endless: str | None = None
         self.endless_seen = False
-        if options.endless:
+        if options.endless or options.space.endless:  # a space of endless configs declares it too
             self.as_endless("declared")
         elif replay is not None and replay[0].endless:  # a recorded example of an endless stream
             self.as_endless("found")

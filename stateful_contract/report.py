@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Outcome", "Report", "Status", "same_causes"]
 
+#: How the message of a clause starts whose search held and whose verdict a later launch gives (``--phase save``,
+#: `stateful_contract.distributed.phases`): a run with one judged something, though it is ``not-judged`` yet.
+DEFERRED_TO_A_LATER_LAUNCH = "saved on "
+
 #: Statuses that make the overall verdict fail: a clause broken, or a declared
 #: expected failure that no longer fails (the declaration list must stay current).
 FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
@@ -190,7 +194,8 @@ class Report:
     def judged_nothing(self) -> bool:
         """No clause came to a verdict (each was skipped or not judged: a declared policy that excludes every
         clause selected, say): such a run says nothing of the loader, so it does not pass."""
-        return not any(r.status not in ("skipped", "not-judged") for r in self.results)
+        return not any(r.status not in ("skipped", "not-judged") or r.message.startswith(DEFERRED_TO_A_LATER_LAUNCH)
+                       for r in self.results)
 
     @property
     def verdict(self) -> str:
