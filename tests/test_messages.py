@@ -253,7 +253,8 @@ def test_progress_is_live_on_a_terminal_and_one_line_in_a_log(stream: type[io.St
     if out.isatty():
         assert "running SC10 name: example 1/2" in out.getvalue() and "judged" not in out.getvalue()
     else:
-        assert out.getvalue() == "  judged 2 clauses in 3.0 s: 1 passed, 1 FAILED\n"
+        # The run's wall time, not the clauses' 3.0 s added up (tests/test_citizen_cli.py says why).
+        assert re.fullmatch(r"  judged 2 clauses in \d+\.\d s: 1 passed, 1 FAILED\n", out.getvalue()), out.getvalue()
 
 
 def test_a_log_shows_no_set_vital_warning_and_no_line_per_clause(capfd: Any) -> None:
