@@ -101,13 +101,13 @@ class Starver:
                         self.done.add(process.pid)
 
 
-def run_starved(target: str, *args: str, tmp_path: Path, starved: bool = True,
-                limit: float = 600) -> tuple[int, dict[str, Any], str, Starver]:
+def run_starved(target: str, *args: str, tmp_path: Path, starved: bool = True, limit: float = 600,
+                timeout: float = LIMIT) -> tuple[int, dict[str, Any], str, Starver]:
     """``stateful-contract check target args`` with the loader's processes starved (``starved``); its exit
     status, its JSON report's clauses by ID, its output, and what the `Starver` saw."""
     mark, report = tmp_path / "pids", tmp_path / "report.json"
     env = {**os.environ, "STARVED_MARK": str(mark), "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
-    command = [sys.executable, "-m", "stateful_contract", "check", target, "--timeout", f"{LIMIT:g}",
+    command = [sys.executable, "-m", "stateful_contract", "check", target, "--timeout", f"{timeout:g}",
                "--profile", "dev", "--json", str(report), "--quiet", *args]
     cli = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output: list[str] = []
@@ -161,14 +161,16 @@ def test_the_clock_charges_sleep_and_cpu_but_not_the_run_queue() -> None:
 @pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
 def test_a_correct_loader_starved_of_cpu_passes_though_its_example_outlasts_the_limit(
         world_size: int, tmp_path: Path) -> None:
+    # A limit of 3 s: a loaded machine's disk makes a process sleep too (a page-in, dirty-page throttling),
+    # and sleep is charged; measured once, 1 s of a 4 s example at a load average of 7.
     rc, clauses, output, starver = run_starved(f"{HERE / 'starved.py'}:busy_per_batch", "--clause", "SC03",
-                                               "--world-size", str(world_size), tmp_path=tmp_path)
+                                               "--world-size", str(world_size), tmp_path=tmp_path, timeout=3 * LIMIT)
     assert rc == 0, output
     assert starver.done, "no process of the loader was starved"
     sc03 = clauses["SC03"]
     assert sc03["status"] == "passed", sc03
     # Its one example took longer than the limit in wall time: starved, not hung.
-    assert sc03["seconds"] > 2 * LIMIT, sc03["seconds"]
+    assert sc03["seconds"] > 2 * 3 * LIMIT, sc03["seconds"]
 
 
 @pytest.mark.launcher
