@@ -86,8 +86,3 @@ MANUAL_SKIP = (
     "draws epoch 0's permutation from the generator seeded at construction (and a used loader a later one): "
     f"after epoch 0 the skip is in the wrong order, silently (F24, {doc('findings.md', 'f24')})"
 )
-GLOBAL_POSITION_UNEVEN = (
-    "GlobalPosition resumes the rest of the saving world's epoch, cut to a multiple of 2 ranks, over the new "
-    "world: on 3 ranks one rank runs out a batch before the others and their collectives wait (SC32; "
-    "PaddedReshard pads the rest and passes)"
-)
