@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from stateful_contract import LoaderConfig
+from stateful_contract import ConfigSpace, LoaderConfig, check
 from stateful_contract.repro import LoaderError, Position, checkpoint, drawn_through, fresh, take
 from tests import mindspeed_production as production
 
@@ -115,3 +115,31 @@ def test_with_workers_the_uncyclic_wrapper_skips_most_of_its_first_pass_in_an_un
     assert [len(p) for p in plain] == [5, 5]
     assert [len(p) for p in with_workers] == [1, 5]
     assert with_workers[0] == plain[0][4:]  # the 8 samples before it were never trained on
+
+
+#: Where upstream's sampler deals every rank the same batches: 16 samples, micro-batch x ranks dividing 16. With
+#: 9 samples on 2 ranks of micro-batch 1 it deals rank 0 five batches and counts the fifth into the next epoch, so
+#: no state of it says "after 4 of 5" (a resume there restarts the epoch); that is the sampler's, not the wrapper's.
+PRODUCTION_SPACE = ConfigSpace(num_workers=(0,), dataset_size=(16, 16), batch_size=(1, 2), grad_acc_step=(1, 4))
+MODEL = "tests.mindspeed_production"
+
+
+def check_production(factory: str, consume: str, world_size: int) -> Any:
+    return check(f"{MODEL}:{factory}", consume=f"{MODEL}:{consume}", endless=True, clauses=["SC02", "SC10"],
+                 space=PRODUCTION_SPACE, profile="dev", seed=0, world_size=world_size)
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_the_contract_judges_the_production_path_as_the_trainer_draws_it(world_size: int) -> None:
+    """The whole check, the consumption declared and the stream endless: the seed's wrapper fails SC02 with the
+    TypeError and SC10 with samples lost (loaded by keyword); the proposed fix, SC10 with samples lost; the
+    reference wrapper in cyclic mode under a state-aware preloader passes."""
+    seed = check_production("seed_production", "train_engine_preload", world_size)
+    assert seed["SC02"].status == "failed" and "TypeError" in seed["SC02"].got, seed["SC02"].got
+    fix = check_production("proposed_fix_production", "train_engine_preload", world_size)
+    assert fix["SC02"].status == "passed"
+    for report in (seed, fix):
+        impact = report["SC10"].impact
+        assert report["SC10"].status == "failed" and impact is not None and "lost" in impact.what, report["SC10"]
+    exact = check_production("preloaded_reference", "train_engine_state_aware", world_size)
+    assert exact.passed, [(r.id, r.got) for r in exact.results if r.is_failure]
