@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .protocol import StatefulLoader as StatefulLoader
     from .report import ClauseResult as ClauseResult
     from .report import Report as Report
+    from .trainer_view import TrainerView as TrainerView
 
 #: Public name -> module that defines it.
 _EXPORTS = {name: module for module, names in (
@@ -47,6 +48,7 @@ _EXPORTS = {name: module for module, names in (
     ("config", ("ConfigSpace", "LoaderConfig", "TokenDataset", "loader_configs")),
     ("protocol", ("StatefulLoader",)),
     ("report", ("ClauseResult", "Report")),
+    ("trainer_view", ("TrainerView",)),
 ) for name in names}
 
 __all__ = sorted(_EXPORTS)

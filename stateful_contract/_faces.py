@@ -16,9 +16,9 @@ import re
 from collections.abc import Iterator
 from typing import Literal
 
-__all__ = ["Face", "hint_alignment", "hint_clauses", "hint_declare", "hint_exitfirst", "hint_expect_fail",
-           "hint_expected_failures", "hint_layout", "hint_remove_expected", "hint_strict", "hint_world_size", "in_face",
-           "speaking"]
+__all__ = ["Face", "hint_alignment", "hint_clauses", "hint_declare", "hint_epoch_hook", "hint_exitfirst",
+           "hint_expect_fail", "hint_expected_failures", "hint_layout", "hint_remove_expected", "hint_strict",
+           "hint_world_size", "in_face", "speaking"]
 
 Face = Literal["python", "cli", "pytest"]
 
@@ -55,6 +55,7 @@ hint_alignment = functools.partial(_token, "alignment")  # (value="window"): how
 hint_clauses = functools.partial(_token, "clauses")  # (*clause_ids): how to run only these clauses
 hint_strict = functools.partial(_token, "strict")  # how to run the strict tier too
 hint_world_size = functools.partial(_token, "world-size")  # (n): how to check on n ranks
+hint_epoch_hook = functools.partial(_token, "epoch-hook")  # (name): how to declare the trainer's call at each epoch
 hint_declare = functools.partial(_token, "declare")  # (field): how to declare a trainer's boolean fact
 hint_layout = functools.partial(_token, "layout")  # (layout): how to declare the checkpoint layout
 
@@ -71,6 +72,7 @@ _SPELLINGS = {
     "clauses": ("--clause {joined}", "check(..., clauses={listed})", "-k {selected}"),
     "strict": ("--strict", "check(..., strict=True)", "strict = True on {on}"),
     "world-size": ("--world-size {0}", "check(..., world_size={0})", "world_size = {0} on {on}"),
+    "epoch-hook": ("--epoch-hook {0}", "check(..., epoch_hook={j0})", "epoch_hook = {j0} on {on}"),
     "declare": ("--{flag}", "check(..., {0}=True)", "{0} = True on {on}"),
     "layout": ("--checkpoint-layout {0}", "check(..., checkpoint_layout={j0})", "checkpoint_layout = {j0} on {on}"),
 }

@@ -11,10 +11,11 @@ from typing import Any
 from ._engine import lending
 from ._engine.advice import collecting
 from ._engine.endless import NOT_ON_ENDLESS
-from ._engine.example import ClauseLike, ExampleRun, LoadFormProbe, LoadProbe
-from ._engine.executors import Executor, StartFailed
+from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
+from ._engine.executors import EndlessWatch, Executor, StartFailed
 from ._engine.guard import raise_lost_ctrl_c
-from ._engine.outcome import ClauseViolation, Outcome
+from ._engine.outcome import ClauseViolation, Outcome, unjudged_by
+from ._engine.plans import epoch_ends_only
 from ._engine.search import judge_runs, replay_one, search
 from ._engine.supervised import PendingSibling, Supervised
 from ._faces import hint_exitfirst
@@ -49,32 +50,11 @@ def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
             config.drop_last, *where)
 
 
-class _EndlessWatch:
-    """The executor, noting whether an uninterrupted run's first pass never ended (`ExampleRun.endless`)."""
-
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
-        self.seen = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.executor, name)
-
-    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        got = self.executor.lengths(clause, config)
-        self.seen = self.seen or (isinstance(got, ExampleRun) and got.endless)
-        return got
-
-    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        runs = self.executor.run(clause, config, plan)
-        self.seen = self.seen or any(r.endless for r in runs)
-        return runs
-
-
 class _Run:
     def __init__(self, executor: Executor, options: CheckOptions, *, notes: list[str],
                  progress: Callable[[Progress], None] | None = None, seed: int | None = None,
                  replay: tuple[LoaderConfig, Any] | None = None,
-                 make_executor: Callable[[], Executor] | None = None) -> None:
+                 make_executor: Callable[[], Executor] | None = None, database_key: str | None = None) -> None:
         self.executor = executor
         self.options = options
         #: Processes the clauses no other clause needs are judged in (`stateful_contract._parallel`),
@@ -87,6 +67,7 @@ class _Run:
         self.replay = replay
         self.notes = notes
         self.seed = seed
+        self.database_key = database_key  # the loader's name in a random search's kept failures (_engine/saved.py)
         self.results: dict[str, ClauseResult] = {}
         self.load_probe: LoadProbe = "positional"
         self.load_detail = ""
@@ -99,7 +80,7 @@ class _Run:
         #: ``"declared"`` or ``"found"`` once the loader is checked as an endless stream (`Report.endless`).
         self.endless: str | None = None
         self.endless_seen = False
-        if options.endless:
+        if options.endless or options.space.endless:  # a space of endless configs declares it too
             self.as_endless("declared")
         elif replay is not None and replay[0].endless:  # a recorded example of an endless stream
             self.as_endless("found")
@@ -128,6 +109,9 @@ class _Run:
                 continue
             before = self.results[need]
             if before.status in ("failed", "expected-failure"):
+                if ended := unjudged_by(before.expected, before.got, before.killed_by):
+                    # Not what the clause states: what ended its example (a factory that raised, say).
+                    return f"{need} could not be judged: {ended}; see {need}"
                 return f"{clause(need).blocks or f'{need} failed'}; see {need}"
             if before.status == "not-judged":
                 return before.message
@@ -138,7 +122,8 @@ class _Run:
         the loader checked as an endless stream from then on (an undeclared endless loader: `as_endless`)."""
         self.endless_seen = False
         outcome = self.judge_once(c)
-        if self.endless_seen and self.endless is None:
+        # Not under the epoch-end policy: its trainer would never save, and the clause's failure says so.
+        if self.endless_seen and self.endless is None and not epoch_ends_only(self.options.checkpoint_alignment):
             self.as_endless("found")
             why = self.blocked(c)
             outcome = Outcome("not-judged", message=why) if why is not None else self.judge_once(c)
@@ -161,7 +146,7 @@ class _Run:
             if self.replay is not None and c.budget != "once":
                 # SC18 replays the config alone.
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
-                watched = _EndlessWatch(self.executor)
+                watched = EndlessWatch(self.executor)
                 failed = replay_one(c, watched, config, plan)
                 self.endless_seen = watched.seen
                 outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
@@ -169,9 +154,10 @@ class _Run:
                 if outcome.status == "passed":
                     passed.append((config, plan))
             else:
-                watched = _EndlessWatch(self.executor)
+                watched = EndlessWatch(self.executor)
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
+                                 database_key=self.database_key, epoch_hook=self.options.epoch_hook,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
                 self.endless_seen = watched.seen
             if outcome.status == "passed" and restarted is not None and passed and worlds:

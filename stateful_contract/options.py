@@ -11,6 +11,7 @@ whichever face gave it, and an expected failure naming no clause is warned about
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["XDIST_WORKER_ENV", "CheckKeywords", "CheckOptions", "ExpectedFailures", "OptionError",
-           "UnknownClauseWarning", "default_jobs"]
+           "UnknownClauseWarning", "cores", "default_jobs"]
 
 #: The one form of expected failures: clause ID -> why the loader is known to fail it.
 ExpectedFailures = Mapping[str, str]
@@ -42,9 +43,13 @@ XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
 
 
 def default_jobs() -> int:
-    """Every core this process may run on; one under pytest-xdist, whose workers share them already."""
-    if os.environ.get(XDIST_WORKER_ENV):
-        return 1
+    """Every core this process may run on; one under pytest-xdist, whose workers share them already (the pytest
+    face gives a class the cores the other workers leave idle: `stateful_contract.pytest_plugin.xdist_jobs`)."""
+    return 1 if os.environ.get(XDIST_WORKER_ENV) else cores()
+
+
+def cores() -> int:
+    """The cores this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # no sched_getaffinity off Linux
@@ -82,6 +87,9 @@ class CheckOptions:
     #: writes them): the loader is exact only there, so checkpoints are drawn only there, a clause whose
     #: every checkpoint the policy excludes is not judged, and the report says so (`alignment_of`).
     checkpoint_alignment: Alignment = None
+    #: The method the trainer calls on the loader (or its sampler) with the epoch before each one: SC21's loop
+    #: calls it (OLMo-core's trainer: ``"reshuffle"``; `stateful_contract.TrainerView` answers to it).
+    epoch_hook: str = "set_epoch"
     #: The part of the configuration space searched (a command line's ``--config-space num_workers=0,2
     #: grad_acc_step=1..8`` is `ConfigSpace.parse`).
     space: ConfigSpace = field(default_factory=ConfigSpace)
@@ -144,6 +152,9 @@ class CheckOptions:
                 raise OptionError("clauses", f"names an {e.args[0]}") from None
         put("expected_failures", MappingProxyType(self._expected(self.expected_failures)))
         put("checkpoint_alignment", alignment_of(self.checkpoint_alignment))
+        if not (isinstance(self.epoch_hook, str) and self.epoch_hook.isidentifier()
+                and not keyword.iskeyword(self.epoch_hook)):
+            raise OptionError("epoch_hook", f"takes the name of a method, e.g. 'reshuffle', got {self.epoch_hook!r}")
         if self.jobs is None:
             put("jobs", default_jobs())
         for name, least, takes in (("world_size", 1, "a number >= 1"), ("jobs", 1, "a number >= 1"),
@@ -175,6 +186,9 @@ class CheckOptions:
                                          f"iterator the trainer draws batches from, got {self.consume!r}")
         if not isinstance(self.endless, bool):
             raise OptionError("endless", f"takes True or False, got {self.endless!r}")
+        if self.endless and self.checkpoint_alignment == "epoch":  # declared: no pass ends, so no epoch end
+            raise OptionError("checkpoint_alignment", "'epoch' needs passes that end: an endless stream (endless) "
+                                                      "has no epoch end to checkpoint at")
         if self.space is None:  # what check(space=None) always meant: the whole default space
             put("space", ConfigSpace())
         elif not isinstance(self.space, ConfigSpace):
@@ -231,6 +245,7 @@ class CheckKeywords(TypedDict, total=False):
     strict: bool
     expected_failures: ExpectedFailures
     checkpoint_alignment: Alignment
+    epoch_hook: str
     space: ConfigSpace
     world_size: int
     timeout: float | None

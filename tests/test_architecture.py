@@ -191,7 +191,7 @@ def test_the_core_never_imports_the_reference_wrappers() -> None:
 TESTS = Path(__file__).resolve().parent
 #: The project's evidence that does not ship (docs/architecture.md, "What ships"): run from the
 #: repository's root as ``tests.<name>``, on the package alone.
-EVIDENCE = ("compat", "scenarios", "stateful_dataloader_matrix")
+EVIDENCE = ("compat", "scenarios", "stateful_dataloader_matrix", "mindspeed_production")
 #: The names conftest.py makes importable (tests/ is on ``sys.path``): zoo, museum, compat, ...
 HELPERS = {p.stem for p in TESTS.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
 

@@ -109,3 +109,22 @@ def test_litdata_sc23_catches_the_elastic_drop_last_loss() -> None:
                    replay=(config, WorkerChange(Position(0, 1), 2)))["SC23"]
     assert result.status == "failed", result.message
     assert "lost [10, 11]" in result.message, result.message
+
+
+def test_a_run_of_some_rows_keeps_the_others_as_the_page_has_them() -> None:
+    """`python -m tests.compat ROW --keep-others` rewrites the page around the rows it ran: every other
+    row's lines (summary, clauses, reasons, notes) come back as the page had them, and the page says
+    which rows this run measured."""
+    from tests.compat.page import kept_rows
+
+    page = (DOCS / "compatibility.md").read_text(encoding="utf-8")
+    kept = kept_rows(page)
+    assert set(kept) == set(ROWS), set(ROWS) ^ set(kept)
+    again = render([], command="python -m tests.compat", kept=kept, order=list(ROWS))
+    body = [line for line in page.splitlines() if not line.startswith("rows' checks took")]
+    assert [line for line in again.splitlines() if not line.startswith("rows' checks took")] == body
+    absent = Row("absent", "nothing", "no-such-distribution", "manual:manual_skip", "a row whose module is absent",
+                 requires=("no_such_module_here",))
+    mixed = render([measure(absent)], command="python -m tests.compat", kept=kept, order=[*ROWS, "absent"])
+    assert "This run measured `absent`; the other rows are kept as the page measured" in mixed
+    assert all(k.summary in mixed for k in kept.values())

@@ -20,6 +20,8 @@ from stateful_contract._engine.steps import Position
 from stateful_contract._render import render_report
 from stateful_contract.badge import badge_message
 from stateful_contract.export import markdown_summary
+from stateful_contract.options import CheckOptions, OptionError
+from stateful_contract.replay import replay
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +87,10 @@ def test_the_search_finds_the_lost_buffer_and_its_reproduction_replays(
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT,
                          env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"}, timeout=300)
     assert run.returncode != 0 and "AssertionError" in run.stderr, run.stderr[-2000:]
+    # `stateful-contract replay` runs the recorded example again, as an endless stream.
+    again = replay(report, "SC10", target=f"{ROOT / 'tests' / 'zoo.py'}:EndlessWindowLosesBuffer")
+    assert again.endless == "found" and again["SC10"].status == "failed", again["SC10"].message
+    assert again["SC10"].impact == sc10.impact
     # The report keeps the endless stream; an older report (no field) still loads.
     data = json.loads(report.to_json())
     assert data["endless"] == "found"
@@ -100,14 +106,19 @@ def test_a_declared_endless_loader_that_ends_a_pass_fails_saying_so() -> None:
     assert sc18.impact is not None and sc18.impact.kind == "loud", sc18.impact
 
 
+def test_endless_and_the_epoch_end_policy_exclude_each_other() -> None:
+    with pytest.raises(OptionError, match="has no epoch end"):
+        CheckOptions(endless=True, checkpoint_alignment="epoch")
+
+
 def test_a_run_where_no_clause_applies_to_the_endless_stream_does_not_pass() -> None:
     report = check(zoo.CyclingLoader, clauses=["SC21"], space=IN_PROCESS)
     assert report["SC21"].status == "not-judged"
-    assert not report.passed and report.judged_nothing and report.verdict == "fail"
+    assert not report.passed and report.judged_nothing and report.verdict == "not-judged"
     out = io.StringIO()
     render_report(report, out)
-    assert "Verdict: FAIL (no clause was judged" in out.getvalue() and "PASS" not in out.getvalue()
-    assert badge_message(report) == "nothing judged"
+    assert "Verdict: NOT JUDGED (no clause came to a verdict" in out.getvalue() and "PASS" not in out.getvalue()
+    assert badge_message(report) == "not judged"
 
 
 def test_endless_is_declared_from_the_command_line_and_the_mixin() -> None:
@@ -141,3 +152,11 @@ def test_the_clause_reference_says_for_every_clause_whether_it_applies_to_an_end
     for c in all_clauses():
         how = f"does not apply: {c.not_on_endless}" if c.not_on_endless else "judged"
         assert f"| {c.id} {c.name} | {how} |" in text, f"docs/clauses.md, Endless streams: the row of {c.id}"
+
+
+def test_an_endless_loader_under_the_epoch_end_policy_fails_instead_of_passing_unjudged() -> None:
+    # A trainer that saves only at epoch ends never saves on a stream that has none: the first clause that
+    # meets the endless pass keeps its failure, no clause is judged as if on a stream.
+    report = check(zoo.CyclingLoader, clauses=["SC10"], checkpoint_alignment="epoch", space=IN_PROCESS)
+    assert report.endless is None and not report.passed
+    assert report["SC18"].status == "failed" and "looks endless" in report["SC18"].got, report["SC18"].message

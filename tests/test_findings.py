@@ -18,7 +18,7 @@ The comment convention (docs/findings.md says it too, under "Reading the reprodu
 - A block without ``# -> `` prints nothing and raises nothing (a definition, a setup).
 
 The blocks that use another package than torch and torchdata (datasets, accelerate,
-torchtitan, litdata, mosaicml-streaming) are skipped where it is not installed, as in
+torchtitan, litdata, mosaicml-streaming, OLMo-core) are skipped where it is not installed, as in
 the plain test session; ``nox -s matrix``, which installs them (the ``compat`` dependency group),
 runs this file too. Cost, measured 2026-12-01 on 2 shared cores at load 3 (`nox -s tests --
 -n 0 tests/test_findings.py`): 43 s for 31 blocks, 5 skipped; of that F12's table script is
@@ -47,7 +47,7 @@ FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings.md"  # and t
 #: The packages a block may need beyond torch and torchdata: import name -> distribution,
 #: for the skip message (the ``compat`` dependency group in pyproject.toml installs all of them).
 OPTIONAL = {"datasets": "datasets", "accelerate": "accelerate", "torchtitan": "torchtitan",
-            "litdata": "litdata", "streaming": "mosaicml-streaming"}
+            "litdata": "litdata", "streaming": "mosaicml-streaming", "olmo_core": "ai2-olmo-core"}
 
 #: A finding whose text another change in flight owns, skipped until it follows the convention:
 #: finding id -> why (remove the entry once that change has landed).

@@ -688,3 +688,50 @@ def test_the_wrapper_over_a_set_epoch_sampler_passes_the_set_epoch_loop() -> Non
 
     report = check(rank_0_of_2, clauses=["SC21"], space=ConfigSpace(num_workers=(0,)))
     assert report["SC21"].status == "passed", report["SC21"].message
+
+
+# -- cyclic mode (MindSpeed-MM's default): one endless iter(), windows spanning epochs ----------------------
+
+
+def cyclic_wrapper(config: LoaderConfig) -> PrefetchGradAccDataLoader:
+    return PrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step, cyclic=True)
+
+
+def first(loader: Any, n: int) -> list[Batch]:
+    it = iter(loader)
+    return [next(it) for _ in range(n)]
+
+
+CYCLIC_CONFIGS = [
+    LoaderConfig(dataset_size=5, batch_size=1, grad_acc_step=2),  # 5 batches an epoch: every other window spans two
+    LoaderConfig(dataset_size=7, batch_size=2, shuffle=True, seed=3, grad_acc_step=3, generator="explicit"),
+    LoaderConfig(dataset_size=6, batch_size=2, shuffle=True, seed=5, drop_last=True, grad_acc_step=4),
+    LoaderConfig(dataset_size=5, batch_size=2, shuffle=True, seed=7, num_workers=2, persistent_workers=True,
+                 grad_acc_step=2, generator="explicit"),
+]
+
+
+@pytest.mark.parametrize("config", CYCLIC_CONFIGS, ids=config_id)
+def test_cyclic_mode_is_the_base_passes_end_to_end_and_resumes_exactly_everywhere(config: LoaderConfig) -> None:
+    """By hand against torchdata: the cyclic stream is the base loader's passes one after the other, each
+    window's token count over its own batches (across an epoch boundary too), and a state taken after any
+    number of batches resumes that stream exactly."""
+    epochs = 3
+    base = flat(epochs_of(make(stateful_dataloader, config), epochs))
+    stream = first(make(cyclic_wrapper, config), len(base))
+    assert [b["index"].tolist() for b in stream] == [b["index"].tolist() for b in base]
+    g = config.grad_acc_step
+    for start in range(0, len(base) - g + 1, g):
+        window = base[start:start + g]
+        count = sum(int((b["labels"] > -100).sum()) for b in window)
+        assert all(int(b[WINDOW_TOKEN_COUNT_KEY]) == count for b in stream[start:start + g]), start
+    ahead = 2 * g + 1
+    for k in range(len(base) - ahead):
+        loader = make(cyclic_wrapper, config)
+        it = iter(loader)
+        for _ in range(k):
+            next(it)
+        state = roundtrip_torch(loader.state_dict())
+        resumed = make(cyclic_wrapper, config)
+        resumed.load_state_dict(state)
+        assert_same_stream(first(resumed, ahead), stream[k:k + ahead], f"cyclic, state after {k} batches")

@@ -11,7 +11,7 @@ from typing import Literal
 from hypothesis import strategies as st
 
 from ..config import LoaderConfig
-from .epoch_steps import LoopPoint
+from .epoch_steps import DEFAULT_HOOK, LoopPoint
 from .plans import CHECKPOINT_EPOCHS, Alignment, epoch_ends_only, window_of
 
 __all__ = ["KINDS", "LOOP_EPOCHS_AFTER", "EpochLoop", "Kind", "epoch_loop_plan"]
@@ -36,6 +36,8 @@ class EpochLoop:
     kind: Kind
     batches: int = 0
     stop: int = 0
+    #: The trainer's call at each epoch (the check's ``epoch_hook``).
+    hook: str = DEFAULT_HOOK
 
     @property
     def resume_at(self) -> int:
@@ -56,8 +58,8 @@ class EpochLoop:
         return f"{self.point(length).describe(length)}; resumed at epoch {self.resume_at} ({why})"
 
 
-def epoch_loop_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
-                    ) -> EpochLoop:
+def epoch_loop_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment, *,
+                    epoch_hook: str = DEFAULT_HOOK) -> EpochLoop:
     epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
     n = lengths[epoch]
     # Under the epoch-end policy the trainer saves after the pass's StopIteration, before its next
@@ -70,4 +72,4 @@ def epoch_loop_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
         window = window_of(alignment, config)
         batches = data.draw(st.sampled_from([k for k in range(max(n, 1)) if k % window == 0]),
                             label="batches yielded in that epoch")
-    return EpochLoop(epoch, kind, batches, epoch + 1 + LOOP_EPOCHS_AFTER)
+    return EpochLoop(epoch, kind, batches, epoch + 1 + LOOP_EPOCHS_AFTER, epoch_hook)

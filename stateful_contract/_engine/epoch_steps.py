@@ -1,5 +1,8 @@
 """Steps of the trainer's epoch loop (``for epoch in range(start, n): set_epoch(epoch); for batch in
-loader: ...``), and of a resume read pass by pass. Public through `stateful_contract.repro`."""
+loader: ...``), and of a resume read pass by pass. Public through `stateful_contract.repro`.
+
+The trainer's call at each epoch is ``set_epoch`` unless the check declares another (``hook``, the
+``epoch_hook`` option: OLMo-core's trainer calls ``reshuffle(epoch)``)."""
 
 from __future__ import annotations
 
@@ -7,24 +10,27 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from .._faces import hint_epoch_hook
 from ..config import LoaderConfig
 from .compare import Segment
 from .recording import recorded
 from .steps import Factory, LoaderError, NotJudgeable, _iter, _next, _user, fresh, state_of, stream, up_to
 from .vocabulary import Point
 
-__all__ = ["LoopPoint", "epoch_loop", "epoch_setter", "loop_checkpoint", "set_epoch", "take_epochs",
+__all__ = ["DEFAULT_HOOK", "LoopPoint", "epoch_loop", "epoch_setter", "loop_checkpoint", "set_epoch", "take_epochs",
            "uninterrupted_loop"]
 
 #: Where trainers find ``set_epoch``, in the order they look: the loader itself (a wrapper
 #: that forwards it), then the sampler, then the batch sampler the loader iterates.
 SET_EPOCH_OWNERS = ("loader", "loader.sampler", "loader.batch_sampler")
+#: The trainer's call at each epoch when none is declared.
+DEFAULT_HOOK = "set_epoch"
 
 
-def epoch_setter(loader: Any) -> str | None:
-    """Where ``loader``'s ``set_epoch`` is (``"loader.sampler"``, ...), or None when it has none."""
+def epoch_setter(loader: Any, hook: str = DEFAULT_HOOK) -> str | None:
+    """Where ``loader``'s ``hook`` (``set_epoch``) is (``"loader.sampler"``, ...), or None when it has none."""
     for owner in SET_EPOCH_OWNERS:
-        if callable(getattr(_owner(loader, owner), "set_epoch", None)):
+        if callable(getattr(_owner(loader, owner), hook, None)):
             return owner
     return None
 
@@ -34,29 +40,37 @@ def _owner(loader: Any, where: str) -> Any:
 
 
 @recorded()
-def set_epoch(loader: Any, epoch: int) -> None:
-    """``set_epoch(epoch)`` on the loader, its ``sampler`` or its ``batch_sampler`` (the first that has it)."""
-    where = epoch_setter(loader)
-    if where is None:
+def set_epoch(loader: Any, epoch: int, *, hook: str = DEFAULT_HOOK) -> None:
+    """``set_epoch(epoch)`` (or the declared ``hook``) on the loader, its ``sampler`` or its ``batch_sampler``
+    (the first that has it). A declared hook that none has fails as the trainer's call would."""
+    where = epoch_setter(loader, hook)
+    if where is None and hook == DEFAULT_HOOK:
         raise NotJudgeable(f"{type(loader).__name__} has no set_epoch (not on the loader, its sampler or its "
-                           "batch_sampler): the set_epoch loop does not apply to it (SC10 judges its epochs)")
-    _user(f"{where}.set_epoch({epoch})", _owner(loader, where).set_epoch, epoch)
+                           "batch_sampler): the set_epoch loop does not apply to it (SC10 judges its epochs); if "
+                           f"the trainer calls another method at each epoch, declare it ({hint_epoch_hook('NAME')})")
+    if where is None:
+        raise LoaderError(f"loader.{hook}({epoch})", AttributeError(
+            f"{type(loader).__name__} has no {hook} (the declared epoch hook), not on the loader, its sampler "
+            "or its batch_sampler: the trainer's call at each epoch fails"))
+    _user(f"{where}.{hook}({epoch})", getattr(_owner(loader, where), hook), epoch)
 
 
 @recorded("epochs")
-def epoch_loop(loader: Any, start: int, stop: int) -> dict[int, list[Any]]:
-    """``for epoch in range(start, stop): set_epoch(epoch); for batch in loader``: each epoch's batches."""
+def epoch_loop(loader: Any, start: int, stop: int, *, hook: str = DEFAULT_HOOK) -> dict[int, list[Any]]:
+    """``for epoch in range(start, stop): set_epoch(epoch); for batch in loader``: each epoch's batches
+    (``hook``: the trainer's call in place of ``set_epoch``)."""
     out: dict[int, list[Any]] = {}
     for epoch in range(start, stop):
-        set_epoch(loader, epoch)
+        set_epoch(loader, epoch, hook=hook)
         out[epoch] = up_to(_iter(loader))
     return out
 
 
 @recorded("reference")
-def uninterrupted_loop(factory: Factory, config: LoaderConfig, stop: int) -> dict[int, list[Any]]:
+def uninterrupted_loop(factory: Factory, config: LoaderConfig, stop: int, *, hook: str = DEFAULT_HOOK,
+                       ) -> dict[int, list[Any]]:
     """The epoch loop of a fresh loader from epoch 0 to ``stop``, uninterrupted."""
-    return epoch_loop(fresh(factory, config), 0, stop)
+    return epoch_loop(fresh(factory, config), 0, stop, hook=hook)
 
 
 @dataclass(frozen=True)
@@ -68,10 +82,10 @@ class LoopPoint(Point):
 
 
 @recorded("state")
-def loop_checkpoint(loader: Any, point: LoopPoint) -> Any:
+def loop_checkpoint(loader: Any, point: LoopPoint, *, hook: str = DEFAULT_HOOK) -> Any:
     """Run the epoch loop from epoch 0 to ``point`` and return ``loader.state_dict()`` there."""
-    epoch_loop(loader, 0, point.epoch)
-    set_epoch(loader, point.epoch)
+    epoch_loop(loader, 0, point.epoch, hook=hook)
+    set_epoch(loader, point.epoch, hook=hook)
     if point.before_iter:
         return state_of(loader)
     it = _iter(loader)

@@ -21,7 +21,7 @@ from .plans import Alignment, RankLengths
 from .recording import recording
 from .steps import Factory, LoaderError, LoadForm
 
-__all__ = ["BUILDING", "Executor", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
+__all__ = ["BUILDING", "EndlessWatch", "Executor", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
 
 
 class FactoryProblem(Exception):
@@ -247,3 +247,24 @@ class InProcess(OneProcess):
 
     def close(self) -> None:
         self._stack.close()
+
+
+class EndlessWatch:
+    """The executor, noting whether an uninterrupted run's first pass never ended (`ExampleRun.endless`)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.seen = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.executor, name)
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        got = self.executor.lengths(clause, config)
+        self.seen = self.seen or (isinstance(got, ExampleRun) and got.endless)
+        return got
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
+        runs = self.executor.run(clause, config, plan)
+        self.seen = self.seen or any(r.endless for r in runs)
+        return runs

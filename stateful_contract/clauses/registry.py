@@ -150,11 +150,12 @@ class Clause:
         return () if self.explicit is None else self.explicit(space)
 
     def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment,
-                  space: Any = None) -> Any:
+                  space: Any = None, epoch_hook: str = "set_epoch") -> Any:
         assert self.plan is not None, "the search draws a plan only for a clause that has one (has_plan)"
-        if "space" in inspect.signature(self.plan).parameters:  # a plan that reaches beyond the config
-            return self.plan(data, lengths, config, alignment, space=space)  # type: ignore[call-arg]
-        return self.plan(data, lengths, config, alignment)
+        # A plan that reaches beyond the config (the space, the trainer's call at each epoch) names it.
+        wanted = inspect.signature(self.plan).parameters
+        extra = {name: value for name, value in (("space", space), ("epoch_hook", epoch_hook)) if name in wanted}
+        return self.plan(data, lengths, config, alignment, **extra)
 
     def restarted(self) -> Clause | None:
         """The clause as its fresh-process half runs (None when it has none)."""
@@ -240,11 +241,13 @@ def load_prober() -> Clause:
 
 
 def lookup(clause_id: str) -> Clause:
-    """The clause with this ID; `KeyError` names the known IDs."""
-    try:
-        return _REGISTRY[clause_id.upper()]
-    except KeyError:
-        raise KeyError(f"unknown clause {clause_id!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+    """The clause with this ID (``SC10``) or name (``resume-continues-the-stream``); `KeyError` names the known IDs."""
+    key = clause_id.strip()
+    found = _REGISTRY.get(key.upper()) or next((c for c in _REGISTRY.values() if c.name == key.lower()), None)
+    if found is None:
+        raise KeyError(f"unknown clause {clause_id!r}; known: {', '.join(sorted(_REGISTRY))} (or their names: "
+                       "stateful-contract clauses)")
+    return found
 
 
 def run_order(wanted: Iterable[str]) -> list[Clause]:

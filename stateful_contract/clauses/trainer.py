@@ -89,7 +89,8 @@ def set_epoch_loop_resumes_epoch_by_epoch(example: Example, plan: EpochLoop) -> 
     checkpoints mid-epoch, after the last batch and after `StopIteration` (the latter two resumed at
     the next epoch, as trainers do), every epoch after the resume has exactly the uninterrupted run's
     batches: none empty, none lost, none replayed."""
-    reference = uninterrupted_loop(example.factory, example.config, plan.stop)  # not judged without set_epoch
+    hook = plan.hook  # set_epoch, or the trainer's call the check declared (epoch_hook)
+    reference = uninterrupted_loop(example.factory, example.config, plan.stop, hook=hook)  # not judged without it
     e, start = plan.epoch, plan.resume_at
     point = plan.point(len(reference[e]))  # this rank's own last batch, for the end-of-epoch points
     k = point.batches if start == e else 0
@@ -100,8 +101,8 @@ def set_epoch_loop_resumes_epoch_by_epoch(example: Example, plan: EpochLoop) -> 
     expected: dict[int, list[Any]] = example.program.expression(
         "expected", "{" + ", ".join(f"{n}: {text}" for n, text in parts.items()) + "}",
         {n: (reference[n][k:] if n == e else reference[n]) for n in range(start, plan.stop)})
-    state = loop_checkpoint(example.fresh(), point)  # run 1
-    resumed = epoch_loop(example.fresh(state), start, plan.stop)  # run 2: a new loader, load, the loop
+    state = loop_checkpoint(example.fresh(), point, hook=hook)  # run 1
+    resumed = epoch_loop(example.fresh(state), start, plan.stop, hook=hook)  # run 2: a new loader, load, the loop
     same_epochs(expected, resumed, clause_id="SC21", context=plan.describe(len(reference[e])), reference=reference)
 
 

@@ -17,7 +17,8 @@ from stateful_contract.reference.mindspeed import (
 )
 from stateful_contract.reference.prefetch import PrefetchGradAccDataLoader
 
-__all__ = ["mindspeed_wrapper", "proposed_fix_wrapper", "reference_wrapper", "stateful_dataloader"]
+__all__ = ["cyclic_reference_wrapper", "mindspeed_wrapper", "proposed_fix_wrapper", "reference_wrapper",
+           "stateful_dataloader"]
 
 
 def stateful_dataloader(config: LoaderConfig) -> Any:
@@ -28,6 +29,12 @@ def stateful_dataloader(config: LoaderConfig) -> Any:
 def reference_wrapper(config: LoaderConfig) -> PrefetchGradAccDataLoader:
     """The corrected gradient-accumulation wrapper around the config's base loader: exact everywhere."""
     return PrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step)
+
+
+def cyclic_reference_wrapper(config: LoaderConfig) -> PrefetchGradAccDataLoader:
+    """The corrected wrapper in cyclic mode (MindSpeed-MM's default): one endless ``iter()``, windows spanning
+    epochs, exact everywhere."""
+    return PrefetchGradAccDataLoader(config.stateful_dataloader(), config.grad_acc_step, cyclic=True)
 
 
 def mindspeed_wrapper(config: LoaderConfig) -> MindSpeedPrefetchGradAccDataLoader:

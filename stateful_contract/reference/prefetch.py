@@ -22,7 +22,10 @@ base loader that resumes exactly from its own states, as torchdata's `StatefulDa
 
 Epochs follow `StatefulDataLoader`: each ``iter()`` is one pass of the base loader, a window never
 spans two epochs, and at an epoch's end the wrapper resumes as torchdata 0.11 does (measured;
-`WindowIterator.position` and `WindowIterator.read_window`).
+`WindowIterator.position` and `WindowIterator.read_window`). With ``cyclic=True`` (MindSpeed-MM's default,
+``mindspeed_mm/fsdp/data/dataloader/dataloader.py`` at ``57069cd5``) one ``iter()`` never ends: it starts
+the base loader's next pass where one ends, so a window may span two epochs; the same state resumes it
+(the window's start may then lie in the previous epoch: the resume re-reads it across the boundary).
 """
 
 from __future__ import annotations
@@ -128,13 +131,14 @@ class PrefetchGradAccDataLoader:
         labels_key: key of the labels tensor in a base batch.
         ignore_index: labels ``<= ignore_index`` do not count as tokens. The seed wrapper counts
             ``labels > -1``, the same for ``-100`` padding and non-negative token ids.
+        cyclic: one ``iter()`` cycles over the base loader's passes without end (the module docstring).
 
     Batches are yielded as new dicts (the base batch is not modified). ``state_dict()`` and
     ``load_state_dict(state)`` follow ``StatefulDataLoader``: callable at any point, loading is
     lazy, and a state resumes exactly, mid-window included.
     """
 
-    def __init__(self, base_dataloader: StatefulBaseLoader, grad_acc_step: int, *,
+    def __init__(self, base_dataloader: StatefulBaseLoader, grad_acc_step: int, *, cyclic: bool = False,
                  token_count_key: str = WINDOW_TOKEN_COUNT_KEY,
                  avg_token_count_key: str | None = AVG_TOKEN_COUNT_KEY,
                  labels_key: str = "labels", ignore_index: int = -100) -> None:
@@ -147,6 +151,7 @@ class PrefetchGradAccDataLoader:
             raise ValueError(f"token_count_key and avg_token_count_key are both {token_count_key!r}")
         self.base_dataloader = base_dataloader
         self.grad_acc_step = grad_acc_step
+        self.cyclic = cyclic
         self.token_count_key = token_count_key
         # Not a method: the passes hold it, and must not hold the loader (`WindowIterator`).
         self._decorate = functools.partial(decorate_window, token_count_key=token_count_key,
@@ -277,6 +282,7 @@ class WindowIterator(Iterator[dict[str, Any]]):
         self._loader = weakref.ref(loader)
         self._base = loader.base_dataloader
         self._grad_acc_step = loader.grad_acc_step
+        self._cyclic = loader.cyclic
         self._decorate = loader._decorate
         self._base_iter = base_iter
         self._window_start = window_start
@@ -325,13 +331,20 @@ class WindowIterator(Iterator[dict[str, Any]]):
     def _read_batches(self) -> list[Mapping[str, Any]]:
         batches: list[Mapping[str, Any]] = []
         before = None
-        while not self._base_exhausted and len(batches) < self._grad_acc_step:
-            if batches and self._is_active():
+        empty_passes = 0  # cyclic: a base loader whose passes yield nothing ends the stream, not a spin
+        while len(batches) < self._grad_acc_step:
+            if self._base_exhausted:
+                if not self._cyclic or empty_passes > 1:
+                    break
+                self._base_iter, self._base_exhausted = iter(self._base), False  # the next epoch's pass
+                empty_passes += 1
+            if batches and self._is_active() and not self._cyclic:
                 # This next() may raise StopIteration: keep the base state after the last batch, which
                 # says "epoch used up, not finished" (g - 1 snapshots per window of g; none for g = 1).
                 before = snapshot_of(self._base)
             try:
                 batches.append(next(self._base_iter))
+                empty_passes = 0
             except StopIteration:
                 self._base_exhausted = True
                 self._after_last_batch = before

@@ -86,3 +86,20 @@ MANUAL_SKIP = (
     "draws epoch 0's permutation from the generator seeded at construction (and a used loader a later one): "
     f"after epoch 0 the skip is in the wrong order, silently (F24, {doc('findings.md', 'f24')})"
 )
+VERL_EPOCH_END = (
+    "verl's RayPPOTrainer._load_checkpoint skips the loader's load_state_dict when global_steps is a multiple "
+    "of len(train_dataloader) (a checkpoint at an epoch end), and its sampler is torchdata's RandomSampler over "
+    "a generator seeded once: the fresh loader's generator has drawn nothing, so the next epochs replay epoch "
+    f"0's order, silently (F29, {doc('findings.md', 'f29')})"
+)
+TEMPLATE_BEFORE_SET_EPOCH = (
+    "StatefulDataLoader: a state_dict() on a loader without an iterator (taken here right after a load, or as "
+    "DCP's template before one) creates the next pass's iterator, so the set_epoch(epochs_run) the recipe makes "
+    "when the epoch starts is ignored and the epoch runs in epoch 0's order; torchtune's recipes never take that "
+    f"state_dict() (F31, {doc('findings.md', 'f31')})"
+)
+PREFETCHER_AHEAD = (
+    "the trainer draws through a one-batch-ahead device prefetcher (timm's PrefetchLoader, apex's data_prefetcher) "
+    "and saves loader.state_dict(): at each step the loader has already yielded the batch the prefetcher holds, so "
+    f"the resume starts one batch later and that batch is never trained, silently (F32, {doc('findings.md', 'f32')})"
+)

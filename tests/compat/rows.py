@@ -51,6 +51,9 @@ class Row:
     #: Run by the default test session (fast, and needs nothing beyond this package's dependencies).
     ci: bool = False
     profile: str = "ci"
+    #: What the row declares about the trainer around the loader, as `check()` keywords
+    #: (``checkpoint_alignment="epoch"``: the trainer saves only at epoch ends); shown on the page.
+    declared: tuple[tuple[str, object], ...] = ()
     #: What a reader needs to know beside the verdict (shown under the row's reasons, or why it could not run).
     note: str = ""
 
@@ -69,9 +72,10 @@ class Row:
     def space_text(self) -> str:
         s = self.space
         workers = ", ".join(map(str, s.num_workers))
+        declared = "".join(f"; declared {name}={value!r}" for name, value in self.declared)
         return (f"dataset_size {s.dataset_size[0]}-{s.dataset_size[1]}, batch_size {s.batch_size[0]}-"
                 f"{s.batch_size[1]}, num_workers {{{workers}}}, shuffle, drop_last and seed drawn (unless the "
-                f"configuration pins them), {self.world_size} rank{'s' if self.world_size > 1 else ''}")
+                f"configuration pins them), {self.world_size} rank{'s' if self.world_size > 1 else ''}{declared}")
 
 
 def missing(row: Row) -> str | None:
@@ -95,6 +99,12 @@ HF = ("datasets",)
 ACCELERATE = ("accelerate", "datasets")  # accelerate imports datasets when it is installed
 TITAN = ("torchtitan.components.dataloader", "datasets")
 TITAN_ONLY = ("torchtitan.components.dataloader",)
+OLMO = ("olmo_core.data",)
+#: The prefetcher rows: in-process and with 2 workers (a worker count changes nothing the prefetcher does).
+PREFETCH = ConfigSpace(num_workers=(0, 2))
+#: verl asserts its loader is not empty ("Train dataloader is empty!"): with drop_last and batches of up
+#: to 5, at least 5 samples.
+VERL = ConfigSpace(num_workers=(0,), dataset_size=(5, 24))
 
 #: The hand-written loaders with exact resharding, written for the multi-rank tests: rows use them
 #: as they are (a fact in one place), by path (a check imports a file target on every rank).
@@ -208,6 +218,49 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         _all(why.MANUAL_SKIP), ci=True),
     Row("manual_skip_epoch_seeded", "torch DataLoader + skip", "torch", "manual:manual_skip_epoch_seeded",
         "the same, generator reseeded with seed + epoch at every epoch", ci=True),
+    # --- training frameworks' trainers, modelled over the loader they build (the trainer's rule is theirs) --
+    Row("olmo_fsl_1", "OLMo-core", "ai2-olmo-core", "olmo:olmo_fsl",
+        "NumpyFSLDataLoader (wrap_numpy_dataset over NumpyFSLDataset of the config's samples, global batch in "
+        "tokens, shuffle, seed) as OLMo-core's Trainer drives it: reshuffle(epoch) before each epoch, reset() "
+        "after, {data_loader, epoch} saved; 1 rank", space=ConfigSpace(num_workers=(0, 2)), requires=OLMO,
+        note="The trainer's part (the epoch it keeps, `reshuffle(epoch)`, `reset()`) is `OLMoTrainerView` in "
+             "`tests/compat/olmo.py`, citing `olmo_core/train/trainer.py`; the loader is the package's. A resume "
+             "with another global batch repeats samples: [F30](findings.md#f30), which this row's fixed batch "
+             "does not reach. SC21 is not judged: with `epoch_hook='reshuffle'` declared it fails on a state "
+             "saved after an epoch's last batch, which the clause resumes at the next epoch; OLMo-core's Trainer "
+             "resumes at the epoch its state holds and runs the empty pass that state gives, losing nothing, so "
+             "that verdict would describe a run the trainer does not make."),
+    Row("verl_rl_trainer", "verl (modelled)", "torchdata", "verl_rl:verl_rl_trainer",
+        "verl 0.9.1 RayPPOTrainer: StatefulDataLoader(drop_last=True, sampler=create_rl_sampler: torchdata "
+        "RandomSampler(generator seeded once) when shuffled), restored by _load_checkpoint's rule (skipped when "
+        "global_steps % len(loader) == 0)", _all(why.VERL_EPOCH_END), space=VERL, ci=True,
+        note="A model: verl 0.9.1 needs Ray, transformers, peft and wandb, and its trainer a model and Ray "
+             "workers, so the row runs the loader verl builds (torchdata's classes, as "
+             "`RayPPOTrainer._create_dataloader` and `create_rl_sampler` build it) under the trainer's own "
+             "save and resume rule (`tests/compat/verl_rl.py`, citing `verl/trainer/ppo/ray_trainer.py`). "
+             "Mid-epoch checkpoints resume exactly; the failures are the epoch-end ones. "
+             "[F29](findings.md#f29)."),
+    Row("torchtune_recipe", "torchtune (modelled)", "torchdata", "tune:torchtune_recipe",
+        "torchtune 0.6.1 recipes: StatefulDataLoader(drop_last=True, sampler=StatefulDistributedSampler(shuffle, "
+        "seed=0)), set_epoch(epochs_run) before each epoch, saved only at epoch ends, resumed from epochs_run (the "
+        "saved loader state is never loaded)", {"SC13": why.TEMPLATE_BEFORE_SET_EPOCH,
+                                                "SC19": why.TEMPLATE_BEFORE_SET_EPOCH},
+        space=ConfigSpace(num_workers=(0, 2)), declared=(("checkpoint_alignment", "epoch"),), ci=True,
+        note="A model: the recipe's data path is torchdata's classes and its own loop, and torchtune 0.6.1 does not "
+             "import beside torch 2.13.0 (its torchao requirement resolves to 0.18.0, which lacks "
+             "`torchao.dtypes.nf4tensor`); `tests/compat/tune.py` cites `recipes/full_finetune_single_device.py`. "
+             "Declared: checkpoints only at epoch ends, where the recipe saves; without the declaration the row "
+             "fails SC10, SC11, SC13, SC17, SC19, SC20 and SC22 at mid-epoch points the recipe never saves at. "
+             "SC13 and SC19 ask for a `state_dict()` before the resumed epoch's `set_epoch`, which the recipe "
+             "never makes: [F31](findings.md#f31)."),
+    # --- the batches a trainer draws: a device prefetcher over StatefulDataLoader (declared consumption) ---
+    Row("prefetcher_loader_state", "device prefetcher", "torchdata", "prefetch:prefetched_loader",
+        "config.stateful_dataloader() drawn one batch ahead through a device prefetcher (timm's PrefetchLoader "
+        "shape); the trainer saves loader.state_dict()", _all(why.PREFETCHER_AHEAD), space=PREFETCH,
+        declared=(("consume", "tests.compat.prefetch:device_prefetch"),), ci=True),
+    Row("prefetcher_saves_what_it_holds", "device prefetcher", "torchdata", "prefetch:prefetched_owner",
+        "the same prefetcher keeping the loader's state from before the batch it holds, which its owner saves",
+        space=PREFETCH, declared=(("consume", "tests.compat.prefetch:saving_prefetch"),), ci=True),
     # --- hand-written loaders that reshard exactly (tests/ranked_loaders.py) ----------------------
     Row("manual_global_position_1", "hand-written resharding", "torch", f"{RANKED_LOADERS}:global_position",
         "GlobalPosition: the state is the whole world's position in one global order (Megatron's "

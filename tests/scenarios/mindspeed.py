@@ -26,6 +26,12 @@ What each part expects:
   but the rest of iteration 4's window is lost: samples the uninterrupted run trained on
   are missing, later ones are trained on instead, the window token counts and the loss
   change (the second bug, which no crash reports). The story lists what was lost.
+- ``preload-proposed-fix``: the proposed fix with ``--enable-preload``, checkpointed at a window
+  boundary, where the fix alone is exact. Run 2 exits 0 and the counters continue, but the
+  window after the checkpoint is lost: the preloader had read its first micro-batch, and so the
+  wrapper the whole window, before the save stored the loader's state (docs/findings.md, F27).
+- ``preload-held-state``: the reference wrapper with ``--enable-preload`` and the checkpoint
+  storing the state from before the batch the preloader holds: an exact resume.
 
 Independent launches (the uninterrupted run and each part's pair) run at the same time,
 ``--jobs`` at most.
@@ -48,11 +54,12 @@ __all__ = ["PARTS", "Finding", "Iteration", "MicroBatch", "MindSpeedScenario", "
            "run_mindspeed_scenario", "torchrun"]
 
 FACTORIES = "stateful_contract.reference.factories"
-REFERENCE = f"{FACTORIES}:reference_wrapper"
+REFERENCE = f"{FACTORIES}:cyclic_reference_wrapper"  # MindSpeed-MM's wrapper defaults to cyclic=True
 SEED = f"{FACTORIES}:mindspeed_wrapper"
 SEED_FIX = f"{FACTORIES}:proposed_fix_wrapper"
 #: Everything the scenario can run, in order.
-PARTS = ("shipped", "boundary", "mid-window", "proposed-fix-mid-window")
+PARTS = ("shipped", "boundary", "mid-window", "proposed-fix-mid-window", "preload-proposed-fix",
+         "preload-held-state")
 #: Per part: the wrapper (loader factory), its title in the story, and whether run 1 stops mid-window.
 WRAPPERS = {
     "shipped": (SEED, "MindSpeed-MM's wrapper, load_state_dict(self, **kwargs), checkpoint after iteration 3", False),
@@ -60,7 +67,14 @@ WRAPPERS = {
     "mid-window": (REFERENCE, "the reference wrapper, checkpoint in the middle of iteration 4's window", True),
     "proposed-fix-mid-window": (SEED_FIX, "the report's proposed fix, load_state_dict(self, state_dict=None), "
                                           "checkpoint in the middle of iteration 4's window", True),
+    "preload-proposed-fix": (SEED_FIX, "the report's proposed fix with --enable-preload, checkpoint after iteration 3 "
+                                       "(a window boundary)", False),
+    "preload-held-state": (REFERENCE, "the reference wrapper (cyclic) with --enable-preload, the checkpoint storing "
+                                      "the state from before the batch the preloader holds", False),
 }
+#: Per part: the trainer's flags beyond the wrapper's (both runs).
+PRELOAD = {"preload-proposed-fix": ["--enable-preload"],
+           "preload-held-state": ["--enable-preload", "--preload-saves-held-state"]}
 #: MindSpeed-MM's bug report's run 1 / run 2 lengths and save interval.
 RUN1_ITERS, RUN2_ITERS, SAVE_INTERVAL = 3, 5, 2
 #: Micro-batches of iteration 4 that run 1 does before its mid-window checkpoint (of GRAD_ACC_STEP).
@@ -218,8 +232,7 @@ def _check_resume(part: str, run1: TrainingRun, run2: TrainingRun, uninterrupted
 
 
 def _check_lost_window(run1: TrainingRun, run2: TrainingRun, uninterrupted: TrainingRun, world_size: int,
-                       story: list[str]) -> Finding:
-    part = "proposed-fix-mid-window"
+                       story: list[str], part: str = "proposed-fix-mid-window") -> Finding:
     data = compare_data(run1, run2, uninterrupted, world_size=world_size, iterations=RUN2_ITERS)
     story += data.describe()
     losses = _loss_changes(run2, uninterrupted)
@@ -228,8 +241,8 @@ def _check_lost_window(run1: TrainingRun, run2: TrainingRun, uninterrupted: Trai
         [(n, n * MICRO_BATCH * GRAD_ACC_STEP * world_size) for n in range(RUN1_ITERS + 1, RUN2_ITERS + 1)]
     if run2.returncode == 0 and counters and data.lost_count and losses:
         return Finding(part, True, f"the quieter bug: run 2 exits 0 and its counters continue, yet {data.lost_count} "
-                                   "samples of iteration 4's window were never trained on and the per-token losses "
-                                   "changed, without an error")
+                                   "samples of a window of the uninterrupted run were never trained on and the "
+                                   "per-token losses changed, without an error")
     return Finding(part, False, f"expected run 2 to exit 0 with its counters continuing, samples lost and a changed "
                                 f"loss; got {run2.status()}, counters continue: {counters}, {data.lost_count} samples "
                                 f"lost, loss changes {losses or 'none'}")
@@ -258,9 +271,9 @@ def run_mindspeed_scenario(workdir: str | Path | None = None, *, world_size: int
     def pair(part: str) -> Callable[[], list[TrainingRun]]:
         loader, _, mid_window = WRAPPERS[part]
         save = root / "checkpoints" / part
-        first = ["--loader", loader, "--train-iters", str(RUN1_ITERS), "--save", str(save)]
+        first = ["--loader", loader, "--train-iters", str(RUN1_ITERS), "--save", str(save), *PRELOAD.get(part, [])]
         first += ["--save-mid-window", str(MID_WINDOW)] if mid_window else ["--save-interval", str(SAVE_INTERVAL)]
-        second = ["--loader", loader, "--train-iters", str(RUN2_ITERS), "--load", str(save)]
+        second = ["--loader", loader, "--train-iters", str(RUN2_ITERS), "--load", str(save), *PRELOAD.get(part, [])]
         return lambda: [launch(f"{part} run 1", first), launch(f"{part} run 2", second)]
 
     # Every part is judged against an uninterrupted run: its data, its losses (the crash needs none).
@@ -277,12 +290,12 @@ def run_mindspeed_scenario(workdir: str | Path | None = None, *, world_size: int
         story = _story(run1, run2, root / "checkpoints" / part, world_size)
         if part == "shipped":
             finding = _check_keyword_only_crash(run1, run2, world_size)
-        elif part in ("boundary", "mid-window"):
+        elif part in ("boundary", "mid-window", "preload-held-state"):
             assert uninterrupted is not None
             finding = _check_resume(part, run1, run2, uninterrupted, world_size, story)
         else:
             assert uninterrupted is not None
-            finding = _check_lost_window(run1, run2, uninterrupted, world_size, story)
+            finding = _check_lost_window(run1, run2, uninterrupted, world_size, story, part)
         scenario.parts.append(Part(part, WRAPPERS[part][1], run1, run2, story, finding))
     return scenario
 

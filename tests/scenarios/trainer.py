@@ -28,6 +28,16 @@ per_token_loss``), on CPU and gloo:
   positionally, as ``train_engine.py`` line 378 does. With MindSpeed-MM's wrapper that line
   raises the report's ``TypeError`` on every rank and the run exits 1.
 
+The loader is drawn as ``train_engine.train()`` draws it (MindSpeed-MM master ``57069cd5``): one
+iterator over the loader's passes, one after the other (``build_iterations``), and the default
+loader is the reference wrapper in cyclic mode, as MindSpeed-MM's wrapper defaults to
+``cyclic=True``. ``--enable-preload`` draws through MindSpeed-MM's ``Preloader`` (modelled in
+`tests.mindspeed_production`: the next micro-batch fetched in a thread as one is handed out,
+``trigger_h2d()`` after each backward) and saves ``loader.state_dict()`` as ``save()`` does: the
+preloader has by then read the next micro-batch, and through it the wrapper the next window.
+``--preload-saves-held-state`` is the fix: the preloader keeps the loader's state from before
+each batch it fetches, and the checkpoint stores the one of the batch it holds.
+
 ``--save-mid-window J`` makes run 1 stop like a preempted job: after its last iteration it
 runs ``J`` micro-batches of the next one and checkpoints there, with the accumulated
 gradients and partial loss, so that run 2 finishes that iteration. The loader's state is
@@ -89,7 +99,7 @@ class TinyLM(nn.Module):
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tests.scenarios.trainer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--loader", default="stateful_contract.reference.factories:reference_wrapper",
+    p.add_argument("--loader", default="stateful_contract.reference.factories:cyclic_reference_wrapper",
                    help="factory(config) -> train loader, as package.module:factory")
     p.add_argument("--train-iters", type=int, required=True)
     p.add_argument("--save", help="directory to write checkpoints to")
@@ -99,6 +109,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--load", help="directory to resume from (its latest checkpoint)")
     p.add_argument("--log-batches", action="store_true",
                    help="every rank prints the samples and window token count of each micro-batch")
+    p.add_argument("--enable-preload", action="store_true",
+                   help="draw micro-batches through MindSpeed-MM's Preloader (data.dataloader_param.enable_preload)")
+    p.add_argument("--preload-saves-held-state", action="store_true",
+                   help="with --enable-preload: checkpoint the loader's state from before the batch the preloader "
+                        "holds (the fix), not loader.state_dict()")
     p.add_argument("--no-load-optim", action="store_true")
     p.add_argument("--no-load-rng", action="store_true")
     p.add_argument("--grad-acc-step", type=int, default=4)
@@ -141,16 +156,40 @@ class Trainer:
 
     # -- data
 
-    def next_batch(self) -> Any:
-        """The next micro-batch, starting a new epoch when one ends (an empty epoch is skipped)."""
-        for _ in range(3):
-            if self._iterator is None:
-                self._iterator = iter(self.train_dataloader)
-            try:
-                return next(self._iterator)
-            except StopIteration:
-                self._iterator = None
+    def _passes(self) -> Iterator[Any]:
+        """``build_iterations``: the loader's passes one after the other (an empty pass is skipped)."""
+        empty_passes = 0
+        while empty_passes < 3:
+            got = False
+            for batch in self.train_dataloader:
+                got = True
+                yield batch
+            empty_passes = 0 if got else empty_passes + 1
         raise RuntimeError("the train loader yields no batches")
+
+    def next_batch(self) -> Any:
+        """The next micro-batch, drawn as train_engine.train() draws it (through the preloader if enabled)."""
+        if self._iterator is None:
+            from tests.mindspeed_production import Preloader, StateAwarePreloader
+
+            draw = self._passes()
+            if not self.args.enable_preload:
+                self._iterator = draw
+            elif self.args.preload_saves_held_state:
+                self._iterator = StateAwarePreloader(draw, self.train_dataloader.state_dict)
+            else:
+                self._iterator = Preloader(draw)
+        return next(self._iterator)
+
+    def loader_state(self) -> Any:
+        """What ``save()`` stores: ``train_dataloader.state_dict()``, or with the fix the preloader's held state.
+        The save comes after the optimizer step, by when the preloader's fetch has finished."""
+        preloader = self._iterator
+        thread = getattr(preloader, "_h2d_thread", None)
+        if thread is not None:
+            thread.join()
+        state = getattr(preloader, "state", None)
+        return state() if callable(state) else self.train_dataloader.state_dict()
 
     # -- training
 
@@ -167,6 +206,9 @@ class Trainer:
         # wrapper computed before the window's first micro-batch.
         loss = token_loss / batch[WINDOW_TOKEN_COUNT_KEY]
         loss.backward()
+        trigger_h2d = getattr(self._iterator, "trigger_h2d", None)
+        if trigger_h2d is not None:  # train_step: the next micro-batch goes to the device after the backward
+            trigger_h2d()
         self.partial_loss += loss.detach().double()
         self.micro_batches_done += 1
 
@@ -223,7 +265,7 @@ class Trainer:
         extra = {
             "iteration": self.iteration,
             "consumed_train_samples": self.consumed_train_samples,
-            "train_dataloader": self.train_dataloader.state_dict(),
+            "train_dataloader": self.loader_state(),
             "rng": {"torch": torch.get_rng_state()},
             "micro_batches_done": self.micro_batches_done,
             "partial_loss": self.partial_loss.clone(),

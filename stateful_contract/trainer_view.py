@@ -1,0 +1,79 @@
+"""`TrainerView`: a loader as the trainer drives it, for a loader whose resume needs state the trainer keeps.
+
+Some trainers keep part of the data position themselves: OLMo-core's trainer keeps the epoch and calls
+``data_loader.reshuffle(epoch)`` before each one, torchtune's recipes keep ``epochs_run`` and call
+``sampler.set_epoch(epoch)``, verl keeps ``global_steps``. The loader alone then cannot resume, and the
+contract, which checks the loader alone, would fail it for what the trainer does. Check the view instead:
+
+    def factory(config):
+        return TrainerView(MyLoader(config), hook="reshuffle")
+
+Its state holds the trainer's counters beside the loader's (``{"loader": ..., "epoch": ..., "steps": ...}``),
+its ``load_state_dict`` restores both and calls the hook with the restored epoch before the loader's own
+load (the epoch's order first, then the position in it), and each ``iter()`` that no hook call announced
+calls it, as the trainer's loop does at the top of every epoch. The view answers to the hook's own name
+(``view.reshuffle(epoch)``), so SC21 runs the trainer's loop through it once the hook is declared
+(``--epoch-hook reshuffle``). A trainer with another resume rule (verl's: skip the restore at an epoch end)
+is a subclass that overrides `load_state_dict`. docs/quickstart.md, "State the trainer keeps".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["TrainerView"]
+
+
+class TrainerView:
+    """``loader`` with the trainer's epoch counter and step counter, and the trainer's call at each epoch."""
+
+    def __init__(self, loader: Any, *, hook: str | None = "set_epoch") -> None:
+        #: The loader the trainer drives.
+        self.loader = loader
+        #: The method the trainer calls on the loader with the epoch before each one (None: none).
+        self.hook = hook
+        #: The trainer's epoch counter: the epoch of the pass running or next to run.
+        self.epoch = 0
+        #: Batches the trainer has taken since the start of training.
+        self.steps = 0
+        self._announced = False  # the hook was called for the next pass already
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names not found on the view: the trainer's call, under the hook's own name.
+        hook = self.__dict__.get("hook")
+        if hook is not None and name == hook:
+            return self.start_epoch
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def start_epoch(self, epoch: int) -> None:
+        """What the trainer does at the top of epoch ``epoch``: set its counter, call the hook."""
+        self.epoch = epoch
+        self._call_hook()
+
+    def _call_hook(self) -> None:
+        if self.hook is not None:
+            getattr(self.loader, self.hook)(self.epoch)
+        self._announced = True
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self._announced:  # the trainer's loop calls the hook at every epoch's start
+            self._call_hook()
+        self._announced = False
+        return self._pass(iter(self.loader))  # the loader's pass starts here, not at the first next()
+
+    def _pass(self, it: Iterator[Any]) -> Iterator[Any]:
+        for batch in it:
+            self.steps += 1
+            yield batch
+        self.epoch += 1  # the pass ended (StopIteration): the trainer's loop moves on to the next epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's state beside the trainer's counters, as the trainer's checkpoint holds them."""
+        return {"loader": self.loader.state_dict(), "epoch": self.epoch, "steps": self.steps}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """The trainer's resume: its counters, the hook with the restored epoch, then the loader's state."""
+        self.epoch, self.steps = int(state_dict["epoch"]), int(state_dict["steps"])
+        self._call_hook()
+        self.loader.load_state_dict(state_dict["loader"])
