@@ -14,7 +14,7 @@ from ._engine.endless import NOT_ON_ENDLESS
 from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import EndlessWatch, Executor, StartFailed
 from ._engine.guard import raise_lost_ctrl_c
-from ._engine.outcome import ClauseViolation, Outcome
+from ._engine.outcome import ClauseViolation, Outcome, unjudged_by
 from ._engine.plans import epoch_ends_only
 from ._engine.search import judge_runs, replay_one, search
 from ._engine.supervised import PendingSibling, Supervised
@@ -109,6 +109,9 @@ class _Run:
                 continue
             before = self.results[need]
             if before.status in ("failed", "expected-failure"):
+                if ended := unjudged_by(before.expected, before.got, before.killed_by):
+                    # Not what the clause states: what ended its example (a factory that raised, say).
+                    return f"{need} could not be judged: {ended}; see {need}"
                 return f"{clause(need).blocks or f'{need} failed'}; see {need}"
             if before.status == "not-judged":
                 return before.message

@@ -226,7 +226,10 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         note="The trainer's part (the epoch it keeps, `reshuffle(epoch)`, `reset()`) is `OLMoTrainerView` in "
              "`tests/compat/olmo.py`, citing `olmo_core/train/trainer.py`; the loader is the package's. A resume "
              "with another global batch repeats samples: [F30](findings.md#f30), which this row's fixed batch "
-             "does not reach."),
+             "does not reach. SC21 is not judged: with `epoch_hook='reshuffle'` declared it fails on a state "
+             "saved after an epoch's last batch, which the clause resumes at the next epoch; OLMo-core's Trainer "
+             "resumes at the epoch its state holds and runs the empty pass that state gives, losing nothing, so "
+             "that verdict would describe a run the trainer does not make."),
     Row("verl_rl_trainer", "verl (modelled)", "torchdata", "verl_rl:verl_rl_trainer",
         "verl 0.9.1 RayPPOTrainer: StatefulDataLoader(drop_last=True, sampler=create_rl_sampler: torchdata "
         "RandomSampler(generator seeded once) when shuffled), restored by _load_checkpoint's rule (skipped when "
