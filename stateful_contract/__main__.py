@@ -1,5 +1,5 @@
 """``python -m stateful_contract`` is the ``stateful-contract`` command."""
 
-from .cli import entry
+from ._entry import entry
 
 entry()

@@ -121,7 +121,9 @@ def check(
         notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "
                      "and a crash or an uninterruptible hang would have ended the check")
     seed = opts.seed if replay is not None else prof.draw_seed(opts.seed)
-    run = _Run(executor, opts, notes=notes, seed=seed, progress=progress, replay=replay, make_executor=make_executor)
+    # A run given its seed keeps no failures and tries none it kept, as a seeded Hypothesis test (_engine/saved.py).
+    run = _Run(executor, opts, notes=notes, seed=seed, progress=progress, replay=replay, make_executor=make_executor,
+               database_key=target if opts.seed is None else None)
     interrupted = False
     try:
         # The process-wide settings a run needs, restored afterwards: everything alive now (torch,
@@ -173,12 +175,27 @@ def check(
     return report
 
 
-def _current_home() -> Path:
-    """The directory Hypothesis writes under now (``.hypothesis`` in the import directory by default)."""
-    where = configuration.storage_directory(intent_to_write=False)
+def _current_home() -> Path | None:
+    """The directory Hypothesis writes under now (``.hypothesis`` in the import directory by default); None
+    where this Hypothesis no longer has the functions used here (`no_hypothesis_files` says what that costs)."""
+    try:
+        where = configuration.storage_directory(intent_to_write=False)  # type: ignore[call-arg,unused-ignore]
+    except (AttributeError, TypeError):  # hypothesis.configuration is not public API: it may change
+        return None
     if isinstance(where, Path):  # before Hypothesis 6.152.0, the home's Path itself
         return where
-    return where.home_directory
+    home = getattr(where, "home_directory", None)
+    return home if isinstance(home, Path) and callable(getattr(configuration, "set_hypothesis_home_dir", None)) else None
+
+
+@functools.cache
+def _warn_home_moved() -> None:
+    import hypothesis
+
+    warnings.warn(f"Hypothesis {hypothesis.__version__} has no hypothesis.configuration.storage_directory or "
+                  "set_hypothesis_home_dir as stateful-contract uses them (Hypothesis 6.139 to 6.170 have): the check "
+                  "runs on, but Hypothesis may write .hypothesis/constants/ into the working directory (only the "
+                  "processes the check starts are sent elsewhere, by HYPOTHESIS_STORAGE_DIRECTORY)", stacklevel=4)
 
 
 @contextlib.contextmanager
@@ -193,16 +210,20 @@ def no_hypothesis_files() -> Iterator[Path]:
     turns that off. Nothing is lost: it rebuilds that cache from the sources when it is missing.
     """
     previous_home = _current_home()
+    if previous_home is None:
+        _warn_home_moved()
     previous_env = os.environ.get(STORAGE_ENV)
     prefix = "stateful-contract-hypothesis-"
     with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
         home = Path(tmp) / ".hypothesis"
-        configuration.set_hypothesis_home_dir(home)
+        if previous_home is not None:
+            configuration.set_hypothesis_home_dir(home)
         os.environ[STORAGE_ENV] = str(home)
         try:
             yield home
         finally:
-            configuration.set_hypothesis_home_dir(previous_home)
+            if previous_home is not None:
+                configuration.set_hypothesis_home_dir(previous_home)
             if previous_env is None:
                 os.environ.pop(STORAGE_ENV, None)
             else:

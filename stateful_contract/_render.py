@@ -14,12 +14,17 @@ from ._engine.coverage import describe_coverage, describe_space
 from ._engine.endless import NOT_ON_ENDLESS
 from .report import ClauseResult, Report, same_causes
 
-__all__ = ["SHOWN", "coverage_line", "endless_line", "impact_text", "policy_words", "ran", "render_failures", "render_report", "render_result",
+__all__ = ["SHOWN", "coverage_line", "endless_line", "impact_text", "not_judged_verdict", "plural", "policy_words", "ran", "render_failures", "render_report", "render_result",
            "story", "summary_line", "title"]
 
 #: How the statuses read in a terminal.
 SHOWN = {"passed": "passed", "failed": "FAILED", "expected-failure": "xfail", "unexpected-pass": "XPASS",
          "not-judged": "not judged", "skipped": "skipped"}
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 example``, ``2 examples``: a count and its noun, in the number it takes."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def title(report: Report) -> str:
@@ -70,7 +75,7 @@ def summary_line(result: ClauseResult, same_as: str | None = None) -> str:
     elif result.status == "expected-failure":
         line = f"declared: {result.expected_failure_reason}"
     elif result.examples:
-        line = f"{result.examples} examples"
+        line = plural(result.examples, "example")
     else:
         line = ""
     return line if len(line) <= 100 else line[:97] + "..."
@@ -140,9 +145,8 @@ def render_report(report: Report, out: TextIO) -> None:
         judged = sum(r.status not in ("skipped", "not-judged") for r in report.results)
         out.write(f"Verdict: INTERRUPTED ({judged} clause{'s' if judged != 1 else ''} judged before the stop"
                   + (f"; failed: {', '.join(r.id for r in failing)}" if failing else "") + ")\n")
-    elif report.judged_nothing:
-        out.write("Verdict: FAIL (no clause was judged: each one selected was skipped or not judged, so the "
-                  "check says nothing of the loader)\n")
+    elif not failing and report.judged_nothing:
+        out.write(not_judged_verdict(report) + "\n")
         return
     elif not failing:
         deviations = report.deviations
@@ -153,6 +157,13 @@ def render_report(report: Report, out: TextIO) -> None:
         out.write(f"Verdict: FAIL ({len(failing)} clause{'s' if len(failing) != 1 else ''}: "
                   f"{', '.join(r.id for r in failing)})\n")
     render_failures(report, out)
+
+
+def not_judged_verdict(report: Report) -> str:
+    """The verdict of a run that judged nothing, with each clause's reason: it is no pass."""
+    why = [f"{r.id}: {r.got or r.message}" for r, _ in ran(report)]
+    return ("Verdict: NOT JUDGED (no clause came to a verdict, so nothing is known to hold"
+            + (": " + "; ".join(why) if why else "; no clause ran") + ")")
 
 
 def render_failures(report: Report, out: TextIO, label: str = "") -> None:

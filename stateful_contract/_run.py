@@ -14,7 +14,7 @@ from ._engine.endless import NOT_ON_ENDLESS
 from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import EndlessWatch, Executor, StartFailed
 from ._engine.guard import raise_lost_ctrl_c
-from ._engine.outcome import ClauseViolation, Outcome
+from ._engine.outcome import ClauseViolation, Outcome, unjudged_by
 from ._engine.plans import epoch_ends_only
 from ._engine.search import judge_runs, replay_one, search
 from ._engine.supervised import PendingSibling, Supervised
@@ -54,7 +54,7 @@ class _Run:
     def __init__(self, executor: Executor, options: CheckOptions, *, notes: list[str],
                  progress: Callable[[Progress], None] | None = None, seed: int | None = None,
                  replay: tuple[LoaderConfig, Any] | None = None,
-                 make_executor: Callable[[], Executor] | None = None) -> None:
+                 make_executor: Callable[[], Executor] | None = None, database_key: str | None = None) -> None:
         self.executor = executor
         self.options = options
         #: Processes the clauses no other clause needs are judged in (`stateful_contract._parallel`),
@@ -67,6 +67,7 @@ class _Run:
         self.replay = replay
         self.notes = notes
         self.seed = seed
+        self.database_key = database_key  # the loader's name in a random search's kept failures (_engine/saved.py)
         self.results: dict[str, ClauseResult] = {}
         self.load_probe: LoadProbe = "positional"
         self.load_detail = ""
@@ -108,6 +109,9 @@ class _Run:
                 continue
             before = self.results[need]
             if before.status in ("failed", "expected-failure"):
+                if ended := unjudged_by(before.expected, before.got, before.killed_by):
+                    # Not what the clause states: what ended its example (a factory that raised, say).
+                    return f"{need} could not be judged: {ended}; see {need}"
                 return f"{clause(need).blocks or f'{need} failed'}; see {need}"
             if before.status == "not-judged":
                 return before.message
@@ -153,7 +157,7 @@ class _Run:
                 watched = EndlessWatch(self.executor)
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
-                                 epoch_hook=self.options.epoch_hook,
+                                 database_key=self.database_key, epoch_hook=self.options.epoch_hook,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
                 self.endless_seen = watched.seen
             if outcome.status == "passed" and restarted is not None and passed and worlds:

@@ -8,15 +8,16 @@ plugin hands over its reports' stash key (no import back into it).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from xdist.scheduler import LoadGroupScheduling, LoadScopeScheduling
+from xdist.scheduler import LoadGroupScheduling, LoadScheduling, LoadScopeScheduling
 
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["ContractGroupScheduling", "XdistHooks", "contract_scope", "merge_report"]
+__all__ = ["ContractGroupScheduling", "DeferredScheduling", "XdistHooks", "contract_scope", "merge_report"]
 
 #: The key of a worker's reports in its ``workeroutput``: class node id -> report as a dict.
 WORKER_OUTPUT = "stateful_contract_reports"
@@ -45,6 +46,37 @@ class ContractGroupScheduling(LoadGroupScheduling):  # type: ignore[misc]
         return contract_scope(nodeid) or str(LoadGroupScheduling._split_scope(self, nodeid))
 
 
+class DeferredScheduling:
+    """xdist's own scheduler for the mode chosen until the first worker's collection is in; then, if it holds
+    a contract class, ours (each class one work unit), replacing it before anything is scheduled.
+
+    The scheduler is made before any test is collected, and a suite with no contract class must be
+    scheduled exactly as without this package: ``LoadScheduling`` for ``--dist load``, not a scope scheduler
+    that treats each test as a scope. Every other call is the deciding scheduler's.
+    """
+
+    def __init__(self, config: pytest.Config, log: Any, own: type, ours: type) -> None:
+        self._inner: Any = own(config, log)
+        self._swap: tuple[pytest.Config, Any, type] | None = (config, log, ours)
+
+    @property  # type: ignore[misc]  # xdist logs "scheduling tests via <class name>": the deciding one's
+    def __class__(self) -> type:
+        return type(self._inner)
+
+    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+        if self._swap is not None:  # every worker collects the same tests: the first collection decides
+            config, log, ours = self._swap
+            self._swap = None
+            if any(contract_scope(nodeid) for nodeid in collection):
+                nodes, self._inner = list(self._inner.nodes), ours(config, log)
+                for known in nodes:
+                    self._inner.add_node(known)
+        self._inner.add_node_collection(node, collection)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def merge_report(into: dict[str, Report], nodeid: str, report: Report) -> None:
     """Add one worker's report of a class; a class seen on several workers keeps every judged clause."""
     known = into.setdefault(nodeid, report)  # the first: merged with itself, it is left as it is
@@ -62,9 +94,10 @@ class XdistHooks:
         self.config = config
         self.reports = reports
 
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
-        ours = {"load": ContractScheduling, "loadgroup": ContractGroupScheduling}.get(config.getvalue("dist"))
-        return None if ours is None else ours(config, log)  # None: xdist's own scheduler for the mode chosen
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> DeferredScheduling | None:
+        modes = {"load": (LoadScheduling, ContractScheduling), "loadgroup": (LoadGroupScheduling, ContractGroupScheduling)}
+        chosen = modes.get(config.getvalue("dist"))
+        return None if chosen is None else DeferredScheduling(config, log, *chosen)  # None: xdist's own
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(session.config, "workerinput"):  # a worker

@@ -9,8 +9,9 @@
 Exit status of ``check``: 0 when every clause that ran passed or failed as declared, 1 when a clause failed (a
 loader that crashed, hung or ran out of memory included) or an expected failure passed, 2 when the command
 line is wrong or the target cannot be used at all (import error, missing attribute, factory raising, returning
-a non-loader or the same loader twice), 130 when interrupted by Ctrl-C (143 by SIGTERM), after writing the
-partial report.
+a non-loader or the same loader twice), 5 when no clause came to a verdict (each one run was not judged, as
+SC21 on a loader without ``set_epoch``: nothing is known to hold; 5 is pytest's status when no test ran),
+130 when interrupted by Ctrl-C (143 by SIGTERM), after writing the partial report.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from . import badge, export, replay
@@ -35,7 +37,7 @@ from ._declare import add_declaration_arguments, declarations_of
 from ._engine.guard import sigint_ignored
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT
 from ._faces import speaking
-from ._render import SHOWN, ran, render_failures, render_report, story, summary_line
+from ._render import SHOWN, plural, ran, render_failures, render_report, story, summary_line
 from ._target import TargetError
 from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION
@@ -44,7 +46,10 @@ from .options import CheckOptions, OptionError, UnknownClauseWarning
 from .profiles import PROFILES
 from .report import same_causes
 
-__all__ = ["main"]
+__all__ = ["EXIT_NOT_JUDGED", "exit_status", "main"]
+
+#: The exit status of a check none of whose clauses came to a verdict (`Report.judged_nothing`).
+EXIT_NOT_JUDGED = 5
 
 #: The bundled default of ``demo``: MindSpeed-MM's wrapper against the reference one.
 DEMO_TARGETS = (
@@ -61,12 +66,11 @@ class _Live:
         self.stream = stream
         self.tty = stream.isatty()
         self.ended: dict[str, str] = {}
-        self.seconds = 0.0
+        self.started = time.monotonic()  # the summary gives wall time: clauses judged side by side overlap
 
     def __call__(self, event: Any) -> None:
         if event.status is not None:
             self.ended[event.clause_id] = event.status
-            self.seconds += event.seconds
         if self.tty:  # the line is cleared when the clause ends
             running = f"  running {event.clause_id} {event.name}: example {event.done}/{event.total}"
             self.stream.write("\r\033[K" + (running if event.status is None else ""))
@@ -77,8 +81,8 @@ class _Live:
         if self.tty or not self.ended:
             return
         counts = Counter(SHOWN[status] for status in self.ended.values())
-        self.stream.write(f"  judged {len(self.ended)} clause{'s' if len(self.ended) != 1 else ''} in "
-                          f"{self.seconds:.1f} s: " + ", ".join(f"{n} {shown}" for shown, n in counts.items()) + "\n")
+        self.stream.write(f"  judged {plural(len(self.ended), 'clause')} in "
+                          f"{time.monotonic() - self.started:.1f} s: " + ", ".join(f"{n} {shown}" for shown, n in counts.items()) + "\n")
         self.stream.flush()
 
 
@@ -175,20 +179,31 @@ def _cmd_check(args: argparse.Namespace) -> int:
         _write(report, args)
         if status:
             print(f"stateful-contract: interrupted; the report above is partial (exit {status})", file=sys.stderr)
-    return status or (0 if report.passed else 1)
+    return status or exit_status(report)
+
+
+def exit_status(report: Any) -> int:
+    """0 pass, 1 fail, `EXIT_NOT_JUDGED` when no clause came to a verdict (the module's docstring)."""
+    return 0 if report.passed else EXIT_NOT_JUDGED if report.verdict == "not-judged" else 1
 
 
 def _write(report: Any, args: argparse.Namespace) -> None:
-    """The report on stdout, and in the files ``--json``, ``--junit`` and ``--markdown`` name."""
-    render_report(report, sys.stdout)
-    _full_reasons(report, sys.stdout, args.verbose)
-    for path, write, written in ((args.json, report.to_json, "report"),
-                                 (args.junit, functools.partial(export.write_junit, report), "JUnit XML"),
-                                 (args.markdown, functools.partial(export.write_markdown, report),
-                                  "Markdown summary")):
-        if path:
-            write(path)
-            print(f"{written} written to {path}")
+    """The report on stdout, and in the files ``--json``, ``--junit`` and ``--markdown`` name. A file named
+    ``-`` is standard output: the human report then goes to standard error, so the output can be piped."""
+    piped = "-" in (args.json, args.junit, args.markdown)
+    told = sys.stderr if piped else sys.stdout
+    render_report(report, told)
+    _full_reasons(report, told, args.verbose)
+    for path, text, written in ((args.json, report.to_json, "report"),
+                                (args.junit, functools.partial(export.junit_xml, report), "JUnit XML"),
+                                (args.markdown, functools.partial(export.markdown_summary, report),
+                                 "Markdown summary")):
+        if path == "-":
+            sys.stdout.write(text())
+        elif path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text(), encoding="utf-8")
+            print(f"{written} written to {path}", file=told)
 
 
 def _full_reasons(report: Any, out: TextIO, verbose: bool) -> None:
@@ -197,7 +212,7 @@ def _full_reasons(report: Any, out: TextIO, verbose: bool) -> None:
     if not cut:
         return
     if not verbose:
-        out.write(f"\n{len(cut)} reason{'s' if len(cut) != 1 else ''} in the table {'are' if len(cut) != 1 else 'is'} "
+        out.write(f"\n{plural(len(cut), 'reason')} in the table {'are' if len(cut) != 1 else 'is'} "
                   "cut at '...': -v prints them in full (so does the JSON report)\n")
         return
     out.write("\nReasons in full:\n")
@@ -255,7 +270,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="stateful-contract", description="Check that a dataloader checkpoints and resumes "
                                                            "like torchdata's StatefulDataLoader.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("check", help="run the contract against a loader factory")
@@ -264,7 +279,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=list(PROFILES), default="ci",
                    help="dev: fast; ci: deterministic (default); thorough: many more examples")
     p.add_argument("--clause", action="append", default=[], metavar="ID",
-                   help="run only this clause (repeatable, or comma-separated: SC10,SC13)")
+                   help="run only this clause, by ID or name (repeatable, or comma-separated: "
+                        "SC10,resume-survives-several-hops)")
     p.add_argument("--expect-fail", action="append", default=[], metavar="ID=REASON",
                    help="declare an expected failure (repeatable)")
     p.add_argument("--checkpoint-alignment", metavar="epoch|window|N",
@@ -296,19 +312,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-x", "--exitfirst", action="store_true",
                    help="stop at the first clause that fails (the likeliest to fail run first); "
                         "the report names the clauses not run")
-    p.add_argument("--json", metavar="PATH", help="write the report as JSON")
-    p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause)")
-    p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause)")
+    p.add_argument("--json", metavar="PATH", help="write the report as JSON ('-': standard output, the text "
+                                                  "report then goes to standard error)")
+    p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause; '-': "
+                                                   "standard output)")
+    p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause; '-': "
+                                                      "standard output)")
     p.add_argument("--seed", type=int, default=None, metavar="N",
                    help="seed the search (the report records it; dev and thorough draw one otherwise)")
-    p.add_argument("--quiet", action="store_true", help="no live progress")
+    p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="the table's reasons in full (where it cuts them at '...'), and tracebacks for target errors")
     p.set_defaults(func=_cmd_check)
 
     d = sub.add_parser("demo", help="MindSpeed-MM's broken wrapper and the reference one, side by side")
     d.add_argument("--profile", choices=list(PROFILES), default="ci")
-    d.add_argument("--quiet", action="store_true")
+    d.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     d.set_defaults(func=_cmd_demo)
 
     sub.add_parser("clauses", help="list the clauses").set_defaults(func=_cmd_clauses)

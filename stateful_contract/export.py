@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ._engine.advice import advisories
 from ._engine.coverage import POINT_PREFIX
-from ._render import SHOWN, coverage_line, policy_words, ran, render_result, summary_line, title
+from ._render import SHOWN, coverage_line, plural, policy_words, ran, render_result, summary_line, title
 from .report import Report
 
 __all__ = ["junit_xml", "markdown_summary", "write_junit", "write_markdown"]
@@ -81,8 +81,9 @@ def markdown_summary(report: Report) -> str:
     """The report in GitHub-flavoured Markdown: verdict, one row per clause that ran, the failures."""
     walk = ran(report)
     failing = [(r, same_as) for r, same_as in walk if r.is_failure]
-    verdict = ("✅ pass" if report.passed else "❌ fail (no clause was judged)" if report.judged_nothing
-               else f"❌ fail ({len(failing)} clause{'s' if len(failing) != 1 else ''})")
+    verdict = {"pass": "✅ pass", "fail": f"❌ fail ({plural(len(failing), 'clause')})",
+               "not-judged": "⏭️ not judged (no clause came to a verdict: nothing is known to hold)",
+               "interrupted": f"⏹️ interrupted (a partial report; {plural(len(failing), 'clause')} failed)"}[report.verdict]
     target = report.target.replace("`", "'")
     lines = [f"### {title(report)}: `{target}`: {verdict}", ""]
     facts = [f"profile `{report.profile}`", "derandomized" if report.seed is None else f"seed `{report.seed}`"]

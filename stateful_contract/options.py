@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["XDIST_WORKER_ENV", "CheckKeywords", "CheckOptions", "ExpectedFailures", "OptionError",
-           "UnknownClauseWarning", "default_jobs"]
+           "UnknownClauseWarning", "cores", "default_jobs"]
 
 #: The one form of expected failures: clause ID -> why the loader is known to fail it.
 ExpectedFailures = Mapping[str, str]
@@ -43,9 +43,13 @@ XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
 
 
 def default_jobs() -> int:
-    """Every core this process may run on; one under pytest-xdist, whose workers share them already."""
-    if os.environ.get(XDIST_WORKER_ENV):
-        return 1
+    """Every core this process may run on; one under pytest-xdist, whose workers share them already (the pytest
+    face gives a class the cores the other workers leave idle: `stateful_contract.pytest_plugin.xdist_jobs`)."""
+    return 1 if os.environ.get(XDIST_WORKER_ENV) else cores()
+
+
+def cores() -> int:
+    """The cores this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # no sched_getaffinity off Linux

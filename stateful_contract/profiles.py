@@ -6,12 +6,23 @@ worker start-up on a 2-core machine against a few ms for an in-process example.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-__all__ = ["PROFILES", "Profile", "get_profile", "hypothesis_settings", "register_hypothesis_profiles"]
+__all__ = ["DATABASE_ENV", "PROFILES", "Profile", "example_database", "examples_home", "get_profile",
+           "hypothesis_settings", "register_hypothesis_profiles"]
+
+#: Where a random search (``dev``, ``thorough``) keeps the failures it found, so that the next run tries them
+#: first, as Hypothesis' example database does for a Hypothesis test: a directory, or ``none``. By default the
+#: user's cache directory, never the working tree (the CLI runs in the user's repository).
+DATABASE_ENV = "STATEFUL_CONTRACT_DATABASE"
 
 
 @dataclass(frozen=True)
@@ -56,14 +67,39 @@ def get_profile(name: str) -> Profile:
         raise ValueError(f"unknown profile {name!r}; choose from {', '.join(PROFILES)}") from None
 
 
+def examples_home() -> Path | None:
+    """The directory of the contract's example databases (`DATABASE_ENV`), None when turned off."""
+    chosen = os.environ.get(DATABASE_ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "none", "off", "0") else Path(chosen).expanduser()
+    if sys.platform == "darwin":
+        cache = Path.home() / "Library" / "Caches"
+    elif os.name == "nt":
+        cache = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    else:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "stateful-contract" / "examples"
+
+
+def example_database(profile: Profile, *parts: str) -> ExampleDatabase | None:
+    """The example database of one clause of one loader (``parts``), None for a derandomized profile (``ci``:
+    the same examples every run; Hypothesis keeps no database with it either) or when turned off."""
+    home = examples_home()
+    if profile.derandomize or home is None:
+        return None
+    return DirectoryBasedExampleDatabase(home / hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24])
+
+
 def hypothesis_settings(profile: Profile, *, workers: bool) -> settings:
     """Hypothesis settings for one phase (in-process or worker examples) of a clause."""
     # No deadline: the engine enforces its own per-example timeout, and Hypothesis' would flag the
-    # (legitimately slower) worker examples as flaky. No example database: the CLI must not write
-    # .hypothesis/ into the user's repository. No explain phase: it re-runs hundreds of variants of
-    # the minimal example to annotate it (7 of 9 seconds on a failing clause); our reproduction says more.
+    # (legitimately slower) worker examples as flaky. No example database: every search is seeded, and a
+    # seeded test keeps none; the failures found are kept by `_engine.saved` instead. No explain phase: it re-runs hundreds of variants of the minimal example to
+    # annotate it (7 of 9 seconds on a failing clause); our reproduction says more. Quiet: Hypothesis would
+    # print "You can reproduce this failure by adding @seed(...)" after a hang or a crash; the outcome says
+    # how to reproduce it, in the loader's own terms.
     return settings(max_examples=profile.worker_examples if workers else profile.examples,
-                    derandomize=profile.derandomize, deadline=None, database=None,
+                    derandomize=profile.derandomize, deadline=None, database=None, verbosity=Verbosity.quiet,
                     suppress_health_check=list(HealthCheck), print_blob=False, report_multiple_bugs=False,
                     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink])
 

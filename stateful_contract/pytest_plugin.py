@@ -9,6 +9,7 @@ imports. (Importing any submodule also runs the package's ``__init__``.)
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from .options import CheckKeywords
     from .report import Report
 
-__all__ = ["MARKER", "REPORTS", "clause_tests", "report_paths", "run_options", "run_profile", "run_seed"]
+__all__ = ["MARKER", "REPORTS", "clause_tests", "hypothesis_seed", "report_paths", "run_options", "run_profile", "run_seed",
+           "xdist_jobs"]
 
 #: The marker put on every clause test.
 MARKER = "stateful_contract"
@@ -61,8 +63,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     # First among the plugins: Hypothesis' own plugin loads the profile named by
-    # --hypothesis-profile in its pytest_configure, and the names must exist by then.
-    register_hypothesis_profiles()
+    # --hypothesis-profile in its pytest_configure, and the names must exist by then. Only when one is
+    # asked for: a suite that does not use the contract sees Hypothesis' profiles as they were.
+    if str(config.getoption("hypothesis_profile", default=None) or "").startswith(LEGACY_PREFIX):
+        register_hypothesis_profiles()
     config.addinivalue_line("markers",
                             f"{MARKER}: a clause of the StatefulLoader contract (stateful_contract.testing)")
     run_profile(config)  # a bad value in the environment or the ini file is a usage error, now
@@ -115,6 +119,37 @@ def run_seed(config: pytest.Config | None) -> int | None:
     return config.getoption("stateful_contract_seed", default=None) if config is not None else None  # type=int
 
 
+def hypothesis_seed(config: pytest.Config) -> int | None:
+    """The seed ``--hypothesis-seed`` gives (Hypothesis' own option), as a search seed: an integer as it is, any
+    other text as Hypothesis takes it, through a digest. A derandomized profile (``ci``) ignores it, as
+    Hypothesis' ``derandomize`` does; ``--stateful-contract-seed`` wins over it."""
+    given = config.getoption("hypothesis_seed", default=None)
+    if given is None or str(given).strip() == "":
+        return None
+    text = str(given).strip()
+    return int(text) % 2**32 if text.lstrip("-").isdigit() else zlib.crc32(text.encode())
+
+
+#: Set by pytest-xdist in each worker: the number of workers the run started.
+XDIST_WORKERS_ENV = "PYTEST_XDIST_WORKER_COUNT"
+
+
+def xdist_jobs(session: pytest.Session) -> int | None:
+    """Under pytest-xdist, the parallel jobs a contract class takes: the cores, shared among the workers that
+    can have work at once (no more than the session's work units, each contract class being one). ``pytest
+    -n 2`` on one class and nothing else is one unit: the other worker is idle from the start, so the class
+    takes every core (docs/pytest.md, "pytest-xdist"). None outside xdist (the class's own ``jobs`` decides)."""
+    from .options import XDIST_WORKER_ENV, cores
+
+    workers = int(os.environ.get(XDIST_WORKERS_ENV) or 0)
+    if not os.environ.get(XDIST_WORKER_ENV) or workers < 1:
+        return None
+    from ._xdist import contract_scope
+
+    units = len({contract_scope(item.nodeid) or item.nodeid for item in session.items})
+    return max(1, cores() // max(1, min(workers, units)))
+
+
 def run_options(config: pytest.Config | None) -> CheckKeywords:
     """The `CheckOptions` fields this run chooses for every contract class, over the class's own: the
     profile and seed above, and ``exitfirst`` under ``-x`` (``--maxfail=1``), which stops there anyway."""
@@ -136,9 +171,16 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     if (callspec is None or "clause_id" not in callspec.params
             or not item.config.getoption("hypothesis_show_statistics", default=False)):
         return (yield)
-    try:
+    try:  # hypothesis.statistics is not public API (Hypothesis' plugin is its one user)
         from hypothesis.statistics import collector, describe_statistics
-    except ImportError:  # Hypothesis moved its internals: no statistics, the run goes on
+
+        collector.with_value  # noqa: B018  (the one attribute used: checked here, where it can be said)
+    except (ImportError, AttributeError):
+        import hypothesis
+
+        item.warn(pytest.PytestWarning(
+            f"stateful-contract: Hypothesis {hypothesis.__version__} has no hypothesis.statistics.collector as "
+            "6.139 to 6.170 have: --hypothesis-show-statistics shows no statistics of the contract's searches"))
         return (yield)
     from ._engine.search import SEARCHING
 
@@ -199,12 +241,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     reports = config.stash.get(REPORTS, {})
     if reports:
-        from ._render import coverage_line, ran, story  # the engine is loaded by now: a contract class ran
+        # The engine is loaded by now: a contract class ran.
+        from ._render import coverage_line, plural, ran, story
 
         terminalreporter.write_sep("-", "StatefulLoader contract")
         for nodeid, report in reports.items():
             walk = ran(report)
-            terminalreporter.write_line(f"{nodeid}: {report.verdict}, {len(walk)} clauses, profile {report.profile}")
+            terminalreporter.write_line(f"{nodeid}: {report.verdict}, {plural(len(walk), 'clause')}, profile {report.profile}")
             for r, same_as in walk:  # what each failure does to a training run, first
                 if r.is_failure:
                     terminalreporter.write_line(f"  {r.id} {r.name}: {story(r, same_as) or r.status}")

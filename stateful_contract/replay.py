@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import configparser
 import dataclasses
 import importlib
+import os
 import pkgutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from ._checking import FactoryError, check
@@ -23,8 +26,8 @@ from .config import LoaderConfig
 from .options import alignment_of
 from .report import ClauseResult, Report
 
-__all__ = ["ReplayError", "add_arguments", "known_classes", "parse_example", "parse_value", "replay", "run",
-           "target_of"]
+__all__ = ["ReplayError", "add_arguments", "known_classes", "parse_example", "parse_value", "pytest_pythonpath",
+           "replay", "run", "target_of"]
 
 
 class ReplayError(Exception):
@@ -107,14 +110,69 @@ def target_of(report: Report) -> str:
     return report.target.replace("::", ":", 1).replace("::", ".")
 
 
+#: The files pytest reads its configuration from, in the order it looks in each directory, with the section
+#: that makes one its configuration (pytest's docs, "Configuration file formats").
+_PYTEST_INI = (("pytest.ini", "pytest"), (".pytest.ini", "pytest"), ("pyproject.toml", "tool.pytest.ini_options"),
+               ("tox.ini", "pytest"), ("setup.cfg", "tool:pytest"))
+
+
+def _ini_pythonpath(path: Path, section: str) -> list[str] | None:
+    """The ``pythonpath`` of one configuration file, [] without one, None when the file is not pytest's."""
+    if path.suffix == ".toml":
+        try:  # tomllib is Python 3.11 on; on 3.10 pytest itself brings tomli
+            toml: Any = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+        except ImportError:
+            return None
+        try:
+            table: Any = toml.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        for key in section.split("."):
+            table = table.get(key) if isinstance(table, dict) else None
+        if not isinstance(table, dict):
+            return None
+        value = table.get("pythonpath", [])
+        return value.split() if isinstance(value, str) else [str(v) for v in value]
+    ini = configparser.ConfigParser(interpolation=None)
+    try:
+        ini.read(path, encoding="utf-8")
+    except (OSError, configparser.Error):
+        return None
+    return ini.get(section, "pythonpath", fallback="").split() if ini.has_section(section) else None
+
+
+def pytest_pythonpath(target_file: str | Path) -> list[Path]:
+    """The directories the ``pythonpath`` of the pytest configuration above ``target_file`` adds, as pytest would
+    (relative to that file's directory): a pytest report's class may import a package only through them."""
+    for folder in Path(target_file).resolve().parents:
+        for name, section in _PYTEST_INI:
+            if (folder / name).is_file() and (entries := _ini_pythonpath(folder / name, section)) is not None:
+                return [(folder / entry).resolve() for entry in entries]
+    return []
+
+
+def _with_pytest_pythonpath(target: str) -> None:
+    """Make a file target's pytest ``pythonpath`` importable here and in the processes the check starts."""
+    module_part = target.rpartition(":")[0]
+    if not (module_part.endswith(".py") and Path(module_part).is_file()):
+        return
+    for folder in reversed(pytest_pythonpath(module_part)):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(folder), os.environ.get("PYTHONPATH"))))
+
+
 def replay(report: Report, clause_id: str, *, target: str | None = None, timeout: float | None = None) -> Report:
-    """Run only the recorded failing example of ``clause_id`` again (after the clauses it needs)."""
+    """Run only the recorded failing example of ``clause_id`` again (after the clauses it needs). A pytest
+    report's class is imported as pytest did, with its configuration's ``pythonpath``."""
     try:
         result = report[clause_id]
     except KeyError:
         raise ReplayError(f"the report has no clause {clause_id!r}") from None
     config, plan = parse_example(result)
-    return check(target or target_of(report), profile=report.profile, clauses=[result.id],
+    target = target or target_of(report)
+    _with_pytest_pythonpath(target)
+    return check(target, profile=report.profile, clauses=[result.id],
                  checkpoint_alignment=alignment_of(report.checkpoint_alignment), strict=report.strict,
                  world_size=report.world_size, timeout=timeout, replay=(config, plan), consume=report.consume)
 

@@ -20,11 +20,19 @@ from .clauses.registry import CONTRACT_VERSION
 if TYPE_CHECKING:
     from .clauses.registry import Clause
 
-__all__ = ["FAILING_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Outcome", "Report", "Status", "same_causes"]
+__all__ = ["FAILING_STATUSES", "JUDGED_STATUSES", "REPORT_FORMAT", "ClauseResult", "Impact", "Outcome", "Report", "Status", "same_causes"]
+
+#: How the message of a clause starts whose search held and whose verdict a later launch gives (``--phase save``,
+#: `stateful_contract.distributed.phases`): a run with one judged something, though it is ``not-judged`` yet.
+DEFERRED_TO_A_LATER_LAUNCH = "saved on "
 
 #: Statuses that make the overall verdict fail: a clause broken, or a declared
 #: expected failure that no longer fails (the declaration list must stay current).
 FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
+
+#: Statuses of a clause that came to a verdict. A run none of whose clauses did (each not judged, or
+#: none run) has not passed: its verdict is ``"not-judged"``, and no face shows it as a pass.
+JUDGED_STATUSES: frozenset[str] = frozenset({"passed", "failed", "expected-failure", "unexpected-pass"})
 
 #: Report format version, bumped when a field changes meaning; older reports still load. 2: the structured
 #: parts of a failure (``expected``, ``got``, ``context``, ``rank``) and its example (``config``, ``plan``).
@@ -40,7 +48,9 @@ FAILING_STATUSES: frozenset[str] = frozenset({"failed", "unexpected-pass"})
 #: clause that policy excludes is ``not-judged``, its message starting "does not apply under the declared
 #: checkpoint policy".
 #: 10: ``endless`` ("declared" or "found": the loader was checked as one endless stream; null otherwise).
-REPORT_FORMAT = 10
+#: 11: the verdict ``"not-judged"``, for a run none of whose clauses came to a verdict (it read ``"fail"``,
+#: and before format 10 ``"pass"``).
+REPORT_FORMAT = 11
 
 T = TypeVar("T")
 _OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
@@ -182,20 +192,27 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when every clause that ran passed or failed as declared (never for an interrupted run, nor
-        for one that judged nothing)."""
+        """True when every clause that ran passed or failed as declared (never for an interrupted run, nor for
+        one that judged nothing: `judged_nothing`)."""
         return not self.interrupted and not self.judged_nothing and not any(r.is_failure for r in self.results)
 
     @property
     def judged_nothing(self) -> bool:
-        """No clause came to a verdict (each was skipped or not judged: a declared policy that excludes every
-        clause selected, say): such a run says nothing of the loader, so it does not pass."""
-        return not any(r.status not in ("skipped", "not-judged") for r in self.results)
+        """No clause came to a verdict: each one run was not judged (``--clause SC21`` on a loader without
+        ``set_epoch``, a declared policy that excludes every clause selected) or none ran, and none was deferred
+        to a later launch. Such a run says why, and is no pass."""
+        return not any(r.status in JUDGED_STATUSES or r.message.startswith(DEFERRED_TO_A_LATER_LAUNCH)
+                       for r in self.results)
 
     @property
     def verdict(self) -> str:
-        """``"pass"``, ``"fail"``, or ``"interrupted"`` for a partial report."""
-        return "interrupted" if self.interrupted else "pass" if self.passed else "fail"
+        """``"pass"``, ``"fail"``, ``"not-judged"`` when no clause came to a verdict, or ``"interrupted"``
+        for a partial report."""
+        if self.interrupted:
+            return "interrupted"
+        if any(r.is_failure for r in self.results):
+            return "fail"
+        return "not-judged" if self.judged_nothing else "pass"
 
     @property
     def coverage(self) -> dict[str, int]:

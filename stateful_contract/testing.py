@@ -23,8 +23,9 @@ from .clauses.distributed import CheckpointLayout
 from .clauses.registry import lookup
 from .config import ConfigSpace, LoaderConfig
 from .options import CheckOptions, ExpectedFailures
+from .profiles import get_profile
 from .protocol import StatefulLoader
-from .pytest_plugin import MARKER, REPORTS, clause_tests, run_options
+from .pytest_plugin import MARKER, REPORTS, clause_tests, hypothesis_seed, run_options, xdist_jobs
 from .report import ClauseResult, Report
 
 __all__ = ["StatefulLoaderContract", "class_options", "judge"]
@@ -78,6 +79,12 @@ class StatefulLoaderContract:
         # The marker is registered by the plugin; without it (-p no:stateful_contract)
         # an unregistered mark would break --strict-markers runs.
         marks = [getattr(pytest.mark, MARKER)] if metafunc.config.pluginmanager.has_plugin(MARKER) else []
+        # pytest-timeout's global --timeout would end the first clause test, inside which the whole check runs
+        # (every other test then errors): the contract's own limits apply (an example's timeout, the memory
+        # limit, a multi-rank run's timeout). A timeout mark of the user's own, on the class or module, wins.
+        if metafunc.config.pluginmanager.has_plugin("timeout") and metafunc.definition.get_closest_marker(
+                "timeout") is None:
+            marks.append(pytest.mark.timeout(0))
         metafunc.parametrize("clause_id", [pytest.param(cid, id=f"{cid}-{lookup(cid).name}", marks=marks)
                                            for cid in options.selected])
 
@@ -95,6 +102,11 @@ class StatefulLoaderContract:
         # The class's options, on the clauses pytest selected, with the run's own choices.
         options = class_options(cls).replace(**run_options(request.config)).replace(
             clauses=list(clause_tests(request.session, cls)))
+        if (seeded := hypothesis_seed(request.config)) is not None and options.seed is None and not get_profile(
+                options.profile).derandomize:
+            options = options.replace(seed=seeded)  # --hypothesis-seed, where Hypothesis would use it
+        if cls.jobs is None and (shared := xdist_jobs(request.session)) is not None:
+            options = options.replace(jobs=shared)  # the cores the other xdist workers leave idle
         consume = getattr(cls(), "consume", None)  # the hook naming how the trainer draws batches, if any
         if callable(consume):
             options = options.replace(consume=factory if isinstance(factory, str) else consume)

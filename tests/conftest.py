@@ -1,6 +1,7 @@
 """Test-suite plumbing: the zoo of broken loaders is imported as a plain module, and every search
 a test starts with a random profile is seeded from the test's own id."""
 
+import os
 import sys
 import zlib
 from pathlib import Path
@@ -9,6 +10,11 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# A random profile's failures are kept for the next run (stateful_contract.profiles.example_database): the
+# suite's searches must stay the same on every run, so none is kept, here and in every process a test starts.
+# tests/test_hypothesis_conventions.py turns it on where it is the subject.
+os.environ["STATEFUL_CONTRACT_DATABASE"] = "none"
 
 
 @pytest.fixture(autouse=True)

@@ -63,6 +63,13 @@ class BlocksInLoad(EpochLoader):
         time.sleep(3600)
 
 
+class WaitsInLoad(EpochLoader):
+    """``load_state_dict`` waits on an event nobody sets (a deadlock), SC02's example: few examples before it."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        threading.Event().wait()
+
+
 class LoopsAfterResume(EpochLoader):
     """Iterating after a resume loops forever in Python."""
 

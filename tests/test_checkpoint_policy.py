@@ -110,10 +110,10 @@ def test_a_declared_policy_shows_in_the_text_the_markdown_and_the_badge(alignmen
 
 def test_a_run_that_judged_nothing_does_not_pass(capsys) -> None:
     report = _report("epoch", {"SC22": "not-judged"})
-    assert report.judged_nothing and not report.passed and report.verdict == "fail"
+    assert report.judged_nothing and not report.passed and report.verdict == "not-judged"
     render_report(report, __import__("sys").stdout)
-    assert "Verdict: FAIL (no clause was judged" in capsys.readouterr().out
-    assert badge_message(report) == "nothing judged"
+    assert "Verdict: NOT JUDGED (no clause came to a verdict" in capsys.readouterr().out
+    assert badge_message(report) == "not judged"
 
 
 def test_a_policy_that_excludes_the_only_clause_selected_judges_nothing_and_says_so() -> None:

@@ -114,11 +114,11 @@ def test_endless_and_the_epoch_end_policy_exclude_each_other() -> None:
 def test_a_run_where_no_clause_applies_to_the_endless_stream_does_not_pass() -> None:
     report = check(zoo.CyclingLoader, clauses=["SC21"], space=IN_PROCESS)
     assert report["SC21"].status == "not-judged"
-    assert not report.passed and report.judged_nothing and report.verdict == "fail"
+    assert not report.passed and report.judged_nothing and report.verdict == "not-judged"
     out = io.StringIO()
     render_report(report, out)
-    assert "Verdict: FAIL (no clause was judged" in out.getvalue() and "PASS" not in out.getvalue()
-    assert badge_message(report) == "nothing judged"
+    assert "Verdict: NOT JUDGED (no clause came to a verdict" in out.getvalue() and "PASS" not in out.getvalue()
+    assert badge_message(report) == "not judged"
 
 
 def test_endless_is_declared_from_the_command_line_and_the_mixin() -> None:

@@ -159,6 +159,21 @@ def test_the_proposed_fix_loses_the_rest_of_the_window_mid_window(scenario: Mind
 
 
 @pytest.mark.launcher
+@needs_full
+def test_with_enable_preload_the_proposed_fix_loses_the_next_window_and_the_held_state_resumes_exactly(
+        scenario: MindSpeedScenario) -> None:
+    uninterrupted = scenario.run("uninterrupted")
+    run1, run2 = scenario.run("preload-proposed-fix run 1"), scenario.run("preload-proposed-fix run 2")
+    assert run1.returncode == 0 and run2.returncode == 0
+    data = compare_data(run1, run2, uninterrupted, world_size=2, iterations=RUN2_ITERS)
+    # Saved after iteration 3, a window boundary: iteration 4's whole window (4 micro-batches of 2) per rank.
+    assert [len(data.lost[r]) for r in (0, 1)] == [8, 8], data.describe()
+    held = compare_data(scenario.run("preload-held-state run 1"), scenario.run("preload-held-state run 2"),
+                        uninterrupted, world_size=2, iterations=RUN2_ITERS)
+    assert held.exact, held.describe()
+
+
+@pytest.mark.launcher
 def test_no_process_of_the_scenario_is_left(workdir: Path, scenario: MindSpeedScenario) -> None:
     assert scenario.runs
     for run in scenario.runs:

@@ -148,7 +148,7 @@ def test_the_terminal_summary_shows_each_class_its_coverage_and_its_seed(pyteste
     result = pytester.runpytest("--stateful-contract-profile", "dev", "--stateful-contract-seed", "11", "-k", "SC10")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*- StatefulLoader contract -*",
-                                 "test_loaders.py::TestReference: pass, 1 clauses, profile dev",
+                                 "test_loaders.py::TestReference: pass, 1 clause, profile dev",
                                  "  coverage: checkpoints *at window boundaries*(seed 11); checkpoint space: * of * points (*"])
 
 
@@ -273,3 +273,74 @@ def test_hypothesis_statistics_show_the_contracts_searches_and_what_they_covered
         "*%, resume hops",
     ])
     result.stdout.fnmatch_lines(["*%, checkpoint at a window boundary"])
+
+
+# --- a suite without a contract class -------------------------------------------------------
+
+#: What a test of an unrelated suite can see of its run: the Hypothesis profile and its settings,
+#: the registered profiles, the warnings filters, the options' values.
+OBSERVING = """
+import json, os, warnings
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.errors import InvalidArgument
+
+
+def observe(request, name):
+    try:
+        settings.get_profile("stateful-contract-dev")
+        ours = True
+    except InvalidArgument:
+        ours = False
+    seen = {"profile": settings.get_current_profile_name(), "max_examples": settings().max_examples,
+            "database": repr(settings().database), "our_profiles": ours,
+            "filters": [repr(f) for f in warnings.filters], "maxfail": request.config.getoption("maxfail")}
+    with open(os.path.join(os.path.dirname(__file__), name + ".json"), "w") as out:
+        json.dump(seen, out)
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_numbers(n, request):
+    observe(request, f"numbers{n}")
+
+
+@settings(deadline=None)  # a loaded machine takes Hypothesis' 200 ms for an example now and then
+@given(st.integers())
+def test_hypothesis(x):
+    assert isinstance(x, int)
+
+
+def test_observed(request):
+    observe(request, "observed")
+"""
+
+
+@pytest.mark.parametrize("dist", ["load", "loadgroup"])
+def test_a_suite_without_a_contract_class_runs_exactly_as_without_the_package(
+    dist: str, pytester: pytest.Pytester
+) -> None:
+    """Installed, the plugin changes nothing for a suite that never uses the contract: xdist's own scheduler
+    for the mode, the same outcomes, Hypothesis profiles, warnings filters and option values."""
+    pytester.makepyfile(test_other=OBSERVING)
+    runs = {}
+    for plugin in ("on", "off"):
+        args = ["-n", "2", "--dist", dist, "-v", "-p", "no:cacheprovider"] + (["-p", "no:stateful_contract"]
+                                                                               if plugin == "off" else [])
+        result = pytester.runpytest_subprocess(*args)
+        result.assert_outcomes(passed=6)
+        scheduler = [line for line in result.outlines if line.startswith("scheduling tests via")]
+        seen = {p.stem: json.loads(p.read_text()) for p in pytester.path.glob("*.json")}
+        runs[plugin] = (scheduler, seen)
+    assert runs["on"] == runs["off"]
+    expected = {"load": "LoadScheduling", "loadgroup": "LoadGroupScheduling"}[dist]
+    assert runs["on"][0] == [f"scheduling tests via {expected}"]
+    assert not any(seen["our_profiles"] for seen in runs["on"][1].values())
+
+
+def test_a_suite_with_a_contract_class_schedules_each_class_as_one_unit(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_loaders=HEADER)
+    result = pytester.runpytest_subprocess("-n", "2", "-v", "--stateful-contract-profile", "dev",
+                                           "-k", "SC01", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["scheduling tests via ContractScheduling"])

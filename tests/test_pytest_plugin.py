@@ -132,5 +132,5 @@ def test_downstream_flow_in_a_fresh_process(pytester: pytest.Pytester, monkeypat
     assert main(["badge", "reports/seed.json", "--svg", "reports/seed.svg", "--endpoint", "reports/seed.endpoint.json"]) == 0
     endpoint = json.loads((pytester.path / "reports/seed.endpoint.json").read_text())
     assert endpoint == {"schemaVersion": 1, "label": f"StatefulLoader contract v{CONTRACT_VERSION}",
-                        "message": "failing 1 clause (SC02): crashes on resume", "color": "red"}
+                        "message": "failing SC02: crashes on resume", "color": "red"}
     assert (pytester.path / "reports/seed.svg").read_text().startswith("<svg ")

@@ -197,7 +197,11 @@ def test_a_misbehaving_loader_fails_its_clause_within_twice_the_timeout(
         assert "within 4 s" in said
     if name.endswith("InLoad"):
         assert "during loader.load_state_dict(state)" in said, said
-    assert result["seconds"] <= 2 * TIMEOUT, result["seconds"]
+    # A loop is charged the CPU it gets (docs/supervision.md, "A busy machine is not a hang"): on a shared machine
+    # its wall time stretches as the correct loader's command does; a wait is charged every second.
+    # The example's work before the hang is charged the same way.
+    stretch = baseline(clause_id, world_size, tmp_path_factory).slowdown() if killed_by == "timeout" else 1.0
+    assert result["seconds"] <= 2 * TIMEOUT * stretch, (result["seconds"], stretch)
     assert within_twice_the_timeout(took, clause_id, world_size, tmp_path_factory), (
         took, baseline(clause_id, world_size, tmp_path_factory))
     if killed_by != "timeout" or name == "BlocksInLoad":  # the process died in it: the line is marked

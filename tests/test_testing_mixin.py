@@ -15,6 +15,7 @@ from hypothesis import settings
 
 from stateful_contract import Report
 from stateful_contract.clauses import default_selection
+from stateful_contract.profiles import register_hypothesis_profiles
 from stateful_contract.pytest_plugin import run_profile
 from stateful_contract.testing import StatefulLoaderContract, class_options
 
@@ -198,6 +199,7 @@ def test_the_base_class_itself_is_not_collected(pytester: pytest.Pytester) -> No
 
 def test_the_profile_comes_from_the_hypothesis_profile_then_the_class() -> None:
     assert (run_profile(None) or "ci") == "ci"
+    register_hypothesis_profiles()  # as the plugin does when --hypothesis-profile names one
     settings.load_profile("stateful-contract-thorough")
     assert (run_profile(None) or "ci") == "thorough"
     # Hypothesis derives profiles from the chosen one, e.g. for --hypothesis-verbosity.

@@ -34,7 +34,7 @@ def test_without_the_declaration_sc21_is_not_judged_and_says_how_to_declare_the_
     code, report = sc21("policy_loaders:reshuffled", tmp_path)
     assert report["SC21"].status == "not-judged" and "TrainerView has no set_epoch" in report["SC21"].message
     assert "declare it (--epoch-hook NAME)" in report["SC21"].message
-    assert code == 1 and report.judged_nothing  # SC21 alone, not judged: the check says nothing, and fails
+    assert code == 5 and report.judged_nothing  # SC21 alone, not judged: the check says nothing (exit 5)
 
 
 def test_a_view_that_forgets_to_reshuffle_on_resume_fails_sc21_with_a_reproduction_that_fails(tmp_path: Path,

@@ -155,7 +155,7 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
                     own = on_rank(plan, rank_lengths)
                 run.value = clause.scenario(example, own)
         except (LoaderHung, Exception) as e:  # a violation, the loader raising or hanging, anything else
-            _attach_hints(e, own, example)
+            _attach_hints(e, own, example, timeout)
             _attach_note(e, program.source(config.as_code()))
             run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=rank,
                                      world_size=world.world_size if world is not None else 1)
@@ -176,18 +176,42 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
     return run
 
 
-#: What a generator ``__iter__`` does to a state taken right after ``iter()``, and the fix.
+#: What the contract saw of a generator ``__iter__`` at a state taken right after ``iter()``, and the fix.
 GENERATOR_ITER = (
-    "Hint: the loader's __iter__ is a generator function, so nothing in it runs until the first next(): a "
-    "state taken right after iter() is still the one the previous pass left (a pass cut short, or an epoch "
-    "already ended), not the new pass's. Start the inner loader's iterator in __iter__ itself "
+    "Hint: observed on a fresh loader driven to the same point: its state right after that iter() is the "
+    "state it had before it, so the new pass had not started. Its __iter__ is a generator function, and "
+    "nothing in one runs until the first next(): a state taken right after iter() is still the one the "
+    "previous pass left (a pass cut short, or an epoch already ended), not the new pass's. If that is what "
+    "this failure comes from, start the inner loader's iterator in __iter__ itself "
     "(it = iter(self.base); return (f(b) for b in it)), as StatefulDataLoader.__iter__ does: "
     + doc("clauses.md", "sc22-cut-short-passes-resume"))
 
 
-def _attach_hints(error: BaseException, plan: Any, example: Example) -> None:
-    """Add to ``error`` the likeliest causes its example matches, whichever clause met them: a cause
-    does not belong to one clause (docs/clauses.md, "Hints")."""
+def _iter_leaves_the_state(example: Example, plan: Any, position: Any, timeout: float | None) -> bool:
+    """Whether a fresh loader, driven to the ``iter()`` at which the example took its state (after the passes
+    cut short of a `CutShort` plan, or the whole epochs before ``position``), has the same state right before
+    and right after that ``iter()``: what a lazy ``__iter__`` does. Unrecorded; False when anything fails."""
+    from .compare import first_difference
+    from .trainer_steps import cut_short
+
+    try:
+        with deadline(timeout):
+            loader = steps.fresh(example.factory, example.config)
+            if isinstance(position, Position):
+                for _ in range(position.epoch):
+                    steps.stream(loader, 1)
+            else:
+                cut_short(loader, plan.passes, plan.limit)
+            before = steps.state_of(loader)
+            steps._iter(loader)
+            return first_difference(before, steps.state_of(loader)) is None
+    except (LoaderHung, Exception):
+        return False
+
+
+def _attach_hints(error: BaseException, plan: Any, example: Example, timeout: float | None = None) -> None:
+    """Add to ``error`` the causes its example was seen to match, whichever clause met them: a cause
+    does not belong to one clause (docs/clauses.md, "Hints"). A hint says what the contract observed."""
     if not isinstance(error, ClauseViolation) or isinstance(error.__context__, LoaderError):
         return  # a crash, a hang or a refusal (a violation raised over the loader's exception) says why
     hints = []
@@ -195,7 +219,8 @@ def _attach_hints(error: BaseException, plan: Any, example: Example) -> None:
     position = getattr(plan, "position", None)  # ... or its position does
     new_iter = own if isinstance(own, bool) else getattr(position, "right_after_a_new_iter", False)
     newest = steps._NEWEST.get()
-    if new_iter and newest is not None and inspect.isgeneratorfunction(getattr(newest[1], "__iter__", None)):
+    if (new_iter and newest is not None and inspect.isgeneratorfunction(getattr(newest[1], "__iter__", None))
+            and _iter_leaves_the_state(example, plan, position, timeout)):
         hints.append(GENERATOR_ITER)
     window = example.config.grad_acc_step
     lengths = example._reference[1] if example._reference is not None else None  # if the example took it

@@ -1,7 +1,9 @@
 """Guarding the run against the code it tests: hangs, leftover worker processes, a lost Ctrl-C.
 
 A hung example fails its clause: ``SIGALRM`` raises inside whatever the loader was blocked in, and
-the stack unwinds. `LoaderHung` is a ``BaseException`` so that Hypothesis does not shrink a hang.
+the stack unwinds. `LoaderHung` is a ``BaseException`` so that Hypothesis does not shrink a hang. The limit
+is kept on the loader's own progress (`progress.Clock`): time its processes waited for a CPU other processes
+held is not counted, so a starved loader is not called hung.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from . import status
+from . import progress, status
 
 __all__ = ["LoaderHung", "can_interrupt", "collect", "ctrl_c_kept", "deadline", "frozen", "quick_worker_shutdown",
            "raise_lost_ctrl_c", "reap_children", "sigint_ignored"]
@@ -28,11 +30,18 @@ _lost_ctrl_c = False
 _modules_frozen: int | None = None
 
 
+#: Seconds at least between two readings of the clock once the wall limit passed (each walks the processes).
+MIN_RECHECK = 0.05
+
+
 class LoaderHung(BaseException):
     """An example ran past its timeout."""
 
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"the example did not finish within {seconds:g} s")
+    def __init__(self, seconds: float, waited: float | None = None) -> None:
+        starved = "" if waited is None or waited < seconds * 1.25 else (
+            f" ({waited:.0f} s of wall time, of which it was charged {seconds:g} s: the time its processes "
+            "waited for a CPU is not counted)")
+        super().__init__(f"the example did not finish within {seconds:g} s{starved}")
         self.seconds = seconds
 
 
@@ -43,14 +52,18 @@ def can_interrupt() -> bool:
 
 @contextlib.contextmanager
 def deadline(seconds: float | None) -> Iterator[None]:
-    """Raise `LoaderHung` in this thread if the block runs longer than ``seconds``. An outer timer on
-    ``ITIMER_REAL`` (pytest-timeout's signal method, an enclosing `deadline`) keeps its time: its handler
-    runs when it was due, and on exit it is set again to what remains of it."""
+    """Raise `LoaderHung` in this thread once the block has been charged ``seconds`` on the `progress.Clock`
+    of this process and its descendants (wall time less the time they waited for a CPU). The charge never
+    runs ahead of wall time, so the alarm is first set for ``seconds`` of wall time; when it fires, the clock
+    is read and the alarm set again for what remains. An outer timer on ``ITIMER_REAL`` (pytest-timeout's
+    signal method, an enclosing `deadline`) keeps its time: its handler runs when it was due, and on exit it
+    is set again to what remains of it."""
     if not seconds or not can_interrupt():
         yield
         return
     started = time.monotonic()
     ends = started + seconds
+    clock = progress.Clock(progress.own_group())
     outer_delay, outer_interval = signal.getitimer(signal.ITIMER_REAL)
     outer_due: float | None = started + outer_delay if outer_delay > 0 else None
 
@@ -61,7 +74,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, max(due - time.monotonic(), 1e-4), 1.0)
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
-        nonlocal outer_due
+        nonlocal outer_due, ends
         now = time.monotonic()
         if outer_due is not None and now >= outer_due - 1e-3:
             # The outer timer's moment: its handler decides (pytest-timeout fails the test).
@@ -72,7 +85,15 @@ def deadline(seconds: float | None) -> Iterator[None]:
         if now < ends - 1e-3:  # early (a timer set by someone else in the block): wait on
             arm()
             return
-        raise LoaderHung(seconds)
+        try:
+            remaining = seconds - clock.sample()
+        except Exception:  # the clock cannot be read here: wall time, as the limit was
+            remaining = 0.0
+        if remaining > 1e-3:  # the processes waited for a CPU: not yet charged the limit
+            ends = now + max(remaining, MIN_RECHECK)
+            arm()
+            return
+        raise LoaderHung(seconds, waited=now - started)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     arm()

@@ -13,7 +13,11 @@ from .guard import LoaderHung
 from .impact import Impact, loud, where_of
 from .steps import EndlessPass, LoaderError, NotJudgeable, PassEnded
 
-__all__ = ["ClauseViolation", "Impact", "Outcome", "Status", "outcome_of"]
+__all__ = ["LOADER_CALLS", "ClauseViolation", "Impact", "Outcome", "Status", "last_frame", "outcome_of",
+           "unjudged_by"]
+
+#: What an example expected when the loader (or its factory) raised instead of letting it judge anything.
+LOADER_CALLS = "every call the contract makes on the loader to succeed"
 
 Status = Literal["passed", "failed", "expected-failure", "unexpected-pass", "not-judged", "skipped"]
 
@@ -82,6 +86,23 @@ class Outcome:
         return replace(outcome, **extra)  # type: ignore[arg-type]
 
 
+def last_frame(error: BaseException) -> str:
+    """`` (at path/to/file.py:12 in fn)``: where ``error`` was raised, its traceback's last frame ("" if none)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {last.filename}:{last.lineno} in {last.name})"
+
+
+def unjudged_by(expected: str, got: str, killed_by: str) -> str:
+    """What ended a failed clause's example before its statement could be judged (the loader or its factory
+    raised, hung, or took its process down), in one line; "" when the clause judged and found it false."""
+    if expected != LOADER_CALLS and not killed_by:
+        return ""
+    return next((line.strip() for line in got.splitlines() if line.strip()), killed_by)
+
+
 def _call_in_progress(error: BaseException) -> str:
     """The innermost call into the loader ``error`` was raised in (``loader.load_state_dict(state)``)."""
     found = ""
@@ -120,7 +141,7 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
         got, trace = str(error), ""
         impact = loud("next(iter(loader))", "raises StopIteration: the endless stream ended")
     elif isinstance(error, LoaderError):
-        expected, got = "every call the contract makes on the loader to succeed", str(error)
+        expected, got = LOADER_CALLS, f"{error}{last_frame(error.error)}"
         tb = "".join(traceback.format_exception(type(error.error), error.error, error.error.__traceback__))
         trace = f"\n\nTraceback of the loader's exception:\n{tb.rstrip()}"
         impact = loud(error.step, f"raises {type(error.error).__name__}")

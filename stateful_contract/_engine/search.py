@@ -13,7 +13,6 @@ from typing import Any, Literal, Protocol, cast
 
 from hypothesis import currently_in_test_context, event, given, seed, settings
 from hypothesis import strategies as st
-from hypothesis.reporting import with_reporter
 
 from ..config import ConfigSpace, LoaderConfig
 from ..profiles import Profile, hypothesis_settings
@@ -24,6 +23,7 @@ from .executors import Executor
 from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
 from .recording import bound
+from .saved import SavedFailures
 
 __all__ = ["SEARCHING", "Budget", "judge_runs", "replay_one", "search", "worker_pool"]
 
@@ -94,11 +94,13 @@ def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfi
 def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, alignment: Alignment,
            on_example: Callable[[int, int], None] = lambda done, total: None,
            passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None,
-           epoch_hook: str = "set_epoch") -> Outcome:
+           database_key: str | None = None, epoch_hook: str = "set_epoch") -> Outcome:
     """Look for a counterexample to ``clause``; the minimal one comes back as a failed `Outcome`, which
     counts what the examples covered (`coverage_of`; Hypothesis gets them as events). ``passed`` collects
     the examples that held (a fresh-process half reruns them); ``search_seed`` seeds Hypothesis (``@seed``),
-    else the profile decides (``ci`` is derandomized); ``epoch_hook`` is the trainer's call at each epoch."""
+    else the profile decides (``ci`` is derandomized). ``database_key`` names the loader: a random profile's
+    failure found once is tried first on the next run (`SavedFailures`); ``epoch_hook`` is the trainer's
+    call at each epoch."""
     covered: Counter[str] = Counter()
     executor = cast(Executor, _Counting(executor, covered))
     if clause.budget == "once":
@@ -110,10 +112,18 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
     phases = [(False, in_process)]
     if clause.budget in ("search", "workers"):
         phases.append((True, worker_examples))
+    saved = SavedFailures(profile, database_key, clause.id)
+    kept = list(saved)
     explicit = [(space.fitted(config), plan_of) for config, plan_of in clause.explicit_examples(space)]
-    total = len(explicit) + sum(n for _, n in phases)
+    total = len(kept) + len(explicit) + sum(n for _, n in phases)
     examples = 0
     found_after: int | None = None
+    for config, plan in kept:  # the failures an earlier run found, first, as Hypothesis' Phase.reuse
+        examples += 1
+        on_example(examples, total)
+        if (failed := replay_one(clause, executor, config, plan)) is not None:
+            return _covered(_verdict(failed, examples, examples), covered)
+        saved.drop(config, plan)
     # The clause's explicit examples first, as Hypothesis runs @example: not shrunk (each is small
     # already), and the same on every run whatever the seed or the Hypothesis release.
     for config, plan_of in explicit:
@@ -124,6 +134,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
             return _covered(_verdict(lengths, examples, examples), covered)
         plan = plan_of(lengths, alignment)
         if (failed := run_one(clause, executor, config, plan)) is not None:
+            saved.keep(config, plan)
             return _covered(_verdict(failed, examples, examples), covered)
         if passed is not None:
             passed.append((config, plan))
@@ -162,11 +173,11 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
             example = seed(search_seed)(example)
         searching = clause.heading.split(":", 1)[0] + (", worker examples" if workers else "")
         try:
-            # Hypothesis would print "You can reproduce this failure by adding @seed(...)" after a
-            # hang or a crash; the outcome says how to reproduce it, in the loader's own terms.
-            with bound(SEARCHING, searching), with_reporter(lambda text: None):
+            with bound(SEARCHING, searching):  # quiet (hypothesis_settings): Hypothesis prints nothing
                 example()
         except _Final as e:  # _Failed too
+            if isinstance(executor, _Counting) and executor.example is not None:  # the last run: the minimal one
+                saved.keep(*executor.example)
             return _covered(_verdict(e.run, examples, found_after), covered)
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
             outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading)
@@ -181,6 +192,8 @@ class _Counting:
         self.executor = executor
         self.covered = covered
         self.last: list[int] | None = None
+        #: The config and plan of the example run last (after a failure, Hypothesis' minimal one).
+        self.example: tuple[LoaderConfig, Any] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.executor, name)
@@ -188,11 +201,13 @@ class _Counting:
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         lengths = self.executor.lengths(clause, config)
         self.last = lengths if isinstance(lengths, list) else None
+        self.example = None  # an uninterrupted run that fails leaves no plan to keep
         return lengths
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         reached = coverage_of(config, plan, self.last if plan is not None else None)
         self.covered.update(reached)
+        self.example = (config, plan)
         for category in sorted(reached) if currently_in_test_context() else ():  # not an explicit example
             event(EVENTS.get(category, category))
         return self.executor.run(clause, config, plan)

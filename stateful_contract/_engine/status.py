@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Board", "BoardView", "calling", "command", "deadline", "install", "note", "read", "watch"]
+__all__ = ["Board", "BoardView", "calling", "command", "deadline", "install", "note", "read", "watch", "writer"]
 
 _LEAVE = b'{"in_call": false}\n'
 
@@ -138,6 +138,16 @@ def read(path: Path) -> BoardView:
                      in_call=bool(state.get("in_call")), program=state.get("program", ""),
                      deadline=(deadline[0], deadline[1]) if deadline else None, pid=opened.get("pid", 0),
                      host=opened.get("host", ""))
+
+
+def writer(path: Path) -> tuple[int, str]:
+    """The pid and host of the process that opened the log at ``path`` (0, "": none yet): its first line."""
+    try:
+        with open(path, "rb") as f:
+            first = json.loads(f.readline())
+        return int(first.get("pid", 0)), str(first.get("host", ""))
+    except (OSError, ValueError, AttributeError):
+        return 0, ""
 
 
 #: This process's status board (None: none).

@@ -10,6 +10,7 @@ import os
 import pickle
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -20,7 +21,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
-from . import interpreter, status
+from . import interpreter, progress, status
 from .example import ClauseLike, ExampleRun
 from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFailed
 from .guard import raise_lost_ctrl_c
@@ -46,6 +47,8 @@ SHRINK_CRASHES = 30
 POLL = 0.1
 #: Seconds between memory readings of the loader's processes.
 MEMORY_EVERY = 0.2
+#: Seconds between readings of the `progress.Clock` the timeouts are charged on.
+PROGRESS_EVERY = 0.5
 #: Seconds a command may take beyond twice the example timeout (process start-up, DCP, gathering).
 COMMAND_GRACE = 60.0
 
@@ -72,31 +75,53 @@ class Stall:
     """Why `watch` gave up on a command: a process (by its log's index) hung, or outgrew the memory limit."""
 
     rank: int
-    #: Seconds since its example timeout began (or, past the command's limit, since the command was sent).
+    #: Wall seconds since its example timeout began (or, past the command's limit, since the command was sent).
     waited: float
     #: The example timeout that passed (None: the command's limit did).
     timeout: float | None = None
     #: Bytes the processes gained together, past the memory limit (0: not the memory).
     memory: int = 0
+    #: The command's own limit (charged seconds) passed, not the caller's wall ``limit``.
+    command: bool = False
+
+
+def _here(board: status.BoardView) -> bool:
+    """Whether the process that writes ``board`` runs on this host (its pid means something here)."""
+    return bool(board.pid) and board.host in ("", socket.gethostname())
 
 
 def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView]], *, sent: float,
-          timeout: float | None, memory_limit: int | None, limit: float,
-          baseline: dict[int, int] | None = None) -> Stall | None:
+          timeout: float | None, memory_limit: int | None, command_seconds: float | None,
+          limit: float = float("inf"), baseline: dict[int, int] | None = None) -> Stall | None:
     """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up:
-    a log's example timeout passed by the `grace` (its alarm could not end it), the command passed ``limit``,
-    or the processes the logs name (and descendants) gained over ``memory_limit`` since ``sent``
-    (``baseline``: what each had then; one first seen later counts from then)."""
+    a log's example timeout passed by the `grace` (its alarm could not end it), the command was charged
+    ``command_seconds``, the wall clock passed ``limit``, or the processes the logs name (and descendants)
+    gained over ``memory_limit`` since ``sent`` (``baseline``: what each had then; one first seen later counts
+    from then). Timeouts are charged on one `progress.Clock` of every process the logs name on this host and
+    their descendants: time they waited for a CPU other processes held is not counted (docs/supervision.md)."""
     baseline = {} if baseline is None else baseline
     next_memory = sent + MEMORY_EVERY
+    clock = progress.Clock(lambda: [board.pid for board in logs() if _here(board)])
+    next_progress = sent + PROGRESS_EVERY
+    #: Per log's example timeout (its index, its start): the clock's charge when first seen, less the time
+    #: between its start and then (counted in full).
+    marks: dict[tuple[int, float], float] = {}
     while not answered():
         raise_lost_ctrl_c()
         now = time.monotonic()
         boards = logs()
+        if now >= next_progress:
+            next_progress = now + PROGRESS_EVERY
+            clock.sample()
         for rank, board in enumerate(boards):
-            started, seconds = board.deadline or (now, 0.0)
-            if timeout and board.deadline is not None and now > started + seconds + grace(seconds):
+            if not timeout or board.deadline is None:
+                continue
+            started, seconds = board.deadline
+            mark = marks.setdefault((rank, started), clock.charged - max(0.0, now - started))
+            if clock.charged - mark > seconds + grace(seconds) and now > started + seconds + grace(seconds):
                 return Stall(rank, now - started, seconds)
+        if command_seconds is not None and clock.charged > command_seconds and now > sent + command_seconds:
+            return Stall(0, now - sent, command=True)
         if now > limit:
             return Stall(0, now - sent)
         if memory_limit and now >= next_memory:
@@ -203,7 +228,7 @@ class Supervised(OneProcess):
         stall = watch(lambda: bool(wait(handles, POLL)) or (len(handles) == 1 and proc.exitcode is not None),
                       lambda: [status.read(board)], sent=sent, timeout=self.timeout,
                       memory_limit=self.memory_limit, baseline={proc.pid: anon_rss(proc.pid) or 0},
-                      limit=sent + 2 * self.timeout + COMMAND_GRACE if self.timeout else float("inf"))
+                      command_seconds=2 * self.timeout + COMMAND_GRACE if self.timeout else None)
         if stall is not None or not conn.poll():
             return self._crashed(clause, stall)
         try:

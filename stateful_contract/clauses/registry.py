@@ -241,11 +241,13 @@ def load_prober() -> Clause:
 
 
 def lookup(clause_id: str) -> Clause:
-    """The clause with this ID; `KeyError` names the known IDs."""
-    try:
-        return _REGISTRY[clause_id.upper()]
-    except KeyError:
-        raise KeyError(f"unknown clause {clause_id!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+    """The clause with this ID (``SC10``) or name (``resume-continues-the-stream``); `KeyError` names the known IDs."""
+    key = clause_id.strip()
+    found = _REGISTRY.get(key.upper()) or next((c for c in _REGISTRY.values() if c.name == key.lower()), None)
+    if found is None:
+        raise KeyError(f"unknown clause {clause_id!r}; known: {', '.join(sorted(_REGISTRY))} (or their names: "
+                       "stateful-contract clauses)")
+    return found
 
 
 def run_order(wanted: Iterable[str]) -> list[Clause]:

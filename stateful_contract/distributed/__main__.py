@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from .._checking import FactoryError
 from .._declare import declarations_of
-from .._render import render_result
+from .._render import plural, render_result
 from .._target import TargetError
 from . import check_world, in_world
 
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"stateful_contract.distributed: {e}", file=sys.stderr)
         return 2
     result = report[args.clause]
-    print(f"{result.id} {result.name}: {result.status} ({result.examples} examples on {args.world_size} ranks, "
+    print(f"{result.id} {result.name}: {result.status} ({plural(result.examples, 'example')} on {args.world_size} ranks, "
           f"{result.seconds:.1f} s)")
     print(render_result(result))
     for note in report.notes:

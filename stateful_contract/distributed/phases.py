@@ -19,7 +19,7 @@ from .._engine.ranks.world import World
 from .._run import _Run
 from ..clauses import CLAUSES, clause
 from ..options import CheckOptions
-from ..report import Report
+from ..report import DEFERRED_TO_A_LATER_LAUNCH, Report
 
 __all__ = ["MANIFEST", "RESTART_EXIT", "attempt", "clear", "merged", "resume", "saved", "write_manifest"]
 
@@ -45,10 +45,10 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
     (run_dir / MANIFEST).write_bytes(pickle.dumps(manifest))
     for cid, saved in examples.items():
         result = report[cid]
-        result.notes.append(f"{len(saved)} examples saved in {run_dir} for the resume launch (--phase resume --dir)")
+        result.notes.append(f"{len(saved)} example{'s' if len(saved) != 1 else ''} saved in {run_dir} for the resume launch (--phase resume --dir)")
         if cid == "SC31":  # only saved here: the other world judges it
             result.status, result.message = "not-judged", (
-                f"saved on {executor.world_size} ranks; judged when a launch on another number of ranks resumes "
+                f"{DEFERRED_TO_A_LATER_LAUNCH}{executor.world_size} ranks; judged when a launch on another number of ranks resumes "
                 "them (--phase resume)")
 
 

@@ -1,8 +1,8 @@
 """MindSpeed-MM's wrapper, reproduced on purpose with its bugs: known-bad examples.
 
-``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader`` (master ``852ddffd``; the
-report: ``seed/000_418544c3f3dcb82f.txt``), its two bugs (SC02, SC10) and the proposed fix that removes the
-crash only: docs/index.md, "Why: the seed report". That fix also ignores ``load_state_dict(None)``, silently.
+``mindspeed_mm/fsdp/data/dataloader/dataloader.py::PrefetchGradAccDataLoader`` (master ``852ddffd``), the
+bug report against it, its two bugs (SC02, SC10) and the proposed fix that removes the crash only: the
+published docs' index.md, "Why: the seed report" (the report itself does not ship). That fix also ignores ``load_state_dict(None)``, silently.
 `.prefetch.PrefetchGradAccDataLoader` is the corrected one.
 
 Upstream's: buffering, counting (``> -1``, hard-coded), the average (over the batches actually fetched,

@@ -74,19 +74,21 @@ class RankExecutor:
 
     def wait(self, answered: Callable[[], bool], sent: float, deadline: float = float("inf")) -> None:
         """Until ``answered()``, unless the world must be given up on (`WorldDown`): `supervised.watch`
-        on the ranks' status logs, with a limit of twice the example timeout and `COMMAND_GRACE`."""
+        on the ranks' status logs, with a limit of twice the example timeout and `COMMAND_GRACE` (charged on the
+        ranks' progress, as the example timeout is), and ``deadline`` (wall time: the run's)."""
         ranks = range(max(self.world_size, self.live_world_size))
-        limit = sent + (self.timeout or 0) * 2 + COMMAND_GRACE
+        command_seconds = (self.timeout or 0) * 2 + COMMAND_GRACE
         stall = watch(answered, lambda: [status.read(board_path(self.run_dir, rank)) for rank in ranks], sent=sent,
-                      timeout=self.timeout, memory_limit=self.memory_limit, limit=min(deadline, limit))
+                      timeout=self.timeout, memory_limit=self.memory_limit, command_seconds=command_seconds,
+                      limit=deadline)
         if stall is not None:
             down = self._broken(stall.waited)
             if stall.memory:
                 down.memory = stall.rank, stall.memory, self.memory_limit or 0
             elif stall.timeout is not None:
                 down.hung = stall.rank, stall.timeout, stall.waited
-            elif limit < deadline:  # the command's own limit ran out, not the run's: the message says which
-                down.command_limit = limit - sent
+            elif stall.command:  # the command's own limit ran out, not the run's: the message says which
+                down.command_limit = command_seconds
             raise WorldDown(down)
 
     def rerun(self, clause_id: str) -> str:

@@ -12,6 +12,7 @@ import faulthandler
 import json
 import os
 import pickle
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from typing import Any
 import torch.distributed as dist
 
 from ...config import LoaderConfig
-from .. import executors, status, steps
+from .. import executors, progress, status, steps
 from ..guard import frozen
 from ..noise import ignore_set_vital
 from ..supervised import POLL
@@ -52,6 +53,13 @@ class World:
 
     def __post_init__(self) -> None:
         status.install(status.Board(board_path(self.run_dir, self.rank)))  # read if the rank dies or hangs
+        progress.share_with(self.ranks_here)  # a rank asleep in a collective waits on the others
+
+    def ranks_here(self) -> list[int]:
+        """The pids of the world's ranks on this host (from their status logs)."""
+        host = socket.gethostname()
+        return [pid for pid, on in (status.writer(board_path(self.run_dir, r)) for r in range(self.world_size))
+                if pid and on == host]
 
     def status(self, doing: str) -> None:
         """Record what this rank is doing, for the message if it dies or hangs."""

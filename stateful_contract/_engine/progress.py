@@ -1,0 +1,186 @@
+"""The example limit's clock: the seconds a loader's processes spent running or asleep, not those they spent
+waiting in the run queue for a CPU that other processes held.
+
+A starved loader is not a hung one (issue 30): on a machine shared with other jobs, a correct loader's
+example can take several times the limit in wall time while its processes wait for a CPU. Per thread of
+every process of the loader, Linux says how long it ran and how long it waited to run
+(``/proc/PID/task/TID/schedstat``: on-CPU ns, run-queue ns). Over each interval between two readings the
+loader is charged
+
+    max(min(dt, ran), dt - min(dt, waited))      (ran, waited: summed over its threads)
+
+so time spent running counts (a spin is caught after the limit's worth of CPU), time spent asleep counts (a
+deadlock, an ``Event`` nobody sets: wall time as before), and time during which some thread of it waited for
+a CPU does not. The charge never runs ahead of wall time, so no loader fails sooner than under a wall limit.
+Measured, and why not psutil's ``status()``: docs/supervision.md, "A busy machine is not a hang".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import psutil
+
+__all__ = ["Clock", "measures", "share_with"]
+
+#: Seconds between two looks for the loader's new processes (a look walks the machine's process table, ~10 ms
+#: with 130 processes); a process first seen later is charged from its start, so nothing is lost between looks.
+FIND_EVERY = 1.0
+
+#: The processes whose clock this process's example limit reads, besides its own descendants (None: its own
+#: tree only). A rank sets the other ranks' processes (`share_with`): one rank asleep in a collective while
+#: another is starved is waiting on the starved one.
+_SHARED: Callable[[], Iterable[int]] | None = None
+
+
+def share_with(pids: Callable[[], Iterable[int]] | None) -> None:
+    """Charge this process's example limit to the processes ``pids()`` names too (and their descendants)."""
+    global _SHARED
+    _SHARED = pids
+
+
+#: One thread's reading: on-CPU ns, run-queue ns (both as the kernel last accounted them), whether it is
+#: runnable now (state R: running, or waiting for a CPU), and when it started (seconds since boot).
+Reading = tuple[int, int, bool, float]
+#: Clock ticks per second, the unit of a thread's start time in ``/proc/PID/task/TID/stat``.
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _read(pid: int) -> dict[int, Reading] | None:
+    """Each of ``pid``'s threads' `Reading`, by thread id, or None (gone, or no schedstat: not Linux, or a
+    kernel without ``CONFIG_SCHED_INFO``)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    found: dict[int, Reading] = {}
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                fields = f.read().split()
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read().rpartition(b")")[2].split()
+            found[int(tid)] = (int(fields[0]), int(fields[1]), stat[0] == b"R", int(stat[19]) / _TICKS)
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended between the listing and the read
+    return found or None
+
+
+def measures() -> bool:
+    """Whether this system says how long a process waited to run (else the limit is wall time, as before)."""
+    return _read(os.getpid()) is not None
+
+
+class Clock:
+    """Seconds charged (`charged`) to the processes ``roots()`` names and their descendants, since it was made,
+    read at each `sample`. Making one reads the roots only (about 0.1 ms: one per example); descendants are
+    found at the samples, and one born since is charged from its start. Without schedstat it is wall time.
+
+    A clock that measures its own process does not charge it the CPU its samples take (walking the process
+    table, reading ``/proc``): starved, a process sampled at every alarm would otherwise be charged its own
+    clock (measured: 0.98 s of CPU in 460 s of wall time for an example whose loader needed 0.12 s).
+
+    The kernel accounts a wait in the run queue when it ends (the thread is given a CPU): a thread still
+    waiting at a sample has waited, since the last one, whatever it did not spend running or in accounted
+    waits. That much is credited as waiting now, and taken off the accounted wait when the kernel reports it.
+    """
+
+    def __init__(self, roots: Callable[[], Iterable[int]]) -> None:
+        spent = time.thread_time_ns()
+        self._roots = roots
+        self._pids: set[int] = set()
+        self._found_at = -FIND_EVERY
+        self._at = time.monotonic()
+        self._since = time.time()
+        self._known: set[int] = set()
+        self._last: dict[int, Reading] = {}
+        #: Per thread: the wait credited at a sample that the kernel has not accounted yet.
+        self._credit: dict[int, int] = {}
+        for pid in set(roots()):
+            self._last.update(_read(pid) or {})
+            self._known.add(pid)
+        self.charged = 0.0
+        #: This process is among those measured: the CPU its samples take is not charged (ns not yet taken off).
+        self._measures_itself = os.getpid() in self._known
+        self._overhead = time.thread_time_ns() - spent
+
+    def _find(self, now: float) -> set[int]:
+        if now - self._found_at >= FIND_EVERY:
+            self._found_at = now
+            found: set[int] = set()
+            for root in self._roots():
+                with contextlib.suppress(psutil.Error):
+                    found.update(c.pid for c in psutil.Process(root).children(recursive=True))
+                    found.add(root)
+            self._pids = found
+        return self._pids
+
+    def _born_since(self, pid: int) -> bool:
+        try:
+            return psutil.Process(pid).create_time() >= self._since - 0.02
+        except psutil.Error:
+            return False
+
+    def sample(self) -> float:
+        """Charge the time since the last sample; the seconds charged so far."""
+        spent = time.thread_time_ns()
+        now = time.monotonic()
+        dt, self._at = max(0.0, now - self._at), now
+        readings: dict[int, Reading] = {}
+        for pid in self._find(now) | self._known:
+            threads = _read(pid)
+            if threads is None:
+                self._known.discard(pid)
+                continue
+            if pid not in self._known:  # what a process did before this clock began is no example's of it
+                self._known.add(pid)
+                if not self._born_since(pid):
+                    self._last.update(threads)
+            readings.update(threads)
+        if not readings:  # nothing to read (no schedstat, or every process gone): wall time
+            self.charged += dt
+            return self.charged
+        read = time.thread_time_ns()
+        ran = waited = 0
+        span, uptime = int(dt * 1e9), _uptime()
+        me = threading.get_native_id()  # running this very sample (state R): it did not wait
+        for tid, (r, w, runnable, born) in readings.items():
+            runnable = runnable and tid != me
+            r0, w0, _, _ = self._last.get(tid, (0, 0, False, 0.0))  # a thread first seen now: since its start
+            d_ran, d_wait = max(0, r - r0), max(0, w - w0)
+            credit = self._credit.pop(tid, 0)
+            paid = min(credit, d_wait)
+            d_wait, credit = d_wait - paid, credit - paid
+            lived = span if tid in self._last else min(span, int(max(0.0, uptime - born) * 1e9))
+            if runnable and (pending := lived - d_ran - d_wait) > 0:
+                d_wait, credit = d_wait + pending, credit + pending
+            if credit:
+                self._credit[tid] = credit
+            ran, waited = ran + d_ran, waited + d_wait
+        self._last = readings
+        if self._measures_itself:  # this sample's reading and what earlier ones took after theirs
+            ran = max(0, ran - self._overhead - (read - spent))
+        self.charged += max(min(dt, ran / 1e9), dt - min(dt, waited / 1e9))
+        self._overhead = time.thread_time_ns() - read if self._measures_itself else 0
+        return self.charged
+
+
+def _uptime() -> float:
+    """Seconds since boot, as thread start times count them."""
+    try:
+        with open("/proc/uptime", "rb") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def own_group() -> Callable[[], Iterable[int]]:
+    """The processes this process's example limit is charged to: itself, and those `share_with` named."""
+    me, shared = os.getpid(), _SHARED
+    if shared is None:
+        return lambda: (me,)
+    return lambda: {me, *shared()}
