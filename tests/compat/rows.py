@@ -273,7 +273,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         "consumed_samples), each epoch cut to a multiple of the world size; 1 rank"),
     Row("manual_global_position_2", "hand-written resharding", "torch", f"{RANKED_LOADERS}:global_position",
         "the same on 2 ranks: another world size resumes the rest of the epoch from the global position",
-        {"SC32": why.GLOBAL_POSITION_UNEVEN}, world_size=2),
+        world_size=2),
     Row("manual_padded_reshard_1", "hand-written resharding", "torch", f"{RANKED_LOADERS}:padded_reshard",
         "PaddedReshard: DistributedSampler's padding, the state the passes of the epoch so far "
         "([world size, batches] each); 1 rank"),
