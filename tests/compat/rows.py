@@ -230,6 +230,12 @@ ROWS: dict[str, Row] = {r.name: r for r in [
              "saved after an epoch's last batch, which the clause resumes at the next epoch; OLMo-core's Trainer "
              "resumes at the epoch its state holds and runs the empty pass that state gives, losing nothing, so "
              "that verdict would describe a run the trainer does not make."),
+    Row("olmo_fsl_2", "OLMo-core", "ai2-olmo-core", "olmo:olmo_fsl",
+        "the same on 2 data-parallel ranks, the global batch kept fixed across a world-size change (declared, "
+        "as OLMo-core's global_batch_size in tokens is)", world_size=2, declared=(("fixed_global_batch", True),),
+        requires=OLMO,
+        note="With the per-rank batch kept instead, a resume on 3 ranks changes the global batch and meets "
+             "[F30](findings.md#f30)."),
     Row("verl_rl_trainer", "verl (modelled)", "torchdata", "verl_rl:verl_rl_trainer",
         "verl 0.9.1 RayPPOTrainer: StatefulDataLoader(drop_last=True, sampler=create_rl_sampler: torchdata "
         "RandomSampler(generator seeded once) when shuffled), restored by _load_checkpoint's rule (skipped when "
