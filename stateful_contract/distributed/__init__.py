@@ -23,7 +23,7 @@ __all__ = ["check_world", "default_run_timeout"]
 def check_world(target: str, options: CheckOptions | None = None, *, world_size: int,
                 replay: tuple[LoaderConfig, Position] | None = None, **keywords: Any) -> Report:
     """The contract on ``world_size`` ranks (torch.distributed, gloo; every example on every rank at once,
-    SC30 and SC31 added), as one `Report`. ``target`` (``"package.module:factory"`` or
+    SC30, SC31 and SC32 added), as one `Report`. ``target`` (``"package.module:factory"`` or
     ``"path/to/file.py:factory"``) is imported by that name on every rank; the options are `check`'s
     (`CheckOptions`, or its fields as keywords: ``run_timeout`` and ``run_dir`` matter most here);
     ``replay=(config, position)`` runs that one checkpoint instead of searching. See docs/distributed.md."""

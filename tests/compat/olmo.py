@@ -12,7 +12,8 @@ The loader keeps no epoch of its own across passes: OLMo-core's ``Trainer``
 ``data_loader.reshuffle(epoch)`` when an epoch starts (``_fit_epoch``) and ``reset()`` when it
 ends, and saves ``{"data_loader": data_loader.state_dict(), "epoch": epoch}``. `OLMoTrainerView`
 is that trainer's part, around the real loader: the view a check needs for a loader whose
-resume needs state the trainer holds. ``reshuffle`` builds the epoch's order in memory
+resume needs state the trainer holds. It answers ``reshuffle(epoch)``, so a check that declares
+the trainer's epoch hook (``epoch_hook="reshuffle"``) runs SC21's trainer loop through it. ``reshuffle`` builds the epoch's order in memory
 (``in_memory=True``): the same order as the trainer's file in ``work_dir``, without files shared
 between the checks that run at once.
 
@@ -91,12 +92,23 @@ class OLMoTrainerView:
     def __init__(self, data_loader: Any) -> None:
         self.data_loader = data_loader
         self.epoch = 1
+        self._announced = False  # reshuffle() was called for the next pass already
 
     def __len__(self) -> int:
         return int(self.data_loader.total_batches)
 
+    def reshuffle(self, epoch: int) -> None:
+        """The trainer's call at the top of an epoch, under its own name: the check counts epochs from 0
+        and OLMo-core from 1. Declared as the epoch hook (``epoch_hook="reshuffle"``), SC21's trainer
+        loop calls it before each pass, as ``Trainer._fit_epoch`` does."""
+        self.epoch = epoch + 1
+        self.data_loader.reshuffle(self.epoch, in_memory=True)
+        self._announced = True
+
     def __iter__(self) -> Iterator[Any]:
-        self.data_loader.reshuffle(self.epoch, in_memory=True)  # Trainer._fit_epoch
+        if not self._announced:  # Trainer._fit_epoch reshuffles at the start of every epoch
+            self.data_loader.reshuffle(self.epoch, in_memory=True)
+        self._announced = False
         return self._epoch(iter(self.data_loader))
 
     def _epoch(self, batches: Iterator[Any]) -> Iterator[Any]:
@@ -110,6 +122,7 @@ class OLMoTrainerView:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.data_loader.load_state_dict(state_dict["data_loader"])
         self.epoch = int(state_dict["epoch"])
+        self._announced = False
 
 
 def olmo_fsl(config: LoaderConfig) -> OLMoTrainerView:

@@ -103,8 +103,3 @@ PREFETCHER_AHEAD = (
     "and saves loader.state_dict(): at each step the loader has already yielded the batch the prefetcher holds, so "
     f"the resume starts one batch later and that batch is never trained, silently (F32, {doc('findings.md', 'f32')})"
 )
-GLOBAL_POSITION_UNEVEN = (
-    "GlobalPosition resumes the rest of the saving world's epoch, cut to a multiple of 2 ranks, over the new "
-    "world: on 3 ranks one rank runs out a batch before the others and their collectives wait (SC32; "
-    "PaddedReshard pads the rest and passes)"
-)

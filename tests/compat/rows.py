@@ -226,7 +226,16 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         note="The trainer's part (the epoch it keeps, `reshuffle(epoch)`, `reset()`) is `OLMoTrainerView` in "
              "`tests/compat/olmo.py`, citing `olmo_core/train/trainer.py`; the loader is the package's. A resume "
              "with another global batch repeats samples: [F30](findings.md#f30), which this row's fixed batch "
-             "does not reach."),
+             "does not reach. SC21 is not judged: with `epoch_hook='reshuffle'` declared it fails on a state "
+             "saved after an epoch's last batch, which the clause resumes at the next epoch; OLMo-core's Trainer "
+             "resumes at the epoch its state holds and runs the empty pass that state gives, losing nothing, so "
+             "that verdict would describe a run the trainer does not make."),
+    Row("olmo_fsl_2", "OLMo-core", "ai2-olmo-core", "olmo:olmo_fsl",
+        "the same on 2 data-parallel ranks, the global batch kept fixed across a world-size change (declared, "
+        "as OLMo-core's global_batch_size in tokens is)", world_size=2, declared=(("fixed_global_batch", True),),
+        requires=OLMO,
+        note="With the per-rank batch kept instead, a resume on 3 ranks changes the global batch and meets "
+             "[F30](findings.md#f30)."),
     Row("verl_rl_trainer", "verl (modelled)", "torchdata", "verl_rl:verl_rl_trainer",
         "verl 0.9.1 RayPPOTrainer: StatefulDataLoader(drop_last=True, sampler=create_rl_sampler: torchdata "
         "RandomSampler(generator seeded once) when shuffled), restored by _load_checkpoint's rule (skipped when "
@@ -264,7 +273,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
         "consumed_samples), each epoch cut to a multiple of the world size; 1 rank"),
     Row("manual_global_position_2", "hand-written resharding", "torch", f"{RANKED_LOADERS}:global_position",
         "the same on 2 ranks: another world size resumes the rest of the epoch from the global position",
-        {"SC32": why.GLOBAL_POSITION_UNEVEN}, world_size=2),
+        world_size=2),
     Row("manual_padded_reshard_1", "hand-written resharding", "torch", f"{RANKED_LOADERS}:padded_reshard",
         "PaddedReshard: DistributedSampler's padding, the state the passes of the epoch so far "
         "([world size, batches] each); 1 rank"),

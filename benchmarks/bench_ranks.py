@@ -1,0 +1,64 @@
+"""Benchmark: the default check on 2 ranks, this checkout against another in the same rounds.
+
+    python benchmarks/bench_ranks.py --compare PATH [--repeat 3] [--world-size 2] [--target T]
+
+Each round runs ``python -m stateful_contract check T --world-size N --quiet`` (the ci profile, every default
+clause, the reference wrapper unless ``--target``) once per checkout in fresh processes, alternating which goes
+first (``PYTHONPATH`` set to the checkout, run from it). Prints each run's wall time and verdict with the load
+average (1 min), then the medians and their ratio (the machine is shared: the ratio is what counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def one(tree: Path, target: str, world_size: int) -> tuple[float, str]:
+    """Seconds of one check from ``tree`` and its verdict (with each clause that did not pass, and why)."""
+    with tempfile.TemporaryDirectory() as d:
+        command = [sys.executable, "-m", "stateful_contract", "check", target, "--world-size", str(world_size),
+                   "--quiet", "--json", f"{d}/r.json"]
+        started = time.perf_counter()
+        subprocess.run(command, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+        seconds = time.perf_counter() - started
+        report = Path(f"{d}/r.json")
+        if not report.is_file():
+            return seconds, "no report"
+        data = json.loads(report.read_text())
+        failed = [f"{c['id']} {c['status']}: {(c.get('message') or '').splitlines()[:2]}" for c in data["clauses"]
+                  if c["status"] not in ("passed", "skipped")]
+        return seconds, "; ".join([data["verdict"], *failed])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compare", metavar="PATH", type=Path, required=True, help="the other checkout (before)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--target", default="stateful_contract.reference.factories:reference_wrapper")
+    args = parser.parse_args()
+    trees = {"after": ROOT, "before": args.compare.resolve()}
+    walls: dict[str, list[float]] = {name: [] for name in trees}
+    for round_ in range(args.repeat):
+        for name in (("after", "before") if round_ % 2 == 0 else ("before", "after")):
+            load = os.getloadavg()[0]
+            seconds, verdict = one(trees[name], args.target, args.world_size)
+            walls[name].append(seconds)
+            print(f"round {round_} {name:6}: {seconds:6.1f} s, {verdict}, load {load:.1f}", flush=True)
+    after, before = statistics.median(walls["after"]), statistics.median(walls["before"])
+    print(f"medians: after {after:.1f} s, before {before:.1f} s, after/before {after / before:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
