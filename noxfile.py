@@ -121,7 +121,8 @@ def launchers(session: nox.Session) -> None:
     session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
                                                 "-m", "launcher",
                                                 "tests/test_in_world.py", "tests/test_mindspeed_scenario.py",
-                                                "tests/test_supervision.py", "tests/test_rank_process.py"]),
+                                                "tests/test_supervision.py", "tests/test_rank_process.py",
+                                                "tests/test_starvation.py"]),
                 env={"STATEFUL_CONTRACT_SCENARIO": "full"})
 
 
