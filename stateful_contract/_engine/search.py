@@ -15,7 +15,7 @@ from hypothesis import currently_in_test_context, event, given, seed, settings
 from hypothesis import strategies as st
 
 from ..config import ConfigSpace, LoaderConfig
-from ..profiles import Profile, hypothesis_settings
+from ..profiles import Profile, hypothesis_settings, without_local_constants
 from .advice import advise
 from .coverage import EVENTS, coverage_of
 from .example import ClauseLike, ExampleRun
@@ -173,7 +173,9 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
             example = seed(search_seed)(example)
         searching = clause.heading.split(":", 1)[0] + (", worker examples" if workers else "")
         try:
-            with bound(SEARCHING, searching):  # quiet (hypothesis_settings): Hypothesis prints nothing
+            # quiet (hypothesis_settings): Hypothesis prints nothing; its draws are the same whatever the
+            # process imported (without_local_constants)
+            with bound(SEARCHING, searching), without_local_constants():
                 example()
         except _Final as e:  # _Failed too
             if isinstance(executor, _Counting) and executor.example is not None:  # the last run: the minimal one

@@ -131,11 +131,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     # --- torchdata.nodes: ships with torchdata, runs in CI ------------------------------------
     Row("nodes_sequential", "torchdata.nodes", "torchdata", "nodes:nodes_sequential",
         "Loader(Mapper(Batcher(Mapper(SamplerWrapper(SequentialSampler), getitem)), collate)); shuffle pinned off",
-        # Not in the acceptance run for now: under its ci profile SC11 was an expected failure when checked on
-        # its own and an unexpected pass inside `nox -s acceptance` (2026-12-06, same commit): which examples
-        # reach F18 depends on the run's jobs, an open defect (the session's closing note). `nox -s matrix`
-        # still checks the row strictly.
-        {"SC11": why.NODES_STALE_END, "SC19": why.NODES_TEMPLATE}),
+        {"SC11": why.NODES_STALE_END, "SC19": why.NODES_TEMPLATE}, ci=True),
     Row("nodes_batcher", "torchdata.nodes", "torchdata", "nodes:nodes_batcher",
         "the same over torchdata's stateful RandomSampler(generator) when shuffled",
         _all(why.NODES_RANDOM_SAMPLER), ci=True),
