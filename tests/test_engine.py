@@ -163,18 +163,17 @@ def test_structure_points_follow_the_loaders_own_epoch_length():
     assert report["SC03"].status == "passed", report["SC03"].message
 
 
-class _Boom(BaseException):
-    """Not an Exception: as torch.distributed.checkpoint's CheckpointException."""
-
-
 class _RaisesABaseException(zoo.EpochLoader):
     def load_state_dict(self, state_dict):
+        from torch.distributed.checkpoint.api import CheckpointException  # not an Exception: a BaseException
+
         if state_dict["offset"] or state_dict["epoch"]:  # a fresh state loads: the probe passes
-            raise _Boom("the checkpoint has no key 'dataloader.world_size'")
+            raise CheckpointException("the checkpoint has no key 'dataloader.world_size'", {})
         super().load_state_dict(state_dict)
 
 
-def test_a_base_exception_from_the_loader_is_its_clause_failure_not_a_crash():
+def test_dcps_base_exception_from_the_loader_is_its_clause_failure_not_a_crash():
+    """Other BaseExceptions are not the loader's and stop the run: tests/test_defects_interrupts.py."""
     report = check(_RaisesABaseException, clauses=["SC10"], space=IN_PROCESS, profile="dev")
     assert report["SC10"].status == "failed"
-    assert "_Boom: the checkpoint has no key" in report["SC10"].got
+    assert "load_state_dict(state) raised CheckpointException" in report["SC10"].got, report["SC10"].got

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal, Protocol, cast
 
@@ -24,6 +25,7 @@ from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment
 from .recording import bound
 from .saved import SavedFailures
+from .steps import is_the_loaders
 
 __all__ = ["SEARCHING", "Budget", "judge_runs", "replay_one", "search", "worker_pool"]
 
@@ -70,6 +72,17 @@ class _Failed(_Final, Exception):
     """An example failed: an `Exception`, so Hypothesis shrinks it."""
 
 
+class _NotTheLoaders(BaseException):
+    """A `BaseException` that is not the loader's (`steps.is_the_loaders`: Ctrl-C, SystemExit, a test runner's
+    timeout) ended an example: carried past Hypothesis, which would take SystemExit or pytest's ``Failed`` for
+    a failure, shrink it on examples that no longer meet it and report a flaky loader, and raised again
+    after it."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
 def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfig, plan: Any) -> ExampleRun | None:
     """The run that failed the example, or None when it holds on every rank."""
     for text in (text for r in runs for text in r.advisories):  # advised again where the caller collects
@@ -101,6 +114,17 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
     else the profile decides (``ci`` is derandomized). ``database_key`` names the loader: a random profile's
     failure found once is tried first on the next run (`SavedFailures`); ``epoch_hook`` is the trainer's
     call at each epoch."""
+    try:
+        return _search(clause, executor, space=space, profile=profile, alignment=alignment, on_example=on_example,
+                       passed=passed, search_seed=search_seed, database_key=database_key, epoch_hook=epoch_hook)
+    except _NotTheLoaders as e:  # Ctrl-C, SystemExit, a test runner's timeout: not a verdict
+        raise e.error from None
+
+
+def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, alignment: Alignment,
+            on_example: Callable[[int, int], None] = lambda done, total: None,
+            passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None,
+            database_key: str | None = None, epoch_hook: str = "set_epoch") -> Outcome:
     covered: Counter[str] = Counter()
     executor = cast(Executor, _Counting(executor, covered))
     if clause.budget == "once":
@@ -201,7 +225,8 @@ class _Counting:
         return getattr(self.executor, name)
 
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        lengths = self.executor.lengths(clause, config)
+        with _not_the_loaders_passed_on():
+            lengths = self.executor.lengths(clause, config)
         self.last = lengths if isinstance(lengths, list) else None
         self.example = None  # an uninterrupted run that fails leaves no plan to keep
         return lengths
@@ -212,7 +237,19 @@ class _Counting:
         self.example = (config, plan)
         for category in sorted(reached) if currently_in_test_context() else ():  # not an explicit example
             event(EVENTS.get(category, category))
-        return self.executor.run(clause, config, plan)
+        with _not_the_loaders_passed_on():
+            return self.executor.run(clause, config, plan)
+
+
+@contextlib.contextmanager
+def _not_the_loaders_passed_on() -> Iterator[None]:
+    """A `BaseException` that is not the loader's leaves the executor as `_NotTheLoaders`."""
+    try:
+        yield
+    except BaseException as e:
+        if is_the_loaders(e) or isinstance(e, KeyboardInterrupt):  # Hypothesis lets Ctrl-C through itself
+            raise
+        raise _NotTheLoaders(e) from e
 
 
 def _covered(outcome: Outcome, covered: Counter[str]) -> Outcome:

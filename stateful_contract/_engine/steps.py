@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -18,13 +19,13 @@ from ..config import LoaderConfig
 from . import lending, status
 from .compare import Segment, batch_ids
 from .consumption import loader_class
-from .guard import LoaderHung, collect
+from .guard import collect
 from .lending import kept_references, references_kept  # for the executors and ranks
 from .recording import recorded
 from .vocabulary import Point, batch_count
 
 __all__ = ["RESUME_EPOCHS", "EndlessPass", "LoadForm", "LoaderError", "NotJudgeable", "PassEnded", "Position", "advance",
-           "checkpoint", "epoch_lengths", "fresh", "iterate_on", "kept_references", "load", "references_kept",
+           "checkpoint", "epoch_lengths", "fresh", "is_the_loaders", "iterate_on", "kept_references", "load", "references_kept",
            "state_of", "stream", "stream_calling_state_dict", "take", "uninterrupted"]
 
 LoadForm = Literal["positional", "keyword"]
@@ -102,11 +103,22 @@ def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     with status.calling(step):  # a supervisor names this call if the process dies in it
         try:
             return fn(*args, **kwargs)
-        except (KeyboardInterrupt, SystemExit, GeneratorExit, LoaderHung):
-            raise  # the user stopping the run, or the example's own timeout
-        except BaseException as e:  # anything else from user code is that clause's failure, even
-            # a BaseException: torch.distributed.checkpoint raises CheckpointException(BaseException)
+        except BaseException as e:
+            if not is_the_loaders(e):
+                raise  # the user stopping the run, the example's own timeout, a test runner's timeout
             raise LoaderError(step, e) from e
+
+
+def is_the_loaders(error: BaseException) -> bool:
+    """Whether ``error``, raised while the loader's code ran, is the loader's failure: an `Exception`, or the
+    `BaseException` torch.distributed.checkpoint raises for a failed save or load (``CheckpointException``).
+    Any other `BaseException` (KeyboardInterrupt, SystemExit, GeneratorExit, `LoaderHung`, pytest's outcomes
+    as pytest-timeout's signal method raises them from its handler, wherever the alarm lands) stops the run;
+    it is not the clause's verdict."""
+    if isinstance(error, Exception):
+        return True
+    dcp = sys.modules.get("torch.distributed.checkpoint.api")  # not imported: the error cannot be one of its
+    return dcp is not None and isinstance(error, getattr(dcp, "CheckpointException", ()))
 
 
 @recorded("loader")
