@@ -13,7 +13,12 @@ its ``load_state_dict`` restores both and calls the hook with the restored epoch
 load (the epoch's order first, then the position in it), and each ``iter()`` that no hook call announced
 calls it, as the trainer's loop does at the top of every epoch. The view answers to the hook's own name
 (``view.reshuffle(epoch)``), so SC21 runs the trainer's loop through it once the hook is declared
-(``--epoch-hook reshuffle``). A trainer with another resume rule (verl's: skip the restore at an epoch end)
+(``--epoch-hook reshuffle``), and resumes it at the epoch the view's state holds, as a trainer that saves its
+counter does. ``first_epoch`` is the trainer's number of the check's epoch 0 (OLMo-core's counts from 1) and
+``at_pass_end`` the loader's method the trainer calls once a pass ended (OLMo-core's ``reset()``):
+
+    TrainerView(numpy_data_loader, hook="reshuffle", first_epoch=1, at_pass_end="reset")
+ A trainer with another resume rule (verl's: skip the restore at an epoch end)
 is a subclass that overrides `load_state_dict`. docs/quickstart.md, "State the trainer keeps".
 """
 
@@ -28,11 +33,18 @@ __all__ = ["TrainerView"]
 class TrainerView:
     """``loader`` with the trainer's epoch counter and step counter, and the trainer's call at each epoch."""
 
-    def __init__(self, loader: Any, *, hook: str | None = "set_epoch") -> None:
+    def __init__(self, loader: Any, *, hook: str | None = "set_epoch", first_epoch: int = 0,
+                 at_pass_end: str | None = None) -> None:
         #: The loader the trainer drives.
         self.loader = loader
         #: The method the trainer calls on the loader with the epoch before each one (None: none).
         self.hook = hook
+        #: The trainer's number of the first epoch, the one the hook is given for the check's epoch 0
+        #: (OLMo-core's Trainer counts from 1, and its ``reshuffle(0)`` raises).
+        self.first_epoch = first_epoch
+        #: The method the trainer calls on the loader once a pass ended (None: none); OLMo-core's Trainer calls
+        #: ``data_loader.reset()`` there, which sets the loader's position in the epoch back to 0.
+        self.at_pass_end = at_pass_end
         #: The trainer's epoch counter: the epoch of the pass running or next to run.
         self.epoch = 0
         #: Batches the trainer has taken since the start of training.
@@ -53,7 +65,7 @@ class TrainerView:
 
     def _call_hook(self) -> None:
         if self.hook is not None:
-            getattr(self.loader, self.hook)(self.epoch)
+            getattr(self.loader, self.hook)(self.epoch + self.first_epoch)
         self._announced = True
 
     def __iter__(self) -> Iterator[Any]:
@@ -67,6 +79,8 @@ class TrainerView:
             self.steps += 1
             yield batch
         self.epoch += 1  # the pass ended (StopIteration): the trainer's loop moves on to the next epoch
+        if self.at_pass_end is not None:
+            getattr(self.loader, self.at_pass_end)()
 
     def state_dict(self) -> dict[str, Any]:
         """The loader's state beside the trainer's counters, as the trainer's checkpoint holds them."""

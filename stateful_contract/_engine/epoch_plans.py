@@ -52,10 +52,14 @@ class EpochLoop:
             return LoopPoint(self.epoch, min(self.batches, length))
         return LoopPoint(self.epoch, length, after_stop=self.kind == "after StopIteration")
 
-    def describe(self, length: int) -> str:
-        why = ("the trainer's epoch counter says epoch {e} is done" if self.resume_at > self.epoch
+    def describe(self, length: int, resumed_at: int | None = None) -> str:
+        """Where the state was taken and the epoch the loop resumed at (``resumed_at``: the one the trainer's
+        restored state held, when not `resume_at`)."""
+        start = self.resume_at if resumed_at is None else resumed_at
+        why = ("the trainer's state holds epoch {e}: it runs the rest of it first" if start != self.resume_at
+               else "the trainer's epoch counter says epoch {e} is done" if start > self.epoch
                else "the trainer's epoch counter is still at epoch {e}").format(e=self.epoch)
-        return f"{self.point(length).describe(length)}; resumed at epoch {self.resume_at} ({why})"
+        return f"{self.point(length).describe(length)}; resumed at epoch {start} ({why})"
 
 
 def epoch_loop_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment, *,

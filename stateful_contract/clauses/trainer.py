@@ -25,6 +25,7 @@ from .._engine.steps import (
 from .._engine.trainer_steps import cut_short, dcp_load, dcp_save, into_cut_short_pass
 from .._engine.vocabulary import batch_count, pass_name
 from ..config import LoaderConfig
+from ..trainer_view import TrainerView
 from .judgements import same_epochs, same_stream
 from .registry import RESUMES, clause
 
@@ -89,12 +90,16 @@ def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
 def set_epoch_loop_resumes_epoch_by_epoch(example: Example, plan: EpochLoop) -> None:
     """In the loop `for epoch in range(start, n): set_epoch(epoch); for batch in loader`, with
     checkpoints mid-epoch, after the last batch and after `StopIteration` (the latter two resumed at
-    the next epoch, as trainers do), every epoch after the resume has exactly the uninterrupted run's
+    the next epoch, as trainers do; a trainer that saves its epoch counter, a `TrainerView`, at the
+    epoch its state holds), every epoch after the resume has exactly the uninterrupted run's
     batches: none empty, none lost, none replayed."""
     hook = plan.hook  # set_epoch, or the trainer's call the check declared (epoch_hook)
     reference = uninterrupted_loop(example.factory, example.config, plan.stop, hook=hook)  # not judged without it
-    e, start = plan.epoch, plan.resume_at
+    e = plan.epoch
     point = plan.point(len(reference[e]))  # this rank's own last batch, for the end-of-epoch points
+    state = loop_checkpoint(example.fresh(), point, hook=hook)  # run 1
+    loader = example.fresh(state)  # run 2: a new loader, load, the loop from the epoch the trainer resumes at
+    start = _resumes_at(loader, plan)
     k = point.batches if start == e else 0
     name = example.program.render(reference)
     parts = {n: f"{name}[{n}]" for n in range(start, plan.stop)}
@@ -103,9 +108,23 @@ def set_epoch_loop_resumes_epoch_by_epoch(example: Example, plan: EpochLoop) -> 
     expected: dict[int, list[Any]] = example.program.expression(
         "expected", "{" + ", ".join(f"{n}: {text}" for n, text in parts.items()) + "}",
         {n: (reference[n][k:] if n == e else reference[n]) for n in range(start, plan.stop)})
-    state = loop_checkpoint(example.fresh(), point, hook=hook)  # run 1
-    resumed = epoch_loop(example.fresh(state), start, plan.stop, hook=hook)  # run 2: a new loader, load, the loop
-    same_epochs(expected, resumed, clause_id="SC21", context=plan.describe(len(reference[e])), reference=reference)
+    resumed = epoch_loop(loader, start, plan.stop, hook=hook)
+    same_epochs(expected, resumed, clause_id="SC21", context=plan.describe(len(reference[e]), start),
+                reference=reference)
+
+
+def _resumes_at(loader: Any, plan: EpochLoop) -> int:
+    """The epoch the trainer's loop resumes at: `EpochLoop.resume_at`, or, for a `TrainerView` (a trainer that
+    saves its epoch counter and resumes at it), the epoch its restored state holds. A state saved after an
+    epoch's last batch holds that epoch (the counter moves on once the pass ends), so the trainer runs the
+    empty rest of it first: OLMo-core's Trainer saves ``self.epoch`` in ``state_dict()``, restores it in
+    ``load_state_dict()`` and ``_fit_epoch()`` reshuffles that epoch and iterates it (olmo_core/train/
+    trainer.py at allenai/OLMo-core fa6c5014c9f6e9ee789da2d9c20d5126fee8df0d, ``state_dict``,
+    ``load_state_dict``, ``_fit_epoch``). Only that epoch or `resume_at` is taken: a view whose restored
+    counter is elsewhere is judged as any loader (the uninterrupted run's epochs from `resume_at`)."""
+    if isinstance(loader, TrainerView) and loader.epoch in (plan.epoch, plan.resume_at):
+        return loader.epoch
+    return plan.resume_at
 
 
 @dataclass(frozen=True)

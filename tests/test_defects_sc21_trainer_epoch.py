@@ -1,0 +1,87 @@
+"""SC21 resumes a `TrainerView` at the epoch its state holds, as OLMo-core's Trainer does.
+
+OLMo-core's ``NumpyDataLoaderBase`` (olmo_core/data/data_loader.py at allenai/OLMo-core
+fa6c5014c9f6e9ee789da2d9c20d5126fee8df0d) keeps ``batches_processed``: ``reshuffle(epoch)`` sets the epoch
+(``epoch <= 0`` raises) and leaves the position alone, ``reset()`` sets it back to 0, and the Trainer
+(olmo_core/train/trainer.py, same commit) calls ``reshuffle(self.epoch)`` at the top of ``_fit_epoch``,
+``reset()`` and ``self.epoch += 1`` after the pass, and saves and restores ``self.epoch``. A state saved after
+an epoch's last batch holds that epoch: the Trainer reshuffles it, runs its empty rest and moves on, losing
+nothing. SC21 resumed such a state at the next epoch, where this loader has nothing left (its position is
+still the epoch's end), and failed it for a run the Trainer does not make (tests/compat/olmo.py's row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from policy_loaders import ReshufflingLoader
+
+from stateful_contract import ConfigSpace, LoaderConfig, TrainerView, check
+
+ONE_PROCESS = ConfigSpace(num_workers=(0,))
+
+
+class OLMoLikeLoader(ReshufflingLoader):
+    """`ReshufflingLoader`'s epochs with NumpyDataLoaderBase's bookkeeping: the epoch counts from 1,
+    ``reshuffle`` keeps the position, only ``reset()`` clears it, and the state holds the epoch too."""
+
+    def reshuffle(self, epoch: int) -> None:
+        if epoch <= 0:
+            raise ValueError(f"'epoch' must be at least 1, got {epoch}")
+        self.epoch = epoch
+
+    def reset(self) -> None:
+        self.position = 0
+
+    def _run(self, batches: list[list[int]]) -> Iterator[Any]:
+        from torch.utils.data import default_collate
+
+        while self.position < len(batches):
+            indices = batches[self.position]
+            self.position += 1
+            yield default_collate([self.config.dataset[i] for i in indices])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"batches_processed": self.position, "epoch": self.epoch}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.position = int(state_dict["batches_processed"])
+        self.epoch = state_dict["epoch"] or self.epoch
+
+
+def olmo_trainer(config: LoaderConfig) -> TrainerView:
+    return TrainerView(OLMoLikeLoader(config), hook="reshuffle", first_epoch=1, at_pass_end="reset")
+
+
+class ReplaysAFinishedEpoch(OLMoLikeLoader):
+    """Loads a state saved at an epoch's end as that epoch's start: the Trainer, resuming at that epoch,
+    trains it twice."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        if self.epoch is not None and self.position >= len(self.batches(self.epoch)):
+            self.position = 0
+
+
+def replays_a_finished_epoch(config: LoaderConfig) -> TrainerView:
+    return TrainerView(ReplaysAFinishedEpoch(config), hook="reshuffle", first_epoch=1, at_pass_end="reset")
+
+
+def _sc21(factory: Any) -> Any:
+    return check(factory, clauses=["SC21"], epoch_hook="reshuffle", profile="dev", space=ONE_PROCESS, jobs=1,
+                 isolation="in-process", seed=3)["SC21"]
+
+
+def test_sc21_passes_the_olmo_trainers_resume_at_the_epoch_its_state_holds() -> None:
+    result = _sc21(olmo_trainer)
+    assert result.status == "passed", result.message
+    assert result.examples > 5
+
+
+def test_sc21_fails_a_view_that_replays_the_epoch_its_state_holds() -> None:
+    """Resumed at the next epoch, as SC21 did, this loader passed; the Trainer resumes where it replays."""
+    result = _sc21(replays_a_finished_epoch)
+    assert result.status == "failed", result.status
+    assert "resumed at epoch 0 (the trainer's state holds epoch 0" in result.message, result.message
+    assert "replayed" in result.got and result.impact is not None and result.impact.kind == "silent", result.got
