@@ -43,7 +43,7 @@ from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION
 from .config import ConfigSpace
 from .options import CheckOptions, OptionError, UnknownClauseWarning
-from .profiles import PROFILES
+from .profiles import DEFAULT_PROFILE, PROFILES
 from .report import same_causes
 
 __all__ = ["EXIT_NOT_JUDGED", "exit_status", "main"]
@@ -276,7 +276,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="run the contract against a loader factory")
     p.add_argument("target", help="package.module:factory or path/to/file.py:factory; "
                                   "factory(config: LoaderConfig) returns a fresh loader")
-    p.add_argument("--profile", choices=list(PROFILES), default="ci",
+    p.add_argument("--profile", choices=list(PROFILES), default=DEFAULT_PROFILE,
                    help="dev: fast; ci: deterministic (default); thorough: many more examples")
     p.add_argument("--clause", action="append", default=[], metavar="ID",
                    help="run only this clause, by ID or name (repeatable, or comma-separated: "
@@ -326,7 +326,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check)
 
     d = sub.add_parser("demo", help="MindSpeed-MM's broken wrapper and the reference one, side by side")
-    d.add_argument("--profile", choices=list(PROFILES), default="ci")
+    d.add_argument("--profile", choices=list(PROFILES), default=DEFAULT_PROFILE)
     d.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     d.set_defaults(func=_cmd_demo)
 

@@ -27,7 +27,7 @@ from .clauses import CLAUSES, default_selection
 from .clauses.distributed import CheckpointLayout
 from .clauses.registry import TIERS, lookup
 from .config import ConfigSpace
-from .profiles import PROFILES
+from .profiles import DEFAULT_PROFILE, PROFILES
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -74,7 +74,7 @@ class CheckOptions:
     """Every option of a check (`stateful_contract.check`); each face builds one, `replace` a changed copy."""
 
     #: ``"dev"``, ``"ci"`` (derandomized, the default) or ``"thorough"``.
-    profile: str = "ci"
+    profile: str = DEFAULT_PROFILE
     #: Clause IDs to judge (and what they need); None: every clause of the tiers that apply.
     clauses: Sequence[str] | None = None
     #: Also run the strict tier (beyond StatefulDataLoader's semantics).

@@ -23,7 +23,7 @@ from .clauses.distributed import CheckpointLayout
 from .clauses.registry import lookup
 from .config import ConfigSpace, LoaderConfig
 from .options import CheckOptions, ExpectedFailures
-from .profiles import get_profile
+from .profiles import DEFAULT_PROFILE, get_profile
 from .protocol import StatefulLoader
 from .pytest_plugin import MARKER, REPORTS, clause_tests, hypothesis_seed, run_options, xdist_jobs
 from .report import ClauseResult, Report
@@ -49,7 +49,7 @@ class StatefulLoaderContract:
     epoch_hook: ClassVar[str] = "set_epoch"
     config_space: ClassVar[ConfigSpace] = ConfigSpace()
     strict: ClassVar[bool] = False
-    profile: ClassVar[str] = "ci"
+    profile: ClassVar[str] = DEFAULT_PROFILE
     timeout: ClassVar[float | None] = None
     world_size: ClassVar[int] = 1
     isolation: ClassVar[Isolation | None] = None
