@@ -30,6 +30,7 @@ from .._engine.steps import (
     take,
     uninterrupted,
 )
+from .._engine.vocabulary import at_window_boundary
 from .._faces import hint_strict
 from .._links import doc
 from ..config import ConfigSpace, LoaderConfig
@@ -91,7 +92,7 @@ def _mid_epoch_change(lengths: list[int], alignment: Alignment, *, config: Loade
     n = lengths[0]
     if epoch_ends_only(alignment):  # the policy's checkpoint nearest the middle: the first epoch's end
         return WorkerChange(Position(0, n, after_stop=True), workers)
-    inner = [k for k in range(1, n) if k % window_of(alignment, config) == 0] or [min(n, 1)]
+    inner = [k for k in range(1, n) if at_window_boundary(k, window_of(alignment, config))] or [min(n, 1)]
     counts = max(2, config.num_workers, workers)
     uneven = [k for k in inner if k % counts and (n - k) % counts] or [k for k in inner if k % counts] or inner
     return WorkerChange(Position(0, min(uneven, key=lambda k: abs(2 * k - n))), workers)
