@@ -286,9 +286,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-alignment", metavar="epoch|window|N",
                    help="declare the trainer's checkpoint policy, where the loader must be exact: only at epoch "
                         "ends (after StopIteration), at grad-acc window boundaries, or every N batches")
-    p.add_argument("--epoch-hook", default="set_epoch", metavar="NAME",
-                   help="the method the trainer calls with the epoch before each one (default set_epoch; "
-                        "OLMo-core: reshuffle): SC21's loop calls it")
+    p.add_argument("--epoch-hook", default=CheckOptions.epoch_hook, metavar="NAME",
+                   help="the method the trainer calls with the epoch before each one (default "
+                        f"{CheckOptions.epoch_hook}; OLMo-core: reshuffle): SC21's loop calls it")
     p.add_argument("--config-space", nargs="+", action="extend", metavar="NAME=VALUES",
                    help="narrow the configuration space searched, as a test class's config_space does: "
                         "num_workers=0,2 grad_acc_step=1..8 (also dataset_size, batch_size: LOW..HIGH or one number)")
@@ -299,7 +299,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--endless", action="store_true",
                    help="declare the loader endless (its passes never end): checked as one stream, and a pass "
                         "that ends fails (an undeclared endless loader is recognised on its first pass)")
-    p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
+    p.add_argument("--world-size", type=int, default=CheckOptions.world_size, metavar="N",
+                   help="check N ranks on torch.distributed")
     add_declaration_arguments(p)
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
     p.add_argument("--memory-limit", metavar="SIZE",
