@@ -355,8 +355,10 @@ class ConfigSpace:
             given[name] = _space_values(name, values, least=_SPACE_FIELDS[name])
         return cls(**{name: given.get(name, getattr(defaults, name)) for name in _SPACE_FIELDS})
 
-    def configs(self, *, workers: bool, rank: int = 0, world_size: int = 1) -> st.SearchStrategy[LoaderConfig]:
-        """Configs with ``num_workers == 0`` (``workers=False``) or with worker processes."""
+    def configs(self, *, workers: bool, rank: int = 0, world_size: int = 1,
+                ranks: int = 1) -> st.SearchStrategy[LoaderConfig]:
+        """Configs with ``num_workers == 0`` (``workers=False``) or with worker processes; endless ones give
+        each of ``ranks`` ranks a batch an epoch (a cycle over a rank's empty share spins without yielding)."""
         counts = [n for n in self.num_workers if (n > 0) == workers]
         if not counts:
             return st.nothing()
@@ -364,4 +366,5 @@ class ConfigSpace:
             num_workers=st.sampled_from(counts), dataset_size=st.integers(*self.dataset_size),
             batch_size=st.integers(*self.batch_size), grad_acc_step=st.integers(*self.grad_acc_step),
             rank=rank, world_size=world_size, endless=self.endless)
-        return drawn.filter(lambda c: c.epoch_batches > 0) if self.endless else drawn
+        return (drawn.filter(lambda c: dataclasses.replace(c, world_size=max(c.world_size, ranks)).epoch_batches > 0)
+                if self.endless else drawn)
