@@ -265,6 +265,14 @@ class LoaderConfig:
         return f"LoaderConfig({', '.join(f'{name}={getattr(self, name)!r}' for name in changed)})"
 
 
+def _every_rank_has_a_batch(config: LoaderConfig, ranks: int) -> bool:
+    """Whether an epoch of ``config`` gives each of ``ranks`` ranks a batch however its shards are cut: its
+    share of the dataset rounded down (a ``drop_last`` DistributedSampler drops the rest, an unpadded split
+    leaves the last ranks short), and, with ``drop_last``, a whole batch of it."""
+    share = config.dataset_size // ranks
+    return (share // config.batch_size if config.drop_last else share) > 0
+
+
 @st.composite
 def loader_configs(draw: st.DrawFn, *, num_workers: st.SearchStrategy[int] = st.just(0),
                    dataset_size: st.SearchStrategy[int] = st.integers(1, 24),
@@ -366,5 +374,4 @@ class ConfigSpace:
             num_workers=st.sampled_from(counts), dataset_size=st.integers(*self.dataset_size),
             batch_size=st.integers(*self.batch_size), grad_acc_step=st.integers(*self.grad_acc_step),
             rank=rank, world_size=world_size, endless=self.endless)
-        return (drawn.filter(lambda c: dataclasses.replace(c, world_size=max(c.world_size, ranks)).epoch_batches > 0)
-                if self.endless else drawn)
+        return drawn.filter(lambda c: _every_rank_has_a_batch(c, ranks)) if self.endless else drawn
