@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 from ._engine.impact import Impact
 from ._engine.outcome import ClauseViolation, Outcome, Status
 from ._faces import hint_remove_expected
-from .clauses.registry import CONTRACT_VERSION
+from ._reading import CONTRACT_VERSION  # not .clauses: a saved report reads without the engine (the badge)
 
 if TYPE_CHECKING:
     from .clauses.registry import Clause

@@ -7,14 +7,14 @@ the job), computed from what a judgement compared or the call the loader was in,
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import torch
-
-from .compare import Segment, batch_ids, same_batches, sample_ids
+# compare imports torch: imported where a stream is compared, so that `Impact` (every saved report holds
+# some) reads without torch, as the badge does.
 
 __all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "losses", "loud", "samples_impact", "stream_impact", "where_of"]
 
@@ -89,7 +89,8 @@ def died(step: str, killed_by: str) -> Impact:
 def _fingerprint(value: Any) -> Hashable:
     """A hashable stand-in for a batch, equal for equal batches; NaN equals NaN, as in
     `compare.first_difference` (else a batch holding one would count as changed wherever it stood)."""
-    if isinstance(value, torch.Tensor):
+    torch = sys.modules.get("torch")  # no tensor exists unless torch is imported: never imported here
+    if torch is not None and isinstance(value, torch.Tensor):
         values = tuple(map(_nan_as_itself, value.flatten().tolist()))
         return ("tensor", str(value.dtype), tuple(value.shape), values)
     if isinstance(value, Mapping):
@@ -110,6 +111,8 @@ def _nan_as_itself(x: Any) -> Any:
 
 
 def _units(batches: Sequence[Any], by_sample: bool) -> list[Hashable]:
+    from .compare import sample_ids
+
     if by_sample:
         return [v if isinstance(v, Hashable) else repr(v) for v in sample_ids(batches) or []]
     return [_fingerprint(b) for b in batches]
@@ -140,6 +143,8 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
     another order is an order changed, a shift a loss at the front or a repeat (``cut``: ``got`` was cut at
     the length of ``expected``), else what the epoch lacks is lost and what it has more often repeated.
     ``epoch``: the streams', where ``expected`` does not know it."""
+    from .compare import Segment, batch_ids
+
     by_sample = all(batch_ids(b) is not None for b in [*expected, *got])
     unit = "sample" if by_sample else "batch"
     paired = _paired(expected, got, cut)
@@ -179,6 +184,8 @@ def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int
     where ``expected`` (a `Segment`) knows its epochs and ``got`` (from `stream`) its passes. A state
     taken after an epoch's last batch resumes into its empty rest (torchdata) or into the next epoch
     (loaders that roll over): both pair with the epochs as they should."""
+    from .compare import Segment, same_batches
+
     if not (isinstance(expected, Segment) and isinstance(got, Segment) and got.start == 0):
         return None
     where = expected.epoch_of(0)
@@ -242,6 +249,8 @@ def epoch_lost() -> Impact:
 
 def epochs_impact(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Sequence[Any]]) -> Impact | None:
     """The impact of the first epoch of a resumed epoch loop that is not the uninterrupted loop's."""
+    from .compare import same_batches
+
     for epoch, batches in expected.items():
         if epoch not in got:
             return Impact("silent", f"epoch {epoch} lost: the resumed loop never runs it",

@@ -8,10 +8,10 @@ import traceback
 from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import Literal
 
-from . import steps
-from .guard import LoaderHung
 from .impact import Impact, loud, where_of
-from .steps import EndlessPass, LoaderError, NotJudgeable, PassEnded
+
+# steps (and through it the config's datasets) imports torch: imported by the two functions that map a
+# running example's end, so that an `Outcome` (every saved report holds some) reads without torch.
 
 __all__ = ["LOADER_CALLS", "ClauseViolation", "Impact", "Outcome", "Status", "last_frame", "outcome_of",
            "unjudged_by"]
@@ -105,6 +105,8 @@ def unjudged_by(expected: str, got: str, killed_by: str) -> str:
 
 def _call_in_progress(error: BaseException) -> str:
     """The innermost call into the loader ``error`` was raised in (``loader.load_state_dict(state)``)."""
+    from . import steps
+
     found = ""
     tb = error.__traceback__
     while tb is not None:
@@ -117,6 +119,9 @@ def _call_in_progress(error: BaseException) -> str:
 def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int | None = None,
                world_size: int = 1) -> Outcome:
     """The outcome a clause comes to when its example ended with ``error`` (on ``rank``, if several)."""
+    from .guard import LoaderHung
+    from .steps import EndlessPass, LoaderError, NotJudgeable, PassEnded
+
     rank = rank if world_size > 1 else None
     if isinstance(error, ClauseViolation):
         v = error if rank is None or error.rank is not None else replace(error, rank=rank, world_size=world_size)
