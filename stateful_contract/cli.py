@@ -295,7 +295,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--consume", metavar="MODULE:FUNCTION",
                    help="the trainer draws batches through FUNCTION(loader) (a preloader, say) and saves "
                         "loader.state_dict(): check that pair")
-    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
+    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41, SC42)")
     p.add_argument("--endless", action="store_true",
                    help="declare the loader endless (its passes never end): checked as one stream, and a pass "
                         "that ends fails (an undeclared endless loader is recognised on its first pass)")

@@ -16,7 +16,8 @@ from typing import Any, Literal
 # compare imports torch: imported where a stream is compared, so that `Impact` (every saved report holds
 # some) reads without torch, as the badge does.
 
-__all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "losses", "loud", "samples_impact", "stream_impact", "where_of"]
+__all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "losses", "loud", "samples_impact", "stream_impact",
+           "untrained", "where_of"]
 
 ImpactKind = Literal["silent", "loud"]
 
@@ -239,6 +240,17 @@ def samples_impact(due: Sequence[Hashable], got: Sequence[Hashable], *, epoch: i
     """The impact of a resume that yielded the sample ids ``got`` where ``due`` were due, in any
     order (a resharded or worker-reordered epoch): the samples lost and the samples repeated."""
     return _counted(sorted(due, key=repr), sorted(got, key=repr), "sample", epoch, None, (), ())
+
+
+def untrained(lost: int, repeated: int, *, epoch: int) -> Impact:
+    """An uninterrupted epoch that lacks or repeats samples, no checkpoint involved: ``8 samples of epoch 0
+    never trained``, ``2 samples of epoch 1 trained again`` (yielded once more than due)."""
+    parts = [f"{_plural(lost, 'sample')} of epoch {epoch} never trained"] if lost else []
+    if repeated:
+        parts.append(f"{repeated} trained again" if lost else f"{_plural(repeated, 'sample')} of epoch {epoch} "
+                     "trained again")
+    counts = {k: v for k, v in (("lost", lost), ("repeated", repeated)) if v}
+    return Impact("silent", ", ".join(parts), counts=counts, unit="sample", epoch=epoch)
 
 
 def epoch_lost() -> Impact:
