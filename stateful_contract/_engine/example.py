@@ -97,6 +97,8 @@ class Example:
         reference, lengths = self.reference()
         part = (StreamSegment(reference[start:stop], start) if self.config.endless
                 else Segment(reference[start:stop], start, lengths))
+        if (where := part.epoch_of(0)) is not None:  # what a run interrupted here trained of this epoch (impact.py)
+            part.before = reference[start - where[1]:start]  # type: ignore[attr-defined]
         return self.program.expression(base, f"reference[{start}:{stop}]", part)  # type: ignore[no-any-return]
 
     def where(self, point: Point) -> str:
