@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -228,19 +228,23 @@ def _impact(failed: Sequence[RankResume]) -> Impact:
 
 
 def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context: str,
-                       refusal: str = "") -> None:
+                       refusal: str = "", counted: Callable[[Sequence[RankResume]], tuple[Impact | None, list[str]]]
+                       | None = None) -> None:
     """Every rank resumed its own stream exactly (or, where ``refusal`` says what may be refused,
-    refused); together they lose and repeat nothing."""
+    refused); together they lose and repeat nothing. ``counted``: the impact and the coverage lines of
+    the failing ranks where samples are not counted by epoch (an endless stream: clauses/distributed.py;
+    None: the impact as counted here)."""
     failed = [r for r in results if not r.exact and not (refusal and r.refused)]
     if not failed:
         return
     lines = [f"rank {r.rank}{f' ({r.via})' if r.via else ''}: "
              + str(r.error if r.error is not None else r.difference).replace("\n", "\n  ")
              + (f"\n  ({r.loaded_from})" if r.loaded_from else "") for r in failed]
-    lines += coverage([r for r in results if not r.refused])
+    impact, more = counted(failed) if counted is not None else (None, [])
+    lines += more or coverage([r for r in results if not r.refused])
     n = len(results)
     violation = violated(
-        clause_id, context=context, impact=_impact(failed),
+        clause_id, context=context, impact=impact or _impact(failed),
         expected=(f"each of the {n} ranks to resume its own stream exactly from its own saved state{refusal}, "
                   f"and the {n} resumed streams together to cover exactly the samples of the uninterrupted run: "
                   "none lost, none repeated"),

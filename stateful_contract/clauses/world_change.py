@@ -352,8 +352,9 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         plan=checkpoint_plan, reads=("fixed_global_batch",),
         needs=("SC01", LOAD), after_restart=(resume_on_another_world, judge_world_change),
         restart_worlds=new_worlds,
-        not_on_endless=("its judgement counts the samples of the interrupted epoch and the next over the new "
-                        "world, and an endless pass never ends an epoch"))
+        not_on_endless=("its judgement counts the samples still due in the interrupted epoch over the new world, "
+                        "and an endless stream shows no epoch end to count them to; SC32 judges the new world's "
+                        "steps and cycles after the resume"))
 def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) -> None:
     """A state saved on N ranks and resumed on M != N ranks (an elastic restart) is either refused (any
     exception before the first batch; an advisory where it does not name the world sizes), or the M
