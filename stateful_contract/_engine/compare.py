@@ -10,7 +10,7 @@ import dataclasses
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import torch
 
@@ -203,10 +203,16 @@ def batch_ids(batch: Any) -> list[Any] | None:
     return index if isinstance(index, list) else [index]
 
 
-def sample_ids(batches: Sequence[Any]) -> list[Any] | None:
-    """The sample indices of a stream, batch after batch, or None when a batch has no ``index`` field."""
+@overload
+def sample_ids(batches: Sequence[Any], *, integers: Literal[True]) -> list[int] | None: ...
+@overload
+def sample_ids(batches: Sequence[Any], *, integers: bool = False) -> list[Any] | None: ...
+def sample_ids(batches: Sequence[Any], *, integers: bool = False) -> list[Any] | None:
+    """The sample indices of a stream, batch after batch, or None when a batch has no ``index`` field (or,
+    with ``integers``, one that is not an int: the clauses' sample accounting counts ints)."""
     ids = [batch_ids(batch) for batch in batches]
-    return None if None in ids else [i for one in ids for i in one or ()]
+    found = None if None in ids else [i for one in ids for i in one or ()]
+    return None if integers and found is not None and not all(isinstance(i, int) for i in found) else found
 
 
 def shift_of(e: Sequence[Any], g: Sequence[Any]) -> int | None:

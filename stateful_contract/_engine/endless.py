@@ -16,7 +16,7 @@ from typing import Any
 from ..config import LoaderConfig
 from .compare import Segment, batch_ids, first_difference, sample_ids, shift_of
 from .impact import Impact, losses, loud, stream_impact
-from .vocabulary import Point, batch_count
+from .vocabulary import Point, batch_count, into_window
 
 __all__ = ["NOT_ON_ENDLESS", "StreamSegment", "checkpoint_span", "cycle_length", "describe", "endless_impact",
            "stream_losses"]
@@ -50,8 +50,8 @@ def describe(point: Point, config: LoaderConfig) -> str:
         epoch, into = divmod(point.batches, per_epoch)
         where = (f"; the dataset makes {batch_count(per_epoch)} an epoch, so this is "
                  + (f"the end of epoch {epoch - 1}" if into == 0 else f"batch {into} of epoch {epoch}"))
-        if config.grad_acc_step > 1 and point.batches % config.grad_acc_step:
-            start = point.batches - point.batches % config.grad_acc_step
+        if into := into_window(point.batches, config.grad_acc_step):
+            start = point.batches - into
             spans = start // per_epoch != (start + config.grad_acc_step - 1) // per_epoch
             where += (f", inside a grad-acc window of {config.grad_acc_step}"
                       + (" that spans an epoch boundary" if spans else ""))

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import torch
 
-from .._engine.compare import first_difference, stream_difference
+from .._engine.compare import first_difference, sample_ids, stream_difference
 from .._engine.endless import describe, stream_losses
 from .._engine.example import Example
 from .._engine.impact import Impact, losses
@@ -28,7 +28,7 @@ from .._engine.recording import asserts, unrecorded
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, Position, checkpoint, uninterrupted
 from ..config import LoaderConfig
-from .rank_streams import RankResume, every_rank_resumed, example_folder, sample_ids, window
+from .rank_streams import RankResume, every_rank_resumed, example_folder, window
 from .registry import LOAD, clause
 
 __all__ = ["CheckpointLayout"]  # the clause registers itself (`clause`)
@@ -96,7 +96,7 @@ def _resume_and_compare(example: Example, result: RankResume, state: Any, expect
         result.refused = refusable and bool(_NAMES_A_RANK.search(str(e.error)))
         return
     result.difference = _own_stream(expected, resumed)
-    result.expected_ids, result.resumed_ids = sample_ids(expected), sample_ids(resumed)
+    result.expected_ids, result.resumed_ids = sample_ids(expected, integers=True), sample_ids(resumed, integers=True)
 
 
 def _read_and_resume(example: Example, result: RankResume, expected: list[Any], read: Callable[[], Any],

@@ -13,14 +13,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .._engine.compare import sample_ids as stream_ids
+from .._engine.compare import sample_ids
 from .._engine.example import Example
 from .._engine.impact import Impact, losses
 from .._engine.steps import Position
 from .registry import violated
 
 __all__ = ["RankResume", "Tally", "epoch_ids", "every_rank_resumed", "example_folder", "id_list",
-           "padding_lines", "sample_ids", "tally", "window"]
+           "padding_lines", "tally", "window"]
 
 #: Sample ids a message lists before eliding.
 SHOWN_IDS = 12
@@ -52,12 +52,6 @@ class RankResume:
     @property
     def exact(self) -> bool:
         return self.error is None and self.difference is None
-
-
-def sample_ids(batches: Sequence[Any]) -> list[int] | None:
-    """The integer sample indices of a stream, or None when a batch has none (the accounting counts ints)."""
-    ids = stream_ids(batches)
-    return ids if ids is not None and all(isinstance(v, int) for v in ids) else None
 
 
 def id_list(counter: Counter[int]) -> str:
@@ -192,14 +186,14 @@ def _world_tally(results: Sequence[RankResume]) -> Tally | None:
 
 
 def epoch_ids(reference: Sequence[Any], lengths: list[int], epoch: int) -> list[int] | None:
-    return sample_ids(reference[sum(lengths[:epoch]):sum(lengths[:epoch + 1])])
+    return sample_ids(reference[sum(lengths[:epoch]):sum(lengths[:epoch + 1])], integers=True)
 
 
 def window(reference: Sequence[Any], lengths: list[int], position: Position,
            ) -> tuple[list[int] | None, list[list[int]] | None]:
     """The sample ids of an uninterrupted run's epoch before ``position``, and of that epoch and the two
     after it, whole (None without an int ``index`` field)."""
-    consumed = sample_ids(reference[sum(lengths[:position.epoch]):position.absolute(lengths)])
+    consumed = sample_ids(reference[sum(lengths[:position.epoch]):position.absolute(lengths)], integers=True)
     epochs = [epoch_ids(reference, lengths, k) for k in range(position.epoch, position.epoch + 3)]
     known = [ids for ids in epochs if ids is not None]
     return consumed, known if len(known) == len(epochs) else None

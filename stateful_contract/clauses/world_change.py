@@ -19,6 +19,7 @@ from logging.handlers import BufferingHandler
 from typing import Any
 
 from .._engine.advice import advise
+from .._engine.compare import sample_ids
 from .._engine.example import Example
 from .._engine.impact import Impact, losses
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
@@ -27,7 +28,7 @@ from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream, uninterrupted
 from .._faces import hint_strict
 from ..config import LoaderConfig
-from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, sample_ids, tally, window
+from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, tally, window
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind
 
@@ -200,7 +201,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint, *, fixed_global_
         result.fresh = epoch_ids(reference, lengths, epoch)
     result.fresh_next = epoch_ids(reference, lengths, epoch + 1)
     cuts = [sum(counts[:k]) for k in range(len(counts) + 1)]
-    result.passes = [sample_ids(batches[a:b]) or [] for a, b in itertools.pairwise(cuts)]
+    result.passes = [sample_ids(batches[a:b], integers=True) or [] for a, b in itertools.pairwise(cuts)]
     program.add(f"# Over the {_ranks(world.world_size)}, the two passes must hold the samples "
                 f"{sorted(set(due) - set(consumed))} (not yet yielded in epoch {epoch}) and epoch {epoch + 1}'s, "
                 f"and none of {sorted(set(consumed))} more often than the {saved}-rank world's padding deals them")
