@@ -19,12 +19,11 @@ HEAVY = ("torch", "torchdata", "stateful_contract.cli", "stateful_contract.claus
 
 def failing_report() -> Report:
     """A report with every part a badge may read: a failure with its impact, a declared deviation, a policy."""
-    outcomes = {"SC10": Outcome("failed", message="1 sample lost", impact=Impact("silent", "1 sample lost in epoch 0",
-                                                                                 counts={"lost": 1})),
+    outcomes = {"SC10": Outcome("failed", heading="SC10 resume-continues-the-stream", detail="1 sample lost",
+                                impact=Impact("silent", "1 sample lost in epoch 0", counts={"lost": 1})),
                 "SC17": Outcome("expected-failure")}
-    results = [ClauseResult(c.id, c.name, c.tier, outcomes.get(c.id, Outcome("passed")),
-                            expected_failure_reason="holds a file handle" if c.id == "SC17" else None)
-               for c in CLAUSES]
+    results = [ClauseResult.of(c, outcomes.get(c.id, Outcome("passed"))) for c in CLAUSES]
+    results[[r.id for r in results].index("SC17")].expected_failure_reason = "holds a file handle"
     return Report(target="pkg.loaders:factory", results=results, checkpoint_alignment="epoch")
 
 

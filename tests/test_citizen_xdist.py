@@ -17,10 +17,9 @@ from stateful_contract.report import Outcome
 def worker_report() -> Report:
     """What a worker sends: a failure with its impact, coverage with workers (the checkpoint space line)."""
     counts = {"mid-window": 3, "point:w0/e0/mid-window/h0": 2, "point:w2/e1/window-boundary/h0": 1}
-    outcomes = {"SC10": Outcome("failed", message="1 sample lost", coverage=counts,
-                                impact=Impact("silent", "1 sample lost in epoch 0", counts={"lost": 1}))}
-    results = [ClauseResult(c.id, c.name, c.tier, outcomes.get(c.id, Outcome("passed", coverage=counts)))
-               for c in CLAUSES]
+    outcomes = {"SC10": Outcome("failed", heading="SC10 resume-continues-the-stream", detail="1 sample lost",
+                                coverage=counts, impact=Impact("silent", "1 sample lost in epoch 0", counts={"lost": 1}))}
+    results = [ClauseResult.of(c, outcomes.get(c.id, Outcome("passed", coverage=counts))) for c in CLAUSES]
     return Report(target="test_x.py::TestX", results=results, num_workers=[0, 2])
 
 
