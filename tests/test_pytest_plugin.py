@@ -65,7 +65,9 @@ def test_it_registers_the_marker(pytester: pytest.Pytester) -> None:
 def test_the_marker_selects_the_contract_tests(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_loaders=DOWNSTREAM)
     only = pytester.runpytest("--collect-only", "-q", "--strict-markers", "-m", "stateful_contract")
-    assert all("test_clause[" in line for line in only.outlines if "::" in line)
+    selected = [line for line in only.outlines if "::" in line]
+    assert selected, "the marker selected nothing: the contract's tests lost their mark"
+    assert all("test_clause[" in line for line in selected)
     others = pytester.runpytest("--collect-only", "-q", "-m", "not stateful_contract")
     assert [line for line in others.outlines if "::" in line] == ["test_loaders.py::test_something_else"]
 

@@ -16,7 +16,7 @@ from hypothesis import settings
 from stateful_contract import Report
 from stateful_contract.clauses import default_selection
 from stateful_contract.profiles import register_hypothesis_profiles
-from stateful_contract.pytest_plugin import run_profile
+from stateful_contract.pytest_plugin import PROFILE_ENV, run_profile
 from stateful_contract.testing import StatefulLoaderContract, class_options
 
 pytest_plugins = ["pytester"]
@@ -197,15 +197,24 @@ def test_the_base_class_itself_is_not_collected(pytester: pytest.Pytester) -> No
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
 
 
-def test_the_profile_comes_from_the_hypothesis_profile_then_the_class() -> None:
-    assert (run_profile(None) or "ci") == "ci"
-    register_hypothesis_profiles()  # as the plugin does when --hypothesis-profile names one
-    settings.load_profile("stateful-contract-thorough")
-    assert (run_profile(None) or "ci") == "thorough"
-    # Hypothesis derives profiles from the chosen one, e.g. for --hypothesis-verbosity.
-    settings.register_profile("stateful-contract-dev-with-verbose-verbosity", parent=settings.get_profile("stateful-contract-dev"))
-    settings.load_profile("stateful-contract-dev-with-verbose-verbosity")
-    assert (run_profile(None) or "ci") == "dev"
+def test_the_profile_comes_from_the_hypothesis_profile_then_the_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    before = settings.get_current_profile_name()
+    try:
+        settings.load_profile("default")
+        assert run_profile(None) is None  # nothing chosen: each class's own profile applies
+        register_hypothesis_profiles()  # as the plugin does when --hypothesis-profile names one
+        settings.load_profile("stateful-contract-thorough")
+        assert run_profile(None) == "thorough"
+        # Hypothesis derives profiles from the chosen one, e.g. for --hypothesis-verbosity.
+        settings.register_profile("stateful-contract-dev-with-verbose-verbosity",
+                                  parent=settings.get_profile("stateful-contract-dev"))
+        settings.load_profile("stateful-contract-dev-with-verbose-verbosity")
+        assert run_profile(None) == "dev"
+        monkeypatch.setenv(PROFILE_ENV, "ci")  # a loaded Hypothesis profile wins over the variable
+        assert run_profile(None) == "dev"
+    finally:
+        settings.load_profile(before)  # the suite's own profile, not the last one loaded here
 
 
 def test_clauses_for_follows_the_tiers() -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from .consumption import loader_class
+
 __all__ = ["PROTOCOL_METHODS", "RESUME_WORDING", "Segment", "Wording", "assert_protocol", "assert_refused",
            "assert_same_stream", "assert_str_keyed_dict", "assert_unchanged", "describe_batch",
            "first_difference", "missing_methods", "same_batches", "stream_difference"]
@@ -255,7 +257,7 @@ def assert_protocol(loader: Any) -> None:
     """Raise `AssertionError` unless ``loader`` has callable ``__iter__``, ``state_dict``, ``load_state_dict``."""
     __tracebackhide__ = True
     if missing := missing_methods(loader):
-        raise AssertionError(f"{type(loader).__name__} has no callable {', '.join(missing)}")
+        raise AssertionError(f"{loader_class(loader).__name__} has no callable {', '.join(missing)}")
 
 
 def assert_refused(error: BaseException | None, first: Any = None) -> None:

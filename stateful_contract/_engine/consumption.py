@@ -23,7 +23,7 @@ from typing import Any
 
 from ..config import LoaderConfig
 
-__all__ = ["Consume", "Drawn", "DrawnThrough", "drawn_through"]
+__all__ = ["Consume", "Drawn", "DrawnThrough", "drawn_through", "loader_class"]
 
 #: How a trainer draws batches: the loader -> the iterator (or iterable) it consumes.
 Consume = Callable[[Any], Iterable[Any]]
@@ -117,3 +117,9 @@ def drawn_through(factory: Callable[[LoaderConfig], Any], consume: Consume) -> D
     """``factory``'s loaders as a trainer that draws its batches through ``consume(loader)`` and saves
     ``loader.state_dict()`` sees them (the first line of a reproduction of a declared consumption)."""
     return DrawnThrough(factory, consume)
+
+
+def loader_class(loader: Any) -> type:
+    """The class a message or hint names: the user's loader's, also when it is drawn through a declared
+    consumption (a `Drawn` is the contract's adapter, which no user wrote or can fix)."""
+    return type(loader.loader) if isinstance(loader, Drawn) else type(loader)

@@ -1,6 +1,7 @@
 """What the search covered: the kinds of checkpoint points its examples reached, per example (also told
 to Hypothesis as events). Every `Position` field of a plan counts as a checkpoint point, whatever the plan
-type, and `Hops` adds its later stops."""
+type, unless the field says it is none (`NOT_A_CHECKPOINT`: SC20's ``used``, where the loader the state is
+loaded into had run to), and `Hops` adds its later stops."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .epoch_plans import EpochLoop
 from .plans import CHECKPOINT_EPOCHS, Hops
 from .steps import Position
 
-__all__ = ["EVENTS", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space", "space_points"]
+__all__ = ["EVENTS", "NOT_A_CHECKPOINT", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space", "space_points"]
 
 #: Every category, in the order they are shown: how a summary names it, and its Hypothesis event
 #: (``--hypothesis-show-statistics`` shows their shares).
@@ -29,6 +30,10 @@ CATEGORIES: dict[str, tuple[str, str]] = {
 EVENTS = {category: event for category, (_, event) in CATEGORIES.items()}
 #: The categories that count checkpoint points (the rest count examples and hops).
 POINTS = ("mid-window", "window-boundary", "epoch-end", "after-stop-iteration", "before-first-iter")
+
+#: The metadata of a plan's `Position` field that is not where a state is taken (``field(metadata=...)``):
+#: coverage does not count it as a checkpoint point.
+NOT_A_CHECKPOINT = {"checkpoint": False}
 
 
 #: Coverage keys naming one point of the checkpoint space (`space_points`) start with this.
@@ -101,7 +106,7 @@ def coverage_of(config: LoaderConfig, plan: Any, lengths: list[int] | None) -> C
     lengths = lengths or []
     hops = len(plan.stops) if isinstance(plan, Hops) else 0
     points = [(value.epoch, value.batches, _point(value, lengths, window)) for f in dataclasses.fields(plan)
-              if isinstance(value := getattr(plan, f.name), Position)]
+              if isinstance(value := getattr(plan, f.name), Position) and f.metadata.get("checkpoint", True)]
     if isinstance(plan, EpochLoop):  # SC21: a kind of point in an epoch of the set_epoch loop
         points.append((plan.epoch, plan.batches, {
             "before iter()": "before-first-iter" if plan.epoch == 0 else "window-boundary",

@@ -13,6 +13,7 @@ from typing import Any
 from .._faces import hint_epoch_hook
 from ..config import LoaderConfig
 from .compare import Segment
+from .consumption import loader_class
 from .recording import recorded
 from .steps import Factory, LoaderError, NotJudgeable, _iter, _next, _user, fresh, state_of, stream, up_to
 from .vocabulary import Point
@@ -45,12 +46,12 @@ def set_epoch(loader: Any, epoch: int, *, hook: str = DEFAULT_HOOK) -> None:
     (the first that has it). A declared hook that none has fails as the trainer's call would."""
     where = epoch_setter(loader, hook)
     if where is None and hook == DEFAULT_HOOK:
-        raise NotJudgeable(f"{type(loader).__name__} has no set_epoch (not on the loader, its sampler or its "
+        raise NotJudgeable(f"{loader_class(loader).__name__} has no set_epoch (not on the loader, its sampler or its "
                            "batch_sampler): the set_epoch loop does not apply to it (SC10 judges its epochs); if "
                            f"the trainer calls another method at each epoch, declare it ({hint_epoch_hook('NAME')})")
     if where is None:
         raise LoaderError(f"loader.{hook}({epoch})", AttributeError(
-            f"{type(loader).__name__} has no {hook} (the declared epoch hook), not on the loader, its sampler "
+            f"{loader_class(loader).__name__} has no {hook} (the declared epoch hook), not on the loader, its sampler "
             "or its batch_sampler: the trainer's call at each epoch fails"))
     _user(f"{where}.{hook}({epoch})", getattr(_owner(loader, where), hook), epoch)
 

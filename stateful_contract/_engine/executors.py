@@ -13,6 +13,7 @@ from typing import Any, Protocol, cast, get_args
 
 from ..config import LoaderConfig
 from . import status, steps
+from .consumption import loader_class
 from .example import ClauseLike, ExampleRun, LoadFormProbe, recorded_program, run_example
 from .guard import LoaderHung, current_children, deadline, reap_children
 from .impact import loud
@@ -121,10 +122,10 @@ class Handler:
                                 impact=loud("factory(config)", "hangs: the job stops"))
             return ExampleRun(self.rank, Outcome.of_violation(v), final=True)
         if not hasattr(loader, "__iter__"):
-            return (f"the factory returned {type(loader).__name__} {loader!r:.80}, not a loader "
+            return (f"the factory returned {loader_class(loader).__name__} {loader!r:.80}, not a loader "
                     "(it is not iterable)")
         if again is loader:
-            return (f"the factory returned the same {type(loader).__name__} object on two calls; it must "
+            return (f"the factory returned the same {loader_class(loader).__name__} object on two calls; it must "
                     "build a new loader on every call (the contract resumes a fresh loader from a saved "
                     "state)")
         return None

@@ -17,6 +17,7 @@ import torch
 from ..config import LoaderConfig
 from . import lending, status
 from .compare import Segment, batch_ids
+from .consumption import loader_class
 from .guard import LoaderHung, collect
 from .lending import kept_references, references_kept  # for the executors and ranks
 from .recording import recorded
@@ -121,7 +122,7 @@ def fresh(factory: Factory, config: LoaderConfig, *, state: dict[str, Any] | Non
         collect()
     _manual_seed(config.seed)
     loader = _user("factory(config)", factory, config)
-    _NEWEST.set((config, type(loader)))
+    _NEWEST.set((config, loader_class(loader)))
     if state is not None:
         load(loader, state, load_form)
     return loader

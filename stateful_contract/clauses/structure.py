@@ -7,6 +7,7 @@ import inspect
 from typing import Any
 
 from .._engine.compare import PROTOCOL_METHODS, missing_methods
+from .._engine.consumption import loader_class
 from .._engine.example import Example
 from .._engine.executors import PROBE_CONFIG
 from .._engine.impact import Impact, loud
@@ -24,8 +25,8 @@ def _has_the_protocols_methods(loader: Any) -> None:
     steps = {"state_dict": "loader.state_dict()", "load_state_dict": "loader.load_state_dict(state)",
              "__iter__": "iter(loader)"}
     if missing:
-        raise violated("SC01", expected=f"callable {', '.join(PROTOCOL_METHODS)} on {type(loader).__name__}",
-                       got=f"{type(loader).__name__} has no callable {', '.join(missing)}",
+        raise violated("SC01", expected=f"callable {', '.join(PROTOCOL_METHODS)} on {loader_class(loader).__name__}",
+                       got=f"{loader_class(loader).__name__} has no callable {', '.join(missing)}",
                        impact=loud(next(steps[m] for m in steps if m in missing), "raises AttributeError"))
 
 
@@ -50,7 +51,7 @@ def load_accepts_positional_state(example: Example, plan: None) -> None:
     try:
         load(target, state)  # positionally, whatever form the other clauses use
     except LoaderError as e:
-        name, method = type(target).__name__, target.load_state_dict
+        name, method = loader_class(target).__name__, target.load_state_dict
         try:
             declared = f"{getattr(method, '__name__', 'load_state_dict')}{inspect.signature(method)}"
         except (TypeError, ValueError):

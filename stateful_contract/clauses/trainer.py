@@ -5,11 +5,12 @@ Each has shipped as a real resume bug: docs/clauses.md, "Trainer usage", and doc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
 
+from .._engine.coverage import NOT_A_CHECKPOINT
 from .._engine.epoch_plans import EpochLoop, epoch_loop_plan
 from .._engine.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
 from .._engine.example import Example
@@ -59,7 +60,8 @@ class Reload:
     """The state taken at ``position`` is loaded into a loader that already ran to ``used``."""
 
     position: Position
-    used: Position
+    #: Where the loader had run to before the load: no state is taken there (coverage counts no checkpoint).
+    used: Position = field(metadata=NOT_A_CHECKPOINT)
 
 
 def _reload_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment) -> Reload:

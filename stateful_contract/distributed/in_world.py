@@ -27,7 +27,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,15 +100,6 @@ def replay_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tupl
     return example[0], example[1]
 
 
-def _run_dir(given: str | None) -> tuple[Path, bool]:
-    """The run's directory, the same on every rank without talking (they have not joined yet); kept?"""
-    if given:
-        return Path(given).resolve(), True
-    # The same name on every rank: the job's id and its port (torchrun's run id is "none" unless given).
-    job = os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID") or "job"
-    return Path(tempfile.gettempdir()) / f"stateful-contract-world-{job}-{os.environ.get('MASTER_PORT', '0')}", False
-
-
 def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> Report:
     """Rank 0: the report."""
     clauses = [c.strip().upper() for c in args.clause.split(",")] if args.clause else None
@@ -161,11 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if number and (repeated := phases.saved(Path(args.dir).resolve())) is not None:
             return repeated  # the save failed (or never finished): its verdict again, nothing to resume
     ignore_set_vital()  # torchdata's deprecation warning, once per loader, on every rank
-    run_dir, keep = _run_dir(args.dir)
+    keep = bool(args.dir)  # without --dir, rank 0 makes a private directory and tells the others (`join`)
     backend = args.backend or default_backend()
     # The group gives up on a rank gone silent after this long; the engine ends hangs inside examples sooner.
     timeout = default_run_timeout(get_profile(args.profile), 40) + 60
-    world = join(run_dir, backend=backend, timeout=timeout)
+    world = join(Path(args.dir).resolve() if keep else None, backend=backend, timeout=timeout)
+    run_dir = world.run_dir
     launch = _launch_line(world.world_size)
     try:
         if world.rank != 0:

@@ -6,7 +6,7 @@ SC30 where the resume has the save's number of ranks, SC31 where it has another.
 
 from __future__ import annotations
 
-import pickle
+import json
 import sys
 import time
 from collections.abc import Mapping
@@ -19,12 +19,17 @@ from .._engine.ranks.world import World
 from .._run import _Run
 from ..clauses import CLAUSES, clause
 from ..options import CheckOptions
+from ..replay import ReplayError, known_classes, parse_value
 from ..report import DEFERRED_TO_A_LATER_LAUNCH, Report
 
-__all__ = ["MANIFEST", "RESTART_EXIT", "attempt", "clear", "merged", "resume", "saved", "write_manifest"]
+__all__ = ["MANIFEST", "RESTART_EXIT", "attempt", "clear", "merged", "read_manifest", "resume", "saved",
+           "write_manifest"]
 
-#: Rank 0's list of the saved examples, in the shared directory.
-MANIFEST = "in-world-saved.pkl"
+#: Rank 0's list of the saved examples, in the shared directory: JSON, each example written as a report writes
+#: its reproduction (the ``repr`` of its config and plan, read back by `parse_value`, no ``eval``), so a resume
+#: unpickles nothing from a directory another job may write. (The states themselves are the loader's, saved
+#: as a trainer saves them and read back by the clause's resume as the trainer's load would.)
+MANIFEST = "in-world-saved.json"
 #: The status of every rank of attempt 0 after a passing save (EX_TEMPFAIL: "try again").
 RESTART_EXIT = 75
 #: Attempt 0's report, rank 0's in the shared directory: whether the save passed, and (merged into the
@@ -41,8 +46,9 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
             examples.setdefault(cid, {}).setdefault((config, repr(plan)), (config, plan))
     manifest = {"world_size": executor.world_size, "target": executor.target,
                 "factory_import": executor.spec.factory_import, "alignment": executor.spec.alignment,
-                "examples": {cid: list(saved.values()) for cid, saved in examples.items()}}
-    (run_dir / MANIFEST).write_bytes(pickle.dumps(manifest))
+                "examples": {cid: [{"config": repr(config), "plan": repr(plan)} for config, plan in saved.values()]
+                             for cid, saved in examples.items()}}
+    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     for cid, saved in examples.items():
         result = report[cid]
         result.notes.append(f"{len(saved)} example{'s' if len(saved) != 1 else ''} saved in {run_dir} for the resume launch (--phase resume --dir)")
@@ -56,10 +62,7 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
            timeout: float | None, launch: str, declared: Mapping[str, Any] | None = None) -> Report:
     """Rank 0 of the resume launch: every saved example resumed by ``target`` (the saving factory, or
     another, as a fix is tried on the states a job left) on this world's ranks, judged."""
-    if not (run_dir / MANIFEST).is_file():
-        raise FileNotFoundError(f"{run_dir / MANIFEST} does not exist: run the save launch first (--phase save "
-                                f"--dir {run_dir})")
-    manifest = pickle.loads((run_dir / MANIFEST).read_bytes())
+    manifest = read_manifest(run_dir)
     saved, examples, size = int(manifest["world_size"]), manifest["examples"], world.world_size
     executor = InWorld(target, world=world, mode="resume", factory_import=manifest["factory_import"],
                        alignment=manifest["alignment"], timeout=timeout, launch=launch)
@@ -104,6 +107,22 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
     notes.extend(executor.notes)
     return Report(target=executor.target, results=[run.report(c) for c in CLAUSES], profile=profile,
                   world_size=world.world_size, notes=notes)
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The save launch's manifest, its examples built again (`MANIFEST`); ValueError for anything else."""
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: run the save launch first (--phase save --dir {run_dir})")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        classes = known_classes()
+        manifest["examples"] = {cid: [(parse_value(e["config"], classes), parse_value(e["plan"], classes))
+                                      for e in saved] for cid, saved in manifest["examples"].items()}
+        return dict(manifest)
+    except (UnicodeDecodeError, json.JSONDecodeError, ReplayError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path} is not a manifest the save launch wrote ({type(e).__name__}: {e}); nothing in "
+                         f"it is loaded: run the save launch again (--phase save --dir {run_dir})") from None
 
 
 def attempt(env: Mapping[str, str]) -> int | str:

@@ -11,6 +11,8 @@ import datetime
 import os
 import re
 import socket
+import stat
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +30,8 @@ from .failures import LaunchOutcome, RankFailure
 from .launch import board_path, where_ranks_were
 from .world import Handler, World
 
-__all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launcher_env", "local_pids"]
+__all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launcher_env", "local_pids", "private_dir",
+           "private_run_dir"]
 
 #: ``MASTER_PORT`` when the launcher gives none (SLURM and Open MPI do not): torchrun's default.
 DEFAULT_PORT = "29500"
@@ -69,9 +72,10 @@ def default_backend() -> str:
     return "hccl"
 
 
-def join(run_dir: Path, *, backend: str, timeout: float) -> World:
-    """Join the launcher's world through ``env://``: this rank's `World`, its gloo group beside. ``timeout``
-    bounds the group's collectives (a rank gone for good); `InWorld` ends hangs inside an example."""
+def join(run_dir: Path | None, *, backend: str, timeout: float) -> World:
+    """Join the launcher's world through ``env://``: this rank's `World`, its gloo group beside, in ``run_dir``
+    (None: a private one, `private_run_dir`). ``timeout`` bounds the group's collectives (a rank gone for
+    good); `InWorld` ends hangs inside an example."""
     env = os.environ
     rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
     local_rank = int(env.get("LOCAL_RANK", "0"))
@@ -95,8 +99,29 @@ def join(run_dir: Path, *, backend: str, timeout: float) -> World:
         dist.init_process_group(backend, init_method="env://", timeout=limit)
     # A gloo group for Python objects; the default group already is one on gloo.
     group: Any = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=limit)
+    run_dir = private_run_dir(rank, group) if run_dir is None else run_dir
     (run_dir / "status").mkdir(parents=True, exist_ok=True)
     return World(rank, size, run_dir, group=group)  # its status log says where it runs (`local_pids`)
+
+
+def private_run_dir(rank: int, group: Any) -> Path:
+    """The run's directory when the user gave none, agreed through the world: rank 0 creates it (`mkdtemp`:
+    exclusively, mode 0700, a random name) and broadcasts its path. A name derived from the job and the port
+    would let another user of the host create it first, or plant files in it that a resume reads."""
+    box = [tempfile.mkdtemp(prefix="stateful-contract-world-") if rank == 0 else ""]
+    dist.broadcast_object_list(box, src=0, group=group)
+    return private_dir(Path(box[0])) if rank else Path(box[0])
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` on a rank other than 0: rank 0's directory (the same host), or one made as private on another
+    host; refused (PermissionError) if it is a link, another user's, or others may write to it."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        raise PermissionError(f"{path} is not this user's private directory (mode "
+                              f"{stat.S_IMODE(info.st_mode):o}, owner {info.st_uid}): not used as the run's directory")
+    return path
 
 
 def local_pids(run_dir: Path, world_size: int) -> dict[int, int]:
