@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import status
-from ..processes import MARKER_ENV, fault_excerpt, kill_marked, kill_session
+from ..processes import MARKER_ENV, fault_excerpt, kill_marked
 from .as_torchrun import of_caller, torchrun_env
 from .failures import LaunchOutcome, RankFailure, order_failures
 
@@ -140,9 +141,10 @@ class Phase:
         for conn in self.conns:
             conn.close()
         for proc in self.procs:
-            if proc.poll() is None:
-                kill_session(proc.pid, wait=0)  # torchrun starts each rank in a session of its own
-        kill_marked(self.run_dir)
+            if proc.poll() is None:  # torchrun starts each rank in a session of its own: one signal each
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        kill_marked(self.run_dir)  # one sweep for what left its session (a daemon a rank started, say)
         for rank, proc in enumerate(self.procs):
             proc.wait()
             self.exited_at.setdefault(rank, time.time())
