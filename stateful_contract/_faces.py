@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from typing import Literal
 
 __all__ = ["Face", "hint_alignment", "hint_clauses", "hint_declare", "hint_epoch_hook", "hint_exitfirst",
-           "hint_expect_fail", "hint_expected_failures", "hint_layout", "hint_remove_expected", "hint_strict",
-           "hint_world_size", "in_face", "speaking"]
+           "hint_expect_fail", "hint_expected_failures", "hint_layout", "hint_memory_limit", "hint_remove_expected",
+           "hint_strict", "hint_timeout", "hint_world_size", "in_face", "speaking"]
 
 Face = Literal["python", "cli", "pytest"]
 
@@ -58,6 +58,8 @@ hint_world_size = functools.partial(_token, "world-size")  # (n): how to check o
 hint_epoch_hook = functools.partial(_token, "epoch-hook")  # (name): how to declare the trainer's call at each epoch
 hint_declare = functools.partial(_token, "declare")  # (field): how to declare a trainer's boolean fact
 hint_layout = functools.partial(_token, "layout")  # (layout): how to declare the checkpoint layout
+hint_timeout = functools.partial(_token, "timeout")  # how to set an example's time limit
+hint_memory_limit = functools.partial(_token, "memory-limit")  # how to set the memory an example may gain
 
 #: Each kind's spelling on the command line, from Python and on a pytest class (`_spell` fills them in).
 _SPELLINGS = {
@@ -75,6 +77,8 @@ _SPELLINGS = {
     "epoch-hook": ("--epoch-hook {0}", "check(..., epoch_hook={j0})", "epoch_hook = {j0} on {on}"),
     "declare": ("--{flag}", "check(..., {0}=True)", "{0} = True on {on}"),
     "layout": ("--checkpoint-layout {0}", "check(..., checkpoint_layout={j0})", "checkpoint_layout = {j0} on {on}"),
+    "timeout": ("--timeout", "check(..., timeout=...)", "timeout = ... on {on}"),
+    "memory-limit": ("--memory-limit", "check(..., memory_limit=...)", "memory_limit = ... on {on}"),
 }
 _FACES: tuple[Face, ...] = ("cli", "python", "pytest")
 

@@ -43,7 +43,7 @@ from ._version import __version__
 from .clauses import CLAUSES, CONTRACT_VERSION
 from .config import ConfigSpace
 from .options import CheckOptions, OptionError, UnknownClauseWarning
-from .profiles import PROFILES
+from .profiles import DEFAULT_PROFILE, PROFILES
 from .report import same_causes
 
 __all__ = ["EXIT_NOT_JUDGED", "exit_status", "main"]
@@ -276,7 +276,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="run the contract against a loader factory")
     p.add_argument("target", help="package.module:factory or path/to/file.py:factory; "
                                   "factory(config: LoaderConfig) returns a fresh loader")
-    p.add_argument("--profile", choices=list(PROFILES), default="ci",
+    p.add_argument("--profile", choices=list(PROFILES), default=DEFAULT_PROFILE,
                    help="dev: fast; ci: deterministic (default); thorough: many more examples")
     p.add_argument("--clause", action="append", default=[], metavar="ID",
                    help="run only this clause, by ID or name (repeatable, or comma-separated: "
@@ -286,20 +286,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-alignment", metavar="epoch|window|N",
                    help="declare the trainer's checkpoint policy, where the loader must be exact: only at epoch "
                         "ends (after StopIteration), at grad-acc window boundaries, or every N batches")
-    p.add_argument("--epoch-hook", default="set_epoch", metavar="NAME",
-                   help="the method the trainer calls with the epoch before each one (default set_epoch; "
-                        "OLMo-core: reshuffle): SC21's loop calls it")
+    p.add_argument("--epoch-hook", default=CheckOptions.epoch_hook, metavar="NAME",
+                   help="the method the trainer calls with the epoch before each one (default "
+                        f"{CheckOptions.epoch_hook}; OLMo-core: reshuffle): SC21's loop calls it")
     p.add_argument("--config-space", nargs="+", action="extend", metavar="NAME=VALUES",
                    help="narrow the configuration space searched, as a test class's config_space does: "
                         "num_workers=0,2 grad_acc_step=1..8 (also dataset_size, batch_size: LOW..HIGH or one number)")
     p.add_argument("--consume", metavar="MODULE:FUNCTION",
                    help="the trainer draws batches through FUNCTION(loader) (a preloader, say) and saves "
                         "loader.state_dict(): check that pair")
-    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41)")
+    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41, SC42)")
     p.add_argument("--endless", action="store_true",
                    help="declare the loader endless (its passes never end): checked as one stream, and a pass "
                         "that ends fails (an undeclared endless loader is recognised on its first pass)")
-    p.add_argument("--world-size", type=int, default=1, metavar="N", help="check N ranks on torch.distributed")
+    p.add_argument("--world-size", type=int, default=CheckOptions.world_size, metavar="N",
+                   help="check N ranks on torch.distributed")
     add_declaration_arguments(p)
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
     p.add_argument("--memory-limit", metavar="SIZE",
@@ -326,7 +327,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check)
 
     d = sub.add_parser("demo", help="MindSpeed-MM's broken wrapper and the reference one, side by side")
-    d.add_argument("--profile", choices=list(PROFILES), default="ci")
+    d.add_argument("--profile", choices=list(PROFILES), default=DEFAULT_PROFILE)
     d.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     d.set_defaults(func=_cmd_demo)
 

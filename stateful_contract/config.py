@@ -265,6 +265,14 @@ class LoaderConfig:
         return f"LoaderConfig({', '.join(f'{name}={getattr(self, name)!r}' for name in changed)})"
 
 
+def _every_rank_has_a_batch(config: LoaderConfig, ranks: int) -> bool:
+    """Whether an epoch of ``config`` gives each of ``ranks`` ranks a batch however its shards are cut: its
+    share of the dataset rounded down (a ``drop_last`` DistributedSampler drops the rest, an unpadded split
+    leaves the last ranks short), and, with ``drop_last``, a whole batch of it."""
+    share = config.dataset_size // ranks
+    return (share // config.batch_size if config.drop_last else share) > 0
+
+
 @st.composite
 def loader_configs(draw: st.DrawFn, *, num_workers: st.SearchStrategy[int] = st.just(0),
                    dataset_size: st.SearchStrategy[int] = st.integers(1, 24),
@@ -355,8 +363,10 @@ class ConfigSpace:
             given[name] = _space_values(name, values, least=_SPACE_FIELDS[name])
         return cls(**{name: given.get(name, getattr(defaults, name)) for name in _SPACE_FIELDS})
 
-    def configs(self, *, workers: bool, rank: int = 0, world_size: int = 1) -> st.SearchStrategy[LoaderConfig]:
-        """Configs with ``num_workers == 0`` (``workers=False``) or with worker processes."""
+    def configs(self, *, workers: bool, rank: int = 0, world_size: int = 1,
+                ranks: int = 1) -> st.SearchStrategy[LoaderConfig]:
+        """Configs with ``num_workers == 0`` (``workers=False``) or with worker processes; endless ones give
+        each of ``ranks`` ranks a batch an epoch (a cycle over a rank's empty share spins without yielding)."""
         counts = [n for n in self.num_workers if (n > 0) == workers]
         if not counts:
             return st.nothing()
@@ -364,4 +374,4 @@ class ConfigSpace:
             num_workers=st.sampled_from(counts), dataset_size=st.integers(*self.dataset_size),
             batch_size=st.integers(*self.batch_size), grad_acc_step=st.integers(*self.grad_acc_step),
             rank=rank, world_size=world_size, endless=self.endless)
-        return drawn.filter(lambda c: c.epoch_batches > 0) if self.endless else drawn
+        return drawn.filter(lambda c: _every_rank_has_a_batch(c, ranks)) if self.endless else drawn

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypedDict, get_args
 
+from ._engine.epoch_steps import DEFAULT_HOOK
 from ._engine.plans import Alignment
 from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ._faces import hint_expected_failures, in_face
@@ -27,7 +28,7 @@ from .clauses import CLAUSES, default_selection
 from .clauses.distributed import CheckpointLayout
 from .clauses.registry import TIERS, lookup
 from .config import ConfigSpace
-from .profiles import PROFILES
+from .profiles import DEFAULT_PROFILE, PROFILES
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -74,7 +75,7 @@ class CheckOptions:
     """Every option of a check (`stateful_contract.check`); each face builds one, `replace` a changed copy."""
 
     #: ``"dev"``, ``"ci"`` (derandomized, the default) or ``"thorough"``.
-    profile: str = "ci"
+    profile: str = DEFAULT_PROFILE
     #: Clause IDs to judge (and what they need); None: every clause of the tiers that apply.
     clauses: Sequence[str] | None = None
     #: Also run the strict tier (beyond StatefulDataLoader's semantics).
@@ -89,7 +90,7 @@ class CheckOptions:
     checkpoint_alignment: Alignment = None
     #: The method the trainer calls on the loader (or its sampler) with the epoch before each one: SC21's loop
     #: calls it (OLMo-core's trainer: ``"reshuffle"``; `stateful_contract.TrainerView` answers to it).
-    epoch_hook: str = "set_epoch"
+    epoch_hook: str = DEFAULT_HOOK
     #: The part of the configuration space searched (a command line's ``--config-space num_workers=0,2
     #: grad_acc_step=1..8`` is `ConfigSpace.parse`).
     space: ConfigSpace = field(default_factory=ConfigSpace)

@@ -46,6 +46,9 @@ class Profile:
         return random.SystemRandom().randrange(2**32)
 
 
+#: The profile of a check that names none, in every face (and of a report that records none).
+DEFAULT_PROFILE = "ci"
+
 PROFILES: dict[str, Profile] = {
     # Fast feedback while editing a wrapper: finds the common bugs in seconds.
     "dev": Profile("dev", examples=15, worker_examples=2, derandomize=False, timeout=20.0),

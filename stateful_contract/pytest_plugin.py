@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import settings
 
-from .profiles import PROFILES, register_hypothesis_profiles
+from .profiles import DEFAULT_PROFILE, PROFILES, register_hypothesis_profiles
 
 if TYPE_CHECKING:
     from .options import CheckKeywords
@@ -82,7 +82,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         session.config.issue_config_time_warning(DeprecationWarning(
             f"--hypothesis-profile {settings.get_current_profile_name()} switches every Hypothesis test of the "
             "run to the contract's profile; use --stateful-contract-profile "
-            f"{_legacy_profile() or 'ci'} (or {PROFILE_ENV}, or the ini key {PROFILE_INI}) instead"), stacklevel=2)
+            f"{_legacy_profile() or DEFAULT_PROFILE} (or {PROFILE_ENV}, or the ini key {PROFILE_INI}) instead"), stacklevel=2)
 
 
 def _legacy_profile() -> str | None:

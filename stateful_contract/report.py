@@ -16,6 +16,7 @@ from ._engine.impact import Impact
 from ._engine.outcome import ClauseViolation, Outcome, Status
 from ._faces import hint_remove_expected
 from .clauses.registry import CONTRACT_VERSION
+from .profiles import DEFAULT_PROFILE
 
 if TYPE_CHECKING:
     from .clauses.registry import Clause
@@ -161,7 +162,7 @@ class Report:
 
     target: str
     results: list[ClauseResult]
-    profile: str = "ci"
+    profile: str = DEFAULT_PROFILE
     strict: bool = False
     world_size: int = 1
     #: The declared checkpoint policy: ``"epoch"``, ``"window"``, a number of batches as digits, or None.

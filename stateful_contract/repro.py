@@ -64,10 +64,11 @@ from ._engine.steps import (
     uninterrupted,
 )
 from ._engine.trainer_steps import AsStateful, cut_short, dcp_load, dcp_save, into_cut_short_pass
+from ._engine.whole_epochs import assert_each_sample_once
 from .config import LoaderConfig
 
 __all__ = ["BAD_STATES", "RESUME_EPOCHS", "ROUND_TRIPS", "AsStateful", "LoaderConfig", "LoaderError",
-           "LoopPoint", "Position", "advance", "assert_no_epoch_lost", "assert_protocol", "assert_refused",
+           "LoopPoint", "Position", "advance", "assert_each_sample_once", "assert_no_epoch_lost", "assert_protocol", "assert_refused",
            "assert_same_epochs", "assert_same_stream", "assert_str_keyed_dict", "assert_unchanged",
            "bad_state", "checkpoint", "cut_short", "dcp_load", "dcp_save", "drawn_through", "epoch_lengths", "epoch_loop",
            "epoch_setter", "fresh", "into_cut_short_pass", "iterate_on", "load", "load_and_iterate",

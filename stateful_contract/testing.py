@@ -15,7 +15,7 @@ import pytest
 
 from ._checking import FactoryError, check
 from ._engine.plans import Alignment
-from ._engine.supervised import DEFAULT_MEMORY_LIMIT, Isolation
+from ._engine.supervised import Isolation
 from ._faces import speaking
 from ._render import render_result
 from ._target import factory_import_line
@@ -45,21 +45,21 @@ class StatefulLoaderContract:
     """
 
     expected_failures: ClassVar[ExpectedFailures] = {}
-    checkpoint_alignment: ClassVar[Alignment] = None
-    epoch_hook: ClassVar[str] = "set_epoch"
+    checkpoint_alignment: ClassVar[Alignment] = CheckOptions.checkpoint_alignment
+    epoch_hook: ClassVar[str] = CheckOptions.epoch_hook
     config_space: ClassVar[ConfigSpace] = ConfigSpace()
-    strict: ClassVar[bool] = False
-    profile: ClassVar[str] = "ci"
-    timeout: ClassVar[float | None] = None
-    world_size: ClassVar[int] = 1
-    isolation: ClassVar[Isolation | None] = None
-    memory_limit: ClassVar[int | None] = DEFAULT_MEMORY_LIMIT
-    jobs: ClassVar[int | None] = None
-    exitfirst: ClassVar[bool] = False
-    fixed_global_batch: ClassVar[bool] = False
-    joins_uneven_inputs: ClassVar[bool] = False
-    checkpoint_layout: ClassVar[CheckpointLayout | None] = None
-    endless: ClassVar[bool] = False
+    strict: ClassVar[bool] = CheckOptions.strict
+    profile: ClassVar[str] = CheckOptions.profile
+    timeout: ClassVar[float | None] = CheckOptions.timeout
+    world_size: ClassVar[int] = CheckOptions.world_size
+    isolation: ClassVar[Isolation | None] = CheckOptions.isolation
+    memory_limit: ClassVar[int | None] = CheckOptions.memory_limit
+    jobs: ClassVar[int | None] = CheckOptions.jobs
+    exitfirst: ClassVar[bool] = CheckOptions.exitfirst
+    fixed_global_batch: ClassVar[bool] = CheckOptions.fixed_global_batch
+    joins_uneven_inputs: ClassVar[bool] = CheckOptions.joins_uneven_inputs
+    checkpoint_layout: ClassVar[CheckpointLayout | None] = CheckOptions.checkpoint_layout
+    endless: ClassVar[bool] = CheckOptions.endless
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
         """The hook: return a fresh loader for ``config`` on every call.

@@ -434,3 +434,76 @@ def rank_seeded_shuffle(config: LoaderConfig) -> RankSeededShuffle:
 
 def rank_seeded_shuffle_keyed_by_rank(config: LoaderConfig) -> RankSeededShuffleKeyedByRank:
     return RankSeededShuffleKeyedByRank(config)
+
+
+# --- endless streams on several ranks (SC30, SC32) ------------------------------------------
+
+
+class EndlessShards(Shards):
+    """`Shards` cycling without end: one ``iter()``, epoch after epoch of this rank's shard, its state the
+    epoch and offset (exact on every rank). Rank r reads ``order[r::W]`` unpadded, so 7 samples on 2 ranks
+    deal rank 0 one more batch per cycle than rank 1: the ranks drift apart (SC32)."""
+
+    def run(self) -> Iterator[Any]:
+        while True:
+            batches = self.batches(self.epoch)
+            if not batches:  # a cycle of no batch would spin without yielding: the stream ends instead
+                return
+            while self.offset < len(batches):
+                indices = batches[self.offset]
+                self.offset += 1
+                yield self.collate(indices)
+            self.epoch, self.offset = self.epoch + 1, 0
+
+
+def endless_uneven_shards(config: LoaderConfig) -> EndlessShards:
+    return EndlessShards(config)
+
+
+class CyclingStatefulDataLoader:
+    """Correct and endless on every rank: cycles over ``config.stateful_dataloader()`` (torch's
+    DistributedSampler order for the rank, padded), its state the base loader's."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.config = config
+        self.base = config.stateful_dataloader()
+
+    def cycle(self) -> Iterator[Any]:
+        while True:
+            yield from self.base
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.cycle()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.base.state_dict()  # type: ignore[no-any-return]
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.base.load_state_dict(state_dict)
+
+
+class Rank1RunsAhead(CyclingStatefulDataLoader):
+    """On rank 1 only, holds the next batch ready (a prefetcher) while its state is the base loader's, which
+    has run one batch ahead: every resume of rank 1 loses the batch it held (SC30); rank 0 is exact."""
+
+    def __iter__(self) -> Iterator[Any]:
+        it = self.cycle()
+        if self.config.rank != 1:
+            return it
+        return self.one_ahead(it)
+
+    @staticmethod
+    def one_ahead(it: Iterator[Any]) -> Iterator[Any]:
+        held = next(it)
+        while True:
+            ready = next(it)
+            yield held
+            held = ready
+
+
+def cycling_stateful_dataloader(config: LoaderConfig) -> CyclingStatefulDataLoader:
+    return CyclingStatefulDataLoader(config)
+
+
+def rank1_runs_ahead(config: LoaderConfig) -> Rank1RunsAhead:
+    return Rank1RunsAhead(config)

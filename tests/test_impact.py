@@ -51,6 +51,7 @@ IMPACTS: dict[type, tuple[str, str, str]] = {
     zoo.HangsOnResume: ("SC10", "loud", "iter()"),
     zoo.RaisesOnResume: ("SC10", "loud", "iter()"),
     zoo.EndlessWindowLosesBuffer: ("SC10", "silent", "lost"),  # an endless stream resumes past its window
+    zoo.FirstPassStartsLate: ("SC42", "silent", "lost"),  # its first pass never yields two batches
 }
 
 

@@ -31,8 +31,10 @@ from stateful_contract._faces import (
     hint_alignment,
     hint_clauses,
     hint_expect_fail,
+    hint_memory_limit,
     hint_remove_expected,
     hint_strict,
+    hint_timeout,
     hint_world_size,
     in_face,
     speaking,
@@ -180,6 +182,17 @@ def test_each_hint_is_a_real_option_of_each_face(hint: str) -> None:
     assert all(hasattr(StatefulLoaderContract, n) for n in named), under_pytest
     assert named or under_pytest.startswith("-k "), under_pytest
     assert len({cli, python, under_pytest}) == 3 and "\u27e6" not in cli + python + under_pytest
+
+
+@pytest.mark.parametrize("hint", [hint_timeout(), hint_memory_limit()], ids=["timeout", "memory-limit"])
+def test_each_limit_a_message_names_is_an_option_of_each_face(hint: str) -> None:
+    """The engine's messages name a limit without its value ("--timeout sets the limit"): each spelling is one."""
+    _parser().parse_args(["check", "pkg:factory", in_face(hint, "cli"), "1"])
+    call = ast.parse(in_face(hint, "python").replace("...", "target"), mode="eval").body
+    assert isinstance(call, ast.Call) and {k.arg for k in call.keywords} <= check_keywords()
+    with speaking("pytest", "TestMyLoader"):
+        attribute = re.fullmatch(r"([a-z_]+) = \.\.\. on TestMyLoader", in_face(hint))
+    assert attribute is not None and hasattr(StatefulLoaderContract, attribute.group(1))
 
 
 def test_a_stale_declaration_says_how_to_remove_it_in_the_words_of_the_face_it_ran_from(capsys: Any) -> None:

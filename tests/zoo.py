@@ -606,3 +606,18 @@ class EndlessWindowLosesBuffer:
 
 
 KILLS[EndlessWindowLosesBuffer] = "SC10"
+
+
+class FirstPassStartsLate(EpochLoader):
+    """MindSpeed-MM's ``PrefetchGradAccDataLoader(cyclic=False)`` with worker processes (F28): ``__init__``
+    already builds a base iterator, whose workers draw batches the consumed-samples sampler counts as
+    consumed, and ``__iter__`` builds another, which starts after them. So the first pass never yields its
+    first two batches, with no checkpoint at all; every later pass is whole, and the state says where the
+    loader is, so every resume is exact (SC42 alone sees it)."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.offset = min(2, len(self.batches(0)))  # the eager iterator's prefetched batches, counted as consumed
+
+
+KILLS[FirstPassStartsLate] = "SC42"

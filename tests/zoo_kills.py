@@ -24,7 +24,7 @@ IN_PROCESS = ConfigSpace(num_workers=(0,))
 #: loaders run no worker processes, so it stays cheap); every other clause in-process.
 WORKER_COUNTS = ConfigSpace(num_workers=(0, 1, 2))
 #: The strict tier runs only when asked for.
-STRICT = ("SC40", "SC41")
+STRICT = ("SC40", "SC41", "SC42")
 
 
 def space_for(clause_id: str) -> ConfigSpace:

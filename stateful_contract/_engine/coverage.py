@@ -13,6 +13,7 @@ from ..config import LoaderConfig
 from .epoch_plans import EpochLoop
 from .plans import CHECKPOINT_EPOCHS, Hops
 from .steps import Position
+from .vocabulary import PointKind, at_window_boundary
 
 __all__ = ["EVENTS", "NOT_A_CHECKPOINT", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space", "space_points"]
 
@@ -74,15 +75,24 @@ def describe_space(counts: dict[str, int], worker_counts: tuple[int, ...] | list
     return share + ("; every kind reached" if not missing else "; never reached: " + ", ".join(missing))
 
 
-def _point(position: Position, lengths: list[int], window: int) -> str:
-    if position.before_iter:
+#: The categories of the kinds of point `Point.kind` names; the others by their window phase (`_category`).
+_KIND_CATEGORIES: dict[PointKind, str] = {"after the last batch": "epoch-end",
+                                          "after StopIteration": "after-stop-iteration"}
+
+
+def _category(kind: PointKind, epoch: int, batches: int, window: int) -> str:
+    """The category of a point of ``kind`` after ``batches`` batches of ``epoch``: before a later epoch's
+    ``iter()`` is its start, a window boundary."""
+    if kind == "before iter()" and epoch == 0:
         return "before-first-iter"
-    if position.after_stop:
-        return "after-stop-iteration"
+    return _KIND_CATEGORIES.get(kind) or ("window-boundary" if at_window_boundary(batches, window) else "mid-window")
+
+
+def _point(position: Position, lengths: list[int], window: int) -> str:
     n = lengths[position.epoch] if position.epoch < len(lengths) else None
-    if n is not None and position.batches >= n:
-        return "epoch-end"
-    return "window-boundary" if position.batches % window == 0 else "mid-window"
+    if n == 0 and not (position.before_iter or position.after_stop):
+        return "epoch-end"  # an epoch of no batch: its one point after iter() is its end too
+    return _category(position.kind(n), position.epoch, position.batches, window)
 
 
 def _stream_position(index: int, lengths: list[int]) -> Position:
@@ -108,10 +118,7 @@ def coverage_of(config: LoaderConfig, plan: Any, lengths: list[int] | None) -> C
     points = [(value.epoch, value.batches, _point(value, lengths, window)) for f in dataclasses.fields(plan)
               if isinstance(value := getattr(plan, f.name), Position) and f.metadata.get("checkpoint", True)]
     if isinstance(plan, EpochLoop):  # SC21: a kind of point in an epoch of the set_epoch loop
-        points.append((plan.epoch, plan.batches, {
-            "before iter()": "before-first-iter" if plan.epoch == 0 else "window-boundary",
-            "after the last batch": "epoch-end", "after StopIteration": "after-stop-iteration"}.get(
-                plan.kind, "window-boundary" if plan.batches % window == 0 else "mid-window")))
+        points.append((plan.epoch, plan.batches, _category(plan.kind, plan.epoch, plan.batches, window)))
     for epoch, batches, kind in points:
         counts[kind] += 1
         if epoch < CHECKPOINT_EPOCHS:  # in the checkpoint space, a window boundary at batch 0 is the epoch's start

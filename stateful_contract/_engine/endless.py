@@ -14,11 +14,12 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from ..config import LoaderConfig
-from .compare import Segment, first_difference, sample_ids
+from .compare import Segment, batch_ids, first_difference, sample_ids, shift_of
 from .impact import Impact, losses, loud, stream_impact
-from .vocabulary import Point, batch_count
+from .vocabulary import Point, batch_count, into_window
 
-__all__ = ["NOT_ON_ENDLESS", "StreamSegment", "checkpoint_span", "describe", "endless_impact"]
+__all__ = ["NOT_ON_ENDLESS", "StreamSegment", "checkpoint_span", "cycle_length", "describe", "endless_impact",
+           "stream_losses"]
 
 #: How a clause not judged on an endless stream is reported (its reason follows).
 NOT_ON_ENDLESS = "does not apply to an endless stream"
@@ -49,21 +50,12 @@ def describe(point: Point, config: LoaderConfig) -> str:
         epoch, into = divmod(point.batches, per_epoch)
         where = (f"; the dataset makes {batch_count(per_epoch)} an epoch, so this is "
                  + (f"the end of epoch {epoch - 1}" if into == 0 else f"batch {into} of epoch {epoch}"))
-        if config.grad_acc_step > 1 and point.batches % config.grad_acc_step:
-            start = point.batches - point.batches % config.grad_acc_step
+        if into := into_window(point.batches, config.grad_acc_step):
+            start = point.batches - into
             spans = start // per_epoch != (start + config.grad_acc_step - 1) // per_epoch
             where += (f", inside a grad-acc window of {config.grad_acc_step}"
                       + (" that spans an epoch boundary" if spans else ""))
     return f"after {batch_count(point.batches)} of the endless stream (its iterator open{where})"
-
-
-def _shift(e: list[Hashable], g: list[Hashable]) -> int | None:
-    """``g`` as ``e`` shifted: ``d`` > 0 samples skipped at the front, ``-d`` repeated (None: no shift). A
-    stream that cycles over its data unshuffled reads both ways (3 lost or 2 repeated, on 5 samples): it
-    reads as the loss, the commoner bug (a wrapper whose state is its base loader's, which runs ahead)."""
-    n = min(len(e), len(g))
-    lost = next((d for d in range(1, n // 2 + 1) if g[:n - d] == e[d:n]), None)
-    return lost if lost is not None else next((-d for d in range(1, n // 2 + 1) if g[d:n] == e[:n - d]), None)
 
 
 def endless_impact(expected: Sequence[Any], got: Sequence[Any]) -> Impact:
@@ -77,16 +69,38 @@ def endless_impact(expected: Sequence[Any], got: Sequence[Any]) -> Impact:
         return loud("next(iter(loader))", "raises StopIteration: the resumed endless stream ended")
     if e_ids is None or g_ids is None:
         return stream_impact(expected, got)  # batches without sample indices: counted in batches
-    e = [i if isinstance(i, Hashable) else repr(i) for i in e_ids]
-    g = [i if isinstance(i, Hashable) else repr(i) for i in g_ids]
-    first = next((i for i, (a, b) in enumerate(zip(e, g)) if a != b), min(len(e), len(g)))
-    shift = _shift(e[first:], g[first:])
-    if shift is not None:
-        lost, repeated = (shift, 0) if shift > 0 else (0, -shift)
-    else:
-        lost = sum((Counter(e) - Counter(g)).values())
-        repeated = sum((Counter(g) - Counter(e)).values())
+    lost, repeated = stream_losses(e_ids, g_ids)
     if not lost and not repeated:
         return stream_impact(expected, got)  # the same samples: another order, or changed contents
     return losses(lost, repeated, unit="sample", at=at)
+
+
+def stream_losses(expected: Sequence[Any], got: Sequence[Any]) -> tuple[int, int]:
+    """The samples lost and repeated where an endless stream's sample ids ``got`` came instead of
+    ``expected`` over one horizon (`endless_impact`): a shift counts its length, anything else the samples
+    the horizon lacks and those it has more often."""
+    e = [i if isinstance(i, Hashable) else repr(i) for i in expected]
+    g = [i if isinstance(i, Hashable) else repr(i) for i in got]
+    first = next((i for i, (a, b) in enumerate(zip(e, g)) if a != b), min(len(e), len(g)))
+    shift = shift_of(e[first:], g[first:])
+    if shift is not None:
+        return (shift, 0) if shift > 0 else (0, -shift)
+    return sum((Counter(e) - Counter(g)).values()), sum((Counter(g) - Counter(e)).values())
+
+
+def cycle_length(batches: Sequence[Any]) -> int | None:
+    """How many batches one cycle of an endless stream's data takes: the period its batches repeat with
+    (sample ids where they carry an ``index``, else whole batches), or None where they do not repeat
+    (a stream reshuffled every cycle). Its first quarter is left out (a resumed or re-dealt stream may
+    begin mid-cycle, or with a pass dealt otherwise); the rest must hold the period twice."""
+    ids = [batch_ids(b) for b in batches]
+    keyed = None not in ids
+
+    def same(a: int, b: int) -> bool:
+        return ids[a] == ids[b] if keyed else first_difference(batches[a], batches[b]) is None
+
+    skip = len(batches) // 4
+    span = len(batches) - skip
+    return next((p for p in range(1, span // 2 + 1)
+                 if all(same(i, i + p) for i in range(skip, len(batches) - p))), None)
 

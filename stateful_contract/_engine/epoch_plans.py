@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from ..config import LoaderConfig
 from .epoch_steps import DEFAULT_HOOK, LoopPoint
 from .plans import CHECKPOINT_EPOCHS, Alignment, epoch_ends_only, window_of
+from .vocabulary import at_window_boundary
 
 __all__ = ["KINDS", "LOOP_EPOCHS_AFTER", "EpochLoop", "Kind", "epoch_loop_plan"]
 
@@ -70,6 +71,6 @@ def epoch_loop_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
     batches = 0
     if kind == "mid-epoch":
         window = window_of(alignment, config)
-        batches = data.draw(st.sampled_from([k for k in range(max(n, 1)) if k % window == 0]),
+        batches = data.draw(st.sampled_from([k for k in range(max(n, 1)) if at_window_boundary(k, window)]),
                             label="batches yielded in that epoch")
     return EpochLoop(epoch, kind, batches, epoch + 1 + LOOP_EPOCHS_AFTER, epoch_hook)

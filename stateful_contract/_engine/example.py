@@ -21,7 +21,7 @@ from .outcome import ClauseViolation, Outcome, outcome_of
 from .plans import Alignment, RankLengths, expected_bounds, on_rank
 from .recording import Program, recording
 from .steps import RESUME_EPOCHS, Factory, LoaderError, LoadForm, Position
-from .vocabulary import Point
+from .vocabulary import Point, into_window
 
 __all__ = ["GENERATOR_ITER", "ClauseLike", "Example", "ExampleRun", "LoadFormProbe", "World",
            "recorded_program", "run_example"]
@@ -97,6 +97,8 @@ class Example:
         reference, lengths = self.reference()
         part = (StreamSegment(reference[start:stop], start) if self.config.endless
                 else Segment(reference[start:stop], start, lengths))
+        if (where := part.epoch_of(0)) is not None:  # what a run interrupted here trained of this epoch (impact.py)
+            part.before = reference[start - where[1]:start]  # type: ignore[attr-defined]
         return self.program.expression(base, f"reference[{start}:{stop}]", part)  # type: ignore[no-any-return]
 
     def where(self, point: Point) -> str:
@@ -224,9 +226,9 @@ def _attach_hints(error: BaseException, plan: Any, example: Example, timeout: fl
         hints.append(GENERATOR_ITER)
     window = example.config.grad_acc_step
     lengths = example._reference[1] if example._reference is not None else None  # if the example took it
-    if (example.alignment is None and window > 1 and isinstance(position, Position)
-            and position.batches % window and position.kind(lengths) == "mid-epoch"):
-        hints.append(f"Hint: this state was taken inside a grad-acc window (after {position.batches % window}"
+    if (example.alignment is None and isinstance(position, Position)
+            and (into := into_window(position.batches, window)) and position.kind(lengths) == "mid-epoch"):
+        hints.append(f"Hint: this state was taken inside a grad-acc window (after {into}"
                      f" of its {window} batches). A wrapper exact only at window boundaries can declare so "
                      f"({hint_alignment()}; the report and the badge show it); otherwise its state must hold "
                      "the position inside the window: "

@@ -16,7 +16,8 @@ import torch
 
 from .compare import Segment, batch_ids, same_batches, sample_ids
 
-__all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "losses", "loud", "samples_impact", "stream_impact", "where_of"]
+__all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "losses", "loud", "samples_impact", "stream_impact",
+           "untrained", "where_of"]
 
 ImpactKind = Literal["silent", "loud"]
 
@@ -145,8 +146,12 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
     paired = _paired(expected, got, cut)
     if paired is not None:  # the resumed run's own passes: each compared with its epoch, as a trainer counts
         epoch, e_pass, g_pass = paired
+        where = expected.epoch_of(0) if isinstance(expected, Segment) else None
+        # The epoch's batches before the compared pass: those of the interrupted epoch before the checkpoint.
+        before = _trained_before(expected) if where is not None and where[0] == epoch else []
         return _counted(_units(e_pass, by_sample), _units(g_pass, by_sample), unit, epoch,
-                        getattr(expected, "start", None), e_pass, g_pass)
+                        getattr(expected, "start", None), e_pass, g_pass,
+                        before=None if before is None else _units(before, by_sample))
     first = next((i for i, (a, b) in enumerate(zip(expected, got)) if _fingerprint(a) != _fingerprint(b)),
                  min(len(expected), len(got)))
     where = expected.epoch_of(first) if isinstance(expected, Segment) else None
@@ -156,7 +161,30 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
     e, g = _units(expected[first:stop], by_sample), _units(got[first:stop], by_sample)
     shift = _shifted(_units(expected[first:], by_sample), _units(got[first:], by_sample)) \
         if cut and len(got) >= len(expected) and not _same_samples(e, g) else None
-    return _counted(e, g, unit, epoch, at, expected[first:stop], got[first:stop], shift)
+    before = _epoch_before(expected, first)
+    return _counted(e, g, unit, epoch, at, expected[first:stop], got[first:stop], shift,
+                    before=None if before is None else _units(before, by_sample))
+
+
+def _trained_before(expected: Sequence[Any]) -> list[Any] | None:
+    """What the uninterrupted run yielded of the epoch of ``expected``'s first batch before it: what the run
+    interrupted there trained of that epoch (`Segment.before`; None where unknown)."""
+    where = expected.epoch_of(0) if isinstance(expected, Segment) else None
+    if where is None:
+        return None
+    return [] if where[1] == 0 else getattr(expected, "before", None)
+
+
+def _epoch_before(expected: Sequence[Any], first: int) -> list[Any] | None:
+    """The uninterrupted epoch of ``expected[first]`` before that batch (None where unknown)."""
+    where = expected.epoch_of(first) if isinstance(expected, Segment) else None
+    if where is None:
+        return None
+    begins = first - where[1]
+    if begins >= 0:
+        return list(expected[begins:first])
+    earlier = _trained_before(expected)
+    return None if earlier is None else [*earlier, *expected[:first]]
 
 
 def _same_samples(e: list[Hashable], g: list[Hashable]) -> bool:
@@ -199,22 +227,46 @@ def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int
 
 
 def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None, at: int | None,
-             e_batches: Sequence[Any], g_batches: Sequence[Any], shift: int | None = None) -> Impact:
-    """The impact of ``g`` where ``e`` was due (units of one epoch, or of the compared stretch)."""
+             e_batches: Sequence[Any], g_batches: Sequence[Any], shift: int | None = None, *,
+             before: list[Hashable] | None = None) -> Impact:
+    """The impact of ``g`` where ``e`` was due (units of one epoch, or of the compared stretch), counted
+    against what was trained: ``before``, the units the interrupted epoch trained before the checkpoint (None:
+    unknown). A unit ``g`` has that neither ``e`` nor ``before`` holds is one the uninterrupted run never
+    yields in this epoch: trained once, it is no repeat (that run's own loss, SC42's, not the resume's)."""
     where = f" in epoch {epoch}" if epoch is not None else ""
     if _same_samples(e, g):
         moved = sum(a != b for a, b in zip(e, g))
         return Impact("silent", f"order changed: {_plural(moved, unit)} in another order{where}",
                       counts={"reordered": moved}, unit=unit, epoch=epoch, at=at)
+    unskipped = 0
     if shift is not None:
         lost, repeated = (shift, 0) if shift > 0 else (0, -shift)
     else:
-        lost, repeated = sum((Counter(e) - Counter(g)).values()), sum((Counter(g) - Counter(e)).values())
+        surplus = Counter(g) - Counter(e)
+        if before is not None:
+            due = set(e) | set(before)
+            unskipped = sum(1 for u in surplus if u not in due)
+        lost, repeated = sum((Counter(e) - Counter(g)).values()), sum(surplus.values()) - unskipped
     if lost or repeated:
-        return losses(lost, repeated, unit=unit, epoch=epoch, at=at)
+        impact = losses(lost, repeated, unit=unit, epoch=epoch, at=at)
+        if unskipped:
+            impact.what += f" ({_uninterrupted_skips(unskipped, unit)})"
+            impact.counts["not in the uninterrupted run"] = unskipped
+        return impact
+    if unskipped:
+        return Impact("silent", f"none lost or repeated{where}: the resumed run trains {_plural(unskipped, unit)} "
+                      f"that {_uninterrupted_skips(unskipped, unit, lead=False)}",
+                      counts={"not in the uninterrupted run": unskipped}, unit=unit, epoch=epoch, at=at)
     changed = sum(_fingerprint(a) != _fingerprint(b) for a, b in zip(e_batches, g_batches))
     return Impact("silent", f"batch contents changed: {_plural(changed, 'batch')} of the same samples differ"
                   f"{where}", counts={"changed": changed}, unit="batch", epoch=epoch, at=at)
+
+
+def _uninterrupted_skips(n: int, unit: str, *, lead: bool = True) -> str:
+    """The part of a difference that is the uninterrupted run's own loss, which a resume is not blamed for."""
+    text = ("the uninterrupted run never yields in this epoch: its own loss before any checkpoint (SC42), "
+            "not the resume's")
+    return f"and {_plural(n, unit)} {text}" if lead else text
 
 
 def losses(lost: int, repeated: int, *, unit: str = "sample", epoch: int | None = None,
@@ -232,6 +284,17 @@ def samples_impact(due: Sequence[Hashable], got: Sequence[Hashable], *, epoch: i
     """The impact of a resume that yielded the sample ids ``got`` where ``due`` were due, in any
     order (a resharded or worker-reordered epoch): the samples lost and the samples repeated."""
     return _counted(sorted(due, key=repr), sorted(got, key=repr), "sample", epoch, None, (), ())
+
+
+def untrained(lost: int, repeated: int, *, epoch: int) -> Impact:
+    """An uninterrupted epoch that lacks or repeats samples, no checkpoint involved: ``8 samples of epoch 0
+    never trained``, ``2 samples of epoch 1 trained again`` (yielded once more than due)."""
+    parts = [f"{_plural(lost, 'sample')} of epoch {epoch} never trained"] if lost else []
+    if repeated:
+        parts.append(f"{repeated} trained again" if lost else f"{_plural(repeated, 'sample')} of epoch {epoch} "
+                     "trained again")
+    counts = {k: v for k, v in (("lost", lost), ("repeated", repeated)) if v}
+    return Impact("silent", ", ".join(parts), counts=counts, unit="sample", epoch=epoch)
 
 
 def epoch_lost() -> Impact:

@@ -8,6 +8,7 @@ import traceback
 from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import Literal
 
+from .._faces import hint_timeout
 from . import steps
 from .guard import LoaderHung
 from .impact import Impact, loud, where_of
@@ -127,7 +128,7 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
         during = _call_in_progress(error)
         expected, got = "each example to finish", (
             f"the loader hung{f' during {during}' if during else ''}: {error}; the run went on with the next clause "
-            "(--timeout sets the limit)")
+            f"({hint_timeout()} sets the limit)")
         trace = ""
         impact = loud(during, "hangs: the job stops")  # a hang at resume stops the job as a crash does
     elif isinstance(error, EndlessPass):

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ..config import LoaderConfig
 from .endless import checkpoint_span
 from .steps import REFERENCE_EPOCHS, Position
+from .vocabulary import at_window_boundary
 
 __all__ = ["CHECKPOINT_EPOCHS", "EPOCH", "WHOLE_STREAM_EPOCHS", "Alignment", "Checkpoint", "Hops", "RankLengths",
            "StateCalls", "checkpoint_plan", "draw_position", "epoch_ends_only", "expected_bounds", "hops_plan",
@@ -53,7 +54,7 @@ def epoch_ends_only(alignment: Alignment) -> bool:
 
 def _allowed_batches(n: int, window: int) -> list[int]:
     """Batch counts within an epoch of ``n`` batches at which a checkpoint may be taken."""
-    return [k for k in range(n + 1) if k % window == 0 or k == n]
+    return [k for k in range(n + 1) if at_window_boundary(k, window) or k == n]
 
 
 def _epoch_end(data: st.DataObject, lengths: list[int], allow_before_iter: bool) -> Position:
@@ -95,7 +96,7 @@ def stream_position(data: st.DataObject, lengths: list[int], config: LoaderConfi
     `endless.checkpoint_span` (two epochs of the dataset); half the time near an epoch boundary, where the
     loader under a wrapper rolls over (and a grad-acc window may span the boundary)."""
     window = window_of(alignment, config)
-    allowed = [k for k in range(checkpoint_span(lengths) + 1) if k % window == 0]
+    allowed = [k for k in range(checkpoint_span(lengths) + 1) if at_window_boundary(k, window)]
     per_epoch, reach = config.epoch_batches, max(window, config.grad_acc_step, 2)
     # Either side of a boundary: a wrapper that buffers a window has already rolled its loader over there.
     rolled = [k for k in allowed if k and per_epoch and any(abs(k - m * per_epoch) < reach for m in (1, 2))]

@@ -141,7 +141,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
     for workers, budget in phases:
         # Worker examples draw from the check's pool (`worker_pool`): their uninterrupted runs are shared.
         strategy = (worker_configs(space, budget, search_seed) if workers and executor.world_size == 1
-                    else space.configs(workers=workers))
+                    else space.configs(workers=workers, ranks=executor.world_size))
         if strategy.is_empty or budget == 0:
             continue
         base = hypothesis_settings(profile, workers=workers)

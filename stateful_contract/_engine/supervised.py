@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
+from .._faces import hint_memory_limit
 from . import interpreter, progress, status
 from .example import ClauseLike, ExampleRun
 from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFailed
@@ -279,8 +280,7 @@ class Supervised(OneProcess):
             assert self.memory_limit is not None
             return "memory limit", (
                 f"the loader's processes grew by {_size(stall.memory)} {during}, over the memory limit of "
-                f"{_size(self.memory_limit)}; the checker killed them (memory_limit= / --memory-limit sets "
-                "it)")
+                f"{_size(self.memory_limit)}; the checker killed them ({hint_memory_limit()} sets it)")
         if stall is not None:
             limit = f"{self.timeout:g} s" if self.timeout else "the command limit"
             return "timeout", (

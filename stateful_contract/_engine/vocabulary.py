@@ -10,12 +10,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-__all__ = ["Point", "PointKind", "batch_count", "ordinal", "pass_name"]
+__all__ = ["Point", "PointKind", "at_window_boundary", "batch_count", "into_window", "ordinal", "pass_name"]
 
 #: The kinds of points, as `Point.kind` tells them apart.
 PointKind = Literal["before iter()", "after iter()", "mid-epoch", "after the last batch", "after StopIteration"]
 
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
+def into_window(batches: int, window: int) -> int:
+    """How many batches into its window of ``window`` (a grad-acc window, or the declared checkpoint interval)
+    a point after ``batches`` batches is: 0 at a window boundary, more mid-window. Every plan, count and hint
+    decides "mid-window" here."""
+    return batches % max(1, window)
+
+
+def at_window_boundary(batches: int, window: int) -> bool:
+    """A point after ``batches`` batches is at a window boundary, where a loader exact only there may checkpoint."""
+    return into_window(batches, window) == 0
 
 
 def batch_count(n: int) -> str:

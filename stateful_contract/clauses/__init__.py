@@ -6,7 +6,17 @@ says how a clause is defined, ``docs/contributing.md`` how to add one.
 
 from __future__ import annotations
 
-from . import distributed, in_step, resume, strict, structure, trainer, worker_change, world_change
+from . import (
+    distributed,
+    in_step,
+    resume,
+    strict,
+    structure,
+    trainer,
+    whole_epochs,
+    worker_change,
+    world_change,
+)
 from .registry import (
     CONTRACT_VERSION,
     TIERS,
@@ -26,4 +36,4 @@ CLAUSES: tuple[Clause, ...] = all_clauses()
 #: The clause with an ID (``clause("sc10")`` works too); `KeyError` names the known IDs.
 clause = lookup
 
-del distributed, in_step, resume, strict, structure, trainer, worker_change, world_change
+del distributed, in_step, resume, strict, structure, trainer, whole_epochs, worker_change, world_change

@@ -19,14 +19,16 @@ from typing import Any, Literal
 
 import torch
 
-from .._engine.compare import first_difference, stream_difference
+from .._engine.compare import first_difference, sample_ids, stream_difference
+from .._engine.endless import describe, stream_losses
 from .._engine.example import Example
+from .._engine.impact import Impact, losses
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .._engine.recording import asserts, unrecorded
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, Position, checkpoint, uninterrupted
 from ..config import LoaderConfig
-from .rank_streams import RankResume, every_rank_resumed, example_folder, sample_ids, window
+from .rank_streams import RankResume, every_rank_resumed, example_folder, window
 from .registry import LOAD, clause
 
 __all__ = ["CheckpointLayout"]  # the clause registers itself (`clause`)
@@ -94,7 +96,7 @@ def _resume_and_compare(example: Example, result: RankResume, state: Any, expect
         result.refused = refusable and bool(_NAMES_A_RANK.search(str(e.error)))
         return
     result.difference = _own_stream(expected, resumed)
-    result.expected_ids, result.resumed_ids = sample_ids(expected), sample_ids(resumed)
+    result.expected_ids, result.resumed_ids = sample_ids(expected, integers=True), sample_ids(resumed, integers=True)
 
 
 def _read_and_resume(example: Example, result: RankResume, expected: list[Any], read: Callable[[], Any],
@@ -161,16 +163,32 @@ def _replay_shared_key(example: Example, other: int, position: Position, expecte
         _own_stream(expected, example.resumed(state, len(expected)))
 
 
+def endless_counts(failed: Sequence[RankResume]) -> tuple[Impact | None, list[str]]:
+    """On an endless stream: each failing rank's samples lost and repeated over its horizon, counted as SC10
+    counts one stream's (`endless.stream_losses`: a stream resumed ahead lost what it skipped), and their sum."""
+    if any(r.error is not None or r.expected_ids is None or r.resumed_ids is None for r in failed):
+        return None, []  # a rank that raised, or batches without sample ids: counted as on epochs
+    counts = {r.rank: stream_losses(r.expected_ids or [], r.resumed_ids or []) for r in failed}
+    lines = [f"rank {r.rank}: over the {len(r.expected_ids or [])} samples of its endless stream after the "
+             f"checkpoint, lost {counts[r.rank][0]}, repeated {counts[r.rank][1]}" for r in failed]
+    lost, repeated = sum(c[0] for c in counts.values()), sum(c[1] for c in counts.values())
+    if not lost and not repeated:
+        return None, lines  # the same samples, in another order or with other contents
+    return losses(lost, repeated), lines
+
+
 def _judge_every_save(values: Sequence[list[RankResume]], config: LoaderConfig, plan: Checkpoint, *,
                       fresh: bool = False) -> None:
     """Each save's resumes over all ranks, one verdict per save (``fresh``: in a fresh set of processes)."""
     ranks = len(values)
     where = f"in a fresh set of {ranks} processes" if fresh else "in the same processes"
+    at = describe(plan.position, config) if config.endless else plan.position.describe()
     for results in zip(*values):  # one save at a time, over all ranks
         shared = results[0].via.startswith(VIA_SHARED)
         every_rank_resumed(results, clause_id="SC30", refusal=SHARED_REFUSAL if shared else "", context=(
-            f"every rank checkpointed {plan.position.describe()} (the same step on all {ranks} ranks), saved with "
-            f"{results[0].via.split(', resumed')[0]}, and resumed {where}"))
+            f"every rank checkpointed {at} (the same step on all {ranks} ranks), saved with "
+            f"{results[0].via.split(', resumed')[0]}, and resumed {where}"),
+            counted=endless_counts if config.endless else None)
 
 
 def resume_in_fresh_processes(example: Example, plan: Checkpoint, *,
@@ -210,9 +228,7 @@ def _rank_key_state(folder: Path, rank: int) -> Any:
 
 @clause("SC30", "every-rank-resumes", tier="distributed", kills=4, cost=25, plan=checkpoint_plan, needs=("SC01", LOAD),
         world=_judge_every_save, reads=("checkpoint_layout",),
-        after_restart=(resume_in_fresh_processes, functools.partial(_judge_every_save, fresh=True)),
-        not_on_endless=("its tally over all ranks counts whole epochs of the dataset (each rank's endless stream "
-                        "is judged by SC10-SC20 on every rank)"))
+        after_restart=(resume_in_fresh_processes, functools.partial(_judge_every_save, fresh=True)))
 def every_rank_resumes(example: Example, plan: Checkpoint, *,
                        checkpoint_layout: CheckpointLayout | None = None) -> list[RankResume]:
     """Each rank's loader resumes its own stream exactly from its own saved state, and over all ranks
@@ -227,7 +243,8 @@ def every_rank_resumes(example: Example, plan: Checkpoint, *,
     reference, lengths = example.reference()
     position = position_on_rank(plan.position, lengths)
     expected = example.expected_after(position)
-    consumed, epochs = window(reference, lengths, position)
+    # An endless stream has no epochs to count padding in: its samples are counted over its horizon.
+    consumed, epochs = (None, None) if example.config.endless else window(reference, lengths, position)
     payload, state = b"", None
     path = str(folder / f"rank{world.rank}.pt")
     example.program.bind(path, repr(Path(path).name))  # the reproduction saves beside itself

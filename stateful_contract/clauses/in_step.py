@@ -8,7 +8,9 @@ docs/clauses.md, SC32.
 
 The judgement (`every_rank_takes_as_many_steps`) compares labelled stretches, each one the steps every rank
 must take together before the next checkpoint or epoch boundary: the fresh epochs, the passes after a resume,
-the passes after a world-size change; a stretch of an endless stream between two saves is one more label.
+the passes after a world-size change. On an endless stream no rank runs out while its stream goes on: the
+stretches are the steps after a resume (a stream that ends is short) and the cycle of each rank's data, the
+period its batches repeat with (`endless.cycle_length`); ranks whose cycles differ drift apart, silently.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._engine.advice import advise
+from .._engine.endless import cycle_length
 from .._engine.example import Example
 from .._engine.impact import Impact
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, Position, checkpoint, stream
 from .._faces import hint_declare
+from ..config import LoaderConfig
 from .rank_streams import example_folder
 from .registry import LOAD, clause, violated
 from .world_change import new_worlds, resumed_config, uneven_global_batch
@@ -42,6 +46,9 @@ class Stretch:
 
     label: str
     batches: int
+    #: ``batches`` is how many batches one cycle of the rank's data takes in an endless stream (its period,
+    #: `endless.cycle_length`), not a count of steps before a save or an epoch's end.
+    cycle: bool = False
 
 
 @dataclass
@@ -64,14 +71,18 @@ def every_rank_takes_as_many_steps(values: Sequence[RankSteps], *, what: str) ->
     counted = [r for r in values if r.error is None and not r.skipped]
     if len(counted) < len(values) or len(values) < 2:
         return  # a rank that raised is another clause's failure; one rank is always in step
-    labels = [s.label for s in counted[0].stretches]
-    for k, label in enumerate(labels):
-        counts = {r.rank: r.stretches[k].batches for r in counted}
+    # A stretch every rank counted (an endless stream's cycle is counted only where it repeats: `_cycle`).
+    of_rank = [{s.label: s for s in r.stretches} for r in counted]
+    labels = [s.label for s in counted[0].stretches if all(s.label in own for own in of_rank)]
+    for label in labels:
+        counts = {r.rank: own[label].batches for r, own in zip(counted, of_rank)}
         if len(set(counts.values())) == 1:
             continue
         fewest, most = min(counts.values()), max(counts.values())
         short = [rank for rank, n in counts.items() if n == fewest]
         named = " and ".join(f"rank {r}" for r in short)
+        if of_rank[0][label].cycle:
+            _cycles_drift_apart(counts, label, named, what=what, ranks=len(values), short=short)
         step = fewest + 1
         violation = violated(
             "SC32", context=f"{what}; every rank counted its batches in each stretch",
@@ -89,6 +100,51 @@ def every_rank_takes_as_many_steps(values: Sequence[RankSteps], *, what: str) ->
                                   "waits", where="next()", epoch=int(label.split()[1]) if label.startswith("epoch") else None))
         violation.reproduce_on = short[0]  # type: ignore[attr-defined]  # the rank that runs out
         raise violation
+
+
+def _cycles_drift_apart(counts: dict[int, int], label: str, named: str, *, what: str, ranks: int,
+                        short: list[int]) -> None:
+    """SC32's failure where ranks' endless streams cycle through their data at different periods: no
+    collective waits (every rank always has a batch), but the ranks train different epochs of the data at
+    the same step, further apart every cycle, and the ranks of the shorter cycle train their samples more
+    often."""
+    fewest, most = min(counts.values()), max(counts.values())
+    one = len(short) == 1
+    violation = violated(
+        "SC32", context=f"{what}; every rank's endless stream repeats its data with a period it counted",
+        expected=(f"every one of the {ranks} ranks to cycle through its share of the data in as many batches as "
+                  f"the others ({label}), so that at every step every rank trains the same epoch of the data"),
+        got=(f"{label}: " + ", ".join(f"rank {r} every {n} batch{'es' if n != 1 else ''}"
+                                      for r, n in sorted(counts.items()))
+             + f": {named} start{'s' if one else ''} {'its' if one else 'their'} next cycle at step {fewest + 1}, the "
+             f"others at step {most + 1}, and the ranks drift further apart every cycle; in any {fewest * most} steps "
+             f"{named} train{'s' if one else ''} {'its' if one else 'their'} samples {most} times for every "
+             f"{fewest} of the others'. Deal every rank as many batches an epoch (pad or drop as DistributedSampler "
+             "does)"),
+        impact=Impact("silent", f"ranks out of step: {named} train{'s' if one else ''} {'its' if one else 'their'} "
+                                f"samples {most} times for every {fewest} of the others'"))
+    violation.reproduce_on = short[0]  # type: ignore[attr-defined]
+    raise violation
+
+
+def _cycle(batches: Sequence[Any], label: str) -> list[Stretch]:
+    """The stretch of one cycle of an endless stream's data, where its batches repeat (else none: a stream
+    reshuffled every cycle shows no period, and no rank is compared on it)."""
+    period = cycle_length(batches)
+    return [] if period is None else [Stretch(f"each cycle of the data {label}", period, cycle=True)]
+
+
+def _endless_stretches(loader: Any, limit: int, label: str) -> list[Stretch]:
+    """An endless stream after a resume: the batches it yields up to ``limit`` (the same on every rank; a
+    stream that ends, or whose loader stops yielding, is short) and its cycle."""
+    batches = stream(loader, 1, limit=limit)
+    return [Stretch(f"the {limit} steps after {label}", len(batches)), *_cycle(batches, f"after {label}")]
+
+
+def _horizon(config: LoaderConfig) -> int:
+    """The steps counted after a resume of an endless stream: four epochs of the config's dataset (as its
+    uninterrupted run), enough for a cycle to repeat twice past the first quarter; the same on every rank."""
+    return 4 * (config.epoch_batches + 1)
 
 
 def _passes(loader: Any, limit: int, label: str) -> list[Stretch]:
@@ -126,6 +182,9 @@ def resume_in_step_on_another_world(example: Example, plan: Checkpoint, *,
     try:
         loader = example.fresh(load_checkpoint(path), config=config)
         label = f"the resume on {world.world_size} ranks"
+        if config.endless:
+            result.stretches = _endless_stretches(loader, _horizon(config), label)
+            return result
         result.stretches = _passes(loader, limit, label)
         # torchdata resumes a state taken after the last batch, before StopIteration, into an empty epoch
         # (docs/findings.md, F5): the passes that count are the two after it.
@@ -152,18 +211,19 @@ def worlds_of_several_ranks(world_size: int) -> tuple[int, ...]:
 @clause("SC32", "ranks-stay-in-step", tier="distributed", cost=8, plan=checkpoint_plan, needs=("SC01", LOAD),
         world=_judge_fresh_and_resumed, reads=("fixed_global_batch",),
         waived_by=("joins_uneven_inputs", "the trainer handles ranks with uneven batch counts (DDP's Join)"),
-        after_restart=(resume_in_step_on_another_world, _judge_on_another_world), restart_worlds=worlds_of_several_ranks,
-        not_on_endless=("it counts each rank's batches per epoch and pass, and an endless pass never ends; the "
-                        "stretches between saves are what its judgement will take there"))
+        after_restart=(resume_in_step_on_another_world, _judge_on_another_world), restart_worlds=worlds_of_several_ranks)
 def ranks_stay_in_step(example: Example, plan: Checkpoint) -> RankSteps:
     """Every rank yields as many batches as every other in each epoch: fresh, after a resume, and after a
     world-size change; otherwise a collective (the gradient all-reduce) waits for ever for the rank that ran
     out. Not judged where the trainer declares it handles uneven inputs (DDP's `Join`)."""
     world = example.world
     assert world is not None, "SC32 runs on the ranks of a multi-rank executor only"
-    _, lengths = example.reference()
-    result = RankSteps(world.rank, [Stretch(f"epoch {e}", n) for e, n in enumerate(lengths)],
-                       where=f"fresh loaders on {world.world_size} ranks, then each resumed from its own state")
+    reference, lengths = example.reference()
+    endless = example.config.endless
+    result = RankSteps(world.rank, _cycle(reference, "in the uninterrupted stream") if endless else
+                       [Stretch(f"epoch {e}", n) for e, n in enumerate(lengths)],
+                       where=f"fresh {'endless streams' if endless else 'loaders'} on {world.world_size} ranks, "
+                             "then each resumed from its own state")
     position = position_on_rank(plan.position, lengths)
     folder = example_folder(example, "SC32")
     path = str(folder / f"rank{world.rank}.pt")
@@ -173,7 +233,12 @@ def ranks_stay_in_step(example: Example, plan: Checkpoint) -> RankSteps:
     record = {"position": asdict(position), "finished": position.batches == lengths[position.epoch]}
     (folder / f"saved-rank{world.rank}.json").write_text(json.dumps(record), encoding="utf-8")
     limit = RESUMED_PASSES * (example.config.dataset_size + world.world_size + 1)
-    result.stretches += _passes(example.fresh(state), limit, f"the resume {plan.position.describe()}")
-    example.program.add(f"# Every rank must yield as many batches as the others in each epoch and pass: this "
+    if endless:  # the stretch from this save to the horizon, and the cycle of the resumed stream
+        result.stretches += _endless_stretches(example.fresh(state), _horizon(example.config),
+                                               f"the resume {example.where(plan.position)}")
+    else:
+        result.stretches += _passes(example.fresh(state), limit, f"the resume {plan.position.describe()}")
+    example.program.add(f"# Every rank must yield as many batches as the others in each "
+                        f"{'stretch and cycle' if endless else 'epoch and pass'}: this "
                         f"rank's: {', '.join(f'{s.label}: {s.batches}' for s in result.stretches)}")
     return result

@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .._engine.compare import sample_ids as stream_ids
+from .._engine.compare import sample_ids
 from .._engine.example import Example
 from .._engine.impact import Impact, losses
 from .._engine.steps import Position
 from .registry import violated
 
 __all__ = ["RankResume", "Tally", "epoch_ids", "every_rank_resumed", "example_folder", "id_list",
-           "padding_lines", "sample_ids", "tally", "window"]
+           "padding_lines", "tally", "window"]
 
 #: Sample ids a message lists before eliding.
 SHOWN_IDS = 12
@@ -52,12 +52,6 @@ class RankResume:
     @property
     def exact(self) -> bool:
         return self.error is None and self.difference is None
-
-
-def sample_ids(batches: Sequence[Any]) -> list[int] | None:
-    """The integer sample indices of a stream, or None when a batch has none (the accounting counts ints)."""
-    ids = stream_ids(batches)
-    return ids if ids is not None and all(isinstance(v, int) for v in ids) else None
 
 
 def id_list(counter: Counter[int]) -> str:
@@ -192,14 +186,14 @@ def _world_tally(results: Sequence[RankResume]) -> Tally | None:
 
 
 def epoch_ids(reference: Sequence[Any], lengths: list[int], epoch: int) -> list[int] | None:
-    return sample_ids(reference[sum(lengths[:epoch]):sum(lengths[:epoch + 1])])
+    return sample_ids(reference[sum(lengths[:epoch]):sum(lengths[:epoch + 1])], integers=True)
 
 
 def window(reference: Sequence[Any], lengths: list[int], position: Position,
            ) -> tuple[list[int] | None, list[list[int]] | None]:
     """The sample ids of an uninterrupted run's epoch before ``position``, and of that epoch and the two
     after it, whole (None without an int ``index`` field)."""
-    consumed = sample_ids(reference[sum(lengths[:position.epoch]):position.absolute(lengths)])
+    consumed = sample_ids(reference[sum(lengths[:position.epoch]):position.absolute(lengths)], integers=True)
     epochs = [epoch_ids(reference, lengths, k) for k in range(position.epoch, position.epoch + 3)]
     known = [ids for ids in epochs if ids is not None]
     return consumed, known if len(known) == len(epochs) else None
@@ -228,19 +222,23 @@ def _impact(failed: Sequence[RankResume]) -> Impact:
 
 
 def every_rank_resumed(results: Sequence[RankResume], *, clause_id: str, context: str,
-                       refusal: str = "") -> None:
+                       refusal: str = "", counted: Callable[[Sequence[RankResume]], tuple[Impact | None, list[str]]]
+                       | None = None) -> None:
     """Every rank resumed its own stream exactly (or, where ``refusal`` says what may be refused,
-    refused); together they lose and repeat nothing."""
+    refused); together they lose and repeat nothing. ``counted``: the impact and the coverage lines of
+    the failing ranks where samples are not counted by epoch (an endless stream: clauses/distributed.py;
+    None: the impact as counted here)."""
     failed = [r for r in results if not r.exact and not (refusal and r.refused)]
     if not failed:
         return
     lines = [f"rank {r.rank}{f' ({r.via})' if r.via else ''}: "
              + str(r.error if r.error is not None else r.difference).replace("\n", "\n  ")
              + (f"\n  ({r.loaded_from})" if r.loaded_from else "") for r in failed]
-    lines += coverage([r for r in results if not r.refused])
+    impact, more = counted(failed) if counted is not None else (None, [])
+    lines += more or coverage([r for r in results if not r.refused])
     n = len(results)
     violation = violated(
-        clause_id, context=context, impact=_impact(failed),
+        clause_id, context=context, impact=impact or _impact(failed),
         expected=(f"each of the {n} ranks to resume its own stream exactly from its own saved state{refusal}, "
                   f"and the {n} resumed streams together to cover exactly the samples of the uninterrupted run: "
                   "none lost, none repeated"),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from graphlib import TopologicalSorter
 from typing import Any, Literal, TypeVar
 
+from .._engine.epoch_steps import DEFAULT_HOOK
 from .._engine.impact import Impact
 from .._engine.outcome import ClauseViolation
 from .._engine.plans import Alignment, epoch_ends_only
@@ -150,7 +151,7 @@ class Clause:
         return () if self.explicit is None else self.explicit(space)
 
     def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment,
-                  space: Any = None, epoch_hook: str = "set_epoch") -> Any:
+                  space: Any = None, epoch_hook: str = DEFAULT_HOOK) -> Any:
         assert self.plan is not None, "the search draws a plan only for a clause that has one (has_plan)"
         # A plan that reaches beyond the config (the space, the trainer's call at each epoch) names it.
         wanted = inspect.signature(self.plan).parameters

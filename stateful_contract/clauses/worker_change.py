@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from .._engine.advice import advise
-from .._engine.compare import stream_difference
+from .._engine.compare import sample_ids, stream_difference
 from .._engine.example import Example
 from .._engine.impact import loud, samples_impact
 from .._engine.plans import Alignment, draw_position, epoch_ends_only, window_of
@@ -30,11 +30,12 @@ from .._engine.steps import (
     take,
     uninterrupted,
 )
+from .._engine.vocabulary import at_window_boundary
 from .._faces import hint_strict
 from .._links import doc
 from ..config import ConfigSpace, LoaderConfig
 from .judgements import same_stream
-from .rank_streams import id_list, sample_ids
+from .rank_streams import id_list
 from .registry import RESUMES, clause, violated
 
 __all__ = ["WorkerChange", "names_the_worker_counts", "raised_in_torchdata", "refusal_kind",
@@ -91,7 +92,7 @@ def _mid_epoch_change(lengths: list[int], alignment: Alignment, *, config: Loade
     n = lengths[0]
     if epoch_ends_only(alignment):  # the policy's checkpoint nearest the middle: the first epoch's end
         return WorkerChange(Position(0, n, after_stop=True), workers)
-    inner = [k for k in range(1, n) if k % window_of(alignment, config) == 0] or [min(n, 1)]
+    inner = [k for k in range(1, n) if at_window_boundary(k, window_of(alignment, config))] or [min(n, 1)]
     counts = max(2, config.num_workers, workers)
     uneven = [k for k in inner if k % counts and (n - k) % counts] or [k for k in inner if k % counts] or inner
     return WorkerChange(Position(0, min(uneven, key=lambda k: abs(2 * k - n))), workers)
@@ -222,12 +223,12 @@ def _exact_with_the_new_count(example: Example, plan: WorkerChange, state: Any,
     reference, lengths = example.reference()
     new_reference, new_lengths = new_run
     start = sum(lengths[:p.epoch])
-    due = sample_ids([] if p.after_stop else reference[start + p.batches:start + lengths[p.epoch]])
+    due = sample_ids([] if p.after_stop else reference[start + p.batches:start + lengths[p.epoch]], integers=True)
     first, stop = sum(new_lengths[:p.epoch + 1]), sum(new_lengths[:p.epoch + 3])
     later = program.expression("expected", f"{program.render(new_reference)}[{first}:{stop}]",
                                new_reference[first:stop])
     loader = example.fresh(state, config=plan.resumed_config(example.config))
-    rest = sample_ids(stream(loader, 1)) if due else []  # inside the epoch: its first pass is the rest of it
+    rest = sample_ids(stream(loader, 1), integers=True) if due else []  # inside the epoch: its first pass is the rest of it
     if due is None or rest is None:
         raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
                            "so the samples the resumed epoch holds cannot be counted")

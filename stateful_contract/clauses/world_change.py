@@ -19,6 +19,7 @@ from logging.handlers import BufferingHandler
 from typing import Any
 
 from .._engine.advice import advise
+from .._engine.compare import sample_ids
 from .._engine.example import Example
 from .._engine.impact import Impact, losses
 from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
@@ -27,7 +28,7 @@ from .._engine.state_steps import load_checkpoint, save_checkpoint
 from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream, uninterrupted
 from .._faces import hint_strict
 from ..config import LoaderConfig
-from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, sample_ids, tally, window
+from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, tally, window
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind
 
@@ -200,7 +201,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint, *, fixed_global_
         result.fresh = epoch_ids(reference, lengths, epoch)
     result.fresh_next = epoch_ids(reference, lengths, epoch + 1)
     cuts = [sum(counts[:k]) for k in range(len(counts) + 1)]
-    result.passes = [sample_ids(batches[a:b]) or [] for a, b in itertools.pairwise(cuts)]
+    result.passes = [sample_ids(batches[a:b], integers=True) or [] for a, b in itertools.pairwise(cuts)]
     program.add(f"# Over the {_ranks(world.world_size)}, the two passes must hold the samples "
                 f"{sorted(set(due) - set(consumed))} (not yet yielded in epoch {epoch}) and epoch {epoch + 1}'s, "
                 f"and none of {sorted(set(consumed))} more often than the {saved}-rank world's padding deals them")
@@ -352,8 +353,9 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         plan=checkpoint_plan, reads=("fixed_global_batch",),
         needs=("SC01", LOAD), after_restart=(resume_on_another_world, judge_world_change),
         restart_worlds=new_worlds,
-        not_on_endless=("its judgement counts the samples of the interrupted epoch and the next over the new "
-                        "world, and an endless pass never ends an epoch"))
+        not_on_endless=("its judgement counts the samples still due in the interrupted epoch over the new world, "
+                        "and an endless stream shows no epoch end to count them to; SC32 judges the new world's "
+                        "steps and cycles after the resume"))
 def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) -> None:
     """A state saved on N ranks and resumed on M != N ranks (an elastic restart) is either refused (any
     exception before the first batch; an advisory where it does not name the world sizes), or the M

@@ -44,7 +44,7 @@ from .._engine.steps import Position
 from .._render import render_report
 from .._target import TargetError
 from ..config import LoaderConfig
-from ..profiles import PROFILES, get_profile
+from ..profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from ..replay import ReplayError, parse_value
 from ..report import Report
 from . import check_world, phases
@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def add_example_arguments(parser: argparse.ArgumentParser) -> None:
     """The options both commands share: the profile, the example timeout, and one example to replay."""
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE)
     parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
     parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
     parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
