@@ -127,10 +127,16 @@ class Ranks(RankExecutor):
         self.live_world_size = self.world_size if world_size is None else world_size
 
     def _stop(self) -> None:
-        if self._phase is not None:
-            if self._phase.stop():
-                self._done.append(self._phase.name)
-            self._phase = None
+        phase, self._phase = self._phase, None
+        if phase is None:
+            return
+        try:
+            if phase.stop():
+                self._done.append(phase.name)
+        except BaseException:  # Ctrl-C while the ranks leave: kill them, ask nothing more
+            phase.kill()
+            self._interrupted = True
+            raise
 
     def close(self) -> None:
         started = bool(self._phases)

@@ -127,12 +127,13 @@ class Phase:
         return bool(self.lost or self.exited_at)
 
     def stop(self) -> bool:
-        """Every rank told to leave and gone on its own (else killed); whether they all left cleanly."""
+        """Every rank told to leave (each has answered every command), given `SETTLE` s to go on its own, then
+        killed: a torch interpreter's teardown is no part of the check. Whether every rank was still there."""
         self.send(("stop",))
-        limit = time.monotonic() + 10
+        limit = time.monotonic() + SETTLE
         while any(p.poll() is None for p in self.procs) and time.monotonic() < limit:
             time.sleep(0.01)
-        clean = all(p.poll() == 0 for p in self.procs) and not self.lost
+        clean = all(p.poll() in (0, None) for p in self.procs) and not self.lost
         self.kill()
         return clean
 
