@@ -83,13 +83,10 @@ def summary_line(result: ClauseResult, same_as: str | None = None) -> str:
 
 def render_result(result: ClauseResult) -> str:
     """A failing clause in full: the rule, what happened, the notes, how to reproduce it."""
-    lines = [] if result.message.startswith(result.id) else [f"{result.id} {result.name}"]
-    message = result.message.splitlines()
-    if message and message[0].startswith(result.id):
-        lines.append(message.pop(0))
+    lines = [result.heading or f"{result.id} {result.name}"]
     if result.is_failure and impact_text(result):
         lines.append(f"Impact: {impact_text(result)}")  # first: what a user triages by
-    lines.extend(message)
+    lines.extend(result.body.splitlines())
     lines.extend(f"note: {n}" for n in result.notes)
     if result.reproduction:
         lines += ["", "Reproduce:", textwrap.indent(result.reproduction, "    ")]

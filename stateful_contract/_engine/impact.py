@@ -264,8 +264,8 @@ def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None,
 
 def _uninterrupted_skips(n: int, unit: str, *, lead: bool = True) -> str:
     """The part of a difference that is the uninterrupted run's own loss, which a resume is not blamed for."""
-    text = ("the uninterrupted run never yields in this epoch: its own loss before any checkpoint (SC42), "
-            "not the resume's")
+    text = ("the uninterrupted run never yields in this epoch (drop_last's tail, or its own loss before any "
+            "checkpoint: SC42), not the resume's")
     return f"and {_plural(n, unit)} {text}" if lead else text
 
 
