@@ -137,10 +137,6 @@ def check(
             except BaseException:
                 with sigint_ignored():  # a second Ctrl-C must not leave the loader's processes behind
                     executor.close()
-                    if world_size > 1:  # nor a launcher kept for a next check: the CLI ends with os._exit
-                        from ._engine.ranks.launch import close_kept
-
-                        close_kept()
                 raise
             executor.close()
     except FactoryProblem as e:

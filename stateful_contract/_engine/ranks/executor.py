@@ -48,7 +48,7 @@ class RankExecutor:
     memory_limit: int | None = None
 
     def __init__(self, target: str, *, factory_import: str, alignment: Alignment, timeout: float | None,
-                 authkey: str = "", consume: str | None = None) -> None:
+                 consume: str | None = None) -> None:
         from ..._target import load_consume, load_target
 
         module_part, sep, attr = target.rpartition(":")
@@ -59,7 +59,7 @@ class RankExecutor:
         if consume is not None:
             load_consume(consume)
         self.timeout = timeout
-        self.spec = RankSpec(self.target, factory_import, alignment, timeout, authkey, consume)
+        self.spec = RankSpec(self.target, factory_import, alignment, timeout, consume)
         self.notes: list[str] = []
         #: Every rank's epoch lengths (`lengths`; plans are drawn from their shortest), by config and world size.
         self._lengths: dict[tuple[str, int], list[list[int]]] = {}
