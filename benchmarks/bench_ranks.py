@@ -1,11 +1,13 @@
 """Benchmark: the default check on 2 ranks, this checkout against another in the same rounds.
 
-    python benchmarks/bench_ranks.py --compare PATH [--repeat 3] [--world-size 2] [--target T]
+    python benchmarks/bench_ranks.py --compare PATH [--repeat 3] [--world-size 2] [--target T] [--profile P]
+    python benchmarks/bench_ranks.py --sizes 1,2 [--repeat 3] [--target T] [--profile P]
 
 Each round runs ``python -m stateful_contract check T --world-size N --quiet`` (the ci profile, every default
 clause, the reference wrapper unless ``--target``) once per checkout in fresh processes, alternating which goes
 first (``PYTHONPATH`` set to the checkout, run from it). Prints each run's wall time and verdict with the load
-average (1 min), then the medians and their ratio (the machine is shared: the ratio is what counts).
+average (1 min), then the medians and their ratio (the machine is shared: the ratio is what counts). With
+``--sizes``, this checkout alone at each world size in the same rounds (issue 32: 2 ranks within 2x of 1).
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def one(tree: Path, target: str, world_size: int) -> tuple[float, str]:
+def one(tree: Path, target: str, world_size: int, profile: str | None = None) -> tuple[float, str]:
     """Seconds of one check from ``tree`` and its verdict (with each clause that did not pass, and why)."""
     with tempfile.TemporaryDirectory() as d:
         command = [sys.executable, "-m", "stateful_contract", "check", target, "--world-size", str(world_size),
-                   "--quiet", "--json", f"{d}/r.json"]
+                   "--quiet", "--json", f"{d}/r.json", *(["--profile", profile] if profile else [])]
         started = time.perf_counter()
         subprocess.run(command, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=False)
@@ -43,21 +45,42 @@ def one(tree: Path, target: str, world_size: int) -> tuple[float, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compare", metavar="PATH", type=Path, required=True, help="the other checkout (before)")
+    parser.add_argument("--compare", metavar="PATH", type=Path, help="the other checkout (before)")
+    parser.add_argument("--sizes", help="world sizes to compare on this checkout, e.g. 1,2 (instead of --compare)")
+    parser.add_argument("--profile", help="the check's profile (default: the CLI's, ci)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--target", default="stateful_contract.reference.factories:reference_wrapper")
     args = parser.parse_args()
+    if args.sizes:
+        return by_size(args)
+    if args.compare is None:
+        parser.error("give --compare PATH or --sizes")
     trees = {"after": ROOT, "before": args.compare.resolve()}
     walls: dict[str, list[float]] = {name: [] for name in trees}
     for round_ in range(args.repeat):
         for name in (("after", "before") if round_ % 2 == 0 else ("before", "after")):
             load = os.getloadavg()[0]
-            seconds, verdict = one(trees[name], args.target, args.world_size)
+            seconds, verdict = one(trees[name], args.target, args.world_size, args.profile)
             walls[name].append(seconds)
             print(f"round {round_} {name:6}: {seconds:6.1f} s, {verdict}, load {load:.1f}", flush=True)
     after, before = statistics.median(walls["after"]), statistics.median(walls["before"])
     print(f"medians: after {after:.1f} s, before {before:.1f} s, after/before {after / before:.2f}x")
+
+
+
+def by_size(args: argparse.Namespace) -> None:
+    sizes = [int(n) for n in args.sizes.split(",")]
+    walls: dict[int, list[float]] = {n: [] for n in sizes}
+    for round_ in range(args.repeat):
+        for n in (sizes if round_ % 2 == 0 else sizes[::-1]):
+            load = os.getloadavg()[0]
+            seconds, verdict = one(ROOT, args.target, n, args.profile)
+            walls[n].append(seconds)
+            print(f"round {round_} world size {n}: {seconds:6.1f} s, {verdict}, load {load:.1f}", flush=True)
+    medians = {n: statistics.median(w) for n, w in walls.items()}
+    print("medians: " + ", ".join(f"world size {n} {m:.1f} s ({m / medians[sizes[0]]:.2f}x)"
+                                  for n, m in medians.items()))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ so a machine loaded by others slows both alike. Prints each time, the medians, t
 (``-n 2`` over plain: at most 1.0 is the target) and the load average before and after.
 Under xdist the class is one work unit, so the other worker is idle: the class takes the
 cores it leaves (`stateful_contract.pytest_plugin.xdist_jobs`); before, it took one job.
+
+Each run is split in three (a conftest.py logs the times): the start (until the class's first
+clause test is set up: pytest's start, xdist's workers, collection), the check (until its last
+test ends) and the end (the summary, the reports, the exit), which says where ``-n 2`` pays more.
 """
 
 from __future__ import annotations
@@ -35,14 +39,32 @@ class TestPrefetchGradAccDataLoader(StatefulLoaderContract):
         return PrefetchGradAccDataLoader(config.stateful_dataloader(), grad_acc_step=config.grad_acc_step)
 '''
 
+# Logs, in every process of the run, when the class's first clause test is set up and its last one ends.
+PHASES = '''
+import os, time
+def _log(what):
+    with open(os.environ["BENCH_XDIST_PHASES"], "a") as f:
+        f.write(f"{time.time()} {what}\\n")
+def pytest_runtest_setup(item):
+    _log("setup")
+def pytest_runtest_teardown(item):
+    _log("teardown")
+'''
 
-def timed(command: list[str], cwd: Path) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+
+def timed(command: list[str], cwd: Path) -> tuple[float, str]:
+    """The run's wall time, and its start, check and end in seconds."""
+    phases = cwd / "phases.txt"
+    phases.unlink(missing_ok=True)
+    started, wall_start = time.perf_counter(), time.time()
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False,
+                          env={**os.environ, "BENCH_XDIST_PHASES": str(phases)})
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return seconds
+    stamps = [float(line.split()[0]) - wall_start for line in phases.read_text(encoding="utf-8").splitlines()]
+    start, end = min(stamps), max(stamps)
+    return seconds, f"start {start:.1f} s, check {end - start:.1f} s, end {seconds - end:.1f} s"
 
 
 def main() -> None:
@@ -56,11 +78,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         cwd = Path(folder)
         (cwd / "test_loader_contract.py").write_text(CLASS, encoding="utf-8")
+        (cwd / "conftest.py").write_text(PHASES, encoding="utf-8")
         for i in range(args.repeat):
             order = list(runs) if i % 2 == 0 else list(reversed(runs))
             for name in order:
-                times[name].append(timed(runs[name], cwd))
-                print(f"round {i + 1}: {name:>5} {times[name][-1]:6.1f} s", flush=True)
+                seconds, split = timed(runs[name], cwd)
+                times[name].append(seconds)
+                print(f"round {i + 1}: {name:>5} {seconds:6.1f} s ({split})", flush=True)
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(f"medians: plain {medians['plain']:.1f} s, -n 2 {medians['-n 2']:.1f} s; "
           f"ratio -n 2 / plain {medians['-n 2'] / medians['plain']:.2f}")

@@ -71,7 +71,7 @@ class _Tracer:
     def _reset(self) -> None:
         self.pid = os.getpid()
         self.seen: set[tuple[str, ...]] = set()
-        self.file = open(self.out / f"{self.pid}.jsonl", "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        self.file = open(self.out / f"{self.pid}.jsonl", "a", buffering=1, encoding="utf-8")
 
     def note(self, *record: str) -> None:
         if record not in self.seen:

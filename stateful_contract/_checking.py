@@ -137,10 +137,6 @@ def check(
             except BaseException:
                 with sigint_ignored():  # a second Ctrl-C must not leave the loader's processes behind
                     executor.close()
-                    if world_size > 1:  # nor a launcher kept for a next check: the CLI ends with os._exit
-                        from ._engine.ranks.launch import close_kept
-
-                        close_kept()
                 raise
             executor.close()
     except FactoryProblem as e:
@@ -167,7 +163,8 @@ def check(
                             f"{len(not_run)} clause{'s' if len(not_run) != 1 else ''} not run"
                             + (f" ({', '.join(not_run)}); to judge them: {hint_clauses(*not_run)}" if not_run else ""))
     for r in report.results:  # every hint in the words of the face the check runs from
-        r.message, r.got, r.expected, r.context = map(in_face, (r.message, r.got, r.expected, r.context))
+        r.heading, r.detail, r.got, r.expected, r.context = map(in_face, (r.heading, r.detail, r.got, r.expected,
+                                                                        r.context))
         r.notes = [in_face(n) for n in r.notes]
     report.notes = [in_face(n) for n in report.notes]
     if interrupted:

@@ -11,7 +11,7 @@ from typing import TextIO
 
 from ._engine.advice import advisories
 from ._engine.coverage import describe_coverage, describe_space
-from ._engine.endless import NOT_ON_ENDLESS
+from ._reading import policy_words, title  # re-exported: the faces' words, light for the badge
 from .report import ClauseResult, Report, same_causes
 
 __all__ = ["SHOWN", "coverage_line", "endless_line", "impact_text", "not_judged_verdict", "plural", "policy_words", "ran", "render_failures", "render_report", "render_result",
@@ -25,22 +25,6 @@ SHOWN = {"passed": "passed", "failed": "FAILED", "expected-failure": "xfail", "u
 def plural(count: int, noun: str) -> str:
     """``1 example``, ``2 examples``: a count and its noun, in the number it takes."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def title(report: Report) -> str:
-    """``StatefulLoader contract v1``: which contract, which version of it."""
-    return f"StatefulLoader contract v{report.contract_version}"
-
-
-def policy_words(alignment: str | None) -> str:
-    """A declared checkpoint policy in the words the report, the Markdown and the badge use ("" for none)."""
-    if not alignment:
-        return ""
-    if alignment == "epoch":
-        return "checked at epoch ends"
-    if alignment == "window":
-        return "checked at window boundaries"
-    return f"checked every {alignment} batches"
 
 
 def ran(report: Report) -> list[tuple[ClauseResult, str | None]]:
@@ -83,13 +67,10 @@ def summary_line(result: ClauseResult, same_as: str | None = None) -> str:
 
 def render_result(result: ClauseResult) -> str:
     """A failing clause in full: the rule, what happened, the notes, how to reproduce it."""
-    lines = [] if result.message.startswith(result.id) else [f"{result.id} {result.name}"]
-    message = result.message.splitlines()
-    if message and message[0].startswith(result.id):
-        lines.append(message.pop(0))
+    lines = [result.heading or f"{result.id} {result.name}"]
     if result.is_failure and impact_text(result):
         lines.append(f"Impact: {impact_text(result)}")  # first: what a user triages by
-    lines.extend(message)
+    lines.extend(result.body.splitlines())
     lines.extend(f"note: {n}" for n in result.notes)
     if result.reproduction:
         lines += ["", "Reproduce:", textwrap.indent(result.reproduction, "    ")]
@@ -100,6 +81,9 @@ def endless_line(report: Report) -> str:
     """``endless stream (found): ...``: how the loader was checked, when its passes never end ("" otherwise)."""
     if not report.endless:
         return ""
+    # endless compares streams, with torch: imported for an endless report only (the summary stays light)
+    from ._engine.endless import NOT_ON_ENDLESS
+
     how = "declared" if report.endless == "declared" else "found: its first pass never ended"
     left = [r.id for r in report.results if r.status == "not-judged" and r.message.startswith(NOT_ON_ENDLESS)]
     return (f"endless stream ({how}): checked as one stream, resumes compared over two epochs of the dataset "

@@ -14,7 +14,7 @@ from ._engine.endless import NOT_ON_ENDLESS
 from ._engine.example import ExampleRun, LoadFormProbe, LoadProbe
 from ._engine.executors import EndlessWatch, Executor, StartFailed
 from ._engine.guard import raise_lost_ctrl_c
-from ._engine.outcome import ClauseViolation, Outcome, unjudged_by
+from ._engine.outcome import Outcome, unjudged_by
 from ._engine.plans import epoch_ends_only
 from ._engine.search import judge_runs, replay_one, search
 from ._engine.supervised import PendingSibling, Supervised
@@ -126,7 +126,7 @@ class _Run:
         if self.endless_seen and self.endless is None and not epoch_ends_only(self.options.checkpoint_alignment):
             self.as_endless("found")
             why = self.blocked(c)
-            outcome = Outcome("not-judged", message=why) if why is not None else self.judge_once(c)
+            outcome = Outcome("not-judged", detail=why) if why is not None else self.judge_once(c)
         return outcome
 
     def judge_once(self, c: Clause) -> Outcome:
@@ -201,7 +201,7 @@ class _Run:
                     if failed is not None and failed.outcome is not None:
                         o = failed.outcome
                         if size is None:
-                            o.message += "\n(The same example resumed exactly inside the processes that saved it.)"
+                            o.detail += "\n(The same example resumed exactly inside the processes that saved it.)"
                             o.reproduction = ("# Fails only when the resume runs in a fresh set of processes: the "
                                               "lines below pass in one process.\n" + failed.reproduction)
                         else:
@@ -275,7 +275,7 @@ class _Run:
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
         waived = {c.id: why for c in order if (why := c.waived(self.options.declarations)) is not None}
         for cid, why in waived.items():  # a declaration says the clause does not apply: shown, not judged
-            self.record(clause(cid), Outcome("skipped", message=why), 0.0)
+            self.record(clause(cid), Outcome("skipped", detail=why), 0.0)
             self.notes.append(f"{cid} {why}")
         order = [c for c in order if c.id not in waived]
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
@@ -288,7 +288,7 @@ class _Run:
             why = self.blocked(c)
             started = time.perf_counter()
             if why is not None:
-                outcome = Outcome("not-judged", message=why)
+                outcome = Outcome("not-judged", detail=why)
             else:
                 self.current = c
                 self.emit(c, 0, 1)
@@ -309,7 +309,7 @@ class _Run:
         for c in clauses:
             why = self.blocked(c)
             if why is not None:
-                self.record(c, Outcome("not-judged", message=why), 0.0)
+                self.record(c, Outcome("not-judged", detail=why), 0.0)
             else:
                 ready.append(c)
         if not ready:
@@ -337,19 +337,14 @@ class _Run:
 
     def outcome_of_run(self, c: Clause, failed: ExampleRun) -> Outcome:
         """``c``'s outcome from a run of the engine's own (building the first loader, the load probe)."""
-        o = failed.outcome
-        assert o is not None
-        v = ClauseViolation(c.id, heading=c.heading, expected=o.expected, got=o.got, rank=o.rank,
-                            world_size=self.executor.world_size, impact=o.impact)
-        # The run's own message, headed by this clause: it may add what the loader's process was
-        # doing and the Python stack of a crash.
-        _, _, detail = o.message.partition("\n")
-        message = v.message if not detail or o.got not in detail else f"{c.heading}\n{detail}"
-        return Outcome.of_violation(v, message=message, reproduction=failed.reproduction, notes=list(o.notes),
-                                    killed_by=o.killed_by, examples=1)
+        assert failed.outcome is not None
+        # The run's own outcome under this clause's rule (its detail may say what the loader's process was
+        # doing, and the Python stack of a crash).
+        return replace(failed.outcome, heading=c.heading, world_size=self.executor.world_size,
+                       reproduction=failed.reproduction, notes=list(failed.outcome.notes), examples=1)
 
     def record(self, c: Clause, outcome: Outcome, seconds: float) -> None:
-        result = ClauseResult.from_outcome(c, outcome, seconds=round(seconds, 3))
+        result = ClauseResult.of(c, outcome, seconds=round(seconds, 3))
         # A declaration holds for a clause run as a prerequisite too.
         if (reason := self.options.expected_failures.get(c.id)) is not None:
             result.declare_expected_failure(reason)
@@ -376,10 +371,10 @@ class _Run:
         if interrupted and c in run_order(self.selected):
             why = ("the check was interrupted while this clause ran" if c == self.current
                    else "the check was interrupted before this clause")
-            return ClauseResult(c.id, c.name, c.tier, Outcome("not-judged", message=why))
+            return ClauseResult.of(c, Outcome("not-judged", detail=why))
         if c.id in self.not_run():
-            return ClauseResult(c.id, c.name, c.tier, Outcome("not-judged", message=(
+            return ClauseResult.of(c, Outcome("not-judged", detail=(
                 f"not run: the check stopped at the first failure, {self.stopped_at} ({hint_exitfirst()})")))
-        return ClauseResult(c.id, c.name, c.tier, Outcome("skipped", message=c.skip_reason))
+        return ClauseResult.of(c, Outcome("skipped", detail=c.skip_reason))
 
 

@@ -6,16 +6,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any
 
 from ._engine.impact import Impact
 from ._engine.outcome import ClauseViolation, Outcome, Status
 from ._faces import hint_remove_expected
-from .clauses.registry import CONTRACT_VERSION
+from ._reading import CONTRACT_VERSION  # not .clauses: a saved report reads without the engine (the badge)
 from .profiles import DEFAULT_PROFILE
 
 if TYPE_CHECKING:
@@ -53,71 +54,41 @@ JUDGED_STATUSES: frozenset[str] = frozenset({"passed", "failed", "expected-failu
 #: and before format 10 ``"pass"``).
 REPORT_FORMAT = 11
 
-T = TypeVar("T")
-_OUTCOME_FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))
+#: 12: a failure's message travels as its parts and is rendered when read: ``heading`` (the clause's rule, its
+#: first line), ``detail`` (what follows ``Got:``, or the whole message of a clause that did not fail) and the
+#: clause's ``world_size``; ``message`` is still written, rendered from them, and older reports' messages load
+#: as they were written.
+REPORT_FORMAT = 12
 
-
-class _OfOutcome(Generic[T]):
-    """A field of the result's `Outcome`, read and written through the result (``result.got``)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> _OfOutcome[T]: ...
-    @overload
-    def __get__(self, obj: ClauseResult, owner: type) -> T: ...
-    def __get__(self, obj: ClauseResult | None, owner: type) -> T | _OfOutcome[T]:
-        return self if obj is None else cast(T, getattr(obj.outcome, self.name))
-
-    def __set__(self, obj: ClauseResult, value: T) -> None:
-        setattr(obj.outcome, self.name, value)
+_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
 
 
 @dataclass
-class ClauseResult:
-    """The verdict on one clause: what the engine found (its `Outcome`), under the clause's name.
+class ClauseResult(Outcome):
+    """The verdict on one clause: the `Outcome` the engine found (``result.status``, ``result.expected``,
+    ``result.got``, ...: see `stateful_contract._engine.outcome.Outcome`), under the clause's name. The JSON
+    record is flat, as in every report format."""
 
-    The outcome's fields read as the result's own (``result.status``, ``result.expected``,
-    ``result.got``, ...); see `stateful_contract._engine.outcome.Outcome` for what each
-    holds. The JSON record is flat, as in every report format.
-    """
-
-    id: str
-    name: str
-    tier: str
-    outcome: Outcome
+    id: str = ""
+    name: str = ""
+    tier: str = ""
     seconds: float = 0.0
     expected_failure_reason: str | None = None
 
-    status = _OfOutcome[Status]()
-    message = _OfOutcome[str]()
-    reproduction = _OfOutcome[str]()
-    examples = _OfOutcome[int]()
-    notes = _OfOutcome[list[str]]()
-    found_after = _OfOutcome[int | None]()
-    expected = _OfOutcome[str]()
-    got = _OfOutcome[str]()
-    context = _OfOutcome[str]()
-    rank = _OfOutcome[int | None]()
-    config = _OfOutcome[str]()
-    plan = _OfOutcome[str]()
-    coverage = _OfOutcome[dict[str, int]]()
-    killed_by = _OfOutcome[str]()
-    impact = _OfOutcome[Impact | None]()
-
     @classmethod
-    def from_outcome(cls, c: Clause, outcome: Outcome, *, seconds: float = 0.0) -> ClauseResult:
+    def of(cls, c: Clause, outcome: Outcome, *, seconds: float = 0.0) -> ClauseResult:
         """The record of one clause, from what the engine found (the failing example's parts if it failed)."""
-        kept = copy.deepcopy(outcome)
+        kept = {name: copy.deepcopy(getattr(outcome, name)) for name in _OUTCOME_FIELDS}
         if outcome.status != "failed":
-            kept.reproduction = kept.config = kept.plan = ""
-            kept.impact = None
-        return cls(c.id, c.name, c.tier, kept, seconds)
+            kept.update(reproduction="", config="", plan="", impact=None)
+        return cls(**kept, id=c.id, name=c.name, tier=c.tier, seconds=seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        """The flat JSON record: the clause, its outcome's fields, the time and the declaration."""
-        return {"id": self.id, "name": self.name, "tier": self.tier, **asdict(self.outcome),
+        """The flat JSON record: the clause, its outcome's fields and rendered message, the time and the
+        declaration."""
+        outcome = {name: copy.deepcopy(getattr(self, name)) for name in _OUTCOME_FIELDS}
+        outcome["impact"] = None if self.impact is None else asdict(self.impact)
+        return {"id": self.id, "name": self.name, "tier": self.tier, **outcome, "message": self.message,
                 "seconds": self.seconds, "expected_failure_reason": self.expected_failure_reason}
 
     @classmethod
@@ -126,7 +97,9 @@ class ClauseResult:
         fields = {k: v for k, v in data.items() if k in _OUTCOME_FIELDS}
         if isinstance(fields.get("impact"), Mapping):
             fields["impact"] = Impact.from_dict(fields["impact"])
-        return cls(data["id"], data["name"], data["tier"], Outcome(**fields), seconds=data.get("seconds", 0.0),
+        if "detail" not in data:  # before format 12: the message as it was written
+            fields.update(_written(str(data["id"]), str(data.get("message", "")), fields))
+        return cls(**fields, id=data["id"], name=data["name"], tier=data["tier"], seconds=data.get("seconds", 0.0),
                    expected_failure_reason=data.get("expected_failure_reason"))
 
     def to_exception(self) -> AssertionError:
@@ -134,9 +107,10 @@ class ClauseResult:
         ``raise report["SC10"].to_exception()`` fails a plain test (unittest, a script)."""
         from ._engine.example import _attach_note  # the note an example's own failure carries
 
-        error = ClauseViolation(self.id, heading=f"{self.id} {self.name}", expected=self.expected, got=self.got,
-                                context=self.context, rank=self.rank)
-        error.args = (self.message or error.message,)
+        values = {name: getattr(self, name) for name in _OUTCOME_FIELDS if name != "status"}
+        if not values["heading"]:
+            values["heading"] = f"{self.id} {self.name}"
+        error = ClauseViolation(**values)
         if self.reproduction:
             _attach_note(error, self.reproduction)
         return error
@@ -152,8 +126,8 @@ class ClauseResult:
             self.status = "expected-failure"
         elif self.status == "passed":
             self.status = "unexpected-pass"
-            self.message = (f"{self.id} was declared an expected failure ({reason!r}) but passed: remove the "
-                            f"declaration ({hint_remove_expected(self.id)})")
+            self.heading, self.detail = (f"{self.id} was declared an expected failure ({reason!r}) but passed: "
+                                         f"remove the declaration ({hint_remove_expected(self.id)})"), ""
 
 
 @dataclass
@@ -248,6 +222,20 @@ class Report:
     @classmethod
     def from_json(cls, path: str | Path) -> Report:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def _written(clause_id: str, message: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A message of a report before format 12 as its parts, so that it renders as it was written: its rule
+    (the first line, when it names the clause) and what followed its ``Got:`` line; the whole message when
+    that form is not found (a clause that did not fail, a message written another way)."""
+    got = f"Got: {fields.get('got', '')}"
+    first, _, rest = message.partition("\n")
+    if not fields.get("expected") or got not in message:
+        return {"heading": first, "detail": rest, "expected": ""} if first.startswith(clause_id) else {
+            "heading": "", "detail": message, "expected": ""}
+    ranks = re.search(r"^Failed on rank \d+ of (\d+)$", message, re.MULTILINE)
+    return {"heading": first if first.startswith(clause_id) else "", "detail": message.split(got, 1)[1],
+            "world_size": int(ranks.group(1)) if ranks else 1}
 
 
 def _cause(r: ClauseResult) -> tuple[object, ...] | None:

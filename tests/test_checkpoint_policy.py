@@ -24,7 +24,6 @@ from stateful_contract.badge import badge_message
 from stateful_contract.cli import main
 from stateful_contract.export import markdown_summary
 from stateful_contract.options import CheckOptions, OptionError
-from stateful_contract.report import Outcome
 
 TARGET = "policy_loaders:epoch_end_only"  # tests/ is on sys.path (conftest.py)
 #: The resume clauses whose examples a mid-epoch checkpoint fails, SC21's loop, and SC22 (inside a pass only).
@@ -92,7 +91,8 @@ def test_every_position_drawn_under_the_epoch_policy_is_an_epoch_end() -> None:
 
 
 def _report(alignment: str | None, statuses: dict[str, str]) -> Report:
-    results = [ClauseResult(c.id, c.name, c.tier, Outcome(statuses.get(c.id, "skipped"))) for c in CLAUSES]  # type: ignore[arg-type]
+    results = [ClauseResult(statuses.get(c.id, "skipped"), id=c.id, name=c.name, tier=c.tier)  # type: ignore[arg-type]
+               for c in CLAUSES]
     return Report(target="pkg:factory", results=results, checkpoint_alignment=alignment)
 
 

@@ -22,7 +22,6 @@ import pytest
 from ranked_loaders import target as ranked_target
 
 from stateful_contract._engine.processes import processes_of
-from stateful_contract._engine.ranks.launch import left_behind
 from stateful_contract.config import LoaderConfig
 from stateful_contract.distributed import check_world
 from stateful_contract.reference.factories import reference_wrapper
@@ -176,7 +175,7 @@ def test_the_reference_wrapper_passes_sc30_and_the_core_on_every_rank(tmp_path: 
     # Both ranks saved per-rank torch.save files and two DCP checkpoints per example (per-rank keys, one shared key).
     example = next((tmp_path / "run" / "examples" / "SC30").iterdir())
     assert {p.name for p in example.iterdir()} >= {"rank0.pt", "rank1.pt", "dcp", "dcp-shared"}
-    assert processes_of(tmp_path / "run") == [] and left_behind() == []
+    assert processes_of(tmp_path / "run") == []
 
 
 def test_a_state_that_forgets_the_rank_fails_sc30_and_the_core_on_that_rank() -> None:
@@ -294,7 +293,7 @@ def test_a_rank_that_dies_fails_the_run_with_its_exit_code(tmp_path: Path) -> No
     # first; rank 1 is still the cause, and rank 0 only what followed (see test_launch_failures.py).
     assert "the multi-rank run failed: rank 1 exited with code 3 in the search phase" in sc30.message
     assert "\nthen rank 0 " in sc30.message
-    assert processes_of(tmp_path / "run") == [] and left_behind() == []
+    assert processes_of(tmp_path / "run") == []
 
 
 def test_a_rank_that_dies_in_an_example_is_given_the_command_that_runs_that_example_again(tmp_path: Path) -> None:
@@ -305,7 +304,7 @@ def test_a_rank_that_dies_in_an_example_is_given_the_command_that_runs_that_exam
     again = sc30.reproduction.rpartition("# The run again, on real ranks:\n# ")[2]
     assert again.startswith("python -m stateful_contract.distributed "), sc30.reproduction
     assert '--clause SC30 --config "LoaderConfig(' in again and '--position "Position(' in again, again
-    assert processes_of(tmp_path / "run") == [] and left_behind() == []
+    assert processes_of(tmp_path / "run") == []
 
 
 def test_a_rank_that_sleeps_fails_its_example_within_the_timeout() -> None:
@@ -332,7 +331,7 @@ def test_a_rank_that_hangs_for_good_is_killed_with_every_process_of_the_run(tmp_
     assert "\n  rank 1: building a loader, during factory(config)" in sc30.message  # where it was
     waited = float(sc30.message.partition("killed the run, every rank and its workers, after ")[2].partition(" s")[0])
     assert 3 <= waited < 12, sc30.message
-    assert processes_of(run_dir) == [] and left_behind() == []
+    assert processes_of(run_dir) == []
     assert report["SC10"].status == "skipped"
 
 

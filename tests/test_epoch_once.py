@@ -163,3 +163,66 @@ def test_a_loader_of_its_own_dataset_is_not_judged_and_says_why() -> None:
 
     result = check(OwnDataset, clauses=["SC42"], strict=True, space=IN_PROCESS)["SC42"]
     assert result.status == "not-judged" and "a dataset of its own" in result.message, result.message
+
+
+# --- impacts counted against what was trained (issue 31, item 6) -----------------------------------------
+
+
+def test_a_resume_is_not_blamed_for_what_the_uninterrupted_run_already_lost() -> None:
+    """F28 with workers: the uninterrupted epoch 0 holds samples 8 and 9 only; a state taken before the first
+    batch resumes to the whole epoch. SC12 and SC10 still fail (the stream differs), but nothing was trained
+    before the checkpoint, so nothing is repeated: on main before this change, "8 samples repeated in epoch 0"."""
+    report = check(_UncyclicPositional, clauses=["SC10", "SC12"], profile="dev", seed=0,
+                   space=ConfigSpace(**{**vars(F28_SPACE), "num_workers": (2,)}))
+    for clause_id in ("SC10", "SC12"):
+        result = report[clause_id]
+        assert result.status == "failed" and result.impact is not None, result.message
+        assert "repeated" not in result.impact.counts and "lost" not in result.impact.counts, result.impact
+        assert result.impact.counts["not in the uninterrupted run"] == 8
+        assert result.impact.describe().startswith("silent: none lost or repeated in epoch 0: the resumed run "
+                                                   "trains 8 samples that the uninterrupted run never yields"), \
+            result.impact.describe()
+
+
+def _batches(*ids: list[int]) -> list[dict[str, Any]]:
+    import torch
+
+    return [{"index": torch.tensor(i)} for i in ids]
+
+
+def _expected(reference: list[Any], lengths: list[int], start: int, stop: int) -> Any:
+    """``reference[start:stop]`` as `Example.segment` makes it: it knows its epochs and what came before."""
+    from stateful_contract._engine.compare import Segment
+
+    part = Segment(reference[start:stop], start, lengths)
+    where = part.epoch_of(0)
+    assert where is not None
+    part.before = reference[start - where[1]:start]  # type: ignore[attr-defined]
+    return part
+
+
+def test_a_restarted_epoch_still_counts_what_was_trained_before_the_checkpoint_as_repeated() -> None:
+    from stateful_contract._engine.impact import stream_impact
+
+    reference = _batches([0], [1], [2], [3], [3], [1], [0], [2])  # two epochs of four
+    expected = _expected(reference, [4, 4], 2, 8)
+    restarted = _batches([0], [1], [2], [3], [3], [1])  # resumed at the epoch's start: 0 and 1 trained twice
+    impact = stream_impact(expected, restarted)
+    assert impact.counts == {"repeated": 2} and impact.epoch == 0, impact
+
+
+def test_a_resume_that_trains_what_the_uninterrupted_epoch_skipped_is_no_repeat_but_a_loss_still_counts() -> None:
+    from stateful_contract._engine.impact import stream_impact
+
+    # The uninterrupted epoch 0 skips samples 0 and 1 (its own loss); a checkpoint after one batch of it.
+    reference = _batches([2], [3], [0], [1], [2], [3])
+    expected = _expected(reference, [2, 4], 1, 6)
+    # The rest of epoch 0 is one batch, [3]; the resumed run's batch in its place is [0] (never trained in
+    # epoch 0): 3 is lost, 0 is no repeat.
+    resumed = _batches([0], [0], [1], [2], [3])
+    impact = stream_impact(expected, resumed, cut=False)
+    assert impact.counts == {"lost": 1, "not in the uninterrupted run": 1}, impact
+    assert "1 sample lost in epoch 0 (and 1 sample the uninterrupted run never yields" in impact.what, impact.what
+    trained_again = _batches([2], [0], [1], [2], [3])  # 2 was trained before the checkpoint: a repeat
+    impact = stream_impact(expected, trained_again, cut=False)
+    assert impact.counts == {"lost": 1, "repeated": 1}, impact

@@ -71,7 +71,7 @@ def test_the_markdown_renders_a_table_with_one_row_per_clause_that_ran(failing: 
 def test_a_pipe_or_fence_in_a_message_cannot_break_the_markdown(failing: Report) -> None:
     markdown = pytest.importorskip("markdown")
     sc10 = failing["SC10"]
-    odd = Report(failing.target, [replace(sc10, outcome=replace(sc10.outcome, got="a | b", message="```\n| x |"))])
+    odd = Report(failing.target, [replace(sc10, got="a | b", detail="\n```\n| x |")])
     html = markdown.markdown(markdown_summary(odd), extensions=["tables", "fenced_code"])
     assert html.split("<tbody>", 1)[1].count("<tr>") == 1 and "a | b" in html
 

@@ -16,7 +16,7 @@ from stateful_contract._engine.impact import Impact, epochs_impact, stream_impac
 from stateful_contract._render import render_report, summary_line
 from stateful_contract.badge import badge_message
 from stateful_contract.export import junit_xml, markdown_summary
-from stateful_contract.report import REPORT_FORMAT, ClauseResult, Outcome, same_causes
+from stateful_contract.report import REPORT_FORMAT, ClauseResult, same_causes
 
 #: Every broken loader of the zoo, the clause that kills it, and the impact its failure must have:
 #: the kind, and for a silent one the count it must carry, for a loud one the call that raises.
@@ -156,10 +156,10 @@ def test_an_epoch_loop_counts_the_epoch_that_differs() -> None:
 def _failed(cid: str, *, got: str = "batch 0 differs", config: str = "LoaderConfig(dataset_size=2)",
             impact: Impact | None = None) -> ClauseResult:
     entry = next(c for c in CLAUSES if c.id == cid)
-    return ClauseResult(cid, entry.name, entry.tier, Outcome(
-        "failed", message=f"{cid} {entry.name}\nGot: {got}", got=got, config=config,
-        reproduction=f"# the program of {cid}",
-        impact=impact or Impact("silent", "1 sample lost in epoch 0", counts={"lost": 1}, at=1)))
+    return ClauseResult("failed", expected="the same batches", heading=f"{cid} {entry.name}", got=got,
+                        config=config, reproduction=f"# the program of {cid}",
+                        impact=impact or Impact("silent", "1 sample lost in epoch 0", counts={"lost": 1}, at=1),
+                        id=cid, name=entry.name, tier=entry.tier)
 
 
 def test_failures_with_one_cause_are_one_story_and_keep_their_reproductions() -> None:

@@ -20,7 +20,6 @@ from typing import Any, cast
 
 import pytest
 
-from stateful_contract._engine.outcome import Outcome
 from stateful_contract._engine.plans import Checkpoint
 from stateful_contract._engine.ranks.in_world import private_dir
 from stateful_contract._engine.steps import Position
@@ -86,7 +85,7 @@ def test_the_manifest_is_json_and_its_examples_come_back_equal(tmp_path: Path) -
     config, plan = LoaderConfig(dataset_size=12, batch_size=1), Checkpoint(Position(epoch=0, batches=1))
     executor = SimpleNamespace(ran=[("SC30", config, plan), ("SC30", config, plan)], world_size=2, target="t:f",
                                spec=SimpleNamespace(factory_import="t", alignment="window"))
-    result = ClauseResult("SC30", "every-rank-resumes", "distributed", Outcome("passed", examples=1))
+    result = ClauseResult("passed", examples=1, id="SC30", name="every-rank-resumes", tier="distributed")
     phases.write_manifest(tmp_path, cast(Any, executor), Report(target="t:f", results=[result]))
     assert json.loads((tmp_path / phases.MANIFEST).read_text())["world_size"] == 2
     manifest = phases.read_manifest(tmp_path)

@@ -207,10 +207,11 @@ def test_under_xdist_one_class_makes_one_merged_report(pytester: pytest.Pytester
 
 def test_reports_of_one_class_from_several_workers_merge_clause_by_clause() -> None:
     from stateful_contract._xdist import contract_scope, merge_report
-    from stateful_contract.report import ClauseResult, Outcome
+    from stateful_contract.report import ClauseResult
 
     def report(**statuses: str) -> Report:
-        return Report("t", [ClauseResult(cid, cid.lower(), "core", Outcome(status)) for cid, status in statuses.items()])
+        return Report("t", [ClauseResult(status, id=cid, name=cid.lower(), tier="core")  # type: ignore[arg-type]
+                            for cid, status in statuses.items()])
 
     merged: dict[str, Report] = {}
     merge_report(merged, "t.py::TestA", report(SC01="passed", SC10="skipped"))

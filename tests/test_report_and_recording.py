@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,11 @@ import zoo
 import zoo_kills
 
 from stateful_contract import ConfigSpace, Report, check
-from stateful_contract.report import REPORT_FORMAT
+from stateful_contract._engine.outcome import ClauseViolation, Outcome
+from stateful_contract._render import render_result
+from stateful_contract.clauses import clause
+from stateful_contract.clauses.registry import violated
+from stateful_contract.report import REPORT_FORMAT, ClauseResult
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
 DATA = Path(__file__).parent / "data"
@@ -115,3 +121,26 @@ def test_a_prerequisite_that_fails_says_why_the_others_are_not_judged() -> None:
     assert report["SC10"].status == "not-judged"
     assert report["SC10"].message.startswith("two fresh loaders from one config differ") and "see SC18" in report[
         "SC10"].message
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_an_older_reports_message_reads_and_renders_as_it_was_written(version: int) -> None:
+    """Before format 12 a message was written whole; it loads, renders and is written again unchanged."""
+    data = json.loads((DATA / f"report-format-{version}.json").read_text(encoding="utf-8"))
+    written = next(c for c in data["clauses"] if c["id"] == "SC10")["message"]
+    sc10 = Report.from_dict(data)["SC10"]
+    assert sc10.message == written
+    assert render_result(sc10).splitlines()[0] == written.splitlines()[0]
+    assert Report.from_dict(json.loads(Report.from_dict(data).to_json()))["SC10"].message == written
+
+
+def test_a_violation_is_its_outcome_from_the_judgement_to_the_report() -> None:
+    v = violated("SC10", expected="the same batches", got="batch 2 differs", context="epoch 0, after 1 batch")
+    assert isinstance(v, Outcome) and v.status == "failed" and str(v) == v.message
+    assert v.message.splitlines() == [clause("SC10").heading, "Checkpoint: epoch 0, after 1 batch",
+                                      "Expected: the same batches", "Got: batch 2 differs"]
+    again = pickle.loads(pickle.dumps(v))  # as it crosses from the loader's process
+    assert type(again) is ClauseViolation and again.plain() == v.plain()
+    result = ClauseResult.of(clause("SC10"), v.plain())
+    assert isinstance(result, Outcome) and result.message == v.message
+    assert ClauseResult.from_dict(result.to_dict()) == result

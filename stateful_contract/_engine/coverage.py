@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import LoaderConfig
-from .epoch_plans import EpochLoop
-from .plans import CHECKPOINT_EPOCHS, Hops
-from .steps import Position
+from .checkpoint_space import CHECKPOINT_EPOCHS
 from .vocabulary import PointKind, at_window_boundary
+
+# The plans and steps (and the config, through them) import torch: imported by the functions that read a plan,
+# so that a face describing a saved report's coverage (pytest-xdist's controller, the badge) stays without it.
+if TYPE_CHECKING:
+    from ..config import LoaderConfig
+    from .steps import Position
 
 __all__ = ["EVENTS", "NOT_A_CHECKPOINT", "POINT_PREFIX", "coverage_of", "describe_coverage", "describe_space", "space_points"]
 
@@ -97,6 +100,8 @@ def _point(position: Position, lengths: list[int], window: int) -> str:
 
 def _stream_position(index: int, lengths: list[int]) -> Position:
     """The point after ``index`` batches of the stream (at an epoch's end rather than the next one's start)."""
+    from .steps import Position
+
     start = 0
     for epoch, n in enumerate(lengths):
         if index <= start + n:
@@ -107,6 +112,10 @@ def _stream_position(index: int, lengths: list[int]) -> Position:
 
 def coverage_of(config: LoaderConfig, plan: Any, lengths: list[int] | None) -> Counter[str]:
     """The categories one example reaches, counted (a plan with two checkpoints counts two points)."""
+    from .epoch_plans import EpochLoop
+    from .plans import Hops
+    from .steps import Position
+
     counts: Counter[str] = Counter()
     if config.num_workers > 0:
         counts["with-workers"] += 1

@@ -97,6 +97,8 @@ class Example:
         reference, lengths = self.reference()
         part = (StreamSegment(reference[start:stop], start) if self.config.endless
                 else Segment(reference[start:stop], start, lengths))
+        if (where := part.epoch_of(0)) is not None:  # what a run interrupted here trained of this epoch (impact.py)
+            part.before = reference[start - where[1]:start]  # type: ignore[attr-defined]
         return self.program.expression(base, f"reference[{start}:{stop}]", part)  # type: ignore[no-any-return]
 
     def where(self, point: Point) -> str:
@@ -157,7 +159,7 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
         except (LoaderHung, Exception) as e:  # a violation, the loader raising or hanging, anything else
             _attach_hints(e, own, example, timeout)
             _attach_note(e, program.source(config.as_code()))
-            run.outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=rank,
+            run.outcome = outcome_of(e, heading=clause.heading, rank=rank,
                                      world_size=world.world_size if world is not None else 1)
             # A hang would be waited out again by every shrink step; a loader that cannot be judged,
             # or that never ends a pass, stays so in any smaller example.

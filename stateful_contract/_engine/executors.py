@@ -17,7 +17,7 @@ from .consumption import loader_class
 from .example import ClauseLike, ExampleRun, LoadFormProbe, recorded_program, run_example
 from .guard import LoaderHung, current_children, deadline, reap_children
 from .impact import loud
-from .outcome import ClauseViolation, Outcome, outcome_of
+from .outcome import Outcome, outcome_of
 from .plans import Alignment, RankLengths
 from .recording import recording
 from .steps import Factory, LoaderError, LoadForm
@@ -116,11 +116,10 @@ class Handler:
         except LoaderError as e:
             return f"the factory raised {type(e.error).__name__}: {e.error}"
         except LoaderHung as e:
-            v = ClauseViolation("", heading="", expected="factory(config) to return a loader",
-                                got=f"factory(config) did not return: {e}", world_size=self.world_size,
-                                rank=self.rank if self.world_size > 1 else None,
-                                impact=loud("factory(config)", "hangs: the job stops"))
-            return ExampleRun(self.rank, Outcome.of_violation(v), final=True)
+            return ExampleRun(self.rank, Outcome("failed", expected="factory(config) to return a loader",
+                                                 got=f"factory(config) did not return: {e}", world_size=self.world_size,
+                                                 rank=self.rank if self.world_size > 1 else None,
+                                                 impact=loud("factory(config)", "hangs: the job stops")), final=True)
         if not hasattr(loader, "__iter__"):
             return (f"the factory returned {loader_class(loader).__name__} {loader!r:.80}, not a loader "
                     "(it is not iterable)")
@@ -152,7 +151,7 @@ class Handler:
             except LoaderError as e:
                 errors.append(str(e))
             except LoaderHung as e:
-                outcome = outcome_of(e, clause_id="", heading="", rank=self.rank, world_size=self.world_size)
+                outcome = outcome_of(e, heading="", rank=self.rank, world_size=self.world_size)
                 return LoadFormProbe("unusable", f"load_state_dict did not return: {e}", ExampleRun(
                     self.rank, outcome, reproduction=program.source(config.as_code()), final=True))
         return LoadFormProbe("unusable", "; ".join(errors))
@@ -166,7 +165,7 @@ class Handler:
             with recording(program), deadline(self.timeout):
                 return steps.uninterrupted(self.factory, config)[1]
         except (LoaderError, LoaderHung, steps.EndlessPass, steps.PassEnded) as e:
-            outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading, rank=self.rank,
+            outcome = outcome_of(e, heading=clause.heading, rank=self.rank,
                                  world_size=self.world_size)
             return ExampleRun(self.rank, outcome, reproduction=program.source(config.as_code()),
                               final=isinstance(e, (LoaderHung, steps.EndlessPass)),

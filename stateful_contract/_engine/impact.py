@@ -7,14 +7,14 @@ the job), computed from what a judgement compared or the call the loader was in,
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import torch
-
-from .compare import Segment, batch_ids, same_batches, sample_ids
+# compare imports torch: imported where a stream is compared, so that `Impact` (every saved report holds
+# some) reads without torch, as the badge does.
 
 __all__ = ["Impact", "ImpactKind", "died", "epoch_lost", "epochs_impact", "losses", "loud", "samples_impact", "stream_impact",
            "untrained", "where_of"]
@@ -90,7 +90,8 @@ def died(step: str, killed_by: str) -> Impact:
 def _fingerprint(value: Any) -> Hashable:
     """A hashable stand-in for a batch, equal for equal batches; NaN equals NaN, as in
     `compare.first_difference` (else a batch holding one would count as changed wherever it stood)."""
-    if isinstance(value, torch.Tensor):
+    torch = sys.modules.get("torch")  # no tensor exists unless torch is imported: never imported here
+    if torch is not None and isinstance(value, torch.Tensor):
         values = tuple(map(_nan_as_itself, value.flatten().tolist()))
         return ("tensor", str(value.dtype), tuple(value.shape), values)
     if isinstance(value, Mapping):
@@ -111,6 +112,8 @@ def _nan_as_itself(x: Any) -> Any:
 
 
 def _units(batches: Sequence[Any], by_sample: bool) -> list[Hashable]:
+    from .compare import sample_ids
+
     if by_sample:
         return [v if isinstance(v, Hashable) else repr(v) for v in sample_ids(batches) or []]
     return [_fingerprint(b) for b in batches]
@@ -141,13 +144,19 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
     another order is an order changed, a shift a loss at the front or a repeat (``cut``: ``got`` was cut at
     the length of ``expected``), else what the epoch lacks is lost and what it has more often repeated.
     ``epoch``: the streams', where ``expected`` does not know it."""
+    from .compare import Segment, batch_ids
+
     by_sample = all(batch_ids(b) is not None for b in [*expected, *got])
     unit = "sample" if by_sample else "batch"
     paired = _paired(expected, got, cut)
     if paired is not None:  # the resumed run's own passes: each compared with its epoch, as a trainer counts
         epoch, e_pass, g_pass = paired
+        where = expected.epoch_of(0) if isinstance(expected, Segment) else None
+        # The epoch's batches before the compared pass: those of the interrupted epoch before the checkpoint.
+        before = _trained_before(expected) if where is not None and where[0] == epoch else []
         return _counted(_units(e_pass, by_sample), _units(g_pass, by_sample), unit, epoch,
-                        getattr(expected, "start", None), e_pass, g_pass)
+                        getattr(expected, "start", None), e_pass, g_pass,
+                        before=None if before is None else _units(before, by_sample))
     first = next((i for i, (a, b) in enumerate(zip(expected, got)) if _fingerprint(a) != _fingerprint(b)),
                  min(len(expected), len(got)))
     where = expected.epoch_of(first) if isinstance(expected, Segment) else None
@@ -157,7 +166,34 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
     e, g = _units(expected[first:stop], by_sample), _units(got[first:stop], by_sample)
     shift = _shifted(_units(expected[first:], by_sample), _units(got[first:], by_sample)) \
         if cut and len(got) >= len(expected) and not _same_samples(e, g) else None
-    return _counted(e, g, unit, epoch, at, expected[first:stop], got[first:stop], shift)
+    before = _epoch_before(expected, first)
+    return _counted(e, g, unit, epoch, at, expected[first:stop], got[first:stop], shift,
+                    before=None if before is None else _units(before, by_sample))
+
+
+def _trained_before(expected: Sequence[Any]) -> list[Any] | None:
+    """What the uninterrupted run yielded of the epoch of ``expected``'s first batch before it: what the run
+    interrupted there trained of that epoch (`Segment.before`; None where unknown)."""
+    from .compare import Segment
+
+    where = expected.epoch_of(0) if isinstance(expected, Segment) else None
+    if where is None:
+        return None
+    return [] if where[1] == 0 else getattr(expected, "before", None)
+
+
+def _epoch_before(expected: Sequence[Any], first: int) -> list[Any] | None:
+    """The uninterrupted epoch of ``expected[first]`` before that batch (None where unknown)."""
+    from .compare import Segment
+
+    where = expected.epoch_of(first) if isinstance(expected, Segment) else None
+    if where is None:
+        return None
+    begins = first - where[1]
+    if begins >= 0:
+        return list(expected[begins:first])
+    earlier = _trained_before(expected)
+    return None if earlier is None else [*earlier, *expected[:first]]
 
 
 def _same_samples(e: list[Hashable], g: list[Hashable]) -> bool:
@@ -180,6 +216,8 @@ def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int
     where ``expected`` (a `Segment`) knows its epochs and ``got`` (from `stream`) its passes. A state
     taken after an epoch's last batch resumes into its empty rest (torchdata) or into the next epoch
     (loaders that roll over): both pair with the epochs as they should."""
+    from .compare import Segment, same_batches
+
     if not (isinstance(expected, Segment) and isinstance(got, Segment) and got.start == 0):
         return None
     where = expected.epoch_of(0)
@@ -200,22 +238,46 @@ def _paired(expected: Sequence[Any], got: Sequence[Any], cut: bool) -> tuple[int
 
 
 def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None, at: int | None,
-             e_batches: Sequence[Any], g_batches: Sequence[Any], shift: int | None = None) -> Impact:
-    """The impact of ``g`` where ``e`` was due (units of one epoch, or of the compared stretch)."""
+             e_batches: Sequence[Any], g_batches: Sequence[Any], shift: int | None = None, *,
+             before: list[Hashable] | None = None) -> Impact:
+    """The impact of ``g`` where ``e`` was due (units of one epoch, or of the compared stretch), counted
+    against what was trained: ``before``, the units the interrupted epoch trained before the checkpoint (None:
+    unknown). A unit ``g`` has that neither ``e`` nor ``before`` holds is one the uninterrupted run never
+    yields in this epoch: trained once, it is no repeat (that run's own loss, SC42's, not the resume's)."""
     where = f" in epoch {epoch}" if epoch is not None else ""
     if _same_samples(e, g):
         moved = sum(a != b for a, b in zip(e, g))
         return Impact("silent", f"order changed: {_plural(moved, unit)} in another order{where}",
                       counts={"reordered": moved}, unit=unit, epoch=epoch, at=at)
+    unskipped = 0
     if shift is not None:
         lost, repeated = (shift, 0) if shift > 0 else (0, -shift)
     else:
-        lost, repeated = sum((Counter(e) - Counter(g)).values()), sum((Counter(g) - Counter(e)).values())
+        surplus = Counter(g) - Counter(e)
+        if before is not None:
+            due = set(e) | set(before)
+            unskipped = sum(1 for u in surplus if u not in due)
+        lost, repeated = sum((Counter(e) - Counter(g)).values()), sum(surplus.values()) - unskipped
     if lost or repeated:
-        return losses(lost, repeated, unit=unit, epoch=epoch, at=at)
+        impact = losses(lost, repeated, unit=unit, epoch=epoch, at=at)
+        if unskipped:
+            impact.what += f" ({_uninterrupted_skips(unskipped, unit)})"
+            impact.counts["not in the uninterrupted run"] = unskipped
+        return impact
+    if unskipped:
+        return Impact("silent", f"none lost or repeated{where}: the resumed run trains {_plural(unskipped, unit)} "
+                      f"that {_uninterrupted_skips(unskipped, unit, lead=False)}",
+                      counts={"not in the uninterrupted run": unskipped}, unit=unit, epoch=epoch, at=at)
     changed = sum(_fingerprint(a) != _fingerprint(b) for a, b in zip(e_batches, g_batches))
     return Impact("silent", f"batch contents changed: {_plural(changed, 'batch')} of the same samples differ"
                   f"{where}", counts={"changed": changed}, unit="batch", epoch=epoch, at=at)
+
+
+def _uninterrupted_skips(n: int, unit: str, *, lead: bool = True) -> str:
+    """The part of a difference that is the uninterrupted run's own loss, which a resume is not blamed for."""
+    text = ("the uninterrupted run never yields in this epoch (drop_last's tail, or its own loss before any "
+            "checkpoint: SC42), not the resume's")
+    return f"and {_plural(n, unit)} {text}" if lead else text
 
 
 def losses(lost: int, repeated: int, *, unit: str = "sample", epoch: int | None = None,
@@ -254,6 +316,8 @@ def epoch_lost() -> Impact:
 
 def epochs_impact(expected: Mapping[int, Sequence[Any]], got: Mapping[int, Sequence[Any]]) -> Impact | None:
     """The impact of the first epoch of a resumed epoch loop that is not the uninterrupted loop's."""
+    from .compare import same_batches
+
     for epoch, batches in expected.items():
         if epoch not in got:
             return Impact("silent", f"epoch {epoch} lost: the resumed loop never runs it",

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import functools
 import traceback
-from dataclasses import KW_ONLY, dataclass, field, fields, replace
-from typing import Literal
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
 
 from .._faces import hint_timeout
-from . import steps
-from .guard import LoaderHung
 from .impact import Impact, loud, where_of
-from .steps import EndlessPass, LoaderError, NotJudgeable, PassEnded
+
+# steps (and through it the config's datasets) imports torch: imported by the two functions that map a
+# running example's end, so that an `Outcome` (every saved report holds some) reads without torch.
 
 __all__ = ["LOADER_CALLS", "ClauseViolation", "Impact", "Outcome", "Status", "last_frame", "outcome_of",
            "unjudged_by"]
@@ -23,45 +23,25 @@ LOADER_CALLS = "every call the contract makes on the loader to succeed"
 Status = Literal["passed", "failed", "expected-failure", "unexpected-pass", "not-judged", "skipped"]
 
 
-@dataclass(eq=False, repr=False)
-class ClauseViolation(AssertionError):
-    """A clause's statement does not hold: what was expected and what came instead."""
-
-    clause_id: str
-    _: KW_ONLY
-    heading: str
-    expected: str
-    got: str
-    context: str = ""
-    rank: int | None = None
-    world_size: int = 1
-    #: What this does to a training run (`stateful_contract._engine.impact`).
-    impact: Impact | None = None
-
-    def __post_init__(self) -> None:
-        super().__init__(self.message)
-
-    @property
-    def message(self) -> str:
-        rank = [f"Failed on rank {self.rank} of {self.world_size}"] if self.rank is not None else []
-        context = [f"Checkpoint: {self.context}"] if self.context else []
-        return "\n".join([self.heading, *rank, *context, f"Expected: {self.expected}", f"Got: {self.got}"])
-
-    def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields: pickle as a call with keywords
-        return functools.partial(ClauseViolation, **{f.name: getattr(self, f.name) for f in fields(self)}), ()
-
-
 @dataclass
 class Outcome:
-    """One clause's verdict, as the engine found it (before declarations are applied)."""
+    """One clause's verdict, as the engine found it (before declarations are applied), from the clause's
+    `violated(...)` (a `ClauseViolation` is an outcome, raised) to the report's `ClauseResult` (an outcome
+    under the clause's name): plain fields that pickle across every process boundary, the message rendered
+    from them when it is read, never parsed back."""
 
     status: Status
     expected: str = ""
     got: str = ""
     context: str = ""
     rank: int | None = None
-    #: The whole message, as the faces print it (heading, context, expected, got).
-    message: str = ""
+    #: The clause's rule (``SC10 ...``), the message's first line; "" for a clause that did not fail.
+    heading: str = ""
+    #: What the message says after ``Got:`` (what the loader's process was doing, a traceback); for a clause
+    #: that did not fail (not judged, skipped, an unexpected pass), the whole message.
+    detail: str = ""
+    #: The ranks the failing example ran on (the message says "Failed on rank R of N" when over one).
+    world_size: int = 1
     reproduction: str = ""
     examples: int = 0
     #: For a search that failed: the examples run when the first counterexample appeared (the rest shrank it).
@@ -80,11 +60,48 @@ class Outcome:
     #: that did not fail, and in reports before format 6.
     impact: Impact | None = None
 
-    @staticmethod
-    def of_violation(v: ClauseViolation, **extra: object) -> Outcome:
-        outcome = Outcome("failed", expected=v.expected, got=v.got, context=v.context, rank=v.rank,
-                          message=v.message, impact=v.impact)
-        return replace(outcome, **extra)  # type: ignore[arg-type]
+    @property
+    def message(self) -> str:
+        """The whole message, as the faces print it: the rule (`heading`), then the `body`."""
+        return "\n".join(part for part in (self.heading, self.body) if part)
+
+    @property
+    def body(self) -> str:
+        """The message after its rule: the rank, the checkpoint, expected, got, and the detail (only the detail
+        for a clause whose statement was not judged false)."""
+        if not self.expected:
+            return self.detail
+        rank = [f"Failed on rank {self.rank} of {self.world_size}"] if self.rank is not None else []
+        context = [f"Checkpoint: {self.context}"] if self.context else []
+        return "\n".join([*rank, *context, f"Expected: {self.expected}", f"Got: {self.got}"]) + self.detail
+
+    def plain(self) -> Outcome:
+        """This verdict as a plain `Outcome` (a violation's or a result's own fields, without the exception or
+        the clause's name)."""
+        return Outcome(**{f.name: getattr(self, f.name) for f in fields(Outcome)})
+
+
+class ClauseViolation(Outcome, AssertionError):
+    """A clause's statement does not hold: its failed `Outcome`, raised (what was expected and what came
+    instead, what it does to a training run: `impact.Impact`)."""
+
+    __eq__ = AssertionError.__eq__  # an exception: compared and hashed as itself, not by its fields
+    __hash__ = AssertionError.__hash__
+    __repr__ = AssertionError.__repr__
+
+    def __init__(self, clause_id: str = "", *, heading: str, expected: str, got: str, context: str = "",
+                 rank: int | None = None, world_size: int = 1, impact: Impact | None = None,
+                 **more: Any) -> None:
+        Outcome.__init__(self, "failed", expected=expected, got=got, context=context, rank=rank,
+                         heading=heading, world_size=world_size, impact=impact, **more)
+        AssertionError.__init__(self, self.message)
+
+    def __str__(self) -> str:
+        return self.message  # the fields may change after it is raised (a hint added to ``got``)
+
+    def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields: pickle as a call with keywords
+        values = {f.name: getattr(self, f.name) for f in fields(Outcome) if f.name != "status"}
+        return functools.partial(ClauseViolation, **values), ()
 
 
 def last_frame(error: BaseException) -> str:
@@ -106,6 +123,8 @@ def unjudged_by(expected: str, got: str, killed_by: str) -> str:
 
 def _call_in_progress(error: BaseException) -> str:
     """The innermost call into the loader ``error`` was raised in (``loader.load_state_dict(state)``)."""
+    from . import steps
+
     found = ""
     tb = error.__traceback__
     while tb is not None:
@@ -115,15 +134,19 @@ def _call_in_progress(error: BaseException) -> str:
     return found
 
 
-def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int | None = None,
+def outcome_of(error: BaseException, *, heading: str, rank: int | None = None,
                world_size: int = 1) -> Outcome:
     """The outcome a clause comes to when its example ended with ``error`` (on ``rank``, if several)."""
+    from .guard import LoaderHung
+    from .steps import EndlessPass, LoaderError, NotJudgeable, PassEnded
+
     rank = rank if world_size > 1 else None
     if isinstance(error, ClauseViolation):
-        v = error if rank is None or error.rank is not None else replace(error, rank=rank, world_size=world_size)
-        return Outcome.of_violation(v)
+        outcome = error.plain()
+        return outcome if rank is None or outcome.rank is not None else replace(outcome, rank=rank,
+                                                                                 world_size=world_size)
     if isinstance(error, NotJudgeable):
-        return Outcome("not-judged", got=str(error), message=str(error), rank=rank)
+        return Outcome("not-judged", got=str(error), detail=str(error), rank=rank)
     if isinstance(error, LoaderHung):
         during = _call_in_progress(error)
         expected, got = "each example to finish", (
@@ -151,7 +174,5 @@ def outcome_of(error: BaseException, *, clause_id: str, heading: str, rank: int 
         during = _call_in_progress(error)
         impact = (loud(during, f"raises {type(error).__name__}") if where_of(during) else
                   Impact("silent", "not reproducible: one example, two results"))
-    v = ClauseViolation(clause_id, heading=heading, expected=expected, got=got, rank=rank, world_size=world_size,
-                        impact=impact)
-    return Outcome.of_violation(v, message=v.message + trace,
-                                killed_by="timeout" if isinstance(error, LoaderHung) else "")
+    return Outcome("failed", expected=expected, got=got, rank=rank, heading=heading, detail=trace,
+                   world_size=world_size, impact=impact, killed_by="timeout" if isinstance(error, LoaderHung) else "")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from hypothesis import strategies as st
 
 from ..config import LoaderConfig
+from .checkpoint_space import CHECKPOINT_EPOCHS  # re-exported
 from .endless import checkpoint_span
 from .steps import REFERENCE_EPOCHS, Position
 from .vocabulary import at_window_boundary
@@ -22,9 +23,6 @@ __all__ = ["CHECKPOINT_EPOCHS", "EPOCH", "WHOLE_STREAM_EPOCHS", "Alignment", "Ch
            "on_rank",
            "position_on_rank", "snapshot_plan", "state_calls_plan", "stream_position", "window_of"]
 
-#: Checkpoints are drawn in the first two epochs: the second shows what carries over an epoch boundary
-#: (sampler reseeding, buffered windows, worker restarts).
-CHECKPOINT_EPOCHS = 2
 assert REFERENCE_EPOCHS >= CHECKPOINT_EPOCHS + 2, "the reference must cover two epochs past any checkpoint"
 #: Epochs a check compares from the first batch on (SC12, SC14, SC18).
 WHOLE_STREAM_EPOCHS = 3

@@ -94,7 +94,7 @@ def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfi
                 clause.judge_world([r.value for r in runs], config, plan)
         except ClauseViolation as v:
             shown = getattr(v, "reproduce_on", 0) or 0
-            return dataclasses.replace(runs[shown], outcome=Outcome.of_violation(v))
+            return dataclasses.replace(runs[shown], outcome=v.plain())
         return None
     first = failed[0]
     if len(runs) > 1:
@@ -206,7 +206,7 @@ def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, pro
                 saved.keep(*executor.example)
             return _covered(_verdict(e.run, examples, found_after), covered)
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
-            outcome = outcome_of(e, clause_id=clause.id, heading=clause.heading)
+            outcome = outcome_of(e, heading=clause.heading)
             return _covered(dataclasses.replace(outcome, examples=examples, found_after=found_after), covered)
     return _covered(Outcome("passed", examples=examples), covered)
 

@@ -28,7 +28,7 @@ from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFaile
 from .guard import raise_lost_ctrl_c
 from .impact import died
 from .interpreter import ChildSpec, EngineError, child_main
-from .outcome import ClauseViolation, Outcome
+from .outcome import Outcome
 from .plans import Alignment
 from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
 from .steps import Factory
@@ -254,14 +254,12 @@ class Supervised(OneProcess):
         killed_by, got = self._why(stall, proc.exitcode, board.during)
         self._crashes[clause.id] += 1
         final = stall is not None or self._crashes[clause.id] > SHRINK_CRASHES
-        v = ClauseViolation(clause.id, heading=clause.heading,
-                            expected="the example to finish, with the loader's process alive", got=got,
-                            impact=died(board.call if board.in_call else "", killed_by))
-        message = v.message + (f"\nDoing: {board.command}" if board.command else "")
+        detail = f"\nDoing: {board.command}" if board.command else ""
         if fault:
-            message += f"\n\nPython stack at the crash (faulthandler, most recent call first):\n{fault}"
-        outcome = Outcome.of_violation(v, message=message + "\n(The check went on in a fresh process.)",
-                                       killed_by=killed_by)
+            detail += f"\n\nPython stack at the crash (faulthandler, most recent call first):\n{fault}"
+        outcome = Outcome("failed", expected="the example to finish, with the loader's process alive", got=got,
+                          heading=clause.heading, detail=detail + "\n(The check went on in a fresh process.)",
+                          impact=died(board.call if board.in_call else "", killed_by), killed_by=killed_by)
         if stall is not None:
             outcome.notes.append(f"not shrunk: every re-run of a smaller example would wait out the "
                                  f"{'timeout' if killed_by == 'timeout' else 'memory limit'} again")

@@ -13,24 +13,19 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from graphlib import TopologicalSorter
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from .._engine.epoch_steps import DEFAULT_HOOK
 from .._engine.impact import Impact
 from .._engine.outcome import ClauseViolation
 from .._engine.plans import Alignment, epoch_ends_only
 from .._engine.search import Budget
-from .._faces import hint_strict, hint_world_size
+from .._reading import CONTRACT_VERSION, TIERS, Tier  # re-exported: the facts a report is read with
 from ..config import LoaderConfig
 
 __all__ = ["CONTRACT_VERSION", "LOAD", "RESUMES", "TIERS", "Clause", "all_clauses", "clause",
            "default_selection", "load_blocks", "load_prober", "lookup", "run_order", "violated"]
 
-#: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
-CONTRACT_VERSION = "2.2"
-
-#: ``trainer``: the ways real trainers drive loaders (contract version 2), run by default.
-Tier = Literal["structure", "core", "trainer", "distributed", "strict"]
 #: A prerequisite that is no clause: ``load_state_dict`` accepts a state in some form.
 LOAD = "load"
 #: What every resume clause needs: the protocol, a usable load, and one stream to compare with.
@@ -42,33 +37,6 @@ WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], None]
 #: A clause's explicit examples over a space: each a config and how its plan follows from the
 #: uninterrupted run's epoch lengths (and the checkpoint alignment).
 ExplicitExamples = Callable[[Any], Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]]
-
-
-@dataclass(frozen=True)
-class TierInfo:
-    """What a tier means for a run: whether it runs unasked, from which world size, on the badge."""
-
-    name: Tier
-    #: Run without being asked for (the others need ``strict=True``).
-    default: bool
-    #: Decides the badge's colour; the others are only mentioned in its text.
-    on_badge: bool
-    #: Runs only on at least this many ranks.
-    min_world_size: int = 1
-    #: Why one of its clauses was skipped, and how to run it.
-    skip_text: str = "not selected"
-
-
-#: Every tier. The strict tier goes beyond StatefulDataLoader's own semantics: it runs on
-#: request and never turns the badge red.
-TIERS: dict[Tier, TierInfo] = {t.name: t for t in (
-    TierInfo("structure", default=True, on_badge=True),
-    TierInfo("core", default=True, on_badge=True),
-    TierInfo("trainer", default=True, on_badge=True),
-    TierInfo("distributed", default=True, on_badge=True, min_world_size=2,
-             skip_text=f"multi-rank: run with {hint_world_size(2)}"),
-    TierInfo("strict", default=False, on_badge=False, skip_text=f"strict tier: run with {hint_strict()}"),
-)}
 
 
 @dataclass(frozen=True)

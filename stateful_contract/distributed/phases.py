@@ -53,7 +53,7 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
         result = report[cid]
         result.notes.append(f"{len(saved)} example{'s' if len(saved) != 1 else ''} saved in {run_dir} for the resume launch (--phase resume --dir)")
         if cid == "SC31":  # only saved here: the other world judges it
-            result.status, result.message = "not-judged", (
+            result.status, result.detail = "not-judged", (
                 f"{DEFERRED_TO_A_LATER_LAUNCH}{executor.world_size} ranks; judged when a launch on another number of ranks resumes "
                 "them (--phase resume)")
 
@@ -94,7 +94,7 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
                 why = (f"SC31 resumes on another world size: the save ran on {saved} ranks, as does this launch; "
                        f"resume on another number of ranks to judge it (on {saved}, SC30 is judged)")
             if why is not None:
-                outcome = Outcome("not-judged", message=why)
+                outcome = Outcome("not-judged", detail=why)
             else:
                 assert restarted is not None
                 passed = Outcome("passed", examples=len(examples[cid]))

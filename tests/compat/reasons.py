@@ -61,10 +61,22 @@ ACCELERATE_WORLD = (
     "resumed by a world of another size, each process skips its count of batches in its new shard, so samples "
     f"are repeated or lost silently (F22, {doc('findings.md', 'f22')}; the same mechanism as F16)"
 )
+ACCELERATE_CACHED = (
+    "accelerate DataLoaderDispatcher shares DataLoaderAdapter's cached state: state_dict() returns the copy "
+    "taken at the last yielded batch, so right after load_state_dict() it is the fresh loader's position and "
+    "right after the iter() of a new pass the previous pass' last one; its one-batch look-ahead itself is "
+    f"accounted for (SC10 passes) (F22, {doc('findings.md', 'f22')})"
+)
 TORCHTITAN = (
     "torchtitan ParallelAwareDataloader adds nothing to what it wraps: its state is StatefulDataLoader's "
     "(pickled under dp_rank_N) and the dataset is datasets' split_dataset_by_node, whose loaded state is "
     f"re-applied at every later epoch (F21, {doc('findings.md', 'f21')})"
+)
+HF_STATE_AFTER_LOAD = (
+    "datasets IterableDataset: state_dict() after load_state_dict() and before the next iteration returns the "
+    "fresh state (position 0), not the loaded one; torchtitan's infinite text dataset passes it through, so a "
+    "checkpoint saved right after a resume, before a step, restarts the stream at the epoch's beginning and "
+    f"trains it again (F34, {doc('findings.md', 'f34')})"
 )
 LITDATA_AT_ITER = (
     "litdata StreamingDataLoader: its position moves at a pass's first batch, not at iter(), so a state taken "

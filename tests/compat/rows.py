@@ -119,6 +119,24 @@ NODES_PATCHED = (
     "are avoided by a sampler whose state and epoch live on the sampler object."
 )
 
+#: What the torchtitan infinite rows model, and what a user of them risks.
+TITAN_INFINITE = (
+    "A model (`tests/compat/titan_infinite.py`, citing pytorch/torchtitan `c537bca6`, "
+    "`torchtitan/hf_datasets/text_datasets.py`, the last commit before the data path moved to grain): one sample a "
+    "sequence, the config's samples for the dataset; declared endless, as `infinite=True` (the default) makes it. "
+    "Without workers only: torchtitan's default `num_workers=0`; with workers each worker would iterate the whole "
+    "rank's split, a duplication in an uninterrupted run that no resume clause is about."
+)
+
+ACCELERATE_ONE_AHEAD = (
+    "accelerate's DataLoaderDispatcher (huggingface/accelerate `16cb6eb8`, `src/accelerate/data_loader.py`) fetches "
+    "the next batch before it yields the current one, and snapshots the base loader's state before each fetch "
+    "(`_update_state_dict`), so the state its `state_dict()` returns is the one before the batch it holds. "
+    "Checked on datasets of at least 5 samples (the space verl's row uses): on an epoch with no batch (drop_last, "
+    "fewer samples than a batch) the dispatcher raises `ValueError: Batch does not contain any data` at the first "
+    "`next()`, a loud refusal of an empty epoch, not a resume bug."
+)
+
 #: The clauses a stream resume fails when the resumed stream is wrong from the checkpoint on.
 RESUMES = ("SC10", "SC11", "SC13", "SC17", "SC19", "SC20", "SC22")
 
@@ -268,6 +286,22 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     Row("prefetcher_saves_what_it_holds", "device prefetcher", "torchdata", "prefetch:prefetched_owner",
         "the same prefetcher keeping the loader's state from before the batch it holds, which its owner saves",
         space=PREFETCH, declared=(("consume", "tests.compat.prefetch:saving_prefetch"),), ci=True),
+    # --- the endless and one-ahead shapes trainers run (issue 31): torchtitan's infinite dataset, accelerate's
+    # dispatcher. Each is drawn the way its trainer draws it, which for both is one iter() of the loader saved.
+    Row("torchtitan_infinite", "torchtitan (modelled)", "torchdata", "titan_infinite:torchtitan_infinite_map",
+        "HuggingFaceTextDataset(infinite=True) over a map-style split (c4_test's shape): epoch 0 in order, each "
+        "reloop reshuffled with seed 42 + epoch, {sample_idx, epoch, buffers} saved; under ParallelAwareDataloader's "
+        "rank-keyed StatefulDataLoader, drawn with one iter() as torchtitan's batch_generator draws it",
+        declared=(("endless", True),), ci=True, note=TITAN_INFINITE),
+    Row("torchtitan_infinite_stream", "torchtitan (modelled)", "datasets", "titan_infinite:torchtitan_infinite_stream",
+        "the same over split_dataset_by_node(datasets IterableDataset, 4 shards) (c4's streaming shape): each reloop "
+        "is set_epoch(epoch + 1), the state the datasets object's", _all(why.HF_STATE_AFTER_LOAD, ("SC11", "SC13")),
+        declared=(("endless", True),), requires=HF, note=TITAN_INFINITE),
+    Row("accelerate_dispatcher_1", "accelerate", "accelerate", "accel:accelerate_dispatcher",
+        "prepare_data_loader(DataLoader(stateful IterableDataset), dispatch_batches=True, use_stateful_dataloader=True): "
+        "DataLoaderDispatcher, which fetches a batch ahead to know the last; the trainer draws from it and saves its "
+        "state_dict() (save_state)", _all(why.ACCELERATE_CACHED, ("SC11", "SC13", "SC22")), space=VERL, requires=ACCELERATE,
+        note=ACCELERATE_ONE_AHEAD),
     # --- hand-written loaders that reshard exactly (tests/ranked_loaders.py) ----------------------
     Row("manual_global_position_1", "hand-written resharding", "torch", f"{RANKED_LOADERS}:global_position",
         "GlobalPosition: the state is the whole world's position in one global order (Megatron's "

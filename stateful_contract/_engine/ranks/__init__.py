@@ -1,34 +1,28 @@
-"""The multi-rank executor `Ranks`: every example at once on every rank of a run it starts (`launch`), rank
-0 relaying (`world.serve`). The engine stays in the caller's process, so a rank that dies or hangs cannot
-take the check down (docs/distributed.md, "How a multi-rank check runs" and "Ranks that raise, die or hang").
+"""The multi-rank executor `Ranks`: every example at once on every rank of a set of processes it starts as
+torchrun starts them (`launch.Phase`), each command sent to every rank directly. The engine stays in the
+caller's process, so a rank that dies or hangs cannot take the check down (docs/distributed.md, "How a
+multi-rank check runs" and "Ranks that raise, die or hang").
 """
 
 from __future__ import annotations
 
 import dataclasses
-import pickle
-import secrets
 import shutil
+import subprocess
 import tempfile
 import time
-from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Any
 
 from ...profiles import Profile
 from ..plans import Alignment
-from ..supervised import DEFAULT_MEMORY_LIMIT, POLL
+from ..supervised import DEFAULT_MEMORY_LIMIT
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
 from .in_world import InWorld
-from .launch import JOIN_TIMEOUT, Launcher, board_path, finish_world, start_world
-from .world import PORT_FILE
+from .launch import Phase, board_path
 
 __all__ = ["RankExecutor", "Ranks", "default_run_timeout", "rank_executor"]
-
-#: Seconds a fresh set of processes may take to start and listen.
-START_TIMEOUT = 120.0
-
 
 def default_run_timeout(profile: Profile, clauses: int) -> float:
     """Seconds a whole multi-rank run may take before it is killed as hung: generous on purpose, it only
@@ -62,122 +56,98 @@ class Ranks(RankExecutor):
         if "<locals>" in target or "<lambda>" in target:
             raise TargetError(f"{target!r}: with world_size > 1 every rank imports the factory by name, so it "
                               "must be a module-level function (package.module:factory or path/to/file.py:factory)")
-        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout,
-                         authkey=secrets.token_hex(16), consume=consume)
+        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume)
         self.world_size = self.live_world_size = world_size
         self.memory_limit = memory_limit or None
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)
         self.keep = run_dir is not None
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._launcher: Launcher | None = None
-        self._conn: Connection | None = None
+        self._phase: Phase | None = None
+        #: Every phase started, by name, and those that ended cleanly.
         self._phases: list[str] = []
-        self._deadline = 0.0
-        #: Why a restarted phase never came up (`restart`): the next command fails with it.
-        self._restart_failed: LaunchOutcome | None = None
+        self._done: list[str] = []
+        #: The next phase's name (`restart`); None: the search's.
+        self._next: str | None = None
+        #: When the run must be over (wall time), from its first phase or the first after a failure.
+        self._deadline: float | None = None
+        #: A command was interrupted (Ctrl-C): `close` must not keep the user waiting.
+        self._interrupted = False
 
     def _name(self, phase: str) -> str:
-        """A phase name not used before in this run (each phase has its own port file and logs)."""
+        """A phase name not used before in this run (each phase has its own logs)."""
         self._phases.append(phase)
         n = self._phases.count(phase)
         return phase if n == 1 else f"{phase}{n}"
 
-    def _launch(self) -> Connection:
-        """A fresh launcher, with a deadline of its own, and its first phase's rank 0 connected."""
-        phase = self._name("phase" if self._phases else "search")
-        self._deadline = time.monotonic() + self.run_timeout
-        self._launcher = start_world(self.run_dir, world_size=self.live_world_size, first_phase=phase,
-                                     timeout=self.run_timeout, ranks=dataclasses.asdict(self.spec))
-        return self._connect(phase)
-
-    def _connect(self, phase: str) -> Connection:
-        port = self.run_dir / PORT_FILE.format(phase=phase)
-        limit = min(self._deadline, time.monotonic() + START_TIMEOUT)
-        while not port.is_file():
-            assert self._launcher is not None
-            if not self._launcher.running(self.run_dir) or time.monotonic() > limit:
-                raise WorldDown(self._down(timed_out=time.monotonic() > limit))
-            time.sleep(0.02)
-        self._conn = Client(("127.0.0.1", int(port.read_text())), authkey=bytes.fromhex(self.spec.authkey))
-        return self._conn
+    def _start(self) -> Phase:
+        """The next phase's ranks, started now."""
+        name = self._name(self._next or "search")
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.run_timeout
+        self._phase = Phase.start(self.run_dir, name, self.live_world_size,
+                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout})
+        return self._phase
 
     def _down(self, *, timed_out: bool) -> LaunchOutcome:
-        """Kill what is left of the run and say what happened to it."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        assert self._launcher is not None
-        outcome = finish_world(self._launcher, self.run_dir, self.live_world_size, wait=15, timed_out=timed_out,
-                               timeout=self.run_timeout)
-        for rank in range(max(self.world_size, self.live_world_size)):  # read; a stale one would look hung later
+        """Kill what is left of the phase and say what happened to it."""
+        assert self._phase is not None
+        outcome = self._phase.down(timed_out=timed_out, timeout=self.run_timeout)
+        for rank in range(len(self._phase.procs)):  # read; a stale one would look hung later
             board_path(self.run_dir, rank).unlink(missing_ok=True)
-        self._launcher = None  # the next command starts the run again (`_launch`)
+        self._phase, self._deadline = None, None  # the next command starts the phase again, with a new deadline
         return outcome
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
-        """Rank 0's answer; the run is killed when a rank dies, hangs past its timeout or eats memory (`wait`)."""
-        if self._restart_failed is not None:
-            down, self._restart_failed = self._restart_failed, None
-            raise WorldDown(down)
+        """Every rank's answer; the phase is killed when a rank dies, hangs past its timeout or eats memory."""
         try:
-            conn = self._conn or self._launch()
-            try:
-                conn.send_bytes(pickle.dumps(command))
-                self.wait(lambda: conn.poll(POLL), time.monotonic(), self._deadline)
-                return pickle.loads(conn.recv_bytes())  # type: ignore[no-any-return]
-            except (EOFError, OSError):
-                raise WorldDown(self._down(timed_out=False)) from None
+            phase = self._phase or self._start()
+            phase.send(command)
+            assert self._deadline is not None
+            self.wait(phase.collect, time.monotonic(), self._deadline)
+            if phase.failed:
+                raise WorldDown(self._down(timed_out=False))
+            return [phase.answers[rank] for rank in range(len(phase.procs))]
         except WorldDown:
             raise
-        except BaseException:  # Ctrl-C: nothing of the run outlives the check
-            if self._launcher is not None:
-                self._down(timed_out=True)
+        except BaseException:  # Ctrl-C: nothing of the run outlives the check, and nothing is asked of it
+            if self._phase is not None:
+                self._phase.kill()
+                self._phase = None
+            self._interrupted = True
             raise
 
     def _broken(self, waited: float) -> LaunchOutcome:
         return self._down(timed_out=True)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
-        """Go on in ``world_size`` fresh processes (None: the check's): rank 0 tells the launcher the next
-        phase and its size as its ranks stop; with no phase running, the next command starts it."""
-        size = self.world_size if world_size is None else world_size
-        if self._conn is not None:
-            phase = self._name(phase)
-            if self._stop(phase, size):
-                self.live_world_size = size
-                try:
-                    self._connect(phase)
-                except WorldDown as e:  # its ranks never listened: the example that needed them fails with why
-                    self._restart_failed = e.outcome
-                return
-            self._down(timed_out=False)
-        self.live_world_size = size
+        """Go on in ``world_size`` fresh processes (None: the check's), started by the next command."""
+        self._stop()
+        self._next = phase
+        self.live_world_size = self.world_size if world_size is None else world_size
 
-    def _stop(self, following: str | None, size: int) -> bool:
-        """Rank 0 ends the phase (``following``: the next phase, on ``size`` ranks, if any); it answered?"""
-        assert self._conn is not None
+    def _stop(self) -> None:
+        phase, self._phase = self._phase, None
+        if phase is None:
+            return
         try:
-            self._conn.send_bytes(pickle.dumps(("stop", following, size)))
-            self._conn.recv_bytes()
-            return True
-        except (EOFError, OSError):
-            return False
-        finally:
-            self._conn.close()
-            self._conn = None
+            if phase.stop():
+                self._done.append(phase.name)
+        except BaseException:  # Ctrl-C while the ranks leave: kill them, ask nothing more
+            phase.kill()
+            self._interrupted = True
+            raise
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._stop(None, self.world_size)
-        if self._launcher is not None:
-            down = self._down(timed_out=False)
-            self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), started by torch's elastic "
-                              f"launcher; phases {' + '.join(down.phases_done) or 'none'}")
-            if down.joins_retried:
-                self.notes.append(f"phase {', '.join(down.joins_retried)} started again: its ranks could not form "
-                                  f"their gloo group within {JOIN_TIMEOUT:g} s, before any loader code ran")
+        started = bool(self._phases)
+        self._stop()
+        if started:
+            self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), each started as torchrun starts "
+                              f"a rank; phases {' + '.join(self._done) or 'none'}")
         if self.keep:
             self.notes.append(f"run files kept in {self.run_dir}")
+        elif self._interrupted:  # deleting a search's saved examples took 4 s at load 28: not on a Ctrl-C's clock
+            subprocess.Popen(["rm", "-rf", "--", str(self.run_dir)], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         else:
             shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -1,24 +1,22 @@
-"""A self-launched rank, made to look to the loader like a rank ``torchrun`` starts on this machine.
+"""A self-launched rank, the process a rank ``torchrun`` starts on this machine would be.
 
-The ranks are forked from the launcher's forkserver (`launcher._start_forkserver` says why), which marks them
-as its children: multiprocessing's start method set to ``forkserver`` (a loader's workers, with no
-``multiprocessing_context``, then each start from a new forkserver and import torch again), the process named
-``ForkServerProcess-1`` with a parent, none of the variables ``torchrun`` itself adds, and the launcher's
-``sys.path`` and ``sys.argv``. `as_under_torchrun` undoes each in the rank before any of the user's code runs;
+A rank is a new interpreter started as torchrun starts one (`launch.Phase.start`), so multiprocessing's start
+method is nobody's choice, the process is ``MainProcess`` with no parent, and torch reads ``OMP_NUM_THREADS``
+at import. What is left: the variables torchrun gives a rank (`torchrun_env`), and the user's command's view,
+its directory, import path and arguments (`as_under_torchrun`, before any of the user's code runs).
 docs/distributed.md, "What a rank sees", lists what was measured under both. In-world mode (the user's own
-launcher) never calls it.
+launcher) never calls either.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
-import multiprocessing.process
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
-__all__ = ["as_under_torchrun", "of_caller"]
+__all__ = ["as_under_torchrun", "of_caller", "torchrun_env"]
 
 
 def of_caller() -> dict[str, Any]:
@@ -26,36 +24,38 @@ def of_caller() -> dict[str, Any]:
     return {"cwd": os.getcwd(), "sys_path": list(sys.path), "argv": list(sys.argv)}
 
 
-def as_under_torchrun(caller: dict[str, Any] | None) -> None:
-    """Make this rank's process what a rank of ``torchrun`` is on this machine; ``caller``: `of_caller`'s."""
-    import torch
-
-    # No start method chosen, as in a new interpreter: get_start_method() is the platform's default
-    # (fork on Linux before Python 3.14), and a factory may still choose one without force=True.
-    multiprocessing.set_start_method(None, force=True)
-    # The main process, with no parent: code that asks `current_process().name == "MainProcess"` to tell a
-    # trainer from a worker takes the trainer's path, as under torchrun.
-    me: Any = multiprocessing.current_process()
-    me.name, me._identity, me._parent_pid = "MainProcess", (), None  # what CPython's own main process has
-    multiprocessing.process._parent_process = None  # type: ignore[attr-defined]
-    # What torchrun's own main adds to every rank's environment (torch/distributed/run.py): OMP_NUM_THREADS=1
-    # unless set, with more than one rank per node (torch reads it at import, so its threads are set here too).
+def torchrun_env(rank: int, world_size: int, port: int, run_id: str, error_file: Path) -> dict[str, str]:
+    """What ``torchrun --nproc-per-node world_size`` adds to rank ``rank``'s environment on one node (torch
+    v2.13.0: ``LocalElasticAgent._start_workers`` and ``_set_local_rank_env``, torch/distributed/run.py's
+    ``OMP_NUM_THREADS``, ``elastic_launch``'s ``TORCHELASTIC_SIGNALS_TO_HANDLE``). Not yet
+    ``TORCHELASTIC_USE_AGENT_STORE``: there is no agent's store, rank 0 hosts it (`world.rank_main` sets it
+    once the group is formed, before the user's code)."""
+    env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
+           "ROLE_NAME": "default", "LOCAL_WORLD_SIZE": str(world_size), "WORLD_SIZE": str(world_size),
+           "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
+           "TORCHELASTIC_RUN_ID": run_id, "TORCH_NCCL_ASYNC_ERROR_HANDLING":
+               os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+           "TORCHELASTIC_ERROR_FILE": str(error_file)}
     if (signals := _signals_to_handle()) is not None:
-        os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = signals
-    if "OMP_NUM_THREADS" not in os.environ and int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1:
-        os.environ["OMP_NUM_THREADS"] = "1"
-        torch.set_num_threads(1)
-    if caller is not None:  # the user's command's view: its directory, import path and arguments
+        env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = signals
+    if "OMP_NUM_THREADS" not in os.environ and world_size > 1:
+        env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def as_under_torchrun(caller: dict[str, Any] | None) -> None:
+    """The user's command's view in this rank; ``caller``: `of_caller`'s."""
+    if caller is not None:
         os.chdir(caller["cwd"])
         sys.path[:] = caller["sys_path"]
         sys.argv[:] = caller["argv"]
 
 
 def _signals_to_handle() -> str | None:
-    """What ``elastic_launch`` writes into its own environment, which the ranks torchrun starts as commands
-    inherit and ranks forked from a forkserver do not: ``LaunchConfig.signals_to_handle``'s default
-    (torch/distributed/launcher/api.py; None in a torch without it)."""
+    """What ``elastic_launch`` writes into its own environment, which torchrun's ranks inherit:
+    ``LaunchConfig.signals_to_handle``'s default (torch/distributed/launcher/api.py; None in a torch without it)."""
     from torch.distributed.launcher.api import LaunchConfig
 
-    field = {f.name: f for f in dataclasses.fields(LaunchConfig)}.get("signals_to_handle")
-    return None if field is None else str(field.default)
+    found = {f.name: f for f in dataclasses.fields(LaunchConfig)}.get("signals_to_handle")
+    return None if found is None else str(found.default)

@@ -14,7 +14,7 @@ from .. import status
 from ..example import ClauseLike, ExampleRun, LoadFormProbe
 from ..executors import BUILDING, FactoryProblem, StartFailed
 from ..impact import Impact
-from ..outcome import ClauseViolation, Outcome
+from ..outcome import Outcome
 from ..plans import Alignment, Checkpoint, RankLengths
 from ..steps import LoadForm
 from ..supervised import COMMAND_GRACE, watch
@@ -48,7 +48,7 @@ class RankExecutor:
     memory_limit: int | None = None
 
     def __init__(self, target: str, *, factory_import: str, alignment: Alignment, timeout: float | None,
-                 authkey: str = "", consume: str | None = None) -> None:
+                 consume: str | None = None) -> None:
         from ..._target import load_consume, load_target
 
         module_part, sep, attr = target.rpartition(":")
@@ -59,7 +59,7 @@ class RankExecutor:
         if consume is not None:
             load_consume(consume)
         self.timeout = timeout
-        self.spec = RankSpec(self.target, factory_import, alignment, timeout, authkey, consume)
+        self.spec = RankSpec(self.target, factory_import, alignment, timeout, consume)
         self.notes: list[str] = []
         #: Every rank's epoch lengths (`lengths`; plans are drawn from their shortest), by config and world size.
         self._lengths: dict[tuple[str, int], list[list[int]]] = {}
@@ -157,9 +157,6 @@ class RankExecutor:
     def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
                  plan: Any = None) -> ExampleRun:
         what = down.describe()
-        v = ClauseViolation(clause.id, heading=clause.heading, expected="every rank to finish the example",
-                            got=f"the multi-rank run failed: {what}",
-                            impact=Impact("loud", "a rank's process fails: the job stops"))
         rank = down.rank
         rerun = f"{self.rerun(clause.id)} --run-dir DIR  # keeps each rank's logs in DIR/logs"
         if config is not None and isinstance(plan, Checkpoint):
@@ -168,7 +165,10 @@ class RankExecutor:
         reproduction = rerun if not program else (
             f"# What rank {rank} ran before its process went down (on rank {rank} of {self.world_size}):\n"
             f"{program}\n\n# The run again, on real ranks:\n# {rerun}")
-        outcome = Outcome.of_violation(v, message=f"{clause.heading}\nthe multi-rank run failed: {what}",
-                                       rank=rank, killed_by=down.killed_by)
+        # Told as every failure is: the rule, the rank that went down, expected, got.
+        outcome = Outcome("failed", expected="every rank to finish the example", heading=clause.heading,
+                          got=f"the multi-rank run failed: {what}", rank=rank, world_size=self.world_size,
+                          killed_by=down.killed_by,
+                          impact=Impact("loud", "a rank's process fails: the job stops"))
         outcome.notes.append("not shrunk: every re-run starts a fresh set of ranks (seconds each)")
         return ExampleRun(rank, outcome, reproduction=reproduction, final=True)

@@ -1,8 +1,8 @@
 """What happened to a multi-rank run, and which rank's failure was the cause.
 
-When one rank dies, the others fail too, on their broken gloo connections, and torch's launcher reports
-only the rank its monitor noticed first, often one that failed *because* another had died. So the
-launcher records every rank's exit itself (`launcher`), and `order_failures` names the cause first.
+When one rank dies, the others fail too, on their broken gloo connections, or are stopped by the checker,
+and the first to exit is often one that failed *because* another had died. So the checker records every
+rank's exit code and time (`launch.Phase`), and `order_failures` names the cause first.
 """
 
 from __future__ import annotations
@@ -16,23 +16,20 @@ from ..processes import describe_exit
 
 __all__ = ["COMMUNICATION", "KILLED", "OWN", "STOPPED", "LaunchOutcome", "RankFailure", "order_failures"]
 
-#: Seconds the agent gives a rank to exit after SIGTERM before SIGKILL, once another failed.
-SHUTDOWN_GRACE = 5
-
 #: What a rank's error says when it failed because another rank went away (its gloo
 #: connection broke, a collective timed out waiting for it, the store was gone): lower case.
 COMMUNICATION_ERRORS = ("connection reset by peer", "connection closed by peer", "broken pipe",
                         "connection refused", "timed out", "gloo/transport", "distbackenderror",
                         "distnetworkerror", "diststoreerror")
-#: Signals a rank is stopped with from outside: by the launcher once another failed (SIGTERM, then SIGKILL
-#: after `SHUTDOWN_GRACE`), or when the launcher dies (SIGINT, the ranks' parent-death signal).
+#: Signals a rank is stopped with from outside: by the checker once another failed (SIGKILL), by a user's
+#: launcher (SIGTERM, SIGINT, SIGHUP).
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP})
 
 #: How a failure relates to the others (`order_failures`), from most to least likely the cause.
 OWN, KILLED, COMMUNICATION, STOPPED = "own", "killed", "communication", "stopped"
 _KINDS = (OWN, KILLED, COMMUNICATION, STOPPED)
 #: Why a rank stopped by a signal failed, said after the cause.
-_STOPPED_BY = {STOPPED: "stopped by the launcher once a rank had failed", KILLED: "stopped by a signal"}
+_STOPPED_BY = {STOPPED: "stopped by the checker once a rank had failed", KILLED: "stopped by a signal"}
 
 
 @dataclass
@@ -45,7 +42,7 @@ class RankFailure:
     error: str
     doing: str
     stderr_tail: str = ""
-    #: When it exited (``time.time()``), as the launcher saw it; None when not known.
+    #: When it exited (``time.time()``), as the checker saw it; None when not known.
     exited_at: float | None = None
     #: `OWN`, `KILLED`, `COMMUNICATION` or `STOPPED`: set by `order_failures`, judged against the others.
     kind: str = OWN
@@ -84,7 +81,7 @@ def _kind(failure: RankFailure, others: Sequence[RankFailure]) -> str:
     signalled = "got signal" in text or (failure.exitcode is not None and failure.exitcode < 0
                                          and -failure.exitcode in STOP_SIGNALS)
     if signalled:
-        # The launcher stops ranks only after it saw another exit: one killed no later than
+        # The checker stops ranks only after it saw another exit: one killed no later than
         # every other (the OOM killer, a user's kill) was not stopped by it.
         when = failure.exited_at
         later = when is not None and any(o.exited_at is not None and o.exited_at < when for o in others)
@@ -111,10 +108,9 @@ def order_failures(failures: Sequence[RankFailure]) -> list[RankFailure]:
 
 @dataclass
 class LaunchOutcome:
-    """What happened to the ranks: from the launcher's record, or (``in_world``) as rank 0 of the user's
-    launcher's world sees it (`InWorld`): no launcher's record, but its collective's ``error``."""
+    """What happened to the ranks: from the checker's record of its ranks, or (``in_world``) as rank 0 of the
+    user's launcher's world sees it (`InWorld`): no exit codes, but its collective's ``error``."""
 
-    phases_done: list[str] = field(default_factory=list)
     failed_phase: str | None = None
     #: The ranks that failed, the cause first (`order_failures`).
     failures: list[RankFailure] = field(default_factory=list)
@@ -124,15 +120,12 @@ class LaunchOutcome:
     command_limit: float | None = None
     #: Rank statuses at the end (what each was doing when the run ended or was killed).
     doing: dict[int, str] = field(default_factory=dict)
-    launcher_log: str = ""
     #: The run was killed because this rank's example timeout had passed unanswered: (rank, timeout, waited).
     hung: tuple[int, float, float] | None = None
     #: ... or because the ranks' processes grew past the memory limit: (rank, grown, limit).
     memory: tuple[int, int, int] | None = None
     #: Each rank's reproduction of the example it was in, up to where it stopped (status logs).
     programs: dict[int, str] = field(default_factory=dict)
-    #: The phases started again because their ranks could not form their group (`world.JOIN_TIMEOUT`).
-    joins_retried: list[str] = field(default_factory=list)
     in_world: bool = False
     error: str = ""
 
@@ -191,4 +184,4 @@ class LaunchOutcome:
         if self.failures:
             cause, *after = order_failures(self.failures)
             return "\n".join([cause.describe(), *(f.describe_consequence() for f in after)])
-        return f"the launcher failed: {self.launcher_log.strip()[-2000:] or 'the launcher exited without a word'}"
+        return self.where_each_rank_was("a rank's connection to the checker closed with no failure recorded.")

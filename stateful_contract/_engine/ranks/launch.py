@@ -1,61 +1,50 @@
-"""Starting the ranks the way ``torchrun`` starts them, and making sure none outlives the run.
+"""Starting a phase's ranks the way ``torchrun`` starts them, talking to each one directly, ending what is left.
 
-A *launcher* process (`launcher`) runs ``elastic_launch`` once per phase, its ranks (`world.rank_main`)
-forked from a forkserver; one that ended its run cleanly serves the next check (`give_back`). Why each, and
-how a hang is ended from outside: docs/distributed.md, "Ranks that raise, die or hang".
+Each rank is a new interpreter started with ``subprocess.Popen`` in a session of its own, given the variables
+torchrun's agent gives a rank, as torchrun starts one (torch v2.13.0: ``LocalElasticAgent._start_workers`` in
+torch/distributed/elastic/agent/server/local_elastic_agent.py, ``SubprocessHandler._popen`` in
+torch/distributed/elastic/multiprocessing/subprocess_handler/subprocess_handler.py). The checker keeps one end
+of a socket pair per rank (`multiprocessing.connection`: one transport, no port, no relay) and sends each
+command to every rank itself; the ranks form their gloo group among themselves for the loader's collectives
+only. Why, and how a hang is ended from outside: docs/distributed.md, "Ranks that raise, die or hang".
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
-import shutil
+import pickle
+import signal
+import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from .. import status
-from ..processes import MARKER_ENV, fault_excerpt, kill_marked, kill_session, processes_of
-from .as_torchrun import of_caller
+from ..processes import MARKER_ENV, fault_excerpt, kill_marked
+from .as_torchrun import of_caller, torchrun_env
 from .failures import LaunchOutcome, RankFailure, order_failures
 
-__all__ = ["JOIN_TIMEOUT", "KEPT_FILE", "Launcher", "board_path", "close_kept", "finish_world", "left_behind",
-           "start_launcher", "start_world", "where_ranks_were"]
+__all__ = ["JOINING", "JOIN_TIMEOUT", "SPEC_FILE", "Phase", "board_path", "where_ranks_were"]
 
-#: How often the elastic agent polls its ranks: a failure is noticed within this.
-MONITOR_INTERVAL = 0.05
-#: Seconds a fresh set of ranks may take to form its gloo group. It takes well under 5 s, even
-#: with 3 ranks on 2 loaded cores; a join that has not finished by then never will.
+#: Seconds a fresh set of ranks may take to form its gloo group: well under 5 s even with 3 ranks on 2 loaded
+#: cores; a join that has not finished by then never will.
 JOIN_TIMEOUT = 60.0
-#: How a rank's status starts until it has joined: a phase that failed then is started again.
+#: How a rank's status starts until it has joined.
 JOINING = "joining the gloo process group"
-
+#: What every rank reads first: `world.RankSpec`, the caller's process (`as_torchrun.of_caller`), the timeout.
 SPEC_FILE = "launch.json"
-#: Runs one launcher serves before it is replaced: torch's rendezvous leaves a thread or a
-#: socket behind now and then, and a fresh launcher every so often keeps that bounded.
-MAX_RUNS = 50
-#: Where a kept launcher lists its own processes (forkserver, resource tracker), before its first run.
-KEPT_FILE = "kept.json"
-#: The file a run's outcome is written to; while it is missing, the run goes on.
-OUTCOME_FILE = "launch-outcome.json"
-#: Environment variables that change from check to check and not what a rank sees: pytest's current
-#: test, and Hypothesis' home (each check's own; a kept launcher's is its own).
-_HYPOTHESIS_HOME = "HYPOTHESIS_STORAGE_DIRECTORY"
-_VOLATILE = frozenset({"PYTEST_CURRENT_TEST", _HYPOTHESIS_HOME})
-_FRESH_ENV = "STATEFUL_CONTRACT_FRESH_LAUNCHER"
-
-#: The folder this copy of the package is imported from: the ranks run the checker's code, where ``python -m``
-#: would put the working directory (another checkout, say) first on ``sys.path``, an editable install next.
+#: Seconds the other ranks get to end on their own once one rank is gone (their own error is then theirs).
+SETTLE = 1.0
+#: The folder this copy of the package is imported from: the ranks run the checker's code.
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
-_LAUNCHER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
-             "from stateful_contract._engine.ranks.launcher import serve; sys.exit(serve(sys.argv[1]))")
+_BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+         "from stateful_contract._engine.ranks.world import rank_main; sys.exit(rank_main(*sys.argv[1:]))")
 
 
 def board_path(run_dir: Path, rank: int) -> Path:
@@ -63,171 +52,139 @@ def board_path(run_dir: Path, rank: int) -> Path:
     return run_dir / "status" / f"rank{rank}.board"
 
 
+def _free_port() -> int:
+    """A free port for rank 0's store, as ``torchrun --standalone`` picks one."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @dataclass(eq=False)
-class Launcher:
-    """One launcher process (`launcher.serve`): it reads the run directories it runs from its stdin."""
+class Phase:
+    """One set of rank processes: the checker's end of each one's connection, its exit code and time."""
 
-    proc: subprocess.Popen[bytes]
-    #: Its own directory: the `MARKER_ENV` value its processes (ranks, their workers) carry.
-    marker: Path
-    #: What a check must share with it to reuse it (`_key`); None: it serves one run only.
-    key: tuple[object, ...] | None
-    runs: int = 0
-    owner: int = field(default_factory=os.getpid)
-    #: Where the running run's output begins in its log (`finish_world` keeps that part with the run).
-    log_from: int = 0
+    name: str
+    run_dir: Path
+    procs: list[subprocess.Popen[bytes]]
+    conns: list[Connection]
+    logs: Path
+    #: The answers to the command in flight, by rank (`collect`).
+    answers: dict[int, Any] = field(default_factory=dict)
+    #: When each rank's process was first seen gone (``time.time()``), by rank.
+    exited_at: dict[int, float] = field(default_factory=dict)
+    #: Ranks whose connection closed before they answered.
+    lost: set[int] = field(default_factory=set)
 
-    def running(self, run_dir: Path) -> bool:
-        """The launcher is alive and has not written ``run_dir``'s outcome yet."""
-        return self.proc.poll() is None and not (run_dir / OUTCOME_FILE).is_file()
+    @classmethod
+    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any]) -> Phase:
+        (run_dir / "status").mkdir(parents=True, exist_ok=True)
+        (run_dir / SPEC_FILE).write_text(json.dumps({**spec, "process": of_caller()}), encoding="utf-8")
+        logs = run_dir / "logs" / name
+        port, procs, conns = _free_port(), [], []
+        for rank in range(world_size):
+            mine, theirs = socket.socketpair()
+            error_file = logs / "attempt_0" / str(rank) / "error.json"
+            error_file.parent.mkdir(parents=True, exist_ok=True)
+            env = {**os.environ, **torchrun_env(rank, world_size, port, f"{run_dir.name}-{name}", error_file),
+                   MARKER_ENV: str(run_dir)}
+            with open(error_file.with_name("stderr.log"), "wb") as out:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, PACKAGE_ROOT, str(run_dir), name, str(theirs.fileno())],
+                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    pass_fds=(theirs.fileno(),), start_new_session=True))
+            theirs.close()
+            conns.append(Connection(mine.detach()))
+        return cls(name, run_dir, procs, conns, logs)
 
-    def own_processes(self) -> set[int]:
-        """The launcher and what it keeps between runs (empty before it has listed them)."""
-        try:
-            return {self.proc.pid, *json.loads((self.marker / KEPT_FILE).read_text(encoding="utf-8"))}
-        except (OSError, ValueError):
-            return set()
+    def send(self, command: tuple[Any, ...]) -> None:
+        """``command`` to every rank (plain pickle: tensors travel as data, not shared-memory handles)."""
+        self.answers = {}
+        data = pickle.dumps(command)
+        for rank, conn in enumerate(self.conns):
+            try:
+                conn.send_bytes(data)
+            except OSError:
+                self.lost.add(rank)
 
-    def clear(self) -> bool:
-        """Kill every process of the run that is not the launcher's own; whether the launcher can serve again."""
-        own = self.own_processes()
-        if not own or self.proc.poll() is not None:
-            return False
-        kill_marked(self.marker, spare=frozenset(own))
-        return True
+    def collect(self) -> bool:
+        """Read what has come (waiting up to `supervised.POLL` s): every rank answered, or one is gone."""
+        from ..supervised import POLL
 
-    def close_pipe(self) -> None:
-        if self.proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
+        waiting = {self.conns[r]: r for r in range(len(self.conns)) if r not in self.answers and r not in self.lost}
+        for conn in wait(list(waiting), POLL) if waiting else []:
+            rank = waiting[conn]  # type: ignore[index]
+            try:
+                self.answers[rank] = pickle.loads(conn.recv_bytes())  # type: ignore[union-attr]
+            except (EOFError, OSError):
+                self.lost.add(rank)
+        for rank, proc in enumerate(self.procs):
+            if proc.poll() is not None:
+                self.exited_at.setdefault(rank, time.time())
+        return len(self.answers) == len(self.conns) or bool(self.lost or self.exited_at)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.lost or self.exited_at)
+
+    def stop(self) -> bool:
+        """Every rank told to leave (each has answered every command), given `SETTLE` s to go on its own, then
+        killed: a torch interpreter's teardown is no part of the check. Whether every rank was still there."""
+        self.send(("stop",))
+        limit = time.monotonic() + SETTLE
+        while any(p.poll() is None for p in self.procs) and time.monotonic() < limit:
+            time.sleep(0.01)
+        clean = all(p.poll() in (0, None) for p in self.procs) and not self.lost
+        self.kill()
+        return clean
 
     def kill(self) -> None:
-        """End the launcher and everything carrying its marker."""
-        self.close_pipe()
-        kill_session(self.proc.pid, marker=self.marker)  # before reaping: the pid stays the group's until then
-        self.proc.wait()
-        shutil.rmtree(self.marker, ignore_errors=True)
+        """End every rank, its workers, and anything else carrying the run's marker."""
+        for conn in self.conns:
+            conn.close()
+        for proc in self.procs:
+            if proc.poll() is None:  # torchrun starts each rank in a session of its own: one signal each
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        kill_marked(self.run_dir)  # one sweep for what left its session (a daemon a rank started, say)
+        for rank, proc in enumerate(self.procs):
+            proc.wait()
+            self.exited_at.setdefault(rank, time.time())
+
+    def down(self, *, timed_out: bool, timeout: float) -> LaunchOutcome:
+        """Give the other ranks `SETTLE` s to end once one is gone, kill what is left, say what happened."""
+        limit = time.monotonic() + (0 if timed_out else SETTLE)
+        while time.monotonic() < limit and any(p.poll() is None for p in self.procs):
+            self.collect()
+        self.kill()
+        doing, programs = where_ranks_were(self.run_dir, len(self.procs))
+        failures = order_failures([self._failure(rank, doing.get(rank, "")) for rank, proc in enumerate(self.procs)
+                                   if proc.returncode != 0])
+        return LaunchOutcome(failed_phase=self.name if failures else None, failures=failures, doing=doing,
+                             programs=programs, timed_out=timed_out and not failures, timeout=timeout)
+
+    def _failure(self, rank: int, doing: str) -> RankFailure:
+        from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+        error_file = self.logs / "attempt_0" / str(rank) / "error.json"
+        proc = self.procs[rank]
+        message: Any = ""
+        with contextlib.suppress(ValueError, OSError):  # an error file cut short by the kill: no message
+            message = ProcessFailure(local_rank=rank, pid=proc.pid, exitcode=proc.returncode,
+                                     error_file=str(error_file) if error_file.is_file() else "").message
+        if isinstance(message, dict):  # written by torch's @record wrapper
+            message = message.get("message", "")
+        if not isinstance(message, str) or message.startswith("To enable traceback"):
+            message = ""
+        return RankFailure(rank=rank, phase=self.name, exitcode=proc.returncode, error=message, doing=doing,
+                           stderr_tail=_tail(error_file.with_name("stderr.log")), exited_at=self.exited_at.get(rank))
 
 
-_lock = threading.Lock()
-_idle: list[Launcher] = []
-#: Every kept launcher's marker this process started, for `left_behind`.
-_markers: list[Path] = []
-
-
-def _key() -> tuple[object, ...]:
-    environ = {k: v for k, v in os.environ.items() if k not in _VOLATILE}
-    return sys.executable, os.getcwd(), tuple(sorted(environ.items()))
-
-
-def start_launcher(run_dir: Path, *, reusable: bool) -> Launcher:
-    """A launcher running ``run_dir``'s spec: an idle one that fits when ``reusable``, else a fresh one."""
-    key = _key() if reusable and os.environ.get(_FRESH_ENV, "") in ("", "0") else None
-    with _lock:
-        found = next((launcher for launcher in _idle if key is not None and launcher.key == key), None)
-        if found is not None:
-            _idle.remove(found)
-    if found is None or found.proc.poll() is not None:
-        if found is not None:
-            found.kill()
-        marker = Path(tempfile.mkdtemp(prefix="stateful-contract-launcher-"))
-        env = {**os.environ, _HYPOTHESIS_HOME: str(marker / ".hypothesis"), MARKER_ENV: str(marker)}
-        with open(marker / "launcher.log", "wb") as out:  # in a session of its own, carrying the marker
-            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, PACKAGE_ROOT, str(marker)], env=env,
-                                    stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        with _lock:
-            _markers.append(marker)
-        found = Launcher(proc, marker, key)
-    else:
-        found.log_from = (found.marker / "launcher.log").stat().st_size
-    assert found.proc.stdin is not None
-    found.runs += 1
-    found.proc.stdin.write(f"{run_dir}\n".encode())
-    found.proc.stdin.flush()
-    return found
-
-
-def give_back(launcher: Launcher) -> None:
-    """A run ended cleanly: clear what it left and keep the launcher for the next check, or end it."""
-    if launcher.key is not None and launcher.owner == os.getpid() and launcher.runs < MAX_RUNS and launcher.clear():
-        with _lock:
-            spare, _idle[:] = _idle[:], [launcher]  # one idle launcher is enough: checks run one at a time
-    else:
-        spare = [launcher]
-    for other in spare:
-        other.kill()
-
-
-def left_behind() -> list[int]:
-    """Processes of this process's kept launchers that are not a launcher's own: none, between checks."""
-    with _lock:
-        own = set().union(*(launcher.own_processes() for launcher in _idle))
-        markers = list(_markers)
-    return sorted(pid for marker in markers for pid in processes_of(marker) if pid not in own)
-
-
-def close_kept() -> None:
-    """End every launcher this process keeps (at exit, and when a check is interrupted)."""
-    with _lock:
-        idle, _idle[:] = _idle[:], []
-    for launcher in idle:
-        if launcher.owner == os.getpid():
-            launcher.kill()
-
-
-def _forget_in_child() -> None:
-    """A forked child (a DataLoader worker, a supervised child) must not use or end its parent's launchers."""
-    global _lock
-    _lock = threading.Lock()  # another thread may have held it at the fork
-    for launcher in _idle:
-        launcher.close_pipe()
-    _idle.clear()
-    _markers.clear()
-
-
-def start_world(run_dir: Path, *, world_size: int, first_phase: str, timeout: float,
-                ranks: dict[str, Any]) -> Launcher:
-    """`world.serve` (``ranks``: a `world.RankSpec`) on ``world_size`` fresh ranks, phase after phase, in a
-    launcher (a kept one that fits, on Linux); ``timeout`` bounds the gloo collectives; hangs are killed."""
-    (run_dir / "status").mkdir(parents=True, exist_ok=True)
-    linux = sys.platform.startswith("linux")
-    # Not "fork": see `stateful_contract._engine.ranks.launcher._start_forkserver`.
-    spec = {"world_size": world_size, "first_phase": first_phase, "start_method": "forkserver" if linux else "spawn",
-            "timeout": timeout, "ranks": ranks, "process": of_caller()}
-    (run_dir / SPEC_FILE).write_text(json.dumps(spec), encoding="utf-8")
-    (run_dir / OUTCOME_FILE).unlink(missing_ok=True)  # a previous launcher's, in a restarted run
-    return start_launcher(run_dir, reusable=linux)
-
-
-def finish_world(launcher: Launcher, run_dir: Path, world_size: int, *, wait: float,
-                 timed_out: bool = False, timeout: float = 0.0) -> LaunchOutcome:
-    """Wait up to ``wait`` s for the run to end, kill whatever is left of it, and say what happened."""
-    limit = time.monotonic() + wait
-    while not timed_out and launcher.running(run_dir) and time.monotonic() < limit:
-        time.sleep(0.01)
-    ended = not timed_out and not launcher.running(run_dir)  # its outcome written, or the launcher dead
-    log = b""  # this run's part of the launcher's log (why it failed, say), kept with the run's files
-    with contextlib.suppress(OSError), open(launcher.marker / "launcher.log", "rb") as whole:
-        whole.seek(launcher.log_from)
-        log = whole.read()
-    (run_dir / "launcher.log").write_bytes(log)
-    if ended:
-        give_back(launcher)  # kills what the run left, keeps the launcher if it may
-    else:
-        launcher.kill()
-    outcome = _read_outcome(run_dir, world_size)
-    outcome.timed_out = not ended and outcome.failed_phase is None
-    outcome.timeout = timeout
-    outcome.launcher_log = log.decode(errors="replace")
-    return outcome
-
-
-def _tail(path: Path | None, lines: int = 25) -> str:
-    """The last ``lines`` of a dead rank's stderr that say something."""
-    if path is None or not path.is_file():
+def _tail(path: Path, lines: int = 25) -> str:
+    """The last ``lines`` of a dead rank's output that say something."""
+    if not path.is_file():
         return ""
     text = path.read_text(encoding="utf-8", errors="replace")
-    if fault := fault_excerpt(text):  # a fatal signal: the loader's frames, not the launcher's below them
+    if fault := fault_excerpt(text):  # a fatal signal: the loader's frames
         return fault
     kept = [line for line in text.splitlines() if line.strip() and "Warning" not in line
             and "torch.set_vital" not in line]
@@ -244,23 +201,3 @@ def where_ranks_were(run_dir: Path, world_size: int) -> tuple[dict[int, str], di
         if board.program:
             programs[rank] = board.program + ("  # <- this rank stopped here" if board.in_call else "")
     return doing, programs
-
-
-def _read_outcome(run_dir: Path, world_size: int) -> LaunchOutcome:
-    doing, programs = where_ranks_were(run_dir, world_size)
-    path = run_dir / OUTCOME_FILE
-    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    failures = order_failures([
-        RankFailure(rank=int(f["rank"]), phase=data["failed_phase"], exitcode=f["exitcode"], error=f["error"],
-                    doing=doing.get(int(f["rank"]), ""),
-                    stderr_tail=_tail(Path(f["stderr"]) if f.get("stderr") else None),
-                    exited_at=f.get("exited_at"))
-        for f in data.get("failures", [])
-    ])
-    return LaunchOutcome(phases_done=data.get("phases_done", []), failed_phase=data.get("failed_phase"),
-                         failures=failures, doing=doing, programs=programs, joins_retried=data.get("joins_retried", []))
-
-
-atexit.register(close_kept)
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_forget_in_child)

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from multiprocessing.connection import Listener
+from multiprocessing.connection import Connection
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,14 +30,12 @@ from ..guard import frozen
 from ..noise import ignore_set_vital
 from ..supervised import POLL
 from .as_torchrun import as_under_torchrun
-from .launch import JOIN_TIMEOUT, JOINING, board_path
+from .launch import JOIN_TIMEOUT, JOINING, SPEC_FILE, board_path
 
-__all__ = ["PORT_FILE", "STOP", "Handler", "RankSpec", "World", "rank_main", "serve"]
+__all__ = ["STOP", "Handler", "RankSpec", "World", "rank_main"]
 
 #: The command that ends a follower's loop.
 STOP = "stop"
-#: The port rank 0 listens on (on 127.0.0.1) for the engine's commands, per phase (written atomically).
-PORT_FILE = "port-{phase}.txt"
 
 
 @dataclass
@@ -113,40 +111,49 @@ class World:
         return command
 
 
-def rank_main(run_dir: str, phase: str) -> Any:
-    """The function every rank runs: join the group, serve the phase, leave."""
+def rank_main(run_dir: str, phase: str, fd: str) -> int:
+    """Every self-launched rank (`launch.Phase.start`): join the group, run the checker's commands, leave."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return int(record(_rank)(Path(run_dir), phase, Connection(int(fd))) or 0)  # an error: torchrun's error file
+
+
+def _rank(path: Path, phase: str, conn: Connection) -> int:
     ignore_set_vital()  # a rank is a new interpreter: none of the checker's warning filters
-    path = Path(run_dir)
-    spec = json.loads((path / "launch.json").read_text(encoding="utf-8"))
-    as_under_torchrun(spec.get("process"))  # before any of the user's code: what its launcher's ranks see
+    spec = json.loads((path / SPEC_FILE).read_text(encoding="utf-8"))
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
     world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
-    # Not formed within JOIN_TIMEOUT: exit 1, every thread's stack in the log, and the launcher starts the
-    # phase again, once (no loader code ran yet). faulthandler's watchdog, a C thread, fires even when the
-    # join is stuck in C holding the interpreter lock, where no Python timer could run.
+    # Not formed within JOIN_TIMEOUT: exit 1 with every thread's stack in the log. faulthandler's watchdog, a
+    # C thread, fires even when the join is stuck in C holding the interpreter lock.
     faulthandler.dump_traceback_later(JOIN_TIMEOUT, exit=True, file=sys.stderr)
     try:  # the caller's timeout ends a hang; the group must not give up earlier on its own
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
     finally:
         faulthandler.cancel_dump_traceback_later()  # its thread is gone before the loader forks workers
+    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # torchrun's value (as_torchrun.torchrun_env says why)
+    as_under_torchrun(spec.get("process"))  # before any of the user's code: what its launcher's ranks see
     world.status(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
     try:
-        result = serve(world, phase, spec["ranks"])
+        handler = Handler(world, RankSpec(**spec["ranks"]))
+        with steps.references_kept(), frozen():
+            world.status("waiting for the first command")
+            while (command := pickle.loads(conn.recv_bytes()))[0] != STOP:
+                conn.send_bytes(pickle.dumps(handler(command)))  # plain pickle: tensors as data
+                world.status("waiting for the next command")
         world.status(f"finished the {phase} phase")
-        return result
+        return 0
     finally:
         dist.destroy_process_group()
 
 
 @dataclass(frozen=True)
 class RankSpec:
-    """What every rank needs to run examples (in the run's ``launch.json``, beside the launcher's spec)."""
+    """What every rank needs to run examples (in the run's ``launch.json``)."""
 
     target: str
     factory_import: str
     alignment: Any
     timeout: float | None
-    authkey: str
     #: The declared consumption, ``module:function`` (_engine/consumption.py), None: none.
     consume: str | None = None
 
@@ -188,37 +195,3 @@ class Handler(executors.Handler):
         finally:
             self.on(self.place.rank, self.place.world_size)
         return mine
-
-
-def serve(world: World, phase: str, ranks: dict[str, Any]) -> tuple[str | None, int] | None:
-    """Every rank's phase (`rank_main`); rank 0 returns the next phase and its world size, if any."""
-    spec = RankSpec(**ranks)
-    handler = Handler(world, spec)
-    with steps.references_kept(), frozen():
-        if world.rank != 0:
-            world.status("waiting for rank 0's first command")
-            world.follow(handler)
-            return None
-        return _lead(world, handler, spec, phase)
-
-
-def _lead(world: World, handler: Handler, spec: RankSpec, phase: str) -> tuple[str | None, int]:
-    with Listener(("127.0.0.1", 0), authkey=bytes.fromhex(spec.authkey)) as listener:
-        path = world.run_dir / PORT_FILE.format(phase=phase)
-        partial = path.with_suffix(".tmp")  # renamed into place: the caller polls for it
-        partial.write_text(str(listener.address[1]), encoding="utf-8")
-        partial.replace(path)
-        world.status("waiting for the engine to connect")
-        with listener.accept() as conn:
-            try:
-                while True:
-                    command = pickle.loads(conn.recv_bytes())
-                    if command[0] == STOP:  # (STOP, the next phase or None, its world size)
-                        conn.send_bytes(pickle.dumps("stopping"))
-                        return command[1], command[2]
-                    # Plain pickle, not multiprocessing's: tensors travel as data, not as shared-memory
-                    # handles the other process may not open.
-                    conn.send_bytes(pickle.dumps(world.call(command, handler)))
-                    world.status("waiting for the next command")
-            finally:
-                world.stop()
