@@ -146,6 +146,8 @@ class _Run:
             if self.replay is not None and c.budget != "once":
                 # SC18 replays the config alone.
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
+                if self.endless is not None and not config.endless:  # found endless on an earlier clause
+                    config = replace(config, endless=True)
                 watched = EndlessWatch(self.executor)
                 failed = replay_one(c, watched, config, plan)
                 self.endless_seen = watched.seen

@@ -27,8 +27,8 @@ from tests.compat.rows import ROWS
 row = ROWS["nodes_sequential"]
 result = check(row.target, clauses=["SC11"], profile="ci", space=row.space, jobs=1, target=row.target,
                expected_failures=row.expected_failures)["SC11"]
-print(json.dumps({{"status": result.status, "examples": result.examples, "found_after": result.outcome.found_after,
-                  "plan": result.outcome.plan, "coverage": result.coverage}}))
+print(json.dumps({{"status": result.status, "examples": result.examples, "found_after": result.found_after,
+                  "plan": result.plan, "coverage": result.coverage}}))
 """
 
 
