@@ -120,9 +120,9 @@ def launchers(session: nox.Session) -> None:
     install(session, "test")
     session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
                                                 "-m", "launcher",
-                                                "tests/test_in_world.py", "tests/test_mindspeed_scenario.py",
-                                                "tests/test_supervision.py", "tests/test_rank_process.py",
-                                                "tests/test_starvation.py"]),
+                                                "tests/faces/test_in_world.py", "tests/reference/test_mindspeed_scenario.py",
+                                                "tests/isolation/test_supervision.py", "tests/isolation/test_rank_process.py",
+                                                "tests/isolation/test_starvation.py"]),
                 env={"STATEFUL_CONTRACT_SCENARIO": "full"})
 
 
@@ -152,7 +152,7 @@ COMPAT_NEEDS = {
 }
 #: The subset it runs: the reference loaders checked by hand against torchdata (no engine),
 #: and every core clause, each failing its broken loader and passing the correct ones.
-COMPAT_TESTS = ("tests/test_reference_wrapper.py", "tests/test_clauses.py")
+COMPAT_TESTS = ("tests/reference/test_reference_wrapper.py", "tests/clauses/test_clauses.py")
 
 
 @nox.session
@@ -205,14 +205,14 @@ def matrix(session: nox.Session) -> None:
     each asks for torch, and pip would otherwise be free to replace it (a CUDA build). The
     run is strict: it fails when a row fails a clause it does not declare, or passes one it
     does. Arguments go to the generator: `nox -s matrix -- hf_shards` runs one row and
-    prints it; `STATEFUL_CONTRACT_MATRIX=1 pytest tests/test_compat.py` runs every row as a test.
+    prints it; `STATEFUL_CONTRACT_MATRIX=1 pytest tests/evidence/test_compat.py` runs every row as a test.
     """
     session.install(TORCH)
     constraints = Path(session.create_tmp()) / "torch-constraint.txt"
     constraints.write_text(TORCH + "\n", encoding="utf-8")
     session.install("-e", ".", *group("compat", "test"), "-c", str(constraints))
     # docs/findings.md's reproductions on these packages (the tests session skips them): about a minute.
-    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/test_findings.py")
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/evidence/test_findings.py")
     session.run("python", "-m", "tests.compat", *session.posargs)
 
 

@@ -3,7 +3,7 @@
     python .ci/release_check.py v0.2.0 https://github.com/OWNER/REPO
 
 Every hint the package prints links into the published docs under pyproject's ``[project.urls]``
-(stateful_contract/_links.py, kept equal by tests/test_messages.py): a release from any other
+(stateful_contract/links.py, kept equal by tests/report/test_messages.py): a release from any other
 repository would ship links to one that may not exist. Run by .github/workflows/release.yml.
 """
 

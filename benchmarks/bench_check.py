@@ -111,7 +111,7 @@ def facts(report: dict) -> dict[str, float]:  # type: ignore[type-arg]
     out = {"workers": float(coverage.get("with-workers", 0)), "verdict_pass": float(report["verdict"] == "pass")}
     if report.get("num_workers"):
         sys.path.insert(0, str(ROOT))
-        from stateful_contract._engine.coverage import space_points
+        from stateful_contract.search.coverage import space_points
 
         space = space_points(report["num_workers"], report.get("checkpoint_alignment") is not None)
         out["space"] = len({k for k in coverage if k in space}) / len(space)

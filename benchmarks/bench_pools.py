@@ -69,7 +69,8 @@ def install() -> None:
     from torch.utils.data import dataloader
     from torchdata.stateful_dataloader import stateful_dataloader as sdl
 
-    from stateful_contract._engine import executors, steps
+    from stateful_contract.isolation import executors
+    from stateful_contract.repro import steps
 
     if getattr(executors, "_bench_pools_installed", False):
         return

@@ -8,7 +8,7 @@ The class of docs/quickstart.md ("The test mixin, in ten lines"), with the refer
 so a machine loaded by others slows both alike. Prints each time, the medians, their ratio
 (``-n 2`` over plain: at most 1.0 is the target) and the load average before and after.
 Under xdist the class is one work unit, so the other worker is idle: the class takes the
-cores it leaves (`stateful_contract.pytest_plugin.xdist_jobs`); before, it took one job.
+cores it leaves (`stateful_contract.faces.pytest_plugin.xdist_jobs`); before, it took one job.
 
 Each run is split in three (a conftest.py logs the times): the start (until the class's first
 clause test is set up: pytest's start, xdist's workers, collection), the check (until its last

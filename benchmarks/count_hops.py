@@ -124,8 +124,8 @@ def _inner(face: str, target: str, clause: str) -> None:
     """In the traced interpreter: run one face's failing check, printing its verdict."""
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/zoo.py imports its helpers as top-level modules
     import stateful_contract
-    from stateful_contract import cli
-    from stateful_contract._render import render_report
+    from stateful_contract.faces import cli
+    from stateful_contract.report.render import render_report
 
     options = ["--clause", clause, "--profile", "dev", "--seed", "0", "--jobs", "1"]
     install(Path(os.environ[OUT_ENV]))

@@ -60,7 +60,7 @@ def main() -> None:
         "**killed (n)**: the clause failed, its first counterexample found at example *n*;",
         "n/j: not judgeable because a clause it depends on failed (SC01, SC02 or SC18), or, in SC21,",
         "because the loader has no `set_epoch` (on itself, its sampler or its batch sampler).",
-        "The test suite asserts the target column (`tests/test_clauses.py`). SC40 and SC41 are the strict",
+        "The test suite asserts the target column (`tests/clauses/test_clauses.py`). SC40 and SC41 are the strict",
         "tier, beyond StatefulDataLoader (which accepts bad states silently and refuses a worker-count",
         "change with a bare `assert`): correct loaders that do not validate their input fail SC40 by",
         "design, and those that hand torchdata's refusal through fail SC41, which is why the tier is",

@@ -17,12 +17,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
-    from ._checking import CheckInterrupted as CheckInterrupted
-    from ._checking import FactoryError as FactoryError
-    from ._checking import Progress as Progress
-    from ._checking import check as check
-    from ._engine.outcome import ClauseViolation as ClauseViolation
-    from ._target import TargetError as TargetError
     from .clauses import CLAUSES as CLAUSES
     from .clauses import CONTRACT_VERSION as CONTRACT_VERSION
     from .clauses import Clause as Clause
@@ -30,24 +24,30 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .config import LoaderConfig as LoaderConfig
     from .config import TokenDataset as TokenDataset
     from .config import loader_configs as loader_configs
-    from .options import CheckOptions as CheckOptions
-    from .options import OptionError as OptionError
-    from .options import UnknownClauseWarning as UnknownClauseWarning
+    from .isolation.target import TargetError as TargetError
     from .protocol import StatefulLoader as StatefulLoader
-    from .report import ClauseResult as ClauseResult
-    from .report import Report as Report
+    from .report.results import ClauseResult as ClauseResult
+    from .report.results import Report as Report
+    from .repro.outcome import ClauseViolation as ClauseViolation
+    from .run.check import CheckInterrupted as CheckInterrupted
+    from .run.check import FactoryError as FactoryError
+    from .run.check import Progress as Progress
+    from .run.check import check as check
+    from .run.options import CheckOptions as CheckOptions
+    from .run.options import OptionError as OptionError
+    from .run.options import UnknownClauseWarning as UnknownClauseWarning
     from .trainer_view import TrainerView as TrainerView
 
 #: Public name -> module that defines it.
 _EXPORTS = {name: module for module, names in (
-    ("_checking", ("CheckInterrupted", "FactoryError", "Progress", "check")),
-    ("options", ("CheckOptions", "OptionError", "UnknownClauseWarning")),
+    ("run.check", ("CheckInterrupted", "FactoryError", "Progress", "check")),
+    ("run.options", ("CheckOptions", "OptionError", "UnknownClauseWarning")),
     ("clauses", ("CLAUSES", "CONTRACT_VERSION", "Clause")),
-    ("_engine.outcome", ("ClauseViolation",)),
-    ("_target", ("TargetError",)),
+    ("repro.outcome", ("ClauseViolation",)),
+    ("isolation.target", ("TargetError",)),
     ("config", ("ConfigSpace", "LoaderConfig", "TokenDataset", "loader_configs")),
     ("protocol", ("StatefulLoader",)),
-    ("report", ("ClauseResult", "Report")),
+    ("report.results", ("ClauseResult", "Report")),
     ("trainer_view", ("TrainerView",)),
 ) for name in names}
 

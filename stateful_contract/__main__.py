@@ -1,5 +1,5 @@
 """``python -m stateful_contract`` is the ``stateful-contract`` command."""
 
-from ._entry import entry
+from .faces.entry import entry
 
 entry()

@@ -119,7 +119,7 @@ def without_local_constants() -> Iterator[None]:
     outside site-packages and tests, the checked loader's and an editable install of this package
     included). A derandomized search then drew other examples alone than inside a test session that had
     imported more of them: nodes_sequential's SC11 (F18) failed in 27 examples in a process that had
-    imported ``stateful_contract.badge`` and passed all 45 in one that had not (2026-12-06). Hypothesis
+    imported ``stateful_contract.faces.badge`` and passed all 45 in one that had not (2026-12-06). Hypothesis
     has no setting for it; where its internals differ, nothing is changed."""
     try:
         from hypothesis.internal.conjecture import providers

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 # A random profile's failures are kept for the next run (stateful_contract.profiles.example_database): the
 # suite's searches must stay the same on every run, so none is kept, here and in every process a test starts.
-# tests/test_hypothesis_conventions.py turns it on where it is the subject.
+# tests/search/test_hypothesis_conventions.py turns it on where it is the subject.
 os.environ["STATEFUL_CONTRACT_DATABASE"] = "none"
 
 

@@ -3,7 +3,7 @@
 ``torchrun --nproc-per-node N tests/rank_probe.py DIR`` runs it as a script; the contract runs it as the
 factory of ``stateful-contract check tests/rank_probe.py:factory --world-size N`` (``DIR`` from
 ``RANK_PROBE_DIR``). Each process writes ``DIR/rank{RANK}.json`` on its first call, before anything of its own
-asks multiprocessing for a start method (the first ``get_start_method()`` fixes it). `tests/test_rank_process.py`
+asks multiprocessing for a start method (the first ``get_start_method()`` fixes it). `tests/isolation/test_rank_process.py`
 compares them key by key.
 """
 

@@ -27,13 +27,13 @@ from typing import Any
 
 import torch
 
-from stateful_contract._links import doc
 from stateful_contract.config import ConfigSpace, LoaderConfig
 
 # The datasets `LoaderConfig.iterable_dataset()` builds, under the names the entries have always used.
 from stateful_contract.config import StatefulTokenIterable as StatefulShardedTokens
 from stateful_contract.config import TokenIterable as ShardedTokens
-from stateful_contract.options import ExpectedFailures
+from stateful_contract.links import doc
+from stateful_contract.run.options import ExpectedFailures
 
 __all__ = [
     "MATRIX",

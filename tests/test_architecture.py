@@ -1,4 +1,4 @@
-"""The layout keeps the flow visible: configuration -> engine -> clauses -> report -> faces.
+"""The layout keeps the flow visible: configuration -> repro -> search -> isolation -> clauses -> report -> run -> faces.
 
 Read from the source (``ast``), not by importing: an import cycle (function-level and
 ``TYPE_CHECKING`` imports included), an engine that reaches up into the clauses or the
@@ -162,23 +162,51 @@ def _reaches(module: str) -> set[str]:
     return out
 
 
-LAYERS = {
-    # The engine runs loaders; it knows nothing of clauses, reports or faces.
-    "stateful_contract._engine": ("stateful_contract.clauses", "stateful_contract._checking",
-                                  "stateful_contract.report", "stateful_contract.cli", "stateful_contract.testing",
-                                  "stateful_contract.pytest_plugin"),
-    # Clauses judge; they know nothing of how a run is put together or shown.
-    "stateful_contract.clauses": ("stateful_contract._checking", "stateful_contract.report",
-                                  "stateful_contract.cli", "stateful_contract.testing",
-                                  "stateful_contract.pytest_plugin", "stateful_contract._render"),
-}
+#: The folders in the order a check flows through them (docs/architecture.md): each imports only the
+#: folders before it and the configuration at the package's top. The scenario language (repro) comes
+#: first because plans, examples and every executor speak it; the faces come last because nothing
+#: below may know how a check was asked for or is shown.
+FOLDERS = ("repro", "search", "isolation", "clauses", "report", "run", "faces")
+#: What a user writes and the facts every layer shares (flag spellings, doc links), at the package's top:
+#: they import no folder.
+CONFIGURATION = ("config", "samplers", "profiles", "protocol", "trainer_view", "spellings", "links", "terms",
+                 "_version")
+#: Public paths that only re-export (the package, its `python -m`, `.testing`, `.distributed`): they may
+#: import anything, and nothing inside the package imports them.
+FACADES = ("", "__main__", "testing", "distributed", "distributed.__main__")
 
 
-@pytest.mark.parametrize("layer", sorted(LAYERS))
-def test_a_layer_does_not_reach_up(layer: str) -> None:
-    modules = [m for m in GRAPH if m == layer or m.startswith(layer + ".")]
-    bad = {m: sorted(t for t in _reaches(m) if t.startswith(LAYERS[layer])) for m in modules}
-    assert not {m: t for m, t in bad.items() if t}
+def _place(module: str) -> tuple[str, int]:
+    """Which part of the package a module is in, and its rank in the flow (-1: configuration)."""
+    rest = module.removeprefix("stateful_contract").removeprefix(".")
+    if rest in FACADES:
+        return "facade", len(FOLDERS)
+    head = rest.split(".")[0]
+    if head in CONFIGURATION:
+        return "configuration", -1
+    if head == "reference":
+        return "reference", -1
+    assert head in FOLDERS, f"{module} is in no folder of the flow: add it to FOLDERS or CONFIGURATION"
+    return head, FOLDERS.index(head)
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_each_module_imports_only_what_comes_before_it_in_the_flow(module: str) -> None:
+    where, rank = _place(module)
+    if where == "facade":
+        return
+    up = {t: IMPORTS[module][t] for t in GRAPH[module] if (p := _place(t))[1] > rank
+          or p[0] == "facade" or (where == "configuration" and p[0] != "configuration")}
+    assert not up, (f"{module} ({where}) imports what comes after it in the flow {FOLDERS} "
+                    f"(or a public facade): {up}")
+
+
+def test_the_flow_check_is_not_blind() -> None:
+    """Every folder holds modules, and a planted import upward would be found."""
+    seen = {_place(m)[0] for m in GRAPH}
+    assert set(FOLDERS) <= seen, sorted(set(FOLDERS) - seen)
+    assert _place("stateful_contract.faces.cli")[1] > _place("stateful_contract.repro.steps")[1]
+    assert _place("stateful_contract.config")[1] < _place("stateful_contract.repro.steps")[1]
 
 
 def test_the_core_never_imports_the_reference_wrappers() -> None:
@@ -237,14 +265,14 @@ def test_modules_read_in_one_sitting() -> None:
 
 def test_the_graph_is_read_at_all() -> None:
     """The checks above are not vacuous: the reader sees the engine's real imports."""
-    assert "stateful_contract._engine.steps" in GRAPH["stateful_contract._engine.example"]
+    assert "stateful_contract.repro.steps" in GRAPH["stateful_contract.search.example"]
     assert "stateful_contract.clauses.registry" in GRAPH["stateful_contract.clauses.resume"]
 
 
 def test_the_package_and_the_target_reader_import_without_torch() -> None:
     """`import stateful_contract` is lazy (0.03 s, docs/performance.md): the protocol and the
     target reader (what a face needs before it knows there is a check to run) must not pull torch in."""
-    code = ("import sys, stateful_contract, stateful_contract._target\n"
+    code = ("import sys, stateful_contract, stateful_contract.isolation.target\n"
             "from stateful_contract import StatefulLoader, TargetError\n"
             "print(sorted(m for m in ('torch', 'torchdata', 'hypothesis') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

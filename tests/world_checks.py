@@ -13,8 +13,8 @@ import pytest
 from shared import once
 
 from stateful_contract import ConfigSpace
-from stateful_contract.distributed import check_world
-from stateful_contract.report import Report
+from stateful_contract.faces.distributed import check_world
+from stateful_contract.report.results import Report
 
 __all__ = ["IN_PROCESS", "STATEFUL_DATALOADER_SEARCH", "searched"]
 
@@ -23,7 +23,7 @@ __all__ = ["IN_PROCESS", "STATEFUL_DATALOADER_SEARCH", "searched"]
 IN_PROCESS = ConfigSpace(num_workers=(0,), dataset_size=(1, 16))
 
 #: The xdist group of the tests that read `searched` of StatefulDataLoader on SC30 and SC31
-#: (tests/test_padding.py, tests/test_world_change.py): one worker runs the search and them.
+#: (tests/search/test_padding.py, tests/clauses/test_world_change.py): one worker runs the search and them.
 STATEFUL_DATALOADER_SEARCH = "searched-stateful_dataloader-SC30-SC31"
 
 

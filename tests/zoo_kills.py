@@ -15,7 +15,7 @@ import zoo
 from shared import once
 
 from stateful_contract import ConfigSpace, check
-from stateful_contract.report import Report
+from stateful_contract.report.results import Report
 
 __all__ = ["IN_PROCESS", "STRICT", "group", "killed", "space_for"]
 

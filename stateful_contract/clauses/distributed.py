@@ -19,15 +19,15 @@ from typing import Any, Literal
 
 import torch
 
-from .._engine.compare import first_difference, sample_ids, stream_difference
-from .._engine.endless import describe, stream_losses
-from .._engine.example import Example
-from .._engine.impact import Impact, losses
-from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
-from .._engine.recording import asserts, unrecorded
-from .._engine.state_steps import load_checkpoint, save_checkpoint
-from .._engine.steps import LoaderError, Position, checkpoint, uninterrupted
 from ..config import LoaderConfig
+from ..repro.compare import first_difference, sample_ids, stream_difference
+from ..repro.endless import describe, stream_losses
+from ..repro.impact import Impact, losses
+from ..repro.recording import asserts, unrecorded
+from ..repro.state_steps import load_checkpoint, save_checkpoint
+from ..repro.steps import LoaderError, Position, checkpoint, uninterrupted
+from ..search.example import Example
+from ..search.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .rank_streams import RankResume, every_rank_resumed, example_folder, window
 from .registry import LOAD, clause
 

@@ -20,15 +20,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._engine.advice import advise
-from .._engine.endless import cycle_length
-from .._engine.example import Example
-from .._engine.impact import Impact
-from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
-from .._engine.state_steps import load_checkpoint, save_checkpoint
-from .._engine.steps import LoaderError, Position, checkpoint, stream
-from .._faces import hint_declare
 from ..config import LoaderConfig
+from ..repro.advice import advise
+from ..repro.endless import cycle_length
+from ..repro.impact import Impact
+from ..repro.state_steps import load_checkpoint, save_checkpoint
+from ..repro.steps import LoaderError, Position, checkpoint, stream
+from ..search.example import Example
+from ..search.plans import Checkpoint, checkpoint_plan, position_on_rank
+from ..spellings import hint_declare
 from .rank_streams import example_folder
 from .registry import LOAD, clause, violated
 from .world_change import new_worlds, resumed_config, uneven_global_batch

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._engine.compare import RESUME_WORDING, Wording, first_difference, stream_difference
-from .._engine.endless import StreamSegment, endless_impact
-from .._engine.epoch_compare import epochs_difference, lost_epoch
-from .._engine.impact import Impact, epoch_lost, epochs_impact, stream_impact
-from .._engine.recording import asserts
-from .._engine.steps import Position
+from ..repro.compare import RESUME_WORDING, Wording, first_difference, stream_difference
+from ..repro.endless import StreamSegment, endless_impact
+from ..repro.epoch_compare import epochs_difference, lost_epoch
+from ..repro.impact import Impact, epoch_lost, epochs_impact, stream_impact
+from ..repro.recording import asserts
+from ..repro.steps import Position
 from .registry import violated
 
 __all__ = ["no_epoch_lost", "same_epochs", "same_stream", "unchanged"]

@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .._engine.compare import sample_ids
-from .._engine.example import Example
-from .._engine.impact import Impact, losses
-from .._engine.steps import Position
+from ..repro.compare import sample_ids
+from ..repro.impact import Impact, losses
+from ..repro.steps import Position
+from ..search.example import Example
 from .registry import violated
 
 __all__ = ["RankResume", "Tally", "epoch_ids", "every_rank_resumed", "example_folder", "id_list",

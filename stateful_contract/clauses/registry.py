@@ -15,13 +15,13 @@ from dataclasses import dataclass, field, replace
 from graphlib import TopologicalSorter
 from typing import Any, TypeVar
 
-from .._engine.epoch_steps import DEFAULT_HOOK
-from .._engine.impact import Impact
-from .._engine.outcome import ClauseViolation
-from .._engine.plans import Alignment, epoch_ends_only
-from .._engine.search import Budget
-from .._reading import CONTRACT_VERSION, TIERS, Tier  # re-exported: the facts a report is read with
 from ..config import LoaderConfig
+from ..repro.epoch_steps import DEFAULT_HOOK
+from ..repro.impact import Impact
+from ..repro.outcome import ClauseViolation
+from ..search.loop import Budget
+from ..search.plans import Alignment, epoch_ends_only
+from ..terms import CONTRACT_VERSION, TIERS, Tier  # re-exported: the facts a report is read with
 
 __all__ = ["CONTRACT_VERSION", "LOAD", "RESUMES", "TIERS", "Clause", "all_clauses", "clause",
            "default_selection", "load_blocks", "load_prober", "lookup", "run_order", "violated"]
@@ -48,7 +48,7 @@ class Clause:
     tier: Tier
     statement: str
     scenario: Callable[..., Any] = field(compare=False, repr=False)
-    #: How many examples it gets (`stateful_contract._engine.search.Budget`).
+    #: How many examples it gets (`stateful_contract.search.loop.Budget`).
     budget: Budget = "search"
     #: Draws the example's plan from the uninterrupted run's epoch lengths (None: no plan).
     plan: PlanDrawer | None = field(default=None, compare=False, repr=False)

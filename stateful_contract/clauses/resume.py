@@ -13,25 +13,13 @@ from typing import Any
 
 import torch
 
-from .._engine.compare import Wording, first_difference
-from .._engine.endless import describe
-from .._engine.epoch_steps import take_epochs
-from .._engine.example import Example
-from .._engine.impact import Impact
-from .._engine.interpreter import FRESH_INTERPRETER_ENV
-from .._engine.plans import (
-    WHOLE_STREAM_EPOCHS,
-    Checkpoint,
-    Hops,
-    StateCalls,
-    checkpoint_plan,
-    expected_bounds,
-    hops_plan,
-    snapshot_plan,
-    state_calls_plan,
-)
-from .._engine.recording import unrecorded
-from .._engine.state_steps import (
+from ..isolation.interpreter import FRESH_INTERPRETER_ENV
+from ..repro.compare import Wording, first_difference
+from ..repro.endless import describe
+from ..repro.epoch_steps import take_epochs
+from ..repro.impact import Impact
+from ..repro.recording import unrecorded
+from ..repro.state_steps import (
     ROUND_TRIPS,
     indistinguishable,
     load_checkpoint,
@@ -39,7 +27,7 @@ from .._engine.state_steps import (
     save_checkpoint,
     snapshot,
 )
-from .._engine.steps import (
+from ..repro.steps import (
     Position,
     advance,
     checkpoint,
@@ -50,7 +38,19 @@ from .._engine.steps import (
     take,
     uninterrupted,
 )
-from .._engine.vocabulary import batch_count
+from ..repro.vocabulary import batch_count
+from ..search.example import Example
+from ..search.plans import (
+    WHOLE_STREAM_EPOCHS,
+    Checkpoint,
+    Hops,
+    StateCalls,
+    checkpoint_plan,
+    expected_bounds,
+    hops_plan,
+    snapshot_plan,
+    state_calls_plan,
+)
 from .judgements import no_epoch_lost, same_stream, unchanged
 from .rank_streams import example_folder
 from .registry import RESUMES, clause, violated

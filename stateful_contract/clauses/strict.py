@@ -9,15 +9,15 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from .._engine.compare import describe_batch
-from .._engine.example import Example
-from .._engine.impact import Impact, loud
-from .._engine.plans import Alignment, Checkpoint, draw_position
-from .._engine.recording import asserts
-from .._engine.state_steps import BAD_STATES, bad_state, load_and_iterate
-from .._engine.steps import NotJudgeable
-from .._links import doc
 from ..config import ConfigSpace, LoaderConfig
+from ..links import doc
+from ..repro.compare import describe_batch
+from ..repro.impact import Impact, loud
+from ..repro.recording import asserts
+from ..repro.state_steps import BAD_STATES, bad_state, load_and_iterate
+from ..repro.steps import NotJudgeable
+from ..search.example import Example
+from ..search.plans import Alignment, Checkpoint, draw_position
 from .registry import LOAD, RESUMES, clause, violated
 from .worker_change import (
     WorkerChange,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from .._engine.compare import PROTOCOL_METHODS, missing_methods
-from .._engine.consumption import loader_class
-from .._engine.example import Example
-from .._engine.executors import PROBE_CONFIG
-from .._engine.impact import Impact, loud
-from .._engine.recording import asserts
-from .._engine.steps import LoaderError, Position, checkpoint, load, state_of
+from ..isolation.executors import PROBE_CONFIG
+from ..repro.compare import PROTOCOL_METHODS, missing_methods
+from ..repro.consumption import loader_class
+from ..repro.impact import Impact, loud
+from ..repro.recording import asserts
+from ..repro.steps import LoaderError, Position, checkpoint, load, state_of
+from ..search.example import Example
 from .registry import clause, violated
 
 __all__: list[str] = []  # each clause registers itself (`clause`): nothing here is imported

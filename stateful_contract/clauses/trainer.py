@@ -10,21 +10,15 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from .._engine.coverage import NOT_A_CHECKPOINT
-from .._engine.epoch_plans import EpochLoop, epoch_loop_plan
-from .._engine.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
-from .._engine.example import Example
-from .._engine.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
-from .._engine.steps import (
-    Position,
-    advance,
-    checkpoint,
-    state_of,
-    take,
-)
-from .._engine.trainer_steps import cut_short, dcp_load, dcp_save, into_cut_short_pass
-from .._engine.vocabulary import batch_count, pass_name
 from ..config import LoaderConfig
+from ..repro.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
+from ..repro.steps import Position, advance, checkpoint, state_of, take
+from ..repro.trainer_steps import cut_short, dcp_load, dcp_save, into_cut_short_pass
+from ..repro.vocabulary import batch_count, pass_name
+from ..search.coverage import NOT_A_CHECKPOINT
+from ..search.epoch_plans import EpochLoop, epoch_loop_plan
+from ..search.example import Example
+from ..search.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
 from ..trainer_view import TrainerView
 from .judgements import same_epochs, same_stream
 from .registry import RESUMES, clause

@@ -12,12 +12,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._engine.example import Example
-from .._engine.impact import untrained
-from .._engine.recording import asserts
-from .._engine.steps import NotJudgeable
-from .._engine.whole_epochs import EpochTally, allowances, epochs_by_sample, foreign, tally
 from ..config import LoaderConfig
+from ..repro.impact import untrained
+from ..repro.recording import asserts
+from ..repro.steps import NotJudgeable
+from ..repro.whole_epochs import EpochTally, allowances, epochs_by_sample, foreign, tally
+from ..search.example import Example
 from .registry import clause, violated
 
 __all__: list[str] = []  # the clause registers itself (`clause`): nothing here is imported

@@ -15,12 +15,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from .._engine.advice import advise
-from .._engine.compare import sample_ids, stream_difference
-from .._engine.example import Example
-from .._engine.impact import loud, samples_impact
-from .._engine.plans import Alignment, draw_position, epoch_ends_only, window_of
-from .._engine.steps import (
+from ..config import ConfigSpace, LoaderConfig
+from ..links import doc
+from ..repro.advice import advise
+from ..repro.compare import sample_ids, stream_difference
+from ..repro.impact import loud, samples_impact
+from ..repro.steps import (
     RESUME_EPOCHS,
     LoaderError,
     NotJudgeable,
@@ -30,10 +30,10 @@ from .._engine.steps import (
     take,
     uninterrupted,
 )
-from .._engine.vocabulary import at_window_boundary
-from .._faces import hint_strict
-from .._links import doc
-from ..config import ConfigSpace, LoaderConfig
+from ..repro.vocabulary import at_window_boundary
+from ..search.example import Example
+from ..search.plans import Alignment, draw_position, epoch_ends_only, window_of
+from ..spellings import hint_strict
 from .judgements import same_stream
 from .rank_streams import id_list
 from .registry import RESUMES, clause, violated

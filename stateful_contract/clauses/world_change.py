@@ -18,16 +18,16 @@ from dataclasses import asdict, dataclass, field, replace
 from logging.handlers import BufferingHandler
 from typing import Any
 
-from .._engine.advice import advise
-from .._engine.compare import sample_ids
-from .._engine.example import Example
-from .._engine.impact import Impact, losses
-from .._engine.plans import Checkpoint, checkpoint_plan, position_on_rank
-from .._engine.recording import unrecorded
-from .._engine.state_steps import load_checkpoint, save_checkpoint
-from .._engine.steps import LoaderError, NotJudgeable, Position, checkpoint, stream, uninterrupted
-from .._faces import hint_strict
 from ..config import LoaderConfig
+from ..repro.advice import advise
+from ..repro.compare import sample_ids
+from ..repro.impact import Impact, losses
+from ..repro.recording import unrecorded
+from ..repro.state_steps import load_checkpoint, save_checkpoint
+from ..repro.steps import LoaderError, NotJudgeable, Position, checkpoint, stream, uninterrupted
+from ..search.example import Example
+from ..search.plans import Checkpoint, checkpoint_plan, position_on_rank
+from ..spellings import hint_strict
 from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, tally, window
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind

@@ -1,31 +1,4 @@
-"""The contract on several ranks of torch.distributed, as one call (docs/distributed.md).
+"""The in-world mode's public path: `stateful_contract.faces.distributed`."""
 
-`check_world` is `stateful_contract.check` with ``world_size`` required; ``python -m
-stateful_contract.distributed`` runs one clause (or replays one example) on real ranks, or, as ``run``
-under torchrun, srun or mpirun, the contract in that world.
-"""
-
-from __future__ import annotations
-
-from typing import Any
-
-from .._checking import check
-from .._engine.plans import Checkpoint
-from .._engine.ranks import default_run_timeout
-from .._engine.steps import Position
-from ..config import LoaderConfig
-from ..options import CheckOptions
-from ..report import Report
-
-__all__ = ["check_world", "default_run_timeout"]
-
-
-def check_world(target: str, options: CheckOptions | None = None, *, world_size: int,
-                replay: tuple[LoaderConfig, Position] | None = None, **keywords: Any) -> Report:
-    """The contract on ``world_size`` ranks (torch.distributed, gloo; every example on every rank at once,
-    SC30, SC31 and SC32 added), as one `Report`. ``target`` (``"package.module:factory"`` or
-    ``"path/to/file.py:factory"``) is imported by that name on every rank; the options are `check`'s
-    (`CheckOptions`, or its fields as keywords: ``run_timeout`` and ``run_dir`` matter most here);
-    ``replay=(config, position)`` runs that one checkpoint instead of searching. See docs/distributed.md."""
-    return check(target, options, world_size=world_size, **keywords,
-                 replay=(replay[0], Checkpoint(replay[1])) if replay is not None else None)
+from ..faces.distributed import *  # noqa: F403
+from ..faces.distributed import __all__ as __all__

@@ -7,7 +7,7 @@ it, with what the package's maintainers would need to change.
 
 from __future__ import annotations
 
-from stateful_contract._links import doc
+from stateful_contract.links import doc
 
 NODES_TEMPLATE = (
     "torchdata.nodes Loader: a state_dict() before the first iter() creates the iterator and marks it "

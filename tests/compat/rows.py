@@ -5,7 +5,7 @@ the distribution whose version it reports, the part of the configuration space i
 checked on, and the clauses it was *measured* to violate, each with the reason and the
 finding (docs/findings.md) that reproduces it with only torch and the package. The
 declarations are checked strictly: a declared failure that starts passing is an
-"unexpected-pass" and fails both `python -m tests.compat` and tests/test_compat.py.
+"unexpected-pass" and fails both `python -m tests.compat` and tests/evidence/test_compat.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stateful_contract.config import ConfigSpace
-from stateful_contract.options import ExpectedFailures
+from stateful_contract.run.options import ExpectedFailures
 
 from . import reasons as why
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stateful_contract.badge import impact_hint, svg_badge
+from stateful_contract.faces.badge import impact_hint, svg_badge
 
 from .page import KeptRow, kept_rows
 from .rows import ROWS, Row, missing
@@ -168,7 +168,7 @@ def render(measured: list[Measured], *, command: str, kept: Mapping[str, KeptRow
         "",
         "Every test run (`nox -s tests`, CI) checks the rows that need nothing beyond this package's own",
         "dependencies, strictly: " + ", ".join(f"`{n}`" for n in ci) + " (about a",
-        "minute, tests/test_compat.py). The others need their package installed and take minutes each:",
+        "minute, tests/evidence/test_compat.py). The others need their package installed and take minutes each:",
         "`nox -s matrix` installs the `compat` group with torch held at its pinned version, runs them all,",
         "and rewrites this page; it fails when a row fails a clause it does not declare or passes one it does.",
         "",

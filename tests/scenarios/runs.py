@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stateful_contract._engine.processes import MARKER_ENV, kill_session
+from stateful_contract.isolation.processes import MARKER_ENV, kill_session
 
 #: The repository's root, where `tests.scenarios.trainer` is importable.
 CHECKOUT = Path(__file__).resolve().parents[2]

@@ -67,8 +67,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from stateful_contract._target import load_target
 from stateful_contract.config import LoaderConfig
+from stateful_contract.isolation.target import load_target
 from stateful_contract.reference.prefetch import WINDOW_TOKEN_COUNT_KEY
 
 __all__ = ["TinyLM", "Trainer", "main", "parse_args"]
@@ -334,7 +334,7 @@ if __name__ == "__main__":
                  "tests.scenarios.trainer ...")
     code = main() or 0  # a rank that raised has exited through @record, which writes its error file
     # Without the interpreter's teardown, whose destructors of gloo's C++ threads abort a rank now and then
-    # under load (SIGABRT after a finished run: stateful_contract.distributed.in_world.exit_now says more).
+    # under load (SIGABRT after a finished run: stateful_contract.faces.distributed.in_world.exit_now says more).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -1,0 +1,361 @@
+"""The ``stateful-contract`` command line.
+
+    stateful-contract check package.module:factory [--profile ci] [--clause SC10] [-x] [--json report.json]
+    stateful-contract demo                 # MindSpeed-MM's wrapper and the reference one, side by side
+    stateful-contract badge report.json --svg badge.svg --endpoint badge.json
+    stateful-contract replay report.json SC10   # only the recorded failing example of SC10, again
+    stateful-contract clauses              # the catalogue
+
+Exit status of ``check``: 0 when every clause that ran passed or failed as declared, 1 when a clause failed (a
+loader that crashed, hung or ran out of memory included) or an expected failure passed, 2 when the command
+line is wrong or the target cannot be used at all (import error, missing attribute, factory raising, returning
+a non-loader or the same loader twice), 5 when no clause came to a verdict (each one run was not judged, as
+SC21 on a loader without ``set_epoch``: nothing is known to hold; 5 is pytest's status when no test ran),
+130 when interrupted by Ctrl-C (143 by SIGTERM), after writing the partial report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import re
+import signal
+import sys
+import time
+import traceback
+import warnings
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from .._version import __version__
+from ..clauses import CLAUSES, CONTRACT_VERSION
+from ..config import ConfigSpace
+from ..isolation.supervised import DEFAULT_MEMORY_LIMIT
+from ..isolation.target import TargetError
+from ..profiles import DEFAULT_PROFILE, PROFILES
+from ..report.render import SHOWN, plural, ran, render_failures, render_report, story, summary_line
+from ..report.results import same_causes
+from ..repro.guard import sigint_ignored
+from ..run.check import CheckInterrupted, FactoryError, check
+from ..run.declare import add_declaration_arguments, declarations_of
+from ..run.options import CheckOptions, OptionError, UnknownClauseWarning
+from ..spellings import speaking
+from . import badge, export, replay
+
+__all__ = ["EXIT_NOT_JUDGED", "exit_status", "main"]
+
+#: The exit status of a check none of whose clauses came to a verdict (`Report.judged_nothing`).
+EXIT_NOT_JUDGED = 5
+
+#: The bundled default of ``demo``: MindSpeed-MM's wrapper against the reference one.
+DEMO_TARGETS = (
+    ("MindSpeed-MM wrapper", "stateful_contract.reference.factories:mindspeed_wrapper"),
+    ("reference wrapper", "stateful_contract.reference.factories:reference_wrapper"),
+)
+
+
+class _Live:
+    """Progress on stderr: a live line on a terminal; elsewhere (a CI log, where a line per clause
+    is only noise before the report) one summary line once the check is done."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.ended: dict[str, str] = {}
+        self.started = time.monotonic()  # the summary gives wall time: clauses judged side by side overlap
+
+    def __call__(self, event: Any) -> None:
+        if event.status is not None:
+            self.ended[event.clause_id] = event.status
+        if self.tty:  # the line is cleared when the clause ends
+            running = f"  running {event.clause_id} {event.name}: example {event.done}/{event.total}"
+            self.stream.write("\r\033[K" + (running if event.status is None else ""))
+            self.stream.flush()
+
+    def finish(self) -> None:
+        """The summary line, where no live line was shown (nothing on a terminal)."""
+        if self.tty or not self.ended:
+            return
+        counts = Counter(SHOWN[status] for status in self.ended.values())
+        self.stream.write(f"  judged {plural(len(self.ended), 'clause')} in "
+                          f"{time.monotonic() - self.started:.1f} s: " + ", ".join(f"{n} {shown}" for shown, n in counts.items()) + "\n")
+        self.stream.flush()
+
+
+def _expected(items: Sequence[str]) -> dict[str, str]:
+    """``--expect-fail ID=REASON`` as the one form of expected failures (ID -> reason)."""
+    out = {}
+    for item in items:
+        cid, sep, reason = item.partition("=")
+        if not sep or not cid.strip() or not reason.strip():
+            raise OptionError("expected_failures", f"takes ID=REASON (e.g. SC17='state holds a dataclass'), "
+                                                   f"got {item!r}")
+        out[cid.strip()] = reason.strip()
+    return out
+
+
+#: The flag of each `CheckOptions` field whose flag is not its name with dashes.
+_FLAGS = {"clauses": "--clause", "expected_failures": "--expect-fail", "isolation": "--in-process",
+          "space": "--config-space"}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+
+
+def _memory(value: str | None) -> int | None:
+    """``--memory-limit``: ``4G``, ``512MiB``, ``2.5GB``, a number of bytes, or ``none``."""
+    if value is None:
+        return DEFAULT_MEMORY_LIMIT
+    if value.strip().lower() in ("none", "off", "0"):
+        return None
+    found = _SIZE.match(value)
+    if found is None:
+        raise OptionError("memory_limit", f"takes a size such as 4G or 512M, or 'none', got {value!r}")
+    number, unit = float(found.group(1)), found.group(2).lower()
+    return int(number * (1 << (10 * " kmgt".index(unit or " ")))) or None
+
+
+def _space(items: Sequence[str] | None) -> ConfigSpace:
+    """``--config-space NAME=VALUES ...`` as the `ConfigSpace` it narrows the default one to."""
+    try:
+        return ConfigSpace() if items is None else ConfigSpace.parse(items)
+    except ValueError as e:
+        raise OptionError("space", str(e)) from None
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm() -> Iterator[list[int]]:
+    """SIGTERM (a CI job cancelled) ends the check as Ctrl-C does: the partial report is still written."""
+    got: list[int] = []
+
+    def on_term(signum: int, frame: Any) -> None:
+        got.append(signum)
+        raise KeyboardInterrupt
+
+    with contextlib.ExitStack() as restore:
+        with contextlib.suppress(ValueError):  # not the main thread (main() called from a thread): leave it alone
+            restore.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, on_term))
+        yield got
+
+
+def _options(args: argparse.Namespace) -> CheckOptions:
+    """The `CheckOptions` of ``check``'s command line; an expected failure naming no clause is a usage error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownClauseWarning)  # a typo on a command line is caught now
+        return CheckOptions(
+            profile=args.profile, clauses=",".join(args.clause) or None,
+            expected_failures=_expected(args.expect_fail), checkpoint_alignment=args.checkpoint_alignment,
+            strict=args.strict, timeout=args.timeout, world_size=args.world_size,
+            isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
+            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst, consume=args.consume,
+            space=_space(args.config_space), epoch_hook=args.epoch_hook, endless=args.endless,
+            **declarations_of(args))
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    try:
+        options = _options(args)
+    except OptionError as e:
+        return _usage(f"{_FLAGS.get(e.option, '--' + e.option.replace('_', '-'))} {e.problem}")
+    except UnknownClauseWarning as e:
+        return _usage(str(e))
+    status = 0
+    live = None if args.quiet else _Live(sys.stderr)
+    with _stopped_by_sigterm() as terminated:
+        try:
+            report = check(args.target, options, progress=live)
+        except (TargetError, FactoryError) as e:
+            if args.verbose:
+                traceback.print_exc()
+            return _usage(str(e))
+        except CheckInterrupted as e:
+            report = e.report
+            status = 128 + (terminated[0] if terminated else signal.SIGINT)
+    if live is not None:
+        live.finish()
+    with sigint_ignored() if status else contextlib.nullcontext():  # a second Ctrl-C must not cut the report short
+        _write(report, args)
+        if status:
+            print(f"stateful-contract: interrupted; the report above is partial (exit {status})", file=sys.stderr)
+    return status or exit_status(report)
+
+
+def exit_status(report: Any) -> int:
+    """0 pass, 1 fail, `EXIT_NOT_JUDGED` when no clause came to a verdict (the module's docstring)."""
+    return 0 if report.passed else EXIT_NOT_JUDGED if report.verdict == "not-judged" else 1
+
+
+def _write(report: Any, args: argparse.Namespace) -> None:
+    """The report on stdout, and in the files ``--json``, ``--junit`` and ``--markdown`` name. A file named
+    ``-`` is standard output: the human report then goes to standard error, so the output can be piped."""
+    piped = "-" in (args.json, args.junit, args.markdown)
+    told = sys.stderr if piped else sys.stdout
+    render_report(report, told)
+    _full_reasons(report, told, args.verbose)
+    for path, text, written in ((args.json, report.to_json, "report"),
+                                (args.junit, functools.partial(export.junit_xml, report), "JUnit XML"),
+                                (args.markdown, functools.partial(export.markdown_summary, report),
+                                 "Markdown summary")):
+        if path == "-":
+            sys.stdout.write(text())
+        elif path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text(), encoding="utf-8")
+            print(f"{written} written to {path}", file=told)
+
+
+def _full_reasons(report: Any, out: TextIO, verbose: bool) -> None:
+    """The table cuts a long reason at "..."; a failure's is in full under it, the others' with ``-v``."""
+    cut = [r for r, _ in ran(report) if not r.is_failure and summary_line(r).endswith("...")]
+    if not cut:
+        return
+    if not verbose:
+        out.write(f"\n{plural(len(cut), 'reason')} in the table {'are' if len(cut) != 1 else 'is'} "
+                  "cut at '...': -v prints them in full (so does the JSON report)\n")
+        return
+    out.write("\nReasons in full:\n")
+    for r in cut:
+        text = f"declared: {r.expected_failure_reason}" if r.status == "expected-failure" else (r.got or r.message)
+        out.write(f"  {r.id} {SHOWN[r.status]}: " + text.replace("\n", "\n    ") + "\n")
+
+
+def _usage(message: str) -> int:
+    print(f"stateful-contract: {message}", file=sys.stderr)
+    return 2
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    reports = []
+    for label, target in DEMO_TARGETS:
+        print(f"checking the {label} ({target}) ...", file=sys.stderr)
+        started = time.perf_counter()
+        live = None if args.quiet else _Live(sys.stderr)
+        reports.append(check(target, profile=args.profile, progress=live))
+        if live is not None:
+            live.finish()
+        print(f"  done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    width = 45
+    print(f"StatefulLoader contract v{CONTRACT_VERSION}: PrefetchGradAccDataLoader, profile {args.profile}\n")
+    print(f"  {'clause':<{width}} " + " ".join(f"{label:<20}" for label, _ in DEMO_TARGETS)
+          + "what the MindSpeed-MM wrapper's failure does to a training run")
+    same = same_causes(reports[0].results)
+    for c in CLAUSES:
+        rows = [rep[c.id] for rep in reports]
+        if all(r.status == "skipped" for r in rows):
+            continue
+        told = story(rows[0], same.get(c.id)) if rows[0].is_failure or c.id in same else ""
+        print((f"  {c.id + ' ' + c.name:<{width}} " + " ".join(f"{SHOWN[r.status]:<20}" for r in rows)
+               + told).rstrip())
+    print("  " + " " * width + " " + " ".join(f"{'PASS' if rep.passed else 'FAIL':<20}" for rep in reports))
+    render_failures(reports[0], sys.stdout, label="MindSpeed-MM's wrapper, ")
+    # The demo succeeds when the contract tells the two apart as it should.
+    return 0 if (not reports[0].passed and reports[1].passed) else 1
+
+
+def _cmd_clauses(args: argparse.Namespace) -> int:
+    for c in CLAUSES:
+        print(f"{c.id}  {c.name}  [{c.tier}]\n    {c.statement}")
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit 2), like every other usage error here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="stateful-contract", description="Check that a dataloader checkpoints and resumes "
+                                                           "like torchdata's StatefulDataLoader.")
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("check", help="run the contract against a loader factory")
+    p.add_argument("target", help="package.module:factory or path/to/file.py:factory; "
+                                  "factory(config: LoaderConfig) returns a fresh loader")
+    p.add_argument("--profile", choices=list(PROFILES), default=DEFAULT_PROFILE,
+                   help="dev: fast; ci: deterministic (default); thorough: many more examples")
+    p.add_argument("--clause", action="append", default=[], metavar="ID",
+                   help="run only this clause, by ID or name (repeatable, or comma-separated: "
+                        "SC10,resume-survives-several-hops)")
+    p.add_argument("--expect-fail", action="append", default=[], metavar="ID=REASON",
+                   help="declare an expected failure (repeatable)")
+    p.add_argument("--checkpoint-alignment", metavar="epoch|window|N",
+                   help="declare the trainer's checkpoint policy, where the loader must be exact: only at epoch "
+                        "ends (after StopIteration), at grad-acc window boundaries, or every N batches")
+    p.add_argument("--epoch-hook", default=CheckOptions.epoch_hook, metavar="NAME",
+                   help="the method the trainer calls with the epoch before each one (default "
+                        f"{CheckOptions.epoch_hook}; OLMo-core: reshuffle): SC21's loop calls it")
+    p.add_argument("--config-space", nargs="+", action="extend", metavar="NAME=VALUES",
+                   help="narrow the configuration space searched, as a test class's config_space does: "
+                        "num_workers=0,2 grad_acc_step=1..8 (also dataset_size, batch_size: LOW..HIGH or one number)")
+    p.add_argument("--consume", metavar="MODULE:FUNCTION",
+                   help="the trainer draws batches through FUNCTION(loader) (a preloader, say) and saves "
+                        "loader.state_dict(): check that pair")
+    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41, SC42)")
+    p.add_argument("--endless", action="store_true",
+                   help="declare the loader endless (its passes never end): checked as one stream, and a pass "
+                        "that ends fails (an undeclared endless loader is recognised on its first pass)")
+    p.add_argument("--world-size", type=int, default=CheckOptions.world_size, metavar="N",
+                   help="check N ranks on torch.distributed")
+    add_declaration_arguments(p)
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
+    p.add_argument("--memory-limit", metavar="SIZE",
+                   help="memory the loader's processes may gain during one example, e.g. 2G (default 4G; 'none')")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the loader in this process, not a supervised child (for a debugger; a crash then "
+                        "ends the check)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="judge clauses in N parallel processes (default: every core; 1 under pytest-xdist)")
+    p.add_argument("-x", "--exitfirst", action="store_true",
+                   help="stop at the first clause that fails (the likeliest to fail run first); "
+                        "the report names the clauses not run")
+    p.add_argument("--json", metavar="PATH", help="write the report as JSON ('-': standard output, the text "
+                                                  "report then goes to standard error)")
+    p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause; '-': "
+                                                   "standard output)")
+    p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause; '-': "
+                                                      "standard output)")
+    p.add_argument("--seed", type=int, default=None, metavar="N",
+                   help="seed the search (the report records it; dev and thorough draw one otherwise)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="the table's reasons in full (where it cuts them at '...'), and tracebacks for target errors")
+    p.set_defaults(func=_cmd_check)
+
+    d = sub.add_parser("demo", help="MindSpeed-MM's broken wrapper and the reference one, side by side")
+    d.add_argument("--profile", choices=list(PROFILES), default=DEFAULT_PROFILE)
+    d.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    d.set_defaults(func=_cmd_demo)
+
+    sub.add_parser("clauses", help="list the clauses").set_defaults(func=_cmd_clauses)
+    for face, says in ((badge, "turn a JSON report into an SVG badge and a shields.io endpoint"),
+                       (replay, "rerun only the recorded failing example of a clause from a JSON report")):
+        command = sub.add_parser(face.__name__.rpartition(".")[2], help=says)
+        face.add_arguments(command)
+        command.set_defaults(func=face.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    with speaking("cli"):  # every hint names the command line's options
+        return int(args.func(args))
+
+
+def entry() -> NoReturn:
+    """The ``stateful-contract`` command (and ``python -m stateful_contract``). Interrupted, it leaves once
+    the partial report is written: tearing down an interpreter that imported torch takes most of a second."""
+    code = main()
+    if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,242 @@
+"""``python -m stateful_contract.distributed run TARGET``: the contract inside your launcher's world.
+
+Every rank of the job runs this command; the launcher starts them::
+
+    torchrun --nnodes 2 --node-rank R --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint HOST:PORT \\
+        -m stateful_contract.distributed run my_pkg.loaders:factory --clause SC30,SC31 --json report.json
+    srun python -m stateful_contract.distributed run my_pkg.loaders:factory --dir /shared/sc
+    mpirun -np 4 python -m stateful_contract.distributed run my_pkg.loaders:factory --master-addr node01
+
+Each rank joins through ``env://`` (SLURM's and Open MPI's variables are mapped onto
+``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` where ``RANK`` is unset) on the backend
+``--backend`` (default: hccl with torch_npu, nccl with CUDA, else gloo), with a gloo
+group beside it for commands. Rank 0 runs the search and the judgement; the others run
+its commands. Rank 0 writes the one report (``--json``) and every rank exits with the
+same status: 0 when every clause passed, 1 when one failed, 2 when the target cannot be
+used. ``--phase save --dir D`` and, in a later launch, ``--phase resume --dir D`` split a
+check in two jobs, as a trainer resumes (`stateful_contract.faces.distributed.phases`);
+``--phase restart --dir D`` under ``torchrun --max-restarts 1`` does both in one launch, the
+first attempt exiting on purpose (`stateful_contract.faces.distributed.phases`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch.distributed as dist
+
+from ...config import LoaderConfig
+from ...isolation.noise import ignore_set_vital
+from ...isolation.processes import alive
+from ...isolation.ranks import default_run_timeout
+from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launcher_env, local_pids
+from ...isolation.target import TargetError
+from ...profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from ...report.render import render_report
+from ...report.results import Report
+from ...repro.steps import Position
+from ...run.check import CheckInterrupted, FactoryError
+from ...run.declare import add_declaration_arguments, declarations_of
+from ..replay import ReplayError, parse_value
+from . import check_world, phases
+
+__all__ = ["add_example_arguments", "main", "replay_of"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", help="package.module:factory or path/to/file.py:factory (the same on every rank)")
+    parser.add_argument("--clause", help="clauses to judge, comma-separated (default: every clause for several "
+                                         "ranks; in --phase resume, those the save judged)")
+    parser.add_argument("--json", metavar="PATH", help="rank 0 writes the report here")
+    parser.add_argument("--backend", help="the world's backend (default: hccl with torch_npu, nccl with CUDA, "
+                                          "else gloo); commands travel through a gloo group beside it")
+    parser.add_argument("--phase", choices=("run", "save", "resume", "restart"), default="run",
+                        help="run: one launch; save, then resume in a later launch: two jobs (with --dir); "
+                             "restart: both in one torchrun --max-restarts 1, the first attempt exiting on "
+                             "purpose (with --dir)")
+    parser.add_argument("--dir", help="the run's directory, the same path on every rank (shared storage across "
+                                      "machines); kept. Default: a temporary one, deleted")
+    add_example_arguments(parser)
+    parser.add_argument("--master-addr", help="MASTER_ADDR where the launcher sets none (srun, mpirun); default: "
+                                              "the first host of SLURM_NODELIST, or 127.0.0.1 under mpirun")
+    parser.add_argument("--master-port", help="MASTER_PORT where the launcher sets none (default 29500)")
+    return parser
+
+
+def add_example_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both commands share: the profile, the example timeout, and one example to replay."""
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE)
+    parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
+    parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
+    parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
+    add_declaration_arguments(parser)
+
+
+def replay_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[LoaderConfig, Position] | None:
+    """The example ``--config`` and ``--position`` name, if any (a usage error when only one is given)."""
+    if (args.config is None) != (args.position is None):
+        parser.error("--config and --position go together")
+    if args.config is None:
+        return None
+    example = []
+    for text, expected in ((args.config, LoaderConfig), (args.position, Position)):
+        try:  # literals and the one dataclass only: no eval
+            example.append(parse_value(text, {expected.__name__: expected}))
+        except ReplayError as e:
+            parser.error(str(e))
+        if not isinstance(example[-1], expected):
+            parser.error(f"expected {expected.__name__}(name=value, ...), got {text!r}")
+    return example[0], example[1]
+
+
+def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> Report:
+    """Rank 0: the report."""
+    clauses = [c.strip().upper() for c in args.clause.split(",")] if args.clause else None
+    if args.phase == "resume":
+        return phases.resume(world, run_dir, args.target, clauses=clauses, profile=args.profile,
+                             timeout=args.timeout, launch=launch, declared=declarations_of(args))
+    try:
+        report = check_world(args.target, world_size=world.world_size, profile=args.profile, clauses=clauses,
+                             timeout=args.timeout, replay=args.replay, run_dir=run_dir, **declarations_of(args))
+    except CheckInterrupted as e:
+        report = e.report
+        report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
+                            "the job was cancelled; the launcher's error summary names the rank")
+    if args.phase == "save" and InWorld.last is not None:
+        phases.write_manifest(run_dir, InWorld.last, report)
+    return report
+
+
+def _launch_line(world_size: int) -> str:
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        nodes, per_node = os.environ.get("GROUP_WORLD_SIZE", "1"), os.environ.get("LOCAL_WORLD_SIZE", world_size)
+        return f"torchrun --nnodes {nodes} --nproc-per-node {per_node}" + (" ..." if nodes != "1" else "")
+    if "SLURM_PROCID" in os.environ:
+        return f"srun --ntasks {world_size} python"
+    if "OMPI_COMM_WORLD_RANK" in os.environ:
+        return f"mpirun -np {world_size} python"
+    return f"torchrun --nproc-per-node {world_size}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.replay = replay_of(parser, args)
+    if args.phase != "run" and not args.dir:
+        parser.error(f"--phase {args.phase} needs --dir, the directory both launches share")
+    os.environ.update(launcher_env(os.environ, master_addr=args.master_addr, master_port=args.master_port))
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        print("stateful_contract.distributed run: no launcher's world here (RANK and WORLD_SIZE are unset, and no "
+              "SLURM_PROCID or OMPI_COMM_WORLD_RANK): start it with torchrun, srun or mpirun, or use "
+              "'python -m stateful_contract.distributed TARGET --world-size N', which starts its own", file=sys.stderr)
+        return 2
+    restarting = args.phase == "restart"
+    if restarting:
+        number = phases.attempt(os.environ)
+        if isinstance(number, str):
+            print(f"stateful_contract.distributed run: {number}", file=sys.stderr)
+            return 2
+        args.phase = "save" if number == 0 else "resume"
+        if number and (repeated := phases.saved(Path(args.dir).resolve())) is not None:
+            return repeated  # the save failed (or never finished): its verdict again, nothing to resume
+    ignore_set_vital()  # torchdata's deprecation warning, once per loader, on every rank
+    keep = bool(args.dir)  # without --dir, rank 0 makes a private directory and tells the others (`join`)
+    backend = args.backend or default_backend()
+    # The group gives up on a rank gone silent after this long; the engine ends hangs inside examples sooner.
+    timeout = default_run_timeout(get_profile(args.profile), 40) + 60
+    world = join(Path(args.dir).resolve() if keep else None, backend=backend, timeout=timeout)
+    run_dir = world.run_dir
+    launch = _launch_line(world.world_size)
+    try:
+        if world.rank != 0:
+            code = int(follow(world)[1])
+            if restarting and code == phases.RESTART_EXIT:
+                print(f"stateful_contract.distributed run: rank {world.rank}: {phases.ON_PURPOSE}", file=sys.stderr)
+            return code
+        # The launcher stops every rank (SIGTERM) once one failed: rank 0 still writes what it judged.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # raises KeyboardInterrupt
+        InWorld.joined = (world, args.phase, launch)  # the launch line its rerun hints name
+        if restarting and args.phase == "save":
+            phases.clear(run_dir)
+        report: Report | None = None
+        try:
+            report = _judge(args, world, run_dir, launch)
+            if restarting and args.phase == "resume":
+                report = phases.merged(run_dir, report)
+            code = 0 if report.passed else 1
+        except (TargetError, FactoryError, FileNotFoundError, ValueError) as e:
+            print(f"stateful_contract.distributed run: {e}", file=sys.stderr)
+            code = 2
+        except BaseException:
+            if InWorld.last is None or not InWorld.last.down:
+                world.stop(1)  # the others must not wait for a command that never comes
+            raise
+        finally:
+            InWorld.joined = None
+        if report is not None:
+            report.notes.append(f"backend {backend} (commands on a gloo group), launched as: {launch}")
+            if args.json:
+                report.to_json(args.json)
+            render_report(report, sys.stdout)
+        if InWorld.last is not None and InWorld.last.down:
+            # A rank is gone or stuck: no verdict can reach it. The ranks left on this host are ended here
+            # (a launcher would, but srun and mpirun may wait for a stuck one); exiting tells the launcher.
+            sys.stdout.flush()
+            _local_ranks_ended(run_dir, world.world_size, (signal.SIGTERM, signal.SIGKILL), seconds=1.0)
+            os._exit(code or 1)
+        if restarting and args.phase == "save":
+            if report is not None:  # for the attempts the agent starts next
+                report.to_json(run_dir / phases.SAVE_REPORT)
+            if code == 0:
+                code = phases.RESTART_EXIT
+                print(f"stateful_contract.distributed run: rank 0: the save passed; {phases.ON_PURPOSE}",
+                      file=sys.stderr)
+                # The agent stops rank 0 (SIGTERM) as soon as another rank's exit on purpose is seen.
+                signal.signal(signal.SIGTERM, lambda signum, frame: exit_now(phases.RESTART_EXIT))
+        world.stop(code)  # every rank exits with rank 0's status
+        # Rank 0 leaves last. Exiting first with a failure, it would have the launcher stop the others
+        # (SIGTERM) before they exit with the verdict themselves; and without a launcher's store (srun,
+        # mpirun) it hosts the group's store, which must outlive the others' goodbyes.
+        _local_ranks_ended(run_dir, world.world_size, (0,), seconds=10.0)
+        if not keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        return code
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _local_ranks_ended(run_dir: Path, world_size: int, signals: Sequence[int], seconds: float) -> None:
+    """Each of ``signals`` in turn to the other ranks on this host still running (`local_pids`), then up to
+    ``seconds`` for them to exit (signal 0 sends nothing: only the wait)."""
+    pids = [pid for rank, pid in local_pids(run_dir, world_size).items() if rank and alive(pid)]
+    for sig in signals:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + seconds
+        while pids and time.monotonic() < deadline:
+            pids = [pid for pid in pids if alive(pid)]
+            time.sleep(0.05)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the rank with ``code`` once its output is flushed, without the interpreter's teardown: there, the
+    destructors of gloo's and the store's C++ threads may find them running and abort the process ("terminate
+    called without an active exception", SIGABRT; once in many launches under load), and the launcher then
+    reports a crash where the verdict was ``code``."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

@@ -1,0 +1,168 @@
+"""Two launches, as the seed resumed: ``--phase save`` leaves its examples, ``--phase resume`` judges them.
+
+SC30 where the resume has the save's number of ranks, SC31 where it has another. ``--phase restart``
+(`RESTART_EXIT`), and a failed save no resume hides: docs/distributed.md, "Two jobs, as the seed resumed".
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ...clauses import CLAUSES, clause
+from ...isolation.ranks.in_world import InWorld
+from ...isolation.ranks.world import World
+from ...report.results import DEFERRED_TO_A_LATER_LAUNCH, Report
+from ...repro.outcome import Outcome
+from ...run.clause_loop import _Run
+from ...run.options import CheckOptions
+from ..replay import ReplayError, known_classes, parse_value
+
+__all__ = ["MANIFEST", "RESTART_EXIT", "attempt", "clear", "merged", "read_manifest", "resume", "saved",
+           "write_manifest"]
+
+#: Rank 0's list of the saved examples, in the shared directory: JSON, each example written as a report writes
+#: its reproduction (the ``repr`` of its config and plan, read back by `parse_value`, no ``eval``), so a resume
+#: unpickles nothing from a directory another job may write. (The states themselves are the loader's, saved
+#: as a trainer saves them and read back by the clause's resume as the trainer's load would.)
+MANIFEST = "in-world-saved.json"
+#: The status of every rank of attempt 0 after a passing save (EX_TEMPFAIL: "try again").
+RESTART_EXIT = 75
+#: Attempt 0's report, rank 0's in the shared directory: whether the save passed, and (merged into the
+#: resume's) the result of every clause the resume does not judge.
+SAVE_REPORT = "in-world-save-report.json"
+ON_PURPOSE = "exiting on purpose so that torchrun restarts the job (--max-restarts)"
+
+
+def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
+    """Record the examples of each clause with a fresh-process half that passed its search, and say so."""
+    examples: dict[str, dict[tuple[Any, str], tuple[Any, Any]]] = {}
+    for cid, config, plan in executor.ran:  # Hypothesis runs some examples more than once: each saved once
+        if clause(cid).restarted() is not None and report[cid].status == "passed":
+            examples.setdefault(cid, {}).setdefault((config, repr(plan)), (config, plan))
+    manifest = {"world_size": executor.world_size, "target": executor.target,
+                "factory_import": executor.spec.factory_import, "alignment": executor.spec.alignment,
+                "examples": {cid: [{"config": repr(config), "plan": repr(plan)} for config, plan in saved.values()]
+                             for cid, saved in examples.items()}}
+    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    for cid, saved in examples.items():
+        result = report[cid]
+        result.notes.append(f"{len(saved)} example{'s' if len(saved) != 1 else ''} saved in {run_dir} for the resume launch (--phase resume --dir)")
+        if cid == "SC31":  # only saved here: the other world judges it
+            result.status, result.detail = "not-judged", (
+                f"{DEFERRED_TO_A_LATER_LAUNCH}{executor.world_size} ranks; judged when a launch on another number of ranks resumes "
+                "them (--phase resume)")
+
+
+def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | None, profile: str,
+           timeout: float | None, launch: str, declared: Mapping[str, Any] | None = None) -> Report:
+    """Rank 0 of the resume launch: every saved example resumed by ``target`` (the saving factory, or
+    another, as a fix is tried on the states a job left) on this world's ranks, judged."""
+    manifest = read_manifest(run_dir)
+    saved, examples, size = int(manifest["world_size"]), manifest["examples"], world.world_size
+    executor = InWorld(target, world=world, mode="resume", factory_import=manifest["factory_import"],
+                       alignment=manifest["alignment"], timeout=timeout, launch=launch)
+    wanted = clauses or sorted(examples)
+    notes = [f"resumed {sum(len(examples.get(c, [])) for c in wanted)} examples saved on {saved} ranks "
+             f"in {run_dir}, on {world.world_size} ranks in a fresh launch"]
+    if executor.target != manifest["target"]:
+        notes.append(f"saved by {manifest['target']}, resumed by {executor.target}")
+    # The options of the check the save launch ran: its world size selects the multi-rank clauses.
+    options = CheckOptions(profile, wanted, checkpoint_alignment=manifest["alignment"], world_size=saved,
+                           **(declared or {}))
+    run = _Run(executor, options, notes=notes)
+    try:
+        executor.start()
+        run.probe()
+        for cid in wanted:
+            c = clause(cid)
+            started = time.perf_counter()
+            restarted = c.declared(options.declarations).restarted()
+            why: str | None = None
+            if restarted is None:
+                why = f"{cid} has no half that resumes in fresh processes: the save launch judged it"
+            elif not examples.get(cid):
+                why = f"the save launch left no passing example of {cid} in {run_dir}"
+            elif cid == "SC30" and size != saved:
+                why = (f"SC30 resumes each rank's own state: the save ran on {saved} ranks, this launch has {size}; "
+                       f"resume on {saved} ranks to judge it (on another number, SC31 is judged)")
+            elif cid == "SC31" and size == saved:
+                why = (f"SC31 resumes on another world size: the save ran on {saved} ranks, as does this launch; "
+                       f"resume on another number of ranks to judge it (on {saved}, SC30 is judged)")
+            if why is not None:
+                outcome = Outcome("not-judged", detail=why)
+            else:
+                assert restarted is not None
+                passed = Outcome("passed", examples=len(examples[cid]))
+                # SC30 on the saving world's size (None), SC31 on this world's other one.
+                worlds = (None,) if cid == "SC30" else (size,)
+                outcome = run.in_fresh_processes(restarted, examples[cid], passed, worlds=worlds)
+            run.record(c, outcome, time.perf_counter() - started)
+    finally:
+        executor.close()
+    notes.extend(executor.notes)
+    return Report(target=executor.target, results=[run.report(c) for c in CLAUSES], profile=profile,
+                  world_size=world.world_size, notes=notes)
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The save launch's manifest, its examples built again (`MANIFEST`); ValueError for anything else."""
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: run the save launch first (--phase save --dir {run_dir})")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        classes = known_classes()
+        manifest["examples"] = {cid: [(parse_value(e["config"], classes), parse_value(e["plan"], classes))
+                                      for e in saved] for cid, saved in manifest["examples"].items()}
+        return dict(manifest)
+    except (UnicodeDecodeError, json.JSONDecodeError, ReplayError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path} is not a manifest the save launch wrote ({type(e).__name__}: {e}); nothing in "
+                         f"it is loaded: run the save launch again (--phase save --dir {run_dir})") from None
+
+
+def attempt(env: Mapping[str, str]) -> int | str:
+    """This launch's attempt number (0 first), or why ``--phase restart`` cannot run here."""
+    count, limit = env.get("TORCHELASTIC_RESTART_COUNT"), env.get("TORCHELASTIC_MAX_RESTARTS")
+    if count is None or limit is None:
+        return ("--phase restart needs torchrun's elastic restart: launch it with torchrun --max-restarts 1 (or "
+                "more); under srun or mpirun, run --phase save and then --phase resume as two jobs")
+    if int(limit) < 1:
+        return ("--phase restart exits on purpose after the save so that torchrun restarts the job, and this "
+                f"torchrun restarts it {limit} times: add --max-restarts 1")
+    return int(count)
+
+
+def clear(run_dir: Path) -> None:
+    """Attempt 0, rank 0: forget an earlier run's save in the same directory."""
+    for name in (MANIFEST, SAVE_REPORT):
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def saved(run_dir: Path) -> int | None:
+    """Attempt 1 or later, any rank: None to resume, or the status to exit with (said on stderr)."""
+    path = run_dir / SAVE_REPORT
+    if not path.is_file():
+        print(f"stateful_contract.distributed run: {path} does not exist: the first attempt (the save) did not "
+              f"finish, so there is nothing to resume; its ranks' output above says why", file=sys.stderr)
+        return 2
+    if Report.from_json(path).passed:
+        return None
+    print("stateful_contract.distributed run: the first attempt's save exited with 1 (its report was "
+          "printed then, and written to --json); not resuming", file=sys.stderr)
+    return 1
+
+
+def merged(run_dir: Path, resumed: Report) -> Report:
+    """The resume's report, with the save's result (`saved` found it) for every clause the resume did not judge."""
+    by_id = {r.id: r for r in Report.from_json(run_dir / SAVE_REPORT).results}
+    resumed.results = [by_id[r.id] if r.status == "not-judged" and r.id in by_id
+                       and by_id[r.id].status != "not-judged" else r for r in resumed.results]
+    resumed.notes.insert(0, "one torchrun: attempt 0 saved and exited on purpose, the agent restarted the job "
+                            "(--max-restarts), this attempt resumed; clauses the resume does not judge keep "
+                            "the save's result")
+    return resumed

@@ -1,0 +1,249 @@
+"""Executors: where the loader under test runs (`InProcess` here, `supervised.Supervised` in a child,
+`ranks.Ranks` on every rank), each answering one `ExampleRun` per rank; a `Handler` runs their
+commands where the loader lives."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast, get_args
+
+from ..config import LoaderConfig
+from ..repro import status, steps
+from ..repro.consumption import loader_class
+from ..repro.guard import LoaderHung, current_children, deadline, reap_children
+from ..repro.impact import loud
+from ..repro.outcome import Outcome, outcome_of
+from ..repro.recording import recording
+from ..repro.steps import Factory, LoaderError, LoadForm
+from ..search.example import ClauseLike, ExampleRun, LoadFormProbe, recorded_program, run_example
+from ..search.loop import Executor
+from ..search.plans import Alignment, RankLengths
+
+__all__ = ["BUILDING", "EndlessWatch", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
+
+
+class FactoryProblem(Exception):
+    """The factory cannot build a loader at all; the message is one line for the user."""
+
+
+class StartFailed(Exception):
+    """Building the first loader hung, or took its process down: every clause fails with ``run``."""
+
+    def __init__(self, run: ExampleRun) -> None:
+        super().__init__(run.outcome.got if run.outcome else "")
+        self.run = run
+
+
+#: What a crash while building and probing the first loader is reported under: no clause.
+BUILDING = cast(ClauseLike, SimpleNamespace(id="", heading=""))
+
+
+
+#: The config a loader is first built from: 4 batches per epoch (the last one short),
+#: shuffled with an explicit generator, two windows of 2 batches.
+PROBE_CONFIG = LoaderConfig(dataset_size=7, batch_size=2, shuffle=True, generator="explicit", seed=1,
+                            grad_acc_step=2)
+
+
+@dataclass
+class Handler:
+    """Answers the engine's commands where the loader lives: ``handler(("lengths", clause, config))``, in
+    `InProcess`, a supervised child (`interpreter.child_main`) or on a rank (`ranks.world.Handler`)."""
+
+    factory: Factory
+    factory_import: str
+    alignment: Alignment = None
+    timeout: float | None = None
+    #: Where examples write their files (checkpoints); a supervised child's is shared by its sibling.
+    workdir: Path | None = None
+    rank: int = 0
+    world_size: int = 1
+    #: What its scenarios may ask of the other ranks (`example.World`).
+    world: Any = None
+    #: The processes alive before the loader ran: any other left after a command is a loader's worker.
+    keep: set[int] = field(default_factory=current_children)
+
+    def __call__(self, command: tuple[Any, ...]) -> Any:
+        kind, *args = command
+        try:
+            return getattr(self, kind)(*args)
+        finally:
+            reap_children(self.keep)  # workers of a loader abandoned mid-epoch
+
+    def config(self, config: LoaderConfig) -> LoaderConfig:
+        return config  # a rank's handler puts its rank in
+
+    def doing(self, text: str) -> None:
+        status.command(text)
+
+    def start(self) -> str | ExampleRun | None:
+        """Why the factory cannot build a loader at all (a hang: the run that hung), or None. A factory that
+        returns the same object twice is refused too: every clause resumes a *new* loader from a state."""
+        self.doing("building a loader")
+        config = self.config(PROBE_CONFIG)
+        again: Any = None
+        program = recorded_program(self.factory_import, self.factory, config)
+        try:
+            with recording(program), deadline(self.timeout):
+                loader = steps.fresh(self.factory, config)
+                if hasattr(loader, "__iter__"):
+                    again = steps.fresh(self.factory, config)
+        except LoaderError as e:
+            return f"the factory raised {type(e.error).__name__}: {e.error}"
+        except LoaderHung as e:
+            return ExampleRun(self.rank, Outcome("failed", expected="factory(config) to return a loader",
+                                                 got=f"factory(config) did not return: {e}", world_size=self.world_size,
+                                                 rank=self.rank if self.world_size > 1 else None,
+                                                 impact=loud("factory(config)", "hangs: the job stops")), final=True)
+        if not hasattr(loader, "__iter__"):
+            return (f"the factory returned {loader_class(loader).__name__} {loader!r:.80}, not a loader "
+                    "(it is not iterable)")
+        if again is loader:
+            return (f"the factory returned the same {loader_class(loader).__name__} object on two calls; it must "
+                    "build a new loader on every call (the contract resumes a fresh loader from a saved "
+                    "state)")
+        return None
+
+    def probe(self) -> LoadFormProbe:
+        """How ``load_state_dict`` takes a state: positionally, only by keyword, or not at all. Every clause
+        loads in the form found here, so a keyword-only ``load_state_dict`` (SC02) hides no other bug."""
+        self.doing("probing how load_state_dict takes a state")
+        config = self.config(PROBE_CONFIG)
+        errors: list[str] = []
+        for form in get_args(LoadForm):
+            program = recorded_program(self.factory_import, self.factory, config)
+            try:
+                with recording(program), deadline(self.timeout):
+                    state = steps.state_of(steps.fresh(self.factory, config))
+            except LoaderHung:  # no verdict on the load form: the clauses meet the hang and fail on it
+                return LoadFormProbe("positional", "hung")
+            except LoaderError as e:
+                return LoadFormProbe("unusable", str(e))
+            try:
+                with recording(program), deadline(self.timeout):
+                    steps.load(steps.fresh(self.factory, config), state, form)
+                return LoadFormProbe(form)
+            except LoaderError as e:
+                errors.append(str(e))
+            except LoaderHung as e:
+                outcome = outcome_of(e, heading="", rank=self.rank, world_size=self.world_size)
+                return LoadFormProbe("unusable", f"load_state_dict did not return: {e}", ExampleRun(
+                    self.rank, outcome, reproduction=program.source(config.as_code()), final=True))
+        return LoadFormProbe("unusable", "; ".join(errors))
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        """The epoch lengths of the uninterrupted run, or the failed run when the loader cannot give it."""
+        config = self.config(config)
+        self.doing(f"{clause.id}: running the uninterrupted {config.as_code()}")
+        program = recorded_program(self.factory_import, self.factory, config)
+        try:
+            with recording(program), deadline(self.timeout):
+                return steps.uninterrupted(self.factory, config)[1]
+        except (LoaderError, LoaderHung, steps.EndlessPass, steps.PassEnded) as e:
+            outcome = outcome_of(e, heading=clause.heading, rank=self.rank,
+                                 world_size=self.world_size)
+            return ExampleRun(self.rank, outcome, reproduction=program.source(config.as_code()),
+                              final=isinstance(e, (LoaderHung, steps.EndlessPass)),
+                              endless=isinstance(e, steps.EndlessPass))
+
+    def kept(self) -> dict[Any, Any]:
+        return steps.kept_references()  # to lend to the parallel jobs
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any, load_form: LoadForm,
+            by_rank: list[list[int]] | None = None) -> ExampleRun:
+        # On several ranks: the lengths the plan was drawn from (the shortest over ranks) and this rank's own.
+        lengths = None if by_rank is None else RankLengths(RankLengths.shortest(by_rank), by_rank[self.rank])
+        config = self.config(config)
+        self.doing(f"{clause.id}: example {config.as_code()}"
+                   + (f", plan {plan!r}" if plan is not None else ""))
+        if self.workdir is not None:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        return run_example(clause, self.factory, config, plan, factory_import=self.factory_import,
+                           load_form=load_form, alignment=self.alignment, timeout=self.timeout,
+                           world=self.world, workdir=self.workdir, rank_lengths=lengths)
+
+
+class OneProcess:
+    """An executor of one process, `InProcess` or `Supervised`: each method one command to its `Handler`."""
+
+    world_size = 1
+    load_form: LoadForm = "positional"
+
+    def _call(self, command: tuple[Any, ...], clause: ClauseLike = BUILDING) -> Any:
+        raise NotImplementedError  # the handler's answer, or the failed run of ``clause`` if its process died
+
+    def start(self) -> None:
+        answer = self._call(("start",))
+        if isinstance(answer, ExampleRun):
+            raise StartFailed(answer)
+        if answer is not None:
+            raise FactoryProblem(answer)
+
+    def probe(self) -> LoadFormProbe:
+        answer = self._call(("probe",))
+        if isinstance(answer, ExampleRun):
+            assert answer.outcome is not None
+            return LoadFormProbe("unusable", answer.outcome.got, answer)
+        assert isinstance(answer, LoadFormProbe)
+        return answer
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        return self._call(("lengths", clause, config), clause)  # type: ignore[no-any-return]
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
+        return [self._call(("run", clause, config, plan, self.load_form), clause)]
+
+    def kept(self) -> dict[Any, Any]:
+        answer = self._call(("kept",))  # none if its process died
+        return answer if isinstance(answer, dict) else {}
+
+
+class InProcess(OneProcess):
+    """Runs the loader in this process: the fastest executor, and the one a debugger can follow."""
+
+    fresh_processes = False  # every example runs in this process
+
+    def __init__(self, factory: Factory, factory_import: str, alignment: Alignment = None,
+                 timeout: float | None = None) -> None:
+        self._handler = Handler(factory, factory_import, alignment, timeout)
+        self._stack = contextlib.ExitStack()
+
+    def start(self) -> None:
+        self._stack.enter_context(steps.references_kept())
+        self._handler.workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(
+            prefix="stateful-contract-")))
+        super().start()
+
+    def _call(self, command: tuple[Any, ...], clause: ClauseLike = BUILDING) -> Any:
+        return self._handler(command)
+
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        pass  # never asked for: there are no `fresh_processes` to go on in
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+class EndlessWatch:
+    """The executor, noting whether an uninterrupted run's first pass never ended (`ExampleRun.endless`)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.seen = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.executor, name)
+
+    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
+        got = self.executor.lengths(clause, config)
+        self.seen = self.seen or (isinstance(got, ExampleRun) and got.endless)
+        return got
+
+    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
+        runs = self.executor.run(clause, config, plan)
+        self.seen = self.seen or any(r.endless for r in runs)
+        return runs

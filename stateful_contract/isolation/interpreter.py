@@ -1,0 +1,288 @@
+"""The supervised child, the loader's process (`child_main`): forked from the checker (milliseconds; the
+factory, a closure too, and torch come with it) or, for SC10's fresh half, from a *zygote*, a new interpreter
+with another ``PYTHONHASHSEED`` that imports torch once per checker process. What the child must not inherit
+is put right first: docs/supervision.md, "What the child inherits, and what not", says why, and how the
+zygote is shared."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import faulthandler
+import importlib.util
+import multiprocessing
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing import reduction
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ..repro import status, steps
+from ..repro.guard import current_children
+from .executors import Handler
+from .noise import ignore_set_vital
+from .processes import MARKER_ENV, alive, die_with_parent
+from .target import FILE_MODULE_PREFIX
+
+__all__ = ["FRESH_INTERPRETER_ENV", "ChildSpec", "EngineError", "Interpreter",
+           "another_hash_seed", "child_main", "start", "warm", "zygote_main"]
+
+#: Set in the new interpreter (and so in its DataLoader workers): a scenario may say where it runs.
+FRESH_INTERPRETER_ENV = "STATEFUL_CONTRACT_FRESH_INTERPRETER"
+
+
+def another_hash_seed(current: str | None = None) -> str:
+    """A ``PYTHONHASHSEED`` giving another string hash secret than the checker's ``current`` (default: its
+    environment's): a number pins it, so the next number differs; unset or ``random``, it is random, and
+    any fixed one differs from it (but for a chance of one in 2**64)."""
+    current = os.environ.get("PYTHONHASHSEED") if current is None else current
+    if current and current.isdigit():
+        return str((int(current) + 1) % 4294967296)
+    return "1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Interpreter:
+    """The parts of `multiprocessing.Process` the supervisor uses, for a child of the zygote."""
+
+    zygote: _Zygote
+    pid: int
+
+    @property
+    def exitcode(self) -> int | None:
+        """None while it runs; else its exit code, or minus the signal that ended it (as multiprocessing's)."""
+        return self.zygote.status(self.pid)
+
+    def join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.exitcode is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+class _Zygote:
+    """The checker's end of the zygote: asks it for children and for how they ended."""
+
+    def __init__(self) -> None:
+        self.hash_seed = another_hash_seed()
+        mine, theirs = socket.socketpair()
+        env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}  # it outlives every check's run
+        env.update(PYTHONHASHSEED=self.hash_seed, **{FRESH_INTERPRETER_ENV: "1"})
+        code = "from stateful_contract.isolation.interpreter import zygote_main; zygote_main()"
+        try:
+            self.popen = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())],
+                                          pass_fds=(theirs.fileno(),), env=env, close_fds=True,
+                                          start_new_session=True, stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self._sock = mine
+        self._conn = Connection(os.dup(mine.fileno()))
+        self._lock = threading.Lock()
+        #: The process that uses it (0: none yet). A parallel job forked after it started shares its
+        #: pipe, so one process at a time asks it for children (`claim`).
+        self._user = multiprocessing.get_context("fork").Value("i", 0)
+
+    def usable(self) -> bool:
+        """Alive, and used by no other live process."""
+        user = self._user.value
+        return alive(self.popen.pid) and (user in (0, os.getpid()) or not alive(user))
+
+    def claim(self) -> bool:
+        """Make this process its one user, if it is `usable` (until `release`, or this process ends)."""
+        with self._user.get_lock():
+            if not self.usable():
+                return False
+            self._user.value = os.getpid()
+            return True
+
+    def release(self) -> None:
+        """This process has no live child of it left to ask about."""
+        with self._user.get_lock():
+            if self._user.value == os.getpid():
+                self._user.value = 0
+
+    def fork(self, spec: bytes, child_end: int) -> int:
+        """A new child running ``spec``, given ``child_end`` of its connection and this process's output."""
+        with self._lock:
+            files = {name: module.__file__ for name, module in list(sys.modules.items())
+                     if name.startswith(FILE_MODULE_PREFIX) and getattr(module, "__file__", None)}
+            self._conn.send_bytes(pickle.dumps(("fork", list(sys.path), files, spec)))
+            reduction.sendfds(self._sock, [child_end, 1, 2])
+            return int(pickle.loads(self._conn.recv_bytes()))
+
+    def status(self, pid: int) -> int | None:
+        with self._lock:
+            try:
+                self._conn.send_bytes(pickle.dumps(("status", pid)))
+                return pickle.loads(self._conn.recv_bytes())  # type: ignore[no-any-return]
+            except (OSError, EOFError):
+                return -signal.SIGKILL  # the zygote is gone, and its children died with it
+
+    def close(self) -> None:
+        """End it now, not at the kernel's signal once this process is gone: ``python -X dev`` would warn
+        of a socket left open and a subprocess still running."""
+        self._conn.close()
+        self._sock.close()
+        self.popen.kill()
+        self.popen.wait(5)
+
+
+#: The zygotes this process started, by its pid; a parallel job forked from the checker inherits the
+#: checker's, and uses it while no other job does (each import costs about 1.5 s of CPU).
+_ZYGOTES: dict[int, _Zygote] = {}
+
+
+@atexit.register
+def _close_own_zygote() -> None:
+    if (zygote := _ZYGOTES.get(os.getpid())) is not None:  # not an inherited one: its starter ends it
+        zygote.close()
+
+
+def warm() -> None:
+    """Have a zygote importing, unclaimed, if none this process may use is alive: the checker calls it
+    before SC18, whose search leaves a core to the import, where a parallel job's SC10 would share its
+    cores with it (0.7 s of a 15 s ci check, docs/performance.md); that job takes it over."""
+    if not any(zygote.usable() for zygote in _ZYGOTES.values()):
+        _ZYGOTES[os.getpid()] = _Zygote()
+
+
+def start(spec: Any) -> tuple[Interpreter, Connection]:
+    """A child of the zygote running ``spec``, and the connection to it; raises what pickling ``spec``
+    raises (a factory in a closure cannot be named in another interpreter): the caller forks instead."""
+    payload = pickle.dumps(spec)  # before anything starts: an unpicklable factory fails here
+    # The zygote this process claims: its own, or one it inherited that no other process uses, or a new one.
+    zygote = next((z for z in (_ZYGOTES.get(os.getpid()), *_ZYGOTES.values()) if z is not None and z.claim()),
+                  None)
+    if zygote is None:
+        zygote = _ZYGOTES[os.getpid()] = _Zygote()
+        zygote.claim()
+    mine, theirs = socket.socketpair()
+    try:
+        pid = zygote.fork(payload, theirs.fileno())
+    finally:
+        theirs.close()
+    return Interpreter(zygote, pid), Connection(mine.detach())
+
+
+def zygote_main() -> None:
+    """The zygote: import what a child needs, then fork one per request, and reap them."""
+    conn = Connection(int(sys.argv[1]))
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    die_with_parent(int(sys.argv[2]))  # the checker
+    ignore_set_vital()  # a new interpreter has none of the checker's warning filters
+    import torch  # noqa: F401  (the import every child would otherwise pay)
+    import torchdata.stateful_dataloader  # noqa: F401
+
+    ended: dict[int, int] = {}
+    while True:
+        try:
+            command = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return  # the checker is gone
+        with contextlib.suppress(ChildProcessError):  # no child left
+            while (reaped := os.waitpid(-1, os.WNOHANG))[0]:  # (0, 0): none has ended since
+                ended[reaped[0]] = os.waitstatus_to_exitcode(reaped[1])  # -signal, as multiprocessing's
+        if command[0] == "status":
+            pid = command[1]
+            conn.send_bytes(pickle.dumps(ended.get(pid, None if psutil.pid_exists(pid) else -signal.SIGKILL)))
+            continue
+        _, path, files, spec = command
+        fds = reduction.recvfds(sock, 3)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                conn.close()
+                sock.close()
+                os.dup2(fds[1], 1)
+                os.dup2(fds[2], 2)
+                _child(fds[0], path, files, spec)
+                code = 0
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        conn.send_bytes(pickle.dumps(pid))
+
+
+def _child(fd: int, path: list[str], files: dict[str, str], spec_bytes: bytes) -> None:
+    conn = Connection(fd)
+    sys.path[:] = path
+    try:
+        for name, file in files.items():
+            found = importlib.util.spec_from_file_location(name, file)
+            assert found is not None and found.loader is not None, file
+            sys.modules[name] = module = importlib.util.module_from_spec(found)
+            found.loader.exec_module(module)
+        spec = pickle.loads(spec_bytes)
+    except Exception as e:  # the factory's module does not import here: the answer to "start" says so
+        conn.recv_bytes()
+        conn.send_bytes(pickle.dumps(f"the factory cannot be rebuilt in a new interpreter: {type(e).__name__}: {e}"))
+        return
+    child_main(conn, None, dataclasses.replace(spec, parent_pid=os.getppid()))  # its parent is the zygote
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """What the child needs (pickled only for a new interpreter, `start`)."""
+
+    handler: Handler
+    run_dir: Path
+    board: Path
+    fault_file: Path
+    parent_pid: int
+
+
+@dataclass(frozen=True)
+class EngineError:
+    """The child's own code failed (not the loader's): the supervisor raises it as a bug of the checker."""
+
+    trace: str
+
+
+def child_main(conn: Connection, other_end: Connection | None, spec: ChildSpec) -> None:
+    """Put right what the child must not inherit, then answer commands until told to stop (or orphaned)."""
+    if other_end is not None:
+        other_end.close()  # the supervisor's end (a fork has it): holding it hides the supervisor's death
+    os.setsid()  # Ctrl-C reaches the supervisor only, which kills the session as one
+    die_with_parent(spec.parent_pid)
+    os.environ[MARKER_ENV] = str(spec.run_dir)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    import torch
+
+    torch.set_num_threads(1)  # a forked child's first parallel tensor operation would block for good
+    faulthandler.enable(open(spec.fault_file, "w", encoding="utf-8"), all_threads=True)  # it keeps the file
+    status.install(status.Board(spec.board))
+    handler = dataclasses.replace(spec.handler, keep=current_children())  # the child's own processes
+    with steps.references_kept():
+        while True:
+            try:
+                command = pickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                return
+            if command[0] == "stop":
+                conn.send_bytes(pickle.dumps("stopping"))
+                return
+            try:
+                answer = handler(command)
+            except Exception:
+                answer = EngineError(traceback.format_exc())
+            status.command("waiting for the next command")
+            try:
+                data = pickle.dumps(answer)
+            except Exception as e:
+                data = pickle.dumps(EngineError(f"the answer to {command[0]!r} cannot be pickled: "
+                                                f"{type(e).__name__}: {e}"))
+            conn.send_bytes(data)

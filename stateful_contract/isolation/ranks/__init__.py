@@ -1,0 +1,153 @@
+"""The multi-rank executor `Ranks`: every example at once on every rank of a set of processes it starts as
+torchrun starts them (`launch.Phase`), each command sent to every rank directly. The engine stays in the
+caller's process, so a rank that dies or hangs cannot take the check down (docs/distributed.md, "How a
+multi-rank check runs" and "Ranks that raise, die or hang").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ...profiles import Profile
+from ...search.plans import Alignment
+from ..supervised import DEFAULT_MEMORY_LIMIT
+from .executor import RankExecutor, WorldDown
+from .failures import LaunchOutcome
+from .in_world import InWorld
+from .launch import Phase, board_path
+
+__all__ = ["RankExecutor", "Ranks", "default_run_timeout", "rank_executor"]
+
+def default_run_timeout(profile: Profile, clauses: int) -> float:
+    """Seconds a whole multi-rank run may take before it is killed as hung: generous on purpose, it only
+    ends real hangs (single examples have their own ``timeout``)."""
+    return 120.0 + 2 * clauses * (0.25 * profile.examples + 2.0 * profile.worker_examples)
+
+
+def rank_executor(target: str, *, world_size: int, factory_import: str, alignment: Alignment,
+                  timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
+                  run_timeout: float | None = None,
+                  memory_limit: int | None = DEFAULT_MEMORY_LIMIT, consume: str | None = None) -> Ranks | InWorld:
+    """The multi-rank executor: the world this process joined (`InWorld.joined`), else a `Ranks` of its own."""
+    if InWorld.joined is not None:
+        world, mode, launch = InWorld.joined
+        return InWorld(target, world=world, mode=mode, factory_import=factory_import, alignment=alignment,
+                       timeout=timeout, launch=launch, consume=consume)
+    return Ranks(target, world_size=world_size, factory_import=factory_import, alignment=alignment, timeout=timeout,
+                 profile=profile, clauses=clauses, run_dir=run_dir, run_timeout=run_timeout,
+                 memory_limit=memory_limit, consume=consume)
+
+
+class Ranks(RankExecutor):
+    """Runs every example on ``world_size`` ranks at once (torch.distributed, gloo), started by this package."""
+
+    def __init__(self, target: str, *, world_size: int, factory_import: str, alignment: Alignment,
+                 timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
+                 run_timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+                 consume: str | None = None) -> None:
+        from ..target import TargetError
+
+        if "<locals>" in target or "<lambda>" in target:
+            raise TargetError(f"{target!r}: with world_size > 1 every rank imports the factory by name, so it "
+                              "must be a module-level function (package.module:factory or path/to/file.py:factory)")
+        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume)
+        self.world_size = self.live_world_size = world_size
+        self.memory_limit = memory_limit or None
+        self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)
+        self.keep = run_dir is not None
+        self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._phase: Phase | None = None
+        #: Every phase started, by name, and those that ended cleanly.
+        self._phases: list[str] = []
+        self._done: list[str] = []
+        #: The next phase's name (`restart`); None: the search's.
+        self._next: str | None = None
+        #: When the run must be over (wall time), from its first phase or the first after a failure.
+        self._deadline: float | None = None
+        #: A command was interrupted (Ctrl-C): `close` must not keep the user waiting.
+        self._interrupted = False
+
+    def _name(self, phase: str) -> str:
+        """A phase name not used before in this run (each phase has its own logs)."""
+        self._phases.append(phase)
+        n = self._phases.count(phase)
+        return phase if n == 1 else f"{phase}{n}"
+
+    def _start(self) -> Phase:
+        """The next phase's ranks, started now."""
+        name = self._name(self._next or "search")
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.run_timeout
+        self._phase = Phase.start(self.run_dir, name, self.live_world_size,
+                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout})
+        return self._phase
+
+    def _down(self, *, timed_out: bool) -> LaunchOutcome:
+        """Kill what is left of the phase and say what happened to it."""
+        assert self._phase is not None
+        outcome = self._phase.down(timed_out=timed_out, timeout=self.run_timeout)
+        for rank in range(len(self._phase.procs)):  # read; a stale one would look hung later
+            board_path(self.run_dir, rank).unlink(missing_ok=True)
+        self._phase, self._deadline = None, None  # the next command starts the phase again, with a new deadline
+        return outcome
+
+    def _call(self, command: tuple[Any, ...]) -> list[Any]:
+        """Every rank's answer; the phase is killed when a rank dies, hangs past its timeout or eats memory."""
+        try:
+            phase = self._phase or self._start()
+            phase.send(command)
+            assert self._deadline is not None
+            self.wait(phase.collect, time.monotonic(), self._deadline)
+            if phase.failed:
+                raise WorldDown(self._down(timed_out=False))
+            return [phase.answers[rank] for rank in range(len(phase.procs))]
+        except WorldDown:
+            raise
+        except BaseException:  # Ctrl-C: nothing of the run outlives the check, and nothing is asked of it
+            if self._phase is not None:
+                self._phase.kill()
+                self._phase = None
+            self._interrupted = True
+            raise
+
+    def _broken(self, waited: float) -> LaunchOutcome:
+        return self._down(timed_out=True)
+
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        """Go on in ``world_size`` fresh processes (None: the check's), started by the next command."""
+        self._stop()
+        self._next = phase
+        self.live_world_size = self.world_size if world_size is None else world_size
+
+    def _stop(self) -> None:
+        phase, self._phase = self._phase, None
+        if phase is None:
+            return
+        try:
+            if phase.stop():
+                self._done.append(phase.name)
+        except BaseException:  # Ctrl-C while the ranks leave: kill them, ask nothing more
+            phase.kill()
+            self._interrupted = True
+            raise
+
+    def close(self) -> None:
+        started = bool(self._phases)
+        self._stop()
+        if started:
+            self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), each started as torchrun starts "
+                              f"a rank; phases {' + '.join(self._done) or 'none'}")
+        if self.keep:
+            self.notes.append(f"run files kept in {self.run_dir}")
+        elif self._interrupted:  # deleting a search's saved examples took 4 s at load 28: not on a Ctrl-C's clock
+            subprocess.Popen(["rm", "-rf", "--", str(self.run_dir)], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -1,0 +1,230 @@
+"""A world the user's launcher started (torchrun, srun, mpirun): joining it, and the executor in it.
+
+Every rank joins through ``env://`` (`join`); the engine runs on rank 0 (`InWorld`), the others `follow`.
+What replaces a restart (``mode``, `Handler.as_ranks`): docs/distributed.md, "Inside your launcher's world".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import re
+import socket
+import stat
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.distributed as dist
+
+from ...repro import status, steps
+from ...repro.guard import frozen
+from ...search.plans import Alignment
+from ..processes import alive
+from .executor import RankExecutor, WorldDown
+from .failures import LaunchOutcome, RankFailure
+from .launch import board_path, where_ranks_were
+from .world import Handler, World
+
+__all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launcher_env", "local_pids", "private_dir",
+           "private_run_dir"]
+
+#: ``MASTER_PORT`` when the launcher gives none (SLURM and Open MPI do not): torchrun's default.
+DEFAULT_PORT = "29500"
+#: Where SLURM and Open MPI say a task's rank: the variables they set for ``WORLD_SIZE`` and ``LOCAL_RANK``.
+_LAUNCHERS = {"SLURM_PROCID": ("SLURM_NTASKS", "SLURM_LOCALID"),
+              "OMPI_COMM_WORLD_RANK": ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")}
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list, ``node[03-05,7],gpu1`` -> ``node03``: all ``MASTER_ADDR`` needs (a
+    rank may not have ``scontrol show hostnames``)."""
+    head = re.match(r"([^,\[]+)(?:\[([^]\-,]+))?", nodelist.strip())  # the name, and its first range's start
+    return head.group(1) + (head.group(2) or "") if head else nodelist
+
+
+def launcher_env(env: Mapping[str, str], *, master_addr: str | None = None,
+                 master_port: str | None = None) -> dict[str, str]:
+    """The ``env://`` variables ``env`` lacks, from SLURM's or Open MPI's own (none where ``RANK`` is set).
+    ``MASTER_ADDR``: ``master_addr``, else the user's export, else the first host of ``SLURM_NODELIST``
+    (``SLURM_JOB_NODELIST``) or, under mpirun, which says nothing of it, 127.0.0.1."""
+    rank = next((name for name in _LAUNCHERS if name in env), None)
+    if "RANK" in env or rank is None:
+        return {"MASTER_PORT": master_port} if master_port and "MASTER_PORT" not in env else {}
+    size, local = _LAUNCHERS[rank]
+    nodes = env.get("SLURM_NODELIST") or env.get("SLURM_JOB_NODELIST") or "127.0.0.1"
+    guess = first_host(nodes) if rank == "SLURM_PROCID" else "127.0.0.1"
+    return {"RANK": env[rank], "WORLD_SIZE": env.get(size, "1"), "LOCAL_RANK": env.get(local, "0"),
+            "MASTER_ADDR": master_addr or env.get("MASTER_ADDR", guess),
+            "MASTER_PORT": master_port or env.get("MASTER_PORT", DEFAULT_PORT)}
+
+
+def default_backend() -> str:
+    """hccl where ``torch_npu`` imports (Ascend NPUs), nccl where CUDA is there, else gloo."""
+    try:
+        import torch_npu  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    return "hccl"
+
+
+def join(run_dir: Path | None, *, backend: str, timeout: float) -> World:
+    """Join the launcher's world through ``env://``: this rank's `World`, its gloo group beside, in ``run_dir``
+    (None: a private one, `private_run_dir`). ``timeout`` bounds the group's collectives (a rank gone for
+    good); `InWorld` ends hangs inside an example."""
+    env = os.environ
+    rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
+    local_rank = int(env.get("LOCAL_RANK", "0"))
+    if backend == "nccl":  # nccl and hccl need each rank on its own device before the group is made
+        torch.cuda.set_device(local_rank)
+    elif backend == "hccl":
+        import torch_npu  # noqa: F401
+
+        torch.npu.set_device(local_rank)  # type: ignore[attr-defined]
+    limit = datetime.timedelta(seconds=timeout)
+    attempt = env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and attempt != "0":
+        # torchrun's agent keeps one store for every attempt and env:// adds no per-attempt prefix, so gloo's
+        # ranks of a restarted job could read the previous attempt's addresses ("Connection refused" at
+        # connectFullMesh): each attempt gets keys of its own (both stores exist; torch's stubs omit them).
+        store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), size,  # type: ignore[attr-defined]
+                              is_master=False, timeout=limit)
+        prefixed = dist.PrefixStore(f"/stateful-contract/attempt_{attempt}", store)  # type: ignore[attr-defined]
+        dist.init_process_group(backend, store=prefixed, rank=rank, world_size=size, timeout=limit)
+    else:
+        dist.init_process_group(backend, init_method="env://", timeout=limit)
+    # A gloo group for Python objects; the default group already is one on gloo.
+    group: Any = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=limit)
+    run_dir = private_run_dir(rank, group) if run_dir is None else run_dir
+    (run_dir / "status").mkdir(parents=True, exist_ok=True)
+    return World(rank, size, run_dir, group=group)  # its status log says where it runs (`local_pids`)
+
+
+def private_run_dir(rank: int, group: Any) -> Path:
+    """The run's directory when the user gave none, agreed through the world: rank 0 creates it (`mkdtemp`:
+    exclusively, mode 0700, a random name) and broadcasts its path. A name derived from the job and the port
+    would let another user of the host create it first, or plant files in it that a resume reads."""
+    box = [tempfile.mkdtemp(prefix="stateful-contract-world-") if rank == 0 else ""]
+    dist.broadcast_object_list(box, src=0, group=group)
+    return private_dir(Path(box[0])) if rank else Path(box[0])
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` on a rank other than 0: rank 0's directory (the same host), or one made as private on another
+    host; refused (PermissionError) if it is a link, another user's, or others may write to it."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        raise PermissionError(f"{path} is not this user's private directory (mode "
+                              f"{stat.S_IMODE(info.st_mode):o}, owner {info.st_uid}): not used as the run's directory")
+    return path
+
+
+def local_pids(run_dir: Path, world_size: int) -> dict[int, int]:
+    """The process of each rank that runs on this host (its status log's first line), by rank."""
+    boards = {rank: status.read(board_path(run_dir, rank)) for rank in range(world_size)}
+    return {rank: board.pid for rank, board in boards.items() if board.pid and board.host == socket.gethostname()}
+
+
+def follow(world: World) -> Any:
+    """A rank other than 0: rank 0's commands, run by a handler built from its spec; its last word,
+    ``(STOP, exit status)``."""
+    spec = world.share()
+    if isinstance(spec, tuple):  # rank 0 could not even start (an unusable target): its verdict
+        return spec
+    # As every executor does: one uninterrupted run per config and rank, and collections that skip the imports.
+    with steps.references_kept(), frozen():
+        return world.follow(Handler(world, spec))
+
+
+class InWorld(RankExecutor):
+    """Rank 0's executor: every example on every rank of the joined world."""
+
+    where_hint = "torch.distributed, in the world your launcher starts"
+    #: The world this rank joined, its mode (``run``, ``save``, ``resume``) and the user's launch line
+    #: (``srun --ntasks 4 python``): set by `stateful_contract.distributed` around its check (`rank_executor`).
+    joined: ClassVar[tuple[World, str, str] | None] = None
+    #: The last one made on this rank: the face reads what it ran (the save manifest) and whether the world broke.
+    last: ClassVar[InWorld | None] = None
+
+    def __init__(self, target: str, *, world: World, mode: str, factory_import: str, alignment: Alignment,
+                 timeout: float | None, launch: str = "torchrun --nproc-per-node N", consume: str | None = None) -> None:
+        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume)
+        self.world, self.run_dir = world, world.run_dir
+        self.mode = mode
+        self.world_size = self.live_world_size = world.world_size
+        self.launch = launch
+        #: (clause id, config, plan) of every example run, for the save phase's manifest.
+        self.ran: list[tuple[str, Any, Any]] = []
+        world.share(self.spec)
+        self.handler = Handler(world, self.spec)
+        self._kept = contextlib.ExitStack()  # the uninterrupted runs, kept as `follow` keeps them (until close)
+        self._kept.enter_context(steps.references_kept())
+        #: Why the world broke (a rank died or hung): its collectives can no longer be used.
+        self.down: LaunchOutcome | None = None
+        # The fresh-process halves: emulated in this world ("run"), the later launch's ("resume"), or left to it.
+        self.fresh_processes = mode != "save"
+        self.why_not_fresh = (f"they are saved in {world.run_dir}, and a later launch with --phase resume "
+                              "judges them in fresh processes")
+        InWorld.last = self
+
+    def rerun(self, clause_id: str) -> str:
+        return f"{self.launch} -m stateful_contract.distributed run {self.target} --clause {clause_id}"
+
+    def restart_place(self, worlds: tuple[int | None, ...]) -> str | None:
+        """Where the fresh-process half ran, for its note (`stateful_contract.run.clause_loop`)."""
+        if self.mode == "resume":
+            return f"this launch's {self.world_size} ranks, fresh processes that did not save them"
+        return " and ".join(
+            "the same processes that saved them (a world cannot restart itself: for fresh processes, run "
+            "--phase save, then --phase resume in a new launch)" if size in (None, self.world_size) else
+            f"{size} ranks taking turns on this world's {self.world_size} processes (for a real world of {size}, "
+            f"run --phase resume in a launch of {size} ranks)" for size in worlds)
+
+    def _call(self, command: tuple[Any, ...]) -> list[Any]:
+        if self.down is not None:
+            raise WorldDown(self.down)
+        size, width = self.live_world_size, self.world_size
+        sent = command if size == width else ("as_ranks", size, command)
+        if command[0] == "run" and self.mode == "save":
+            self.ran.append((command[1].id, command[2], command[3]))
+        try:  # the gather in a thread: rank 0 watches the status logs for a hung rank meanwhile
+            gathered = self.world.call(sent, self.handler, lambda answered: self.wait(answered, time.monotonic()))
+        except WorldDown as e:
+            self.down = e.outcome
+            raise
+        except Exception as e:  # a collective failed: another rank is gone
+            self.down = self._outcome(e)
+            raise WorldDown(self.down) from None
+        if size == width:
+            return gathered
+        return [gathered[r % width][r // width] for r in range(size)]
+
+    def _broken(self, waited: float) -> LaunchOutcome:
+        down = self._outcome(None)
+        down.timed_out, down.timeout = True, waited
+        return down
+
+    def _outcome(self, error: BaseException | None) -> LaunchOutcome:
+        """What rank 0 can tell of the others: where each was, and which processes on this host are gone."""
+        doing, programs = where_ranks_were(self.run_dir, self.world_size)
+        local = local_pids(self.run_dir, self.world_size)
+        gone = [rank for rank in range(1, self.world_size) if rank in local and not alive(local[rank])]
+        text = "" if error is None else f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+        failures = [RankFailure(r, "in-world", None, "its process ended", doing[r]) for r in gone]
+        return LaunchOutcome(failed_phase="in-world" if error is not None else None, failures=failures, doing=doing,
+                             programs=programs, in_world=True, error=text)
+
+    def restart(self, phase: str, world_size: int | None = None) -> None:
+        """No new processes in a world the launcher owns: see the module docstring."""
+        self.live_world_size = self.world_size if world_size is None else world_size
+
+    def close(self) -> None:
+        self._kept.close()
+        where = {"run": "in the world its launcher started", "save": "saving into the shared directory",
+                 "resume": "resuming from the shared directory"}[self.mode]
+        self.notes.append(f"{self.world_size} ranks on torch.distributed, {where} ({self.run_dir})")

@@ -1,0 +1,203 @@
+"""Starting a phase's ranks the way ``torchrun`` starts them, talking to each one directly, ending what is left.
+
+Each rank is a new interpreter started with ``subprocess.Popen`` in a session of its own, given the variables
+torchrun's agent gives a rank, as torchrun starts one (torch v2.13.0: ``LocalElasticAgent._start_workers`` in
+torch/distributed/elastic/agent/server/local_elastic_agent.py, ``SubprocessHandler._popen`` in
+torch/distributed/elastic/multiprocessing/subprocess_handler/subprocess_handler.py). The checker keeps one end
+of a socket pair per rank (`multiprocessing.connection`: one transport, no port, no relay) and sends each
+command to every rank itself; the ranks form their gloo group among themselves for the loader's collectives
+only. Why, and how a hang is ended from outside: docs/distributed.md, "Ranks that raise, die or hang".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from ...repro import status
+from ..processes import MARKER_ENV, fault_excerpt, kill_marked
+from .as_torchrun import of_caller, torchrun_env
+from .failures import LaunchOutcome, RankFailure, order_failures
+
+__all__ = ["JOINING", "JOIN_TIMEOUT", "SPEC_FILE", "Phase", "board_path", "where_ranks_were"]
+
+#: Seconds a fresh set of ranks may take to form its gloo group: well under 5 s even with 3 ranks on 2 loaded
+#: cores; a join that has not finished by then never will.
+JOIN_TIMEOUT = 60.0
+#: How a rank's status starts until it has joined.
+JOINING = "joining the gloo process group"
+#: What every rank reads first: `world.RankSpec`, the caller's process (`as_torchrun.of_caller`), the timeout.
+SPEC_FILE = "launch.json"
+#: Seconds the other ranks get to end on their own once one rank is gone (their own error is then theirs).
+SETTLE = 1.0
+#: The folder this copy of the package is imported from: the ranks run the checker's code.
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+_BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+         "from stateful_contract.isolation.ranks.world import rank_main; sys.exit(rank_main(*sys.argv[1:]))")
+
+
+def board_path(run_dir: Path, rank: int) -> Path:
+    """``rank``'s status log (`stateful_contract.repro.status`): its call into the loader, its program."""
+    return run_dir / "status" / f"rank{rank}.board"
+
+
+def _free_port() -> int:
+    """A free port for rank 0's store, as ``torchrun --standalone`` picks one."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(eq=False)
+class Phase:
+    """One set of rank processes: the checker's end of each one's connection, its exit code and time."""
+
+    name: str
+    run_dir: Path
+    procs: list[subprocess.Popen[bytes]]
+    conns: list[Connection]
+    logs: Path
+    #: The answers to the command in flight, by rank (`collect`).
+    answers: dict[int, Any] = field(default_factory=dict)
+    #: When each rank's process was first seen gone (``time.time()``), by rank.
+    exited_at: dict[int, float] = field(default_factory=dict)
+    #: Ranks whose connection closed before they answered.
+    lost: set[int] = field(default_factory=set)
+
+    @classmethod
+    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any]) -> Phase:
+        (run_dir / "status").mkdir(parents=True, exist_ok=True)
+        (run_dir / SPEC_FILE).write_text(json.dumps({**spec, "process": of_caller()}), encoding="utf-8")
+        logs = run_dir / "logs" / name
+        port, procs, conns = _free_port(), [], []
+        for rank in range(world_size):
+            mine, theirs = socket.socketpair()
+            error_file = logs / "attempt_0" / str(rank) / "error.json"
+            error_file.parent.mkdir(parents=True, exist_ok=True)
+            env = {**os.environ, **torchrun_env(rank, world_size, port, f"{run_dir.name}-{name}", error_file),
+                   MARKER_ENV: str(run_dir)}
+            with open(error_file.with_name("stderr.log"), "wb") as out:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, PACKAGE_ROOT, str(run_dir), name, str(theirs.fileno())],
+                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    pass_fds=(theirs.fileno(),), start_new_session=True))
+            theirs.close()
+            conns.append(Connection(mine.detach()))
+        return cls(name, run_dir, procs, conns, logs)
+
+    def send(self, command: tuple[Any, ...]) -> None:
+        """``command`` to every rank (plain pickle: tensors travel as data, not shared-memory handles)."""
+        self.answers = {}
+        data = pickle.dumps(command)
+        for rank, conn in enumerate(self.conns):
+            try:
+                conn.send_bytes(data)
+            except OSError:
+                self.lost.add(rank)
+
+    def collect(self) -> bool:
+        """Read what has come (waiting up to `supervised.POLL` s): every rank answered, or one is gone."""
+        from ..supervised import POLL
+
+        waiting = {self.conns[r]: r for r in range(len(self.conns)) if r not in self.answers and r not in self.lost}
+        for conn in wait(list(waiting), POLL) if waiting else []:
+            rank = waiting[conn]  # type: ignore[index]
+            try:
+                self.answers[rank] = pickle.loads(conn.recv_bytes())  # type: ignore[union-attr]
+            except (EOFError, OSError):
+                self.lost.add(rank)
+        for rank, proc in enumerate(self.procs):
+            if proc.poll() is not None:
+                self.exited_at.setdefault(rank, time.time())
+        return len(self.answers) == len(self.conns) or bool(self.lost or self.exited_at)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.lost or self.exited_at)
+
+    def stop(self) -> bool:
+        """Every rank told to leave (each has answered every command), given `SETTLE` s to go on its own, then
+        killed: a torch interpreter's teardown is no part of the check. Whether every rank was still there."""
+        self.send(("stop",))
+        limit = time.monotonic() + SETTLE
+        while any(p.poll() is None for p in self.procs) and time.monotonic() < limit:
+            time.sleep(0.01)
+        clean = all(p.poll() in (0, None) for p in self.procs) and not self.lost
+        self.kill()
+        return clean
+
+    def kill(self) -> None:
+        """End every rank, its workers, and anything else carrying the run's marker."""
+        for conn in self.conns:
+            conn.close()
+        for proc in self.procs:
+            if proc.poll() is None:  # torchrun starts each rank in a session of its own: one signal each
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        kill_marked(self.run_dir)  # one sweep for what left its session (a daemon a rank started, say)
+        for rank, proc in enumerate(self.procs):
+            proc.wait()
+            self.exited_at.setdefault(rank, time.time())
+
+    def down(self, *, timed_out: bool, timeout: float) -> LaunchOutcome:
+        """Give the other ranks `SETTLE` s to end once one is gone, kill what is left, say what happened."""
+        limit = time.monotonic() + (0 if timed_out else SETTLE)
+        while time.monotonic() < limit and any(p.poll() is None for p in self.procs):
+            self.collect()
+        self.kill()
+        doing, programs = where_ranks_were(self.run_dir, len(self.procs))
+        failures = order_failures([self._failure(rank, doing.get(rank, "")) for rank, proc in enumerate(self.procs)
+                                   if proc.returncode != 0])
+        return LaunchOutcome(failed_phase=self.name if failures else None, failures=failures, doing=doing,
+                             programs=programs, timed_out=timed_out and not failures, timeout=timeout)
+
+    def _failure(self, rank: int, doing: str) -> RankFailure:
+        from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+        error_file = self.logs / "attempt_0" / str(rank) / "error.json"
+        proc = self.procs[rank]
+        message: Any = ""
+        with contextlib.suppress(ValueError, OSError):  # an error file cut short by the kill: no message
+            message = ProcessFailure(local_rank=rank, pid=proc.pid, exitcode=proc.returncode,
+                                     error_file=str(error_file) if error_file.is_file() else "").message
+        if isinstance(message, dict):  # written by torch's @record wrapper
+            message = message.get("message", "")
+        if not isinstance(message, str) or message.startswith("To enable traceback"):
+            message = ""
+        return RankFailure(rank=rank, phase=self.name, exitcode=proc.returncode, error=message, doing=doing,
+                           stderr_tail=_tail(error_file.with_name("stderr.log")), exited_at=self.exited_at.get(rank))
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    """The last ``lines`` of a dead rank's output that say something."""
+    if not path.is_file():
+        return ""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if fault := fault_excerpt(text):  # a fatal signal: the loader's frames
+        return fault
+    kept = [line for line in text.splitlines() if line.strip() and "Warning" not in line
+            and "torch.set_vital" not in line]
+    return "\n".join(kept[-lines:])
+
+
+def where_ranks_were(run_dir: Path, world_size: int) -> tuple[dict[int, str], dict[int, str]]:
+    """By rank, from its status log: what each was doing (and its call into the loader), and its reproduction
+    up to where it stopped."""
+    doing, programs = {}, {}
+    for rank in range(world_size):
+        board = status.read(board_path(run_dir, rank))
+        doing[rank] = board.command + (f", {board.during}" if board.call else "")
+        if board.program:
+            programs[rank] = board.program + ("  # <- this rank stopped here" if board.in_call else "")
+    return doing, programs

@@ -1,0 +1,198 @@
+"""Inside a rank: the gloo group, and rank 0 leading the others in lockstep.
+
+Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0 *leads*:
+it broadcasts each of the engine's commands (`serve` relays the caller's; `InWorld` runs on rank 0), runs
+it and gathers every rank's answer (`World.call`); the others *follow* the same example until told to stop.
+"""
+
+from __future__ import annotations
+
+import datetime
+import faulthandler
+import json
+import os
+import pickle
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch.distributed as dist
+
+from ...config import LoaderConfig
+from ...repro import progress, status, steps
+from ...repro.guard import frozen
+from .. import executors
+from ..noise import ignore_set_vital
+from ..supervised import POLL
+from .as_torchrun import as_under_torchrun
+from .launch import JOIN_TIMEOUT, JOINING, SPEC_FILE, board_path
+
+__all__ = ["STOP", "Handler", "RankSpec", "World", "rank_main"]
+
+#: The command that ends a follower's loop.
+STOP = "stop"
+
+
+@dataclass
+class World:
+    """This rank's place in the run and its link to the other ranks."""
+
+    rank: int
+    world_size: int
+    run_dir: Path
+    #: The gloo group commands and answers travel through (None: the default group, gloo too): beside an
+    #: nccl or hccl group, a gloo one carries Python objects, as DCP does.
+    group: Any = None
+
+    def __post_init__(self) -> None:
+        status.install(status.Board(board_path(self.run_dir, self.rank)))  # read if the rank dies or hangs
+        progress.share_with(self.ranks_here)  # a rank asleep in a collective waits on the others
+
+    def ranks_here(self) -> list[int]:
+        """The pids of the world's ranks on this host (from their status logs)."""
+        host = socket.gethostname()
+        return [pid for pid, on in (status.writer(board_path(self.run_dir, r)) for r in range(self.world_size))
+                if pid and on == host]
+
+    def status(self, doing: str) -> None:
+        """Record what this rank is doing, for the message if it dies or hangs."""
+        status.note(doing)
+
+    def call(self, command: Any, handler: Handler,
+             wait: Callable[[Callable[[], bool]], None] | None = None) -> list[Any]:
+        """Leader: each rank's result of ``command``, by rank. With ``wait`` (`InWorld`), the gather runs in a
+        thread and ``wait(answered)`` returns once it has (each ``answered()`` looks up to `POLL` s) or raises."""
+        assert self.rank == 0, "only rank 0 leads"
+        dist.broadcast_object_list([command], src=0, group=self.group)
+        mine = handler(command)
+        gathered: list[Any] = [None] * self.world_size
+        if wait is None:
+            dist.gather_object(mine, gathered, dst=0, group=self.group)
+            return gathered
+        failed: list[BaseException] = []
+
+        def gather() -> None:
+            try:
+                dist.gather_object(mine, gathered, dst=0, group=self.group)
+            except BaseException as e:
+                failed.append(e)
+
+        thread = threading.Thread(target=gather, name="stateful-contract-gather", daemon=True)
+        thread.start()
+
+        def answered() -> bool:
+            thread.join(POLL)
+            return not thread.is_alive()
+
+        wait(answered)  # given up: the gather stays blocked, the process exits after the report
+        if failed:
+            raise failed[0]
+        return gathered
+
+    def share(self, value: Any = None) -> Any:
+        """Rank 0's ``value`` on every rank (the others pass nothing)."""
+        box = [value]
+        dist.broadcast_object_list(box, src=0, group=self.group)
+        return box[0]
+
+    def stop(self, value: Any = None) -> None:
+        """Leader: release the followers; their `follow` returns ``(STOP, value)``."""
+        self.share((STOP, value))
+
+    def follow(self, handler: Handler) -> Any:
+        """Follower: run the leader's commands until it stops; returns the stop message."""
+        while (command := self.share())[0] != STOP:  # every command is a tuple: ("run", ...), (STOP, value)
+            dist.gather_object(handler(command), None, dst=0, group=self.group)
+        return command
+
+
+def rank_main(run_dir: str, phase: str, fd: str) -> int:
+    """Every self-launched rank (`launch.Phase.start`): join the group, run the checker's commands, leave."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return int(record(_rank)(Path(run_dir), phase, Connection(int(fd))) or 0)  # an error: torchrun's error file
+
+
+def _rank(path: Path, phase: str, conn: Connection) -> int:
+    ignore_set_vital()  # a rank is a new interpreter: none of the checker's warning filters
+    spec = json.loads((path / SPEC_FILE).read_text(encoding="utf-8"))
+    world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
+    world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
+    # Not formed within JOIN_TIMEOUT: exit 1 with every thread's stack in the log. faulthandler's watchdog, a
+    # C thread, fires even when the join is stuck in C holding the interpreter lock.
+    faulthandler.dump_traceback_later(JOIN_TIMEOUT, exit=True, file=sys.stderr)
+    try:  # the caller's timeout ends a hang; the group must not give up earlier on its own
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
+    finally:
+        faulthandler.cancel_dump_traceback_later()  # its thread is gone before the loader forks workers
+    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # torchrun's value (as_torchrun.torchrun_env says why)
+    as_under_torchrun(spec.get("process"))  # before any of the user's code: what its launcher's ranks see
+    world.status(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
+    try:
+        handler = Handler(world, RankSpec(**spec["ranks"]))
+        with steps.references_kept(), frozen():
+            world.status("waiting for the first command")
+            while (command := pickle.loads(conn.recv_bytes()))[0] != STOP:
+                conn.send_bytes(pickle.dumps(handler(command)))  # plain pickle: tensors as data
+                world.status("waiting for the next command")
+        world.status(f"finished the {phase} phase")
+        return 0
+    finally:
+        dist.destroy_process_group()
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """What every rank needs to run examples (in the run's ``launch.json``)."""
+
+    target: str
+    factory_import: str
+    alignment: Any
+    timeout: float | None
+    #: The declared consumption, ``module:function`` (repro/consumption.py), None: none.
+    consume: str | None = None
+
+
+class Handler(executors.Handler):
+    """Runs the engine's commands on this process's rank (or ranks: `as_ranks`)."""
+
+    def __init__(self, world: World, spec: RankSpec) -> None:
+        from ...repro.consumption import drawn_through
+        from ..target import load_consume, load_target
+
+        factory = load_target(spec.target)
+        if spec.consume is not None:
+            factory = drawn_through(factory, load_consume(spec.consume))
+        super().__init__(factory, spec.factory_import, spec.alignment, spec.timeout)
+        self.place = world
+        self.on(world.rank, world.world_size)
+
+    def on(self, rank: int, world_size: int) -> None:
+        """Run the next commands as rank ``rank`` of ``world_size``; its scenarios see (`example.World`) the
+        run's directory, shared by every rank, and this process's status log."""
+        self.rank, self.world_size = rank, world_size
+        self.world = SimpleNamespace(rank=rank, world_size=world_size, workdir=self.place.run_dir,
+                                     status=self.place.status)
+        self.workdir = self.place.run_dir / "scratch" / f"rank{rank}"  # apart from the other ranks' files
+
+    def config(self, config: LoaderConfig) -> LoaderConfig:
+        return replace(config, rank=self.rank, world_size=self.world_size)
+
+    def as_ranks(self, size: int, command: tuple[Any, ...]) -> list[Any]:
+        """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` run it, one after the other: in a
+        world the user's launcher started, a world of another size takes turns on its processes (rank ``r`` on
+        process ``r % W``). No collective may run so (SC31's resume reads ``torch.save`` files)."""
+        mine = []
+        try:
+            for rank in range(self.place.rank, size, self.place.world_size):
+                self.on(rank, size)
+                mine.append(self(command))
+        finally:
+            self.on(self.place.rank, self.place.world_size)
+        return mine

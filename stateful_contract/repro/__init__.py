@@ -1,0 +1,133 @@
+"""The steps and assertions every printed reproduction is written with: a stable module.
+
+    from stateful_contract.repro import LoaderConfig, Position, assert_same_stream, checkpoint, fresh, take
+    from my_pkg.loaders import factory
+
+    config = LoaderConfig(dataset_size=2, batch_size=1, grad_acc_step=2)
+    reference, lengths = uninterrupted(factory, config)
+    expected = reference[1:6]
+    loader = fresh(factory, config)
+    state = checkpoint(loader, Position(epoch=0, batches=1))
+    loader_2 = fresh(factory, config, state=state)
+    batches = take(loader_2, 5, max_epochs=6)
+    assert_same_stream(expected, batches)
+
+The contract itself runs these very functions, and each one records its own line of the reproduction as it
+runs, so a reproduction is the program that failed. Names here keep their meaning across releases; everything
+else under ``stateful_contract._*`` may change.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
+    from ..config import LoaderConfig as LoaderConfig
+    from .compare import assert_protocol as assert_protocol
+    from .compare import assert_refused as assert_refused
+    from .compare import assert_same_stream as assert_same_stream
+    from .compare import assert_str_keyed_dict as assert_str_keyed_dict
+    from .compare import assert_unchanged as assert_unchanged
+    from .consumption import drawn_through as drawn_through
+    from .epoch_compare import assert_no_epoch_lost as assert_no_epoch_lost
+    from .epoch_compare import assert_same_epochs as assert_same_epochs
+    from .epoch_steps import LoopPoint as LoopPoint
+    from .epoch_steps import epoch_loop as epoch_loop
+    from .epoch_steps import epoch_setter as epoch_setter
+    from .epoch_steps import loop_checkpoint as loop_checkpoint
+    from .epoch_steps import set_epoch as set_epoch
+    from .epoch_steps import take_epochs as take_epochs
+    from .epoch_steps import uninterrupted_loop as uninterrupted_loop
+    from .state_steps import BAD_STATES as BAD_STATES
+    from .state_steps import ROUND_TRIPS as ROUND_TRIPS
+    from .state_steps import bad_state as bad_state
+    from .state_steps import load_and_iterate as load_and_iterate
+    from .state_steps import load_checkpoint as load_checkpoint
+    from .state_steps import round_trip as round_trip
+    from .state_steps import save_checkpoint as save_checkpoint
+    from .state_steps import snapshot as snapshot
+    from .steps import RESUME_EPOCHS as RESUME_EPOCHS
+    from .steps import LoaderError as LoaderError
+    from .steps import Position as Position
+    from .steps import advance as advance
+    from .steps import checkpoint as checkpoint
+    from .steps import epoch_lengths as epoch_lengths
+    from .steps import fresh as fresh
+    from .steps import iterate_on as iterate_on
+    from .steps import load as load
+    from .steps import state_of as state_of
+    from .steps import stream as stream
+    from .steps import stream_calling_state_dict as stream_calling_state_dict
+    from .steps import take as take
+    from .steps import uninterrupted as uninterrupted
+    from .trainer_steps import AsStateful as AsStateful
+    from .trainer_steps import cut_short as cut_short
+    from .trainer_steps import dcp_load as dcp_load
+    from .trainer_steps import dcp_save as dcp_save
+    from .trainer_steps import into_cut_short_pass as into_cut_short_pass
+    from .whole_epochs import assert_each_sample_once as assert_each_sample_once
+
+#: Public name -> the module (relative to this package) that defines it: imported on first use, so a
+#: module that needs one part of the scenario language (the report needs `impact`) does not import all of
+#: it, and torch with it.
+_EXPORTS = {
+    "assert_protocol": ".compare",
+    "assert_refused": ".compare",
+    "assert_same_stream": ".compare",
+    "assert_str_keyed_dict": ".compare",
+    "assert_unchanged": ".compare",
+    "drawn_through": ".consumption",
+    "assert_no_epoch_lost": ".epoch_compare",
+    "assert_same_epochs": ".epoch_compare",
+    "LoopPoint": ".epoch_steps",
+    "epoch_loop": ".epoch_steps",
+    "epoch_setter": ".epoch_steps",
+    "loop_checkpoint": ".epoch_steps",
+    "set_epoch": ".epoch_steps",
+    "take_epochs": ".epoch_steps",
+    "uninterrupted_loop": ".epoch_steps",
+    "BAD_STATES": ".state_steps",
+    "ROUND_TRIPS": ".state_steps",
+    "bad_state": ".state_steps",
+    "load_and_iterate": ".state_steps",
+    "load_checkpoint": ".state_steps",
+    "round_trip": ".state_steps",
+    "save_checkpoint": ".state_steps",
+    "snapshot": ".state_steps",
+    "RESUME_EPOCHS": ".steps",
+    "LoaderError": ".steps",
+    "Position": ".steps",
+    "advance": ".steps",
+    "checkpoint": ".steps",
+    "epoch_lengths": ".steps",
+    "fresh": ".steps",
+    "iterate_on": ".steps",
+    "load": ".steps",
+    "state_of": ".steps",
+    "stream": ".steps",
+    "stream_calling_state_dict": ".steps",
+    "take": ".steps",
+    "uninterrupted": ".steps",
+    "AsStateful": ".trainer_steps",
+    "cut_short": ".trainer_steps",
+    "dcp_load": ".trainer_steps",
+    "dcp_save": ".trainer_steps",
+    "into_cut_short_pass": ".trainer_steps",
+    "assert_each_sample_once": ".whole_epochs",
+    "LoaderConfig": "..config",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

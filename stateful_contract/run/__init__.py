@@ -1,0 +1,1 @@
+"""One check: its options, the clause loop, parallel jobs (docs/architecture.md)."""

@@ -1,0 +1,382 @@
+"""One call of `check` put together: the clauses in order, each judged once (docs/architecture.md);
+a clause whose prerequisite failed is not judged, saying which and why."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..clauses import Clause, clause, load_prober, run_order
+from ..clauses.registry import LOAD, load_blocks
+from ..config import LoaderConfig
+from ..isolation.executors import EndlessWatch, StartFailed
+from ..isolation.supervised import PendingSibling, Supervised
+from ..profiles import get_profile
+from ..report.results import ClauseResult, Status
+from ..repro import lending
+from ..repro.advice import collecting
+from ..repro.endless import NOT_ON_ENDLESS
+from ..repro.guard import raise_lost_ctrl_c
+from ..repro.outcome import Outcome, unjudged_by
+from ..search.example import ExampleRun, LoadFormProbe, LoadProbe
+from ..search.loop import Executor, judge_runs, replay_one, search
+from ..search.plans import epoch_ends_only
+from ..spellings import hint_exitfirst
+from .options import CheckOptions
+
+__all__ = ["Progress"]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What `check` is doing, for a face that shows it live: one event per example while a clause
+    runs (``status`` None), and one when it ends, with its final status and time."""
+
+    clause_id: str
+    name: str
+    done: int
+    total: int
+    status: Status | None = None
+    seconds: float = 0.0
+
+
+def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
+    """Orders examples simplest first: no workers, few samples, small batches, an early checkpoint."""
+    position = getattr(plan, "position", None)
+    where = (position.epoch, position.batches) if position is not None else (0, 0)
+    return (config.num_workers, config.dataset_size, config.batch_size, config.grad_acc_step, config.shuffle,
+            config.drop_last, *where)
+
+
+class _Run:
+    def __init__(self, executor: Executor, options: CheckOptions, *, notes: list[str],
+                 progress: Callable[[Progress], None] | None = None, seed: int | None = None,
+                 replay: tuple[LoaderConfig, Any] | None = None,
+                 make_executor: Callable[[], Executor] | None = None, database_key: str | None = None) -> None:
+        self.executor = executor
+        self.options = options
+        #: Processes the clauses no other clause needs are judged in (`stateful_contract.run.jobs`),
+        #: each with an executor of its own from ``make_executor``.
+        self.jobs = (options.jobs or 1) if make_executor is not None and replay is None else 1
+        self.make_executor = make_executor
+        self.selected = options.selected
+        self.profile = get_profile(options.profile)
+        self.progress = progress
+        self.replay = replay
+        self.notes = notes
+        self.seed = seed
+        self.database_key = database_key  # the loader's name in a random search's kept failures (search/saved.py)
+        self.results: dict[str, ClauseResult] = {}
+        self.load_probe: LoadProbe = "positional"
+        self.load_detail = ""
+        #: The load probe's run when ``load_state_dict`` itself hung or took its process down.
+        self.load_failed: ExampleRun | None = None
+        #: The clause being judged (named as interrupted if the run is stopped there).
+        self.current: Clause | None = None
+        #: The clause whose failure stopped the run (`CheckOptions.exitfirst`).
+        self.stopped_at: str | None = None
+        #: ``"declared"`` or ``"found"`` once the loader is checked as an endless stream (`Report.endless`).
+        self.endless: str | None = None
+        self.endless_seen = False
+        if options.endless or options.space.endless:  # a space of endless configs declares it too
+            self.as_endless("declared")
+        elif replay is not None and replay[0].endless:  # a recorded example of an endless stream
+            self.as_endless("found")
+
+    def as_endless(self, how: str) -> None:
+        """Check the loader as an endless stream from now on: every config drawn says so."""
+        self.endless = how
+        self.options = self.options.replace(space=replace(self.options.space, endless=True))
+
+    def emit(self, c: Clause, done: int, total: int, status: Status | None = None, seconds: float = 0.0) -> None:
+        raise_lost_ctrl_c()  # after every example, as the waits for a child's answer do
+        if self.progress is not None:
+            self.progress(Progress(c.id, c.name, done, total, status, seconds))
+
+    def blocked(self, c: Clause) -> str | None:
+        """Why ``c`` cannot be judged, when something it needs does not hold (or the declared policy excludes it,
+        or it does not apply to an endless stream)."""
+        if self.endless is not None and c.not_on_endless:
+            return f"{NOT_ON_ENDLESS}: {c.not_on_endless}"
+        if (excluded := c.excluded_by(self.options.checkpoint_alignment)) is not None:
+            return excluded
+        for need in c.needs:
+            if need == LOAD:
+                if self.load_probe == "unusable":
+                    return load_blocks(self.load_detail)
+                continue
+            before = self.results[need]
+            if before.status in ("failed", "expected-failure"):
+                if ended := unjudged_by(before.expected, before.got, before.killed_by):
+                    # Not what the clause states: what ended its example (a factory that raised, say).
+                    return f"{need} could not be judged: {ended}; see {need}"
+                return f"{clause(need).blocks or f'{need} failed'}; see {need}"
+            if before.status == "not-judged":
+                return before.message
+        return None
+
+    def judge(self, c: Clause) -> Outcome:
+        """``c``'s verdict. A clause whose uninterrupted run never ended its first pass is judged again, and
+        the loader checked as an endless stream from then on (an undeclared endless loader: `as_endless`)."""
+        self.endless_seen = False
+        outcome = self.judge_once(c)
+        # Not under the epoch-end policy: its trainer would never save, and the clause's failure says so.
+        if self.endless_seen and self.endless is None and not epoch_ends_only(self.options.checkpoint_alignment):
+            self.as_endless("found")
+            why = self.blocked(c)
+            outcome = Outcome("not-judged", detail=why) if why is not None else self.judge_once(c)
+        return outcome
+
+    def judge_once(self, c: Clause) -> Outcome:
+        if c.probes_load and self.load_failed is not None:
+            # The probe was this clause's example: running it again would hang or crash the same way.
+            return self.outcome_of_run(c, self.load_failed)
+        c = c.declared(self.options.declarations)  # what the user declared of their trainer, for its scenarios on every rank
+        restarted = c.restarted()
+        worlds = c.fresh_worlds(self.executor.world_size)
+        # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
+        # now, its imports overlap the search.
+        pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
+                   and self.resumes_in_a_sibling(c) else None)
+        # What the clause's judgements advised, over every example, rank and fresh process: once each.
+        with collecting() as advised:
+            passed: list[tuple[LoaderConfig, Any]] = []
+            if self.replay is not None and c.budget != "once":
+                # SC18 replays the config alone.
+                config, plan = self.replay[0], self.replay[1] if c.has_plan else None
+                if self.endless is not None and not config.endless:  # found endless on an earlier clause
+                    config = replace(config, endless=True)
+                watched = EndlessWatch(self.executor)
+                failed = replay_one(c, watched, config, plan)
+                self.endless_seen = watched.seen
+                outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
+                           else replace(failed.outcome, reproduction=failed.reproduction, examples=1))
+                if outcome.status == "passed":
+                    passed.append((config, plan))
+            else:
+                watched = EndlessWatch(self.executor)
+                outcome = search(c, watched, space=self.options.space, profile=self.profile,
+                                 alignment=self.options.checkpoint_alignment, search_seed=self.seed,
+                                 database_key=self.database_key, epoch_hook=self.options.epoch_hook,
+                                 passed=passed, on_example=lambda done, total: self.emit(c, done, total))
+                self.endless_seen = watched.seen
+            if outcome.status == "passed" and restarted is not None and passed and worlds:
+                if getattr(self.executor, "fresh_processes", True):
+                    outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
+                else:
+                    # In a launcher's world, a later launch resumes them.
+                    why = getattr(self.executor, "why_not_fresh",
+                                  "the loader ran in the checker's process (isolation='in-process')")
+                    outcome.notes.append(f"its {len(passed)} examples were not resumed again in a fresh "
+                                         f"process: {why}")
+        outcome.notes[:0] = [a for a in advised if a not in outcome.notes]
+        return outcome
+
+    def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome,
+                           worlds: tuple[int | None, ...] = (None,), pending: PendingSibling | None = None) -> Outcome:
+        """Rerun every example that held in a fresh set of processes (the state must mean the same there).
+
+        ``worlds``: the numbers of ranks to resume on, one fresh set of processes each (None: the
+        check's own; another number is an elastic restart, after which the check goes on with its own).
+        Examples are judged simplest first, so a failure is reported on the smallest example that shows it.
+        """
+        # Hypothesis runs some examples more than once (a derandomized search of a small space
+        # does often); each is resumed again once.
+        unique = {(config, repr(plan)): (config, plan) for config, plan in examples}
+        examples = sorted(unique.values(), key=lambda e: _simplicity(*e))
+        # One process: a sibling child resumes, in a new interpreter if it can, and this one keeps
+        # the runs it took for later clauses.
+        sibling = None
+        if pending is not None:
+            sibling, why_forked = pending.take()
+            if why_forked:
+                passed.notes.append(why_forked)
+        executor = sibling if sibling is not None else self.executor
+        try:
+            for size in worlds:
+                if sibling is None:
+                    executor.restart("resume" if size is None else f"world{size}-", world_size=size)
+                for config, plan in examples:
+                    failed = judge_runs(c, executor.run(c, config, plan), config, plan)
+                    if failed is not None and failed.outcome is not None:
+                        o = failed.outcome
+                        if size is None:
+                            o.detail += "\n(The same example resumed exactly inside the processes that saved it.)"
+                            o.reproduction = ("# Fails only when the resume runs in a fresh set of processes: the "
+                                              "lines below pass in one process.\n" + failed.reproduction)
+                        else:
+                            o.reproduction = failed.reproduction
+                        o.examples, o.config, o.plan = passed.examples, config.as_code(), repr(plan)
+                        return o
+        finally:
+            if sibling is not None:
+                sibling.close()
+            elif worlds != (None,):
+                self.executor.restart("search", world_size=None)  # the check goes on with its own world
+        place = getattr(self.executor, "restart_place", None)  # a launcher's world restarts nothing itself
+        where = (place(worlds) if place is not None else
+                 ("a fresh process" if self.executor.world_size == 1 else "a fresh set of processes")
+                 if worlds == (None,) else
+                 " and ".join(f"{s} rank{'s' if s != 1 else ''}" for s in worlds if s is not None))
+        if sibling is not None and sibling.hash_seed is not None:
+            where += f" (a new interpreter, PYTHONHASHSEED={sibling.hash_seed})"
+        passed.notes.append(f"{len(examples)} examples resumed again in {where}")
+        return passed
+
+    def probe(self) -> None:
+        """Find the load form, if a clause to judge needs a state loaded."""
+        if not any(LOAD in c.needs for c in run_order(self.selected)):
+            return
+        started = time.perf_counter()
+        found: LoadFormProbe = self.executor.probe()
+        if found.failed is not None:
+            found.failed.seconds = time.perf_counter() - started
+        self.load_probe, self.load_detail, self.load_failed = found.form, found.detail, found.failed
+        if self.load_probe in ("positional", "keyword"):
+            self.executor.load_form = self.load_probe
+        prober = load_prober().id
+        if self.load_probe == "unusable" and prober not in self.selected:
+            # Otherwise every clause selected would be "not judged" and the run would pass.
+            self.selected.append(prober)
+            self.notes.append(f"{prober} was judged too: load_state_dict cannot take a state, which every clause "
+                              "selected needs")
+
+    def resumes_in_a_sibling(self, c: Clause) -> bool:
+        """Whether ``c``'s fresh-process half resumes on one process (in a sibling of a supervised child)."""
+        return c.after_restart is not None and c.fresh_worlds(self.executor.world_size) == (None,)
+
+    def run(self) -> None:
+        # Not when stopping at the first failure: a broken loader's first failure comes long before SC10.
+        order = run_order(self.selected)
+        if (isinstance(self.executor, Supervised) and not self.options.exitfirst
+                and any(self.resumes_in_a_sibling(c) for c in order)):
+            PendingSibling.warm()
+        try:
+            self.executor.start()
+        except StartFailed as e:  # the first loader could not even be built (a hang, a dead rank)
+            for c in order:
+                self.record(c, self.outcome_of_run(c, e.run), e.run.seconds)
+            return
+        self.probe()
+        at = len(self.notes)
+        self.judge_in_order()
+        # Not when no clause needing a load was reached (stopped at the load's own failure, exitfirst).
+        if self.load_probe == "keyword" and any(LOAD in clause(cid).needs for cid in self.results):
+            note = (f"load_state_dict(state) rejects a positional state ({load_prober().id}); the other "
+                    "clauses ran through load_state_dict(state_dict=state)")
+            self.notes.insert(at, note)
+            if (probed := self.results.get(load_prober().id)) is not None:
+                probed.notes.append(note)
+
+    def judge_in_order(self) -> None:
+        """Each clause after what it needs; those nothing else needs in parallel jobs, with several."""
+        order = run_order(self.selected)
+        needed = {n for c in order for n in c.needs}
+        # Searched clauses nothing else needs can be judged side by side, once what they need is.
+        waived = {c.id: why for c in order if (why := c.waived(self.options.declarations)) is not None}
+        for cid, why in waived.items():  # a declaration says the clause does not apply: shown, not judged
+            self.record(clause(cid), Outcome("skipped", detail=why), 0.0)
+            self.notes.append(f"{cid} {why}")
+        order = [c for c in order if c.id not in waived]
+        apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
+        apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
+        for c in order:
+            if self.stopped_at is not None:
+                return
+            if c in apart:
+                continue
+            why = self.blocked(c)
+            started = time.perf_counter()
+            if why is not None:
+                outcome = Outcome("not-judged", detail=why)
+            else:
+                self.current = c
+                self.emit(c, 0, 1)
+                outcome = self.judge(c)
+                self.current = None
+            seconds = time.perf_counter() - started
+            if c.probes_load and self.load_failed is not None:
+                seconds += self.load_failed.seconds  # its example was the probe's
+            self.record(c, outcome, seconds)
+        if apart and self.stopped_at is None:
+            self.judge_apart(apart)
+
+    def judge_apart(self, clauses: list[Clause]) -> None:
+        """Judge ``clauses`` in parallel jobs (`stateful_contract.run.jobs`), each verdict as it comes."""
+        from .jobs import judge_apart
+
+        ready = []
+        for c in clauses:
+            why = self.blocked(c)
+            if why is not None:
+                self.record(c, Outcome("not-judged", detail=why), 0.0)
+            else:
+                ready.append(c)
+        if not ready:
+            return
+        load_form = self.executor.load_form
+        assert self.make_executor is not None
+        # The jobs start with the uninterrupted runs taken so far (SC18's): `_engine.lending`.
+        kept = getattr(self.executor, "kept", None)
+        lending.lend(kept() if kept is not None else {})
+
+        def judge(c: Clause, executor: Executor) -> Outcome:  # in the job: its own executor, no live progress
+            executor.load_form = load_form
+            self.executor, self.progress = executor, None
+            return self.judge(c)
+
+        try:
+            speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor,
+                                started=lambda c: self.emit(c, 0, 1), done=self.record,
+                                stop=(lambda: self.stopped_at is not None) if self.options.exitfirst
+                                else None)
+        finally:
+            lending.lend({})  # a later check in this process borrows nothing of this one
+        self.notes.extend(n for n in speed.notes if n not in self.notes)
+        self.notes.append(speed.describe())
+
+    def outcome_of_run(self, c: Clause, failed: ExampleRun) -> Outcome:
+        """``c``'s outcome from a run of the engine's own (building the first loader, the load probe)."""
+        assert failed.outcome is not None
+        # The run's own outcome under this clause's rule (its detail may say what the loader's process was
+        # doing, and the Python stack of a crash).
+        return replace(failed.outcome, heading=c.heading, world_size=self.executor.world_size,
+                       reproduction=failed.reproduction, notes=list(failed.outcome.notes), examples=1)
+
+    def record(self, c: Clause, outcome: Outcome, seconds: float) -> None:
+        result = ClauseResult.of(c, outcome, seconds=round(seconds, 3))
+        # A declaration holds for a clause run as a prerequisite too.
+        if (reason := self.options.expected_failures.get(c.id)) is not None:
+            result.declare_expected_failure(reason)
+        self.results[c.id] = result
+        if self.options.exitfirst and result.is_failure and self.stopped_at is None:
+            self.stopped_at = c.id
+        # Also for a prerequisite run but not selected (SC18 before a resume clause): the
+        # work shows, though the report lists it as skipped.
+        self.emit(c, 1, 1, result.status, result.seconds)
+
+    def not_run(self) -> list[str]:
+        """The selected clauses left without a verdict because the check stopped at its first failure."""
+        return [] if self.stopped_at is None else sorted(s for s in self.selected if s not in self.results)
+
+    def report(self, c: Clause, interrupted: bool = False) -> ClauseResult:
+        result = self.results.get(c.id)
+        if result is not None and c.id in self.selected:
+            return result
+        if result is not None and result.status in ("failed", "expected-failure"):
+            # A prerequisite that failed is why the clauses selected were not judged: hiding it
+            # would let the run pass (`--clause SC10` on a loader whose every stream differs).
+            result.notes.append("judged because a selected clause needs it")
+            return result
+        if interrupted and c in run_order(self.selected):
+            why = ("the check was interrupted while this clause ran" if c == self.current
+                   else "the check was interrupted before this clause")
+            return ClauseResult.of(c, Outcome("not-judged", detail=why))
+        if c.id in self.not_run():
+            return ClauseResult.of(c, Outcome("not-judged", detail=(
+                f"not run: the check stopped at the first failure, {self.stopped_at} ({hint_exitfirst()})")))
+        return ClauseResult.of(c, Outcome("skipped", detail=c.skip_reason))
+
+

@@ -1,0 +1,71 @@
+"""What reading a saved report takes besides the report: the contract's version and tiers, its title, and
+the words for a declared checkpoint policy.
+
+Kept out of `stateful_contract.clauses` (whose package imports every clause, the engine and torch) and
+`_render` (the engine's coverage and advice) so that a face that only reads a report, the badge, starts
+without torch; `clauses.registry` re-exports the version and the tiers, `_render` the words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from .spellings import hint_strict, hint_world_size
+
+__all__ = ["CONTRACT_VERSION", "TIERS", "Tier", "TierInfo", "policy_words", "title"]
+
+#: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
+CONTRACT_VERSION = "2.2"
+
+#: ``trainer``: the ways real trainers drive loaders (contract version 2), run by default.
+Tier = Literal["structure", "core", "trainer", "distributed", "strict"]
+
+
+@dataclass(frozen=True)
+class TierInfo:
+    """What a tier means for a run: whether it runs unasked, from which world size, on the badge."""
+
+    name: Tier
+    #: Run without being asked for (the others need ``strict=True``).
+    default: bool
+    #: Decides the badge's colour; the others are only mentioned in its text.
+    on_badge: bool
+    #: Runs only on at least this many ranks.
+    min_world_size: int = 1
+    #: Why one of its clauses was skipped, and how to run it.
+    skip_text: str = "not selected"
+
+
+#: Every tier. The strict tier goes beyond StatefulDataLoader's own semantics: it runs on
+#: request and never turns the badge red.
+TIERS: dict[Tier, TierInfo] = {t.name: t for t in (
+    TierInfo("structure", default=True, on_badge=True),
+    TierInfo("core", default=True, on_badge=True),
+    TierInfo("trainer", default=True, on_badge=True),
+    TierInfo("distributed", default=True, on_badge=True, min_world_size=2,
+             skip_text=f"multi-rank: run with {hint_world_size(2)}"),
+    TierInfo("strict", default=False, on_badge=False, skip_text=f"strict tier: run with {hint_strict()}"),
+)}
+
+
+class Versioned(Protocol):
+    """A report, as `title` reads it (not imported: the report imports this module)."""
+
+    contract_version: str
+
+
+def title(report: Versioned) -> str:
+    """``StatefulLoader contract v1``: which contract, which version of it."""
+    return f"StatefulLoader contract v{report.contract_version}"
+
+
+def policy_words(alignment: str | None) -> str:
+    """A declared checkpoint policy in the words the report, the Markdown and the badge use ("" for none)."""
+    if not alignment:
+        return ""
+    if alignment == "epoch":
+        return "checked at epoch ends"
+    if alignment == "window":
+        return "checked at window boundaries"
+    return f"checked every {alignment} batches"

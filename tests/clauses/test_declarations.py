@@ -1,0 +1,58 @@
+"""What a user declares of their trainer on several ranks, from every face: the command line, a pytest
+class's attributes and `check`'s keywords build the same `CheckOptions`, the clauses that read a
+declaration get it bound (`Clause.declared`), and the report says what was declared."""
+
+from __future__ import annotations
+
+import pickle
+from typing import ClassVar
+
+import pytest
+
+from stateful_contract import CheckOptions, OptionError
+from stateful_contract.clauses import clause
+from stateful_contract.faces.cli import _options, _parser
+from stateful_contract.faces.testing import StatefulLoaderContract, class_options
+
+DECLARED = {"fixed_global_batch": True, "joins_uneven_inputs": True, "checkpoint_layout": "per-rank-files"}
+
+
+class TestDeclared(StatefulLoaderContract):
+    __test__ = False  # a class to read the options of, not one to run
+    fixed_global_batch: ClassVar[bool] = True
+    joins_uneven_inputs: ClassVar[bool] = True
+    checkpoint_layout = "per-rank-files"
+
+
+def test_every_face_declares_the_same_options() -> None:
+    cli = _options(_parser().parse_args(["check", "m:f", "--fixed-global-batch", "--joins-uneven-inputs",
+                                         "--checkpoint-layout", "per-rank-files"]))
+    keywords = CheckOptions(**DECLARED)  # type: ignore[arg-type]
+    assert cli.declarations == keywords.declarations == class_options(TestDeclared).declarations == DECLARED
+    assert CheckOptions().declarations == {"fixed_global_batch": False, "joins_uneven_inputs": False,
+                                           "checkpoint_layout": None}
+    assert keywords.declared_notes == [
+        "declared: the trainer keeps the global batch fixed when the world size changes: SC31 and SC32 resume M "
+        "ranks with per-rank batch = global / M",
+        "declared: the trainer handles ranks with uneven batch counts (DDP's Join): SC32 does not apply",
+        "declared: the trainer saves the loader's state as per-rank-files: SC30 judges that layout alone"]
+
+
+@pytest.mark.parametrize("name, value", [("fixed_global_batch", "yes"), ("joins_uneven_inputs", 1),
+                                         ("checkpoint_layout", "dcp-everywhere")])
+def test_a_wrong_declaration_is_refused_before_anything_runs(name: str, value: object) -> None:
+    with pytest.raises(OptionError) as caught:
+        CheckOptions(**{name: value})  # type: ignore[arg-type]
+    assert caught.value.option == name
+
+
+def test_a_clause_gets_only_the_declarations_it_reads_and_they_cross_to_the_ranks() -> None:
+    sc31 = clause("SC31").declared(CheckOptions(**DECLARED).declarations)  # type: ignore[arg-type]
+    assert sc31.given == (("fixed_global_batch", True),)
+    restarted = sc31.restarted()
+    assert restarted is not None and restarted.scenario.keywords == {"fixed_global_batch": True}  # type: ignore[attr-defined]
+    assert pickle.loads(pickle.dumps(restarted)).scenario.keywords == {"fixed_global_batch": True}
+    assert clause("SC10").declared(CheckOptions(**DECLARED).declarations) is clause("SC10")  # type: ignore[arg-type]
+    assert clause("SC32").waived(CheckOptions(joins_uneven_inputs=True).declarations) == (
+        "does not apply: the trainer handles ranks with uneven batch counts (DDP's Join) (declared)")
+    assert clause("SC32").waived(CheckOptions().declarations) is None

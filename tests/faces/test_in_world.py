@@ -1,0 +1,285 @@
+"""The contract inside a world the user's launcher started: torchrun on two "nodes", SLURM, two jobs.
+
+Two nodes are simulated by two torchrun agents on 127.0.0.1 (a c10d rendezvous, 2
+processes each); a SLURM launch by setting ``SLURM_*`` in N plain processes (no
+``srun``). Each launch imports torch in every process (about 2 s each on 2 cores), so
+the checks are replays of one example (``--config``/``--position``) or the ``dev``
+profile on one clause, and the slower launches are the fewest that show each point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stateful_contract.isolation.processes import MARKER_ENV, kill_session, processes_of
+from stateful_contract.isolation.ranks.in_world import first_host, launcher_env
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
+
+HERE = Path(__file__).resolve().parents[1]
+MUSEUM = HERE / "museum" / "ranked.py"
+REFERENCE = "stateful_contract.reference.factories:reference_wrapper"
+#: The one-ahead preloader (accelerate#3938) and the rank-blind state under DCP's shared key (torchtitan#291).
+ONE_AHEAD = f"{MUSEUM}:accelerate_3938"
+RANK_BLIND = f"{MUSEUM}:torchtitan_291"
+#: An example that shows both: 4 ranks of 3 batches, a checkpoint after the first batch.
+EXAMPLE = ["--config", "LoaderConfig(dataset_size=12, batch_size=1)", "--position", "Position(epoch=0, batches=1)"]
+LAUNCH_TIMEOUT = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _launch(commands: Sequence[tuple[list[str], dict[str, str]]], marker: Path) -> list[tuple[int | None, str]]:
+    """Start every command at once (each in a session of its own), wait, and leave nothing running."""
+    marker.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for n, (command, env) in enumerate(commands):
+        out = open(marker / f"out{n}.log", "wb")  # closed below, after the wait
+        env = {**os.environ, **env, MARKER_ENV: str(marker), "PYTHONUNBUFFERED": "1"}
+        procs.append((subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                       env=env, start_new_session=True, cwd=HERE.parent), out))
+    deadline = time.monotonic() + LAUNCH_TIMEOUT
+    codes: list[int | None] = []
+    for proc, out in procs:
+        try:
+            codes.append(proc.wait(max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            codes.append(None)
+        out.close()
+    for proc, _ in procs:
+        kill_session(proc.pid, marker=marker)
+        proc.wait()
+    return [(c, (marker / f"out{n}.log").read_text(errors="replace")) for n, c in enumerate(codes)]
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("SLURM_", "OMPI_")) and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                                    "MASTER_PORT")}
+
+
+def two_nodes(target: str, args: list[str], tmp: Path) -> tuple[list[tuple[int | None, str]], dict[str, Any]]:
+    """Two torchrun agents (2 processes each) on 127.0.0.1, as two nodes; their exits and rank 0's report."""
+    port, report = _free_port(), tmp / "report.json"
+    commands = [([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+                  "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                  "--rdzv-id", f"in-world-{port}", "--local-addr", "127.0.0.1", "--monitor-interval", "0.1",
+                  "-m", "stateful_contract.distributed", "run", target, "--json", str(report), *args], {})
+                 for node in (0, 1)]
+    exits = _launch([(c, {}) for c, _ in commands], tmp / "marker")
+    return exits, json.loads(report.read_text()) if report.is_file() else {}
+
+
+def slurm(target: str, args: list[str], tmp: Path, ntasks: int, name: str = "slurm"
+          ) -> tuple[list[tuple[int | None, str]], dict[str, Any]]:
+    """``ntasks`` processes with only SLURM's variables set, as ``srun`` starts them."""
+    port, report = _free_port(), tmp / f"{name}.json"
+    commands = [([sys.executable, "-m", "stateful_contract.distributed", "run", target, "--json", str(report),
+                  "--master-port", str(port), *args],
+                 {"SLURM_PROCID": str(r), "SLURM_NTASKS": str(ntasks), "SLURM_LOCALID": str(r),
+                  "SLURM_NODELIST": "localhost", "SLURM_JOB_ID": f"{port}"}) for r in range(ntasks)]
+    saved = os.environ.copy()
+    try:
+        os.environ.clear()
+        os.environ.update(_clean_env())
+        exits = _launch(commands, tmp / f"marker-{name}")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return exits, json.loads(report.read_text()) if report.is_file() else {}
+
+
+def _status(report: dict[str, Any], cid: str) -> str:
+    return str(next(r["status"] for r in report["clauses"] if r["id"] == cid))
+
+
+def _message(report: dict[str, Any], cid: str) -> str:
+    return str(next(r["message"] for r in report["clauses"] if r["id"] == cid))
+
+
+# --- the launcher's variables ---------------------------------------------------------
+
+
+def test_slurm_and_open_mpi_variables_become_the_env_init_ones() -> None:
+    slurm_env = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_NODELIST": "gpu[03-04],x9"}
+    assert launcher_env(slurm_env) == {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "MASTER_ADDR": "gpu03",
+                                       "MASTER_PORT": "29500"}
+    assert launcher_env(slurm_env, master_addr="head", master_port="1234")["MASTER_ADDR"] == "head"
+    mpi = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}
+    assert launcher_env(mpi, master_addr="node01") == {"RANK": "2", "WORLD_SIZE": "4", "LOCAL_RANK": "0",
+                                                       "MASTER_ADDR": "node01", "MASTER_PORT": "29500"}
+    assert launcher_env({"RANK": "0", **slurm_env}) == {}  # torchrun's own win
+    assert first_host("node7") == "node7" and first_host("n[1,3]") == "n1"
+
+
+# --- two nodes under torchrun -----------------------------------------------------------
+
+
+@pytest.mark.launcher
+def test_a_correct_wrapper_passes_on_two_nodes_and_every_agent_exits_0(tmp_path: Path) -> None:
+    exits, report = two_nodes(REFERENCE, ["--clause", "SC30", *EXAMPLE], tmp_path)
+    assert [code for code, _ in exits] == [0, 0], exits
+    assert report["world_size"] == 4
+    assert _status(report, "SC30") == "passed", _message(report, "SC30")
+    assert processes_of(tmp_path / "marker") == []
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("target", [ONE_AHEAD, RANK_BLIND], ids=["one-ahead", "rank-blind"])
+def test_a_loader_broken_only_on_several_ranks_fails_and_every_agent_exits_1(target: str, tmp_path: Path) -> None:
+    exits, report = two_nodes(target, ["--clause", "SC30", *EXAMPLE], tmp_path)
+    assert [code for code, _ in exits] == [1, 1], exits
+    assert _status(report, "SC30") == "failed"
+    message = _message(report, "SC30")
+    if target == RANK_BLIND:
+        assert "one key shared by every rank" in message and "DCP gave it values saved by rank " in message
+    else:
+        assert "did not resume exactly" in message
+    assert processes_of(tmp_path / "marker") == []
+
+
+# --- SLURM, and ranks that go away ------------------------------------------------------
+
+
+@pytest.mark.launcher
+def test_a_slurm_launch_searches_and_every_task_exits_with_the_verdict(tmp_path: Path) -> None:
+    exits, report = slurm(ONE_AHEAD, ["--clause", "SC10", "--profile", "dev"], tmp_path, ntasks=2)
+    assert [code for code, _ in exits] == [1, 1], exits
+    assert report["world_size"] == 2 and _status(report, "SC10") == "failed"
+    assert "Failed on rank" in _message(report, "SC10")
+    assert processes_of(tmp_path / "marker-slurm") == []
+
+
+@pytest.mark.launcher
+def test_a_rank_that_dies_is_named_and_no_process_is_left(tmp_path: Path) -> None:
+    exits, report = slurm(f"{HERE / 'test_distributed.py'}:dies_on_rank_1", ["--clause", "SC30", *EXAMPLE],
+                          tmp_path, ntasks=2, name="dies")
+    assert exits[1][0] == 3 and exits[0][0] == 1, exits
+    message = _message(report, "SC30")
+    assert "rank 1's process ended" in message, message
+    # The way to run it again is the user's own launcher's (it once said torchrun for every launch but resume).
+    reproduction = str(next(r["reproduction"] for r in report["clauses"] if r["id"] == "SC30"))
+    assert "# srun --ntasks 2 python -m stateful_contract.distributed run " in reproduction, reproduction
+    assert processes_of(tmp_path / "marker-dies") == []
+
+
+@pytest.mark.launcher
+def test_a_rank_that_hangs_past_its_alarm_is_named_and_every_process_ends(tmp_path: Path) -> None:
+    exits, report = slurm(f"{HERE / 'test_distributed.py'}:blocks_on_rank_1",
+                          ["--clause", "SC30", "--timeout", "2", *EXAMPLE], tmp_path, ntasks=2, name="hangs")
+    # Rank 0 reports, ends the stuck rank on its host (srun may wait for it), and exits.
+    assert exits[0][0] == 1 and exits[1][0] == -signal.SIGTERM, exits
+    message = _message(report, "SC30")
+    assert "rank 1 did not finish its example within 2 s" in message, message
+    assert processes_of(tmp_path / "marker-hangs") == []
+
+
+# --- two jobs, as the seed resumed ------------------------------------------------------
+
+
+@pytest.mark.launcher
+def test_a_4_rank_save_is_resumed_on_4_2_and_3_ranks(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    target = "tests/ranked_loaders.py:refuses_another_world"
+    exits, saved = slurm(target, ["--clause", "SC30,SC31", "--phase", "save", "--dir", str(shared), *EXAMPLE],
+                         tmp_path, ntasks=4, name="save")
+    assert [code for code, _ in exits] == [0] * 4, exits
+    assert _status(saved, "SC30") == "passed" and _status(saved, "SC31") == "not-judged"
+    for ntasks in (2, 3):
+        exits, resumed = slurm(target, ["--phase", "resume", "--dir", str(shared)], tmp_path, ntasks=ntasks,
+                               name=f"resume{ntasks}")
+        assert [code for code, _ in exits] == [0] * ntasks, exits
+        assert _status(resumed, "SC31") == "passed", _message(resumed, "SC31")
+        assert _status(resumed, "SC30") == "not-judged"
+
+
+@pytest.mark.launcher
+def test_a_resume_on_another_world_that_starts_over_silently_fails_sc31_on_every_rank(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    target = "tests/ranked_loaders.py:warns_and_starts_over"
+    exits, saved = slurm(target, ["--clause", "SC31", "--phase", "save", "--dir", str(shared), *EXAMPLE],
+                         tmp_path, ntasks=2, name="save")
+    assert [code for code, _ in exits] == [0, 0], exits
+    assert _status(saved, "SC31") == "not-judged" and "--phase resume" in _message(saved, "SC31")
+    exits, resumed = slurm(target, ["--phase", "resume", "--dir", str(shared)], tmp_path, ntasks=1, name="resume")
+    assert [code for code, _ in exits] == [1], exits
+    assert _status(resumed, "SC31") == "failed"
+    message = _message(resumed, "SC31")
+    assert "saved on 2 ranks, resumed on 1: the new world resumed silently" in message, message
+    assert "starting from scratch" in message
+
+
+# --- both jobs in one torchrun, restarted by its agent ----------------------------------
+
+#: Resumes exactly in the process that saved, and starts over in a new one: only a real restart shows it.
+IN_PROCESS_ONLY = f"{HERE / 'test_distributed.py'}:keeps_state_in_process"
+
+
+def one_torchrun(target: str, args: list[str], tmp: Path, *restart: str) -> tuple[tuple[int | None, str],
+                                                                                  dict[str, Any]]:
+    """``torchrun --standalone --nproc-per-node 2 [restart options]``: its exit, its output and rank 0's report."""
+    report = tmp / "report.json"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *restart,
+               "--monitor-interval", "0.1", "-m", "stateful_contract.distributed", "run", target,
+               "--json", str(report), *args]
+    (exit_,) = _launch([(command, {})], tmp / "marker")
+    return exit_, json.loads(report.read_text()) if report.is_file() else {}
+
+
+@pytest.mark.launcher
+def test_a_restart_saves_exits_on_purpose_and_the_agents_restart_resumes_and_passes(tmp_path: Path) -> None:
+    exit_, report = one_torchrun(REFERENCE, ["--phase", "restart", "--dir", str(tmp_path / "d"), "--clause", "SC30",
+                                             *EXAMPLE], tmp_path, "--max-restarts", "1")
+    code, output = exit_
+    assert code == 0, output
+    assert output.count("exiting on purpose so that torchrun restarts the job (--max-restarts)") == 2, output
+    assert _status(report, "SC30") == "passed", _message(report, "SC30")
+    assert any(n.startswith("resumed ") and "on 2 ranks in a fresh launch" in n for n in report["notes"]), report
+    assert processes_of(tmp_path / "marker") == []
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("target", [IN_PROCESS_ONLY, ONE_AHEAD], ids=["in-process-only", "one-ahead"])
+def test_a_restart_of_a_loader_that_does_not_resume_exits_1(target: str, tmp_path: Path) -> None:
+    exit_, report = one_torchrun(target, ["--phase", "restart", "--dir", str(tmp_path / "d"), "--clause", "SC30",
+                                          *EXAMPLE], tmp_path, "--max-restarts", "1")
+    code, output = exit_
+    assert code == 1, output
+    assert _status(report, "SC30") == "failed", report
+    if target == IN_PROCESS_ONLY:  # the save's in-process resume passed: only the restarted processes fail
+        assert "exiting on purpose" in output and "did not resume exactly" in _message(report, "SC30")
+    assert processes_of(tmp_path / "marker") == []
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("restart", [[], ["--max-restarts", "0"]], ids=["no-restarts", "max-restarts-0"])
+def test_a_restart_without_max_restarts_is_refused_with_exit_2(restart: list[str], tmp_path: Path) -> None:
+    (code, output), report = one_torchrun(REFERENCE, ["--phase", "restart", "--dir", str(tmp_path / "d")],
+                                          tmp_path, *restart)
+    assert code != 0 and "exitcode  : 2" in output, output
+    assert "--max-restarts 1" in output and report == {}
+
+
+def test_the_attempt_number_comes_from_torchruns_agent_and_a_launch_without_restarts_is_refused() -> None:
+    from stateful_contract.faces.distributed.phases import attempt
+
+    assert attempt({"TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "1"}) == 0
+    assert attempt({"TORCHELASTIC_RESTART_COUNT": "2", "TORCHELASTIC_MAX_RESTARTS": "3"}) == 2
+    for env in ({}, {"SLURM_PROCID": "0"}, {"TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0"}):
+        refusal = attempt(env)
+        assert isinstance(refusal, str) and "--max-restarts 1" in refusal, env

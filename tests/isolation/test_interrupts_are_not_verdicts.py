@@ -1,0 +1,62 @@
+"""What is not the loader's stops the run and is no verdict: pytest-timeout's signal method, Ctrl-C, SystemExit.
+
+pytest-timeout (``--timeout-method signal``) raises pytest's ``Failed`` from its SIGALRM handler, in whatever
+code the alarm lands in: in the loader's ``state_dict()`` (in-process), or in the caller waiting for the
+loader's process (supervised). The engine took the first for the loader's exception and Hypothesis the second
+for a failure it could not reproduce ("FlakyFailure"): either way the check went on past the test's time
+limit, SC10 came out failed, and the test that was over its limit passed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stateful_contract.repro.steps import is_the_loaders
+
+ROOT = Path(__file__).resolve().parents[2]
+
+INNER = """
+import os, time
+import zoo
+from stateful_contract import ConfigSpace, check
+
+class SlowState(zoo.EpochLoader):
+    def state_dict(self):
+        time.sleep(0.2)  # a search of SC10 takes many seconds: the 3 s limit lands in here, or in the wait for it
+        return super().state_dict()
+
+@pytest.mark.parametrize("isolation", ["in-process", "supervised"])
+def test_check_over_its_time_limit(isolation):
+    report = check(SlowState, clauses=["SC10"], profile="dev", space=ConfigSpace(num_workers=(0,)),
+                   isolation=isolation, jobs=1, timeout=0, seed=1)
+    print("VERDICT", isolation, report["SC10"].status, report["SC10"].got[:200])
+"""
+
+
+def test_pytest_timeouts_signal_ends_the_check_and_is_no_verdict(tmp_path: Path) -> None:
+    pytest.importorskip("pytest_timeout")
+    (tmp_path / "test_inner.py").write_text("import pytest\n" + INNER, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+           "STATEFUL_CONTRACT_DATABASE": "none"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s", "--timeout", "3",
+                           "--timeout-method", "signal", "-o", "addopts=", "--rootdir", str(tmp_path),
+                           str(tmp_path / "test_inner.py")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600, check=False)
+    out = done.stdout + done.stderr
+    assert "VERDICT" not in out, out[-4000:]  # the check came to no verdict
+    assert out.count("Failed: Timeout (>3.0s) from pytest-timeout") >= 2, out[-4000:]
+    assert "2 failed" in out, out[-4000:]
+
+
+def test_only_exceptions_and_dcps_checkpoint_exception_are_the_loaders() -> None:
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    assert is_the_loaders(ValueError("bad state")) and is_the_loaders(StopIteration())
+    assert is_the_loaders(CheckpointException("load failed on rank 0", {}))  # DCP's BaseException
+    for other in (KeyboardInterrupt(), SystemExit(1), GeneratorExit(), pytest.fail.Exception("Timeout")):
+        assert not is_the_loaders(other), other

@@ -1,0 +1,351 @@
+"""Messages read once, by someone who never read this code (issue 18, item 5).
+
+One vocabulary for points in a run; hints matched on the failing example, whichever
+clause shows it; each face's own spelling of every hint; links a pip user can open;
+and no noise: torchdata's ``set_vital`` warning, per-clause lines in a log, cut reasons.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import io
+import re
+import shlex
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zoo
+
+from stateful_contract import CheckOptions, ConfigSpace, LoaderConfig, check
+from stateful_contract.faces.cli import _Live, _parser, main
+from stateful_contract.faces.replay import parse_value
+from stateful_contract.faces.testing import StatefulLoaderContract
+from stateful_contract.isolation.noise import ignore_set_vital
+from stateful_contract.links import DOCS
+from stateful_contract.repro.epoch_compare import lost_epoch
+from stateful_contract.repro.epoch_steps import LoopPoint
+from stateful_contract.repro.steps import Position
+from stateful_contract.search.example import GENERATOR_ITER
+from stateful_contract.search.plans import Checkpoint
+from stateful_contract.spellings import (
+    hint_alignment,
+    hint_clauses,
+    hint_expect_fail,
+    hint_memory_limit,
+    hint_remove_expected,
+    hint_strict,
+    hint_timeout,
+    hint_world_size,
+    in_face,
+    speaking,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+IN_PROCESS = ConfigSpace(num_workers=(0,))
+
+# -- one vocabulary -----------------------------------------------------------------------------
+
+LENGTHS = [3, 3, 3, 3]
+#: One point of every kind, as a Position and as the epoch loop's LoopPoint.
+POINTS = {
+    "before iter()": (Position(before_iter=True), LoopPoint(1, before_iter=True)),
+    "after iter()": (Position(1, 0), LoopPoint(1, 0)),
+    "mid-epoch": (Position(0, 2), LoopPoint(1, 2)),
+    "after the last batch": (Position(0, 3), LoopPoint(1, 3)),
+    "after StopIteration": (Position(0, 3, after_stop=True), LoopPoint(1, 3, after_stop=True)),
+}
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["Position", "LoopPoint"])
+def test_every_kind_of_point_describes_itself_unambiguously_and_round_trips_through_its_code(which: int) -> None:
+    described = {}
+    for kind, points in POINTS.items():
+        point = points[which]
+        words = point.describe(LENGTHS) if which == 0 else point.describe(LENGTHS[point.epoch])
+        # Epochs are numbered from 0 and named; a point says whether iter() was called.
+        assert f"epoch {point.epoch}" in words, words
+        assert "iter()" in words or "batches of epoch" in words or "StopIteration" in words, words
+        assert "0 batches" not in words and "pass 1" not in words, words
+        assert parse_value(point.as_code()) == point, point.as_code()
+        described[kind] = words
+    assert len(set(described.values())) == len(POINTS), described
+    assert "StopIteration" in described["after StopIteration"] and "StopIteration" in described["after the last batch"]
+    assert described["after the last batch"] != described["after StopIteration"]
+    assert "before its first batch" in described["after iter()"]
+
+
+def test_a_position_names_its_kind_and_says_less_only_where_the_epoch_length_is_unknown() -> None:
+    for kind, (position, _) in POINTS.items():
+        assert position.kind(LENGTHS) == kind
+    # Without the lengths, the last batch is not told from the middle: the words stay true.
+    assert Position(0, 3).describe() == "after 3 batches of epoch 0 (its iterator open)"
+    assert Position(0, 3).describe(LENGTHS).startswith("after the last batch of epoch 0")
+
+
+def test_an_epoch_lost_names_the_pass_from_0_with_its_iter_call_and_the_epoch_a_trainer_loses() -> None:
+    said = lost_epoch([1, 1, 1, 1], Position(0, 1, after_stop=True), [0, 1, 1])
+    assert said is not None
+    assert "pass 0 (its first iter())" in said and "epoch 1 empty" in said, said
+    said = lost_epoch([1, 1, 1, 1], Position(0, 1), [0, 0, 1])  # the first empty pass is torchdata's own
+    assert said is not None and "pass 1 (its second iter())" in said and "epoch 1 empty" in said, said
+
+
+# -- the generator hint, for any clause ---------------------------------------------------------
+
+
+class _Hands:
+    def __init__(self, config: LoaderConfig) -> None:
+        # A base whose state after StopIteration still points at the finished epoch: one that
+        # only a state taken after the next iter() gets right.
+        self.base = zoo.StopIterationStateStillFinishing(config)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.base.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.base.load_state_dict(state)
+
+
+class GeneratorWrapper(_Hands):
+    """The wrapper most people write: nothing in ``__iter__`` runs before the first ``next()``."""
+
+    def __iter__(self) -> Any:
+        yield from self.base
+
+
+class EagerWrapper(_Hands):
+    def __iter__(self) -> Any:
+        it = iter(self.base)
+        return (batch for batch in it)
+
+
+TWO = LoaderConfig(dataset_size=2, batch_size=1)
+
+
+def _sc10(factory: Any, position: Position) -> Any:
+    return check(factory, clauses=["SC10"], space=IN_PROCESS, replay=(TWO, Checkpoint(position)))["SC10"]
+
+
+def test_a_generator_iter_failing_sc10_right_after_iter_is_told_why_and_how_to_fix_it() -> None:
+    lazy = _sc10(GeneratorWrapper, Position(1, 0))
+    assert lazy.status == "failed", lazy.message
+    assert "epoch lost" in lazy.got and "after iter() of epoch 1, before its first batch" in lazy.context
+    assert GENERATOR_ITER in lazy.got and "it = iter(self.base)" in lazy.message
+    assert DOCS + "/clauses.md#sc22-cut-short-passes-resume" in lazy.message
+    # The fix the hint shows: the same point resumes exactly once the base's pass starts in __iter__.
+    assert _sc10(EagerWrapper, Position(1, 0)).status == "passed"
+    # Elsewhere the hint would name a cause it did not see: past StopIteration no iter() was made.
+    past = _sc10(GeneratorWrapper, Position(0, 2, after_stop=True))
+    assert past.status == "failed" and "generator function" not in past.message, past.message
+
+
+def test_a_state_inside_a_grad_acc_window_is_told_about_the_window_declaration() -> None:
+    config = LoaderConfig(dataset_size=4, batch_size=1, grad_acc_step=2)
+    inside = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS,
+                   replay=(config, Checkpoint(Position(0, 1))))["SC10"]
+    assert inside.status == "failed"
+    assert "inside a grad-acc window (after 1 of its 2 batches)" in inside.got, inside.got
+    assert 'checkpoint_alignment="window"' in inside.got  # from Python, Python's spelling
+    boundary = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS,
+                     replay=(config, Checkpoint(Position(0, 2))))["SC10"]
+    assert boundary.status == "failed" and "grad-acc window" not in boundary.got
+
+
+# -- each face's own form -----------------------------------------------------------------------
+
+HINTS = [hint_expect_fail("SC23", "torchdata F13"), hint_remove_expected("SC17"), hint_alignment(),
+         hint_alignment("4"), hint_clauses("SC10"), hint_clauses("SC10", "SC13"), hint_strict(), hint_world_size(2)]
+
+
+def check_keywords() -> set[str]:
+    """What `check` accepts by name: its own parameters and every field of `CheckOptions`."""
+    return set(inspect.signature(check).parameters) | {f.name for f in dataclasses.fields(CheckOptions)}
+
+
+@pytest.mark.parametrize("hint", HINTS)
+def test_each_hint_is_a_real_option_of_each_face(hint: str) -> None:
+    cli = in_face(hint, "cli")
+    if not cli.startswith("drop "):  # the others are options `check` accepts as written
+        _parser().parse_args(["check", "pkg:factory", *shlex.split(cli)])
+    python = in_face(hint, "python")
+    if python.startswith("check("):
+        call = ast.parse(python.replace("...", "target"), mode="eval").body
+        assert isinstance(call, ast.Call)
+        assert {k.arg for k in call.keywords} <= check_keywords(), python
+    with speaking("pytest", "TestMyLoader"):
+        under_pytest = in_face(hint)
+    named = re.findall(r"\b([a-z_]+) = ", under_pytest) + re.findall(r"TestMyLoader\.([a-z_]+)", under_pytest)
+    assert all(hasattr(StatefulLoaderContract, n) for n in named), under_pytest
+    assert named or under_pytest.startswith("-k "), under_pytest
+    assert len({cli, python, under_pytest}) == 3 and "\u27e6" not in cli + python + under_pytest
+
+
+@pytest.mark.parametrize("hint", [hint_timeout(), hint_memory_limit()], ids=["timeout", "memory-limit"])
+def test_each_limit_a_message_names_is_an_option_of_each_face(hint: str) -> None:
+    """The engine's messages name a limit without its value ("--timeout sets the limit"): each spelling is one."""
+    _parser().parse_args(["check", "pkg:factory", in_face(hint, "cli"), "1"])
+    call = ast.parse(in_face(hint, "python").replace("...", "target"), mode="eval").body
+    assert isinstance(call, ast.Call) and {k.arg for k in call.keywords} <= check_keywords()
+    with speaking("pytest", "TestMyLoader"):
+        attribute = re.fullmatch(r"([a-z_]+) = \.\.\. on TestMyLoader", in_face(hint))
+    assert attribute is not None and hasattr(StatefulLoaderContract, attribute.group(1))
+
+
+def test_a_stale_declaration_says_how_to_remove_it_in_the_words_of_the_face_it_ran_from(capsys: Any) -> None:
+    def stale() -> str:
+        return check(zoo.epoch_loader, clauses=["SC12"], space=IN_PROCESS, profile="dev",
+                     expected_failures={"SC12": "stale"})["SC12"].message
+
+    assert "remove 'SC12' from expected_failures" in stale()
+    with speaking("pytest", "TestMyLoader"):
+        assert "remove 'SC12' from TestMyLoader.expected_failures" in stale()
+    assert main(["check", "zoo:epoch_loader", "--clause", "SC12", "--expect-fail", "SC12=stale", "--profile", "dev",
+                 "--quiet"]) == 1
+    assert "drop --expect-fail SC12" in capsys.readouterr().out
+
+
+# -- links a pip user can open ------------------------------------------------------------------
+
+
+def _anchors(page: Path) -> set[str]:
+    text = page.read_text(encoding="utf-8")
+    ids = set(re.findall(r'<a id="([^"]+)"', text))
+    for heading in re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE):  # the slugs mkdocs and GitHub give
+        ids.add(re.sub(r"[^\w\- ]", "", heading.lower()).strip().replace(" ", "-"))
+    return ids
+
+
+def test_messages_link_pages_and_anchors_of_the_published_docs_that_exist() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")  # tomllib is Python 3.11 on
+    assert f'Documentation = "{DOCS}"' in pyproject.split("[project.urls]", 1)[1].split("\n[", 1)[0]
+    cited = re.findall(r"""\bdoc\(\s*["']([\w.-]+)["'](?:,\s*["']([\w-]*)["'])?""",
+                       "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "stateful_contract").rglob("*.py")))
+    assert len(cited) >= 3, "the scan finds the citations"
+    for page, anchor in cited:
+        path = ROOT / "docs" / page
+        assert path.is_file(), page
+        assert not anchor or anchor in _anchors(path), (page, anchor)
+
+
+# -- no noise -----------------------------------------------------------------------------------
+
+
+def test_only_torchdatas_set_vital_warning_is_filtered() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ignore_set_vital()
+        LoaderConfig(dataset_size=2).stateful_dataloader()  # torchdata 0.11 on torch 2.13 warns here
+        warnings.warn_explicit("'set_vital' is deprecated, please do not call", UserWarning, "mine.py", 1,
+                               module="mine")  # the same words from the loader's own code
+        warnings.warn_explicit("something else", UserWarning, "sd.py", 1, module="torchdata.stateful_dataloader")
+    assert [str(w.message) for w in caught] == ["'set_vital' is deprecated, please do not call", "something else"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class _Event:
+    def __init__(self, clause_id: str, status: str | None = None) -> None:
+        self.clause_id, self.name, self.done, self.total, self.status, self.seconds = (
+            clause_id, "name", 1, 2, status, 1.5)
+
+
+@pytest.mark.parametrize("stream", [io.StringIO, _Terminal], ids=["a log", "a terminal"])
+def test_progress_is_live_on_a_terminal_and_one_line_in_a_log(stream: type[io.StringIO]) -> None:
+    out = stream()
+    live = _Live(out)
+    for event in (_Event("SC01"), _Event("SC01", "passed"), _Event("SC10"), _Event("SC10", "failed")):
+        live(event)
+    live.finish()
+    if out.isatty():
+        assert "running SC10 name: example 1/2" in out.getvalue() and "judged" not in out.getvalue()
+    else:
+        # The run's wall time, not the clauses' 3.0 s added up (tests/faces/test_cli_conventions.py says why).
+        assert re.fullmatch(r"  judged 2 clauses in \d+\.\d s: 1 passed, 1 FAILED\n", out.getvalue()), out.getvalue()
+
+
+def test_a_log_shows_no_set_vital_warning_and_no_line_per_clause(capfd: Any) -> None:
+    # SC10 passes on torchdata's loader, so its fresh-process half runs in a new interpreter too,
+    # which has none of the checker's warning filters (the place the warning came from).
+    assert main(["check", "stateful_contract.reference.factories:stateful_dataloader", "--clause", "SC10",
+                 "--profile", "dev", "--seed", "1"]) == 0
+    out, err = capfd.readouterr()
+    assert "set_vital" not in out + err and "running SC" not in err, err
+    assert err.strip().startswith("judged 3 clauses") and "Verdict: PASS" in out, err
+
+
+def test_reasons_cut_in_the_table_are_shown_in_full_with_verbose(capsys: Any) -> None:
+    args = ["check", "stateful_contract.reference.factories:mindspeed_wrapper", "--clause", "SC21", "--quiet",
+            "--profile", "dev"]
+    main(args)
+    out = capsys.readouterr().out
+    assert "1 reason in the table is cut at '...': -v prints them in full" in out
+    main([*args, "-v"])
+    out = capsys.readouterr().out
+    full = out.split("Reasons in full:\n", 1)[1]
+    assert "SC21 not judged: MindSpeedPrefetchGradAccDataLoader has no set_epoch" in full
+    assert "(SC10 judges its epochs)" in full  # the end the table cut off
+
+
+class _UpstreamSampler:
+    """As a sampler upstream divides the dataset by micro-batch x ranks: a config smaller than that has no batch."""
+
+    def __init__(self, samples: int, micro_batch: int, ranks: int = 2) -> None:
+        self.samples, self.micro_batch, self.ranks = samples, micro_batch, ranks
+
+    def steps(self) -> int:
+        per_rank = self.samples // (self.micro_batch * self.ranks)
+        return self.samples // per_rank  # ZeroDivisionError below micro-batch x ranks
+
+
+def _divides_by_micro_batch_times_ranks(config: LoaderConfig) -> Any:
+    _UpstreamSampler(config.dataset_size, config.batch_size).steps()
+    return config.stateful_dataloader()
+
+
+def test_a_factory_that_raises_is_reported_as_its_exception_not_as_two_fresh_loaders_differing() -> None:
+    """Issue 31: on configs smaller than micro-batch x ranks an upstream sampler raises ZeroDivisionError; SC18
+    reports that exception where it was raised, and the clauses that need SC18 say so, not that two fresh
+    loaders from one config differ (they never got as far as a stream)."""
+    report = check(_divides_by_micro_batch_times_ranks, space=IN_PROCESS, profile="dev")
+    sc18 = report["SC18"]
+    assert sc18.status == "failed", sc18.message
+    assert "raised ZeroDivisionError" in sc18.got
+    frame = f"test_messages.py:{inspect.getsourcelines(_UpstreamSampler.steps)[1] + 2} in steps)"
+    assert frame in sc18.got, sc18.got  # the traceback's last frame: where it was raised
+    blocked = [r for r in report.results if r.status == "not-judged" and "SC18" in r.message]
+    assert len(blocked) >= 10, [(r.id, r.status, r.message) for r in report.results]
+    for r in blocked:
+        assert "two fresh loaders" not in r.message, r.message
+        assert r.message.startswith("SC18 could not be judged: factory(config) raised ZeroDivisionError"), r.message
+        assert frame in r.message, r.message
+
+
+def test_a_genuine_sc18_failure_still_blocks_with_its_reason() -> None:
+    """The clauses that need SC18 keep its own reason when SC18 judged and found two fresh loaders differing."""
+    report = check(zoo.UnseededShuffle, space=IN_PROCESS, profile="dev", clauses=["SC18", "SC10"])
+    assert report["SC18"].status == "failed"
+    assert "two fresh loaders from one config differ" in report["SC10"].message, report["SC10"].message
+
+
+def test_the_generator_hint_rests_on_what_the_contract_saw() -> None:
+    """Issue 31: a hint names what was observed. The generator hint is given only where a fresh loader, driven
+    to the same iter(), has the same state right before and right after it (the new pass had not started)."""
+    from stateful_contract.repro.recording import Program
+    from stateful_contract.search.example import Example, _iter_leaves_the_state
+
+    def seen(factory: Any) -> bool:
+        example = Example(factory, TWO, Program("tests"))
+        return _iter_leaves_the_state(example, Checkpoint(Position(1, 0)), Position(1, 0), timeout=30)
+
+    with warnings.catch_warnings():
+        ignore_set_vital()
+        assert seen(GeneratorWrapper) and not seen(EagerWrapper)
+    lazy = _sc10(GeneratorWrapper, Position(1, 0))
+    assert "observed on a fresh loader driven to the same point" in lazy.got, lazy.got
