@@ -28,6 +28,8 @@ from stateful_contract.isolation.ranks.in_world import first_host, launcher_env
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
 
 HERE = Path(__file__).resolve().parents[1]
+#: The multi-rank tests' hostile loaders (a rank that dies, hangs, keeps its state in its process).
+DISTRIBUTED_TESTS = HERE / "isolation" / "test_distributed.py"
 MUSEUM = HERE / "museum" / "ranked.py"
 REFERENCE = "stateful_contract.reference.factories:reference_wrapper"
 #: The one-ahead preloader (accelerate#3938) and the rank-blind state under DCP's shared key (torchtitan#291).
@@ -167,7 +169,7 @@ def test_a_slurm_launch_searches_and_every_task_exits_with_the_verdict(tmp_path:
 
 @pytest.mark.launcher
 def test_a_rank_that_dies_is_named_and_no_process_is_left(tmp_path: Path) -> None:
-    exits, report = slurm(f"{HERE / 'test_distributed.py'}:dies_on_rank_1", ["--clause", "SC30", *EXAMPLE],
+    exits, report = slurm(f"{DISTRIBUTED_TESTS}:dies_on_rank_1", ["--clause", "SC30", *EXAMPLE],
                           tmp_path, ntasks=2, name="dies")
     assert exits[1][0] == 3 and exits[0][0] == 1, exits
     message = _message(report, "SC30")
@@ -180,7 +182,7 @@ def test_a_rank_that_dies_is_named_and_no_process_is_left(tmp_path: Path) -> Non
 
 @pytest.mark.launcher
 def test_a_rank_that_hangs_past_its_alarm_is_named_and_every_process_ends(tmp_path: Path) -> None:
-    exits, report = slurm(f"{HERE / 'test_distributed.py'}:blocks_on_rank_1",
+    exits, report = slurm(f"{DISTRIBUTED_TESTS}:blocks_on_rank_1",
                           ["--clause", "SC30", "--timeout", "2", *EXAMPLE], tmp_path, ntasks=2, name="hangs")
     # Rank 0 reports, ends the stuck rank on its host (srun may wait for it), and exits.
     assert exits[0][0] == 1 and exits[1][0] == -signal.SIGTERM, exits
@@ -227,7 +229,7 @@ def test_a_resume_on_another_world_that_starts_over_silently_fails_sc31_on_every
 # --- both jobs in one torchrun, restarted by its agent ----------------------------------
 
 #: Resumes exactly in the process that saved, and starts over in a new one: only a real restart shows it.
-IN_PROCESS_ONLY = f"{HERE / 'test_distributed.py'}:keeps_state_in_process"
+IN_PROCESS_ONLY = f"{DISTRIBUTED_TESTS}:keeps_state_in_process"
 
 
 def one_torchrun(target: str, args: list[str], tmp: Path, *restart: str) -> tuple[tuple[int | None, str],

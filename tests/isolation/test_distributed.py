@@ -19,13 +19,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ranked_loaders import target as ranked_target
 
 from stateful_contract.config import LoaderConfig
 from stateful_contract.faces.distributed import check_world
 from stateful_contract.isolation.processes import processes_of
 from stateful_contract.reference.factories import reference_wrapper
 from stateful_contract.repro import Position
+
+
+def ranked_target(name: str) -> str:
+    """A loader of tests/ranked_loaders.py by name. Imported here, not at the top: the in-world tests
+    (tests/faces/test_in_world.py) have ranks import this file by path, where tests/ is not on sys.path."""
+    from ranked_loaders import target
+
+    return target(name)
 
 #: The runs are found and cleaned up through /proc, and the hang uses POSIX signal masks.
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
