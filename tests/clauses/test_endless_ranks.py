@@ -71,8 +71,8 @@ def test_cycles_of_different_lengths_fail_silent_and_a_cycle_one_rank_did_not_ob
     every_rank_takes_as_many_steps(ranks(4, 4), what="in step")
 
 
-class NoEpochHook:
-    """A correct loader with no ``set_epoch``, drawn through a consumption below."""
+class NoLoad:
+    """Lacks ``load_state_dict`` (SC01): a StatefulDataLoader's iteration and state, and nothing else."""
 
     def __init__(self, config: LoaderConfig) -> None:
         self.base = config.stateful_dataloader()
@@ -82,22 +82,13 @@ class NoEpochHook:
 
     def state_dict(self) -> dict[str, Any]:
         return self.base.state_dict()  # type: ignore[no-any-return]
+
+
+class NoEpochHook(NoLoad):
+    """A correct loader with no ``set_epoch``, drawn through a consumption below."""
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.base.load_state_dict(state_dict)
-
-
-class NoLoad:
-    """Lacks ``load_state_dict`` (SC01)."""
-
-    def __init__(self, config: LoaderConfig) -> None:
-        self.base = config.stateful_dataloader()
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.base)
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.base.state_dict()  # type: ignore[no-any-return]
 
 
 def plain(loader: Any) -> Iterator[Any]:
