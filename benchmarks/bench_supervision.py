@@ -183,8 +183,10 @@ def _survives(make: Any, read: Any, sig: signal.Signals) -> bool:
 def _status_module(tree: Path) -> Any:
     import importlib.util
 
-    found = importlib.util.spec_from_file_location(f"status_of_{len(str(tree))}_{tree.name}",
-                                                   tree / "stateful_contract" / "_engine" / "status.py")
+    # A checkout compared with this one may predate the package's folders (status.py was in _engine/).
+    path = next(p for p in (tree / "stateful_contract" / folder / "status.py" for folder in ("repro", "_engine"))
+                if p.is_file())
+    found = importlib.util.spec_from_file_location(f"status_of_{len(str(tree))}_{tree.name}", path)
     assert found is not None and found.loader is not None
     module = sys.modules[found.name] = importlib.util.module_from_spec(found)  # dataclasses look it up
     found.loader.exec_module(module)

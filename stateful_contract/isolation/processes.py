@@ -118,6 +118,13 @@ def describe_exit(exitcode: int) -> tuple[str, str]:
     return f"exit code {exitcode}", f"exited with code {exitcode}"
 
 
+#: A frame of the checker's own code, where a dump leaves the loader's: any module of the package but the
+#: reference loaders (which a user may check). It named `_engine/` alone until the package's folders came,
+#: and then matched nothing, so dumps ran on into the checker's frames.
+_CHECKER = f"{os.sep}stateful_contract{os.sep}"
+_REFERENCE = f"{_CHECKER}reference{os.sep}"
+
+
 def fault_excerpt(text: str, frames: int = 12) -> str:
     """The crashing thread's innermost frames from a ``faulthandler`` dump (or a watchdog's,
     ``Timeout (0:01:00)!``) in ``text``: the loader's, down to the first frame of the checker's engine."""
@@ -134,7 +141,7 @@ def fault_excerpt(text: str, frames: int = 12) -> str:
     for line in lines[current + 1 :]:
         if not line.startswith("  File"):
             break
-        if f"{os.sep}stateful_contract{os.sep}_engine{os.sep}" in line:
+        if _CHECKER in line and _REFERENCE not in line:
             body.append("  ... (the checker's own frames)")
             break
         body.append(line.rstrip())
