@@ -99,7 +99,7 @@ def hypothesis_settings(profile: Profile, *, workers: bool) -> settings:
     """Hypothesis settings for one phase (in-process or worker examples) of a clause."""
     # No deadline: the engine enforces its own per-example timeout, and Hypothesis' would flag the
     # (legitimately slower) worker examples as flaky. No example database: every search is seeded, and a
-    # seeded test keeps none; the failures found are kept by `_engine.saved` instead. No explain phase: it re-runs hundreds of variants of the minimal example to
+    # seeded test keeps none; the failures found are kept by `search.saved` instead. No explain phase: it re-runs hundreds of variants of the minimal example to
     # annotate it (7 of 9 seconds on a failing clause); our reproduction says more. Quiet: Hypothesis would
     # print "You can reproduce this failure by adding @seed(...)" after a hang or a crash; the outcome says
     # how to reproduce it, in the loader's own terms.

@@ -2,8 +2,8 @@
 the words for a declared checkpoint policy.
 
 Kept out of `stateful_contract.clauses` (whose package imports every clause, the engine and torch) and
-`_render` (the engine's coverage and advice) so that a face that only reads a report, the badge, starts
-without torch; `clauses.registry` re-exports the version and the tiers, `_render` the words.
+`report.render` (the search's coverage and the scenario's advice) so that a face that only reads a report, the badge, starts
+without torch; `clauses.registry` re-exports the version and the tiers, `report.render` the words.
 """
 
 from __future__ import annotations

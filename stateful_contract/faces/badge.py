@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report.results import JUDGED_STATUSES, ClauseResult, Report
-from ..terms import TIERS, policy_words, title  # not _render, not .clauses: a badge reads without torch
+from ..terms import TIERS, policy_words, title  # not report.render, not .clauses: a badge reads without torch
 
 __all__ = ["add_arguments", "badge_color", "badge_label", "badge_message", "endpoint_json", "impact_hint",
            "render_svg", "run", "svg_badge", "text_width", "write_badge"]

@@ -224,7 +224,7 @@ def report_paths(template: str, names: list[str]) -> list[Path]:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):
-        return  # an xdist worker: it sends its reports to the controller, which writes them (_xdist)
+        return  # an xdist worker: it sends its reports to the controller, which writes them (faces.xdist)
     template = session.config.getoption("contract_report")
     reports = session.config.stash.get(REPORTS, {})
     if not template or not reports:

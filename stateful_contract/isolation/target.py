@@ -14,7 +14,7 @@ __all__ = ["FILE_MODULE_PREFIX", "TargetError", "consume_import_line", "describe
 
 
 #: ``path/to/file.py:factory`` targets are modules of this prefix loaded from their file: no import
-#: finds them by name, so a child in a new interpreter loads the same files first (`_engine.interpreter`).
+#: finds them by name, so a child in a new interpreter loads the same files first (`isolation.interpreter`).
 FILE_MODULE_PREFIX = "_stateful_contract_target_"
 
 

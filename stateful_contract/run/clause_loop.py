@@ -318,7 +318,7 @@ class _Run:
             return
         load_form = self.executor.load_form
         assert self.make_executor is not None
-        # The jobs start with the uninterrupted runs taken so far (SC18's): `_engine.lending`.
+        # The jobs start with the uninterrupted runs taken so far (SC18's): `repro.lending`.
         kept = getattr(self.executor, "kept", None)
         lending.lend(kept() if kept is not None else {})
 

@@ -134,7 +134,7 @@ class ExampleRun:
     #: What the scenario advised (`stateful_contract.repro.advice`), carried back to the caller.
     advisories: list[str] = field(default_factory=list)
     #: The uninterrupted run's first pass did not end (`steps.EndlessPass`): the check goes on with the
-    #: loader as an endless stream (`_run`).
+    #: loader as an endless stream (`run.clause_loop`).
     endless: bool = False
 
 

@@ -1,6 +1,6 @@
 """Why each row of the compatibility matrix fails the clauses it declares: one text per mechanism.
 
-Each names its finding in docs/findings.md, linked in the published docs (`_links.doc`): a pip
+Each names its finding in docs/findings.md, linked in the published docs (`links.doc`): a pip
 user has no docs/ directory. There a reproduction that uses only torch and the package shows
 it, with what the package's maintainers would need to change.
 """
