@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -94,16 +94,18 @@ def _here(board: status.BoardView) -> bool:
 
 def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView]], *, sent: float,
           timeout: float | None, memory_limit: int | None, command_seconds: float | None,
-          limit: float = float("inf"), baseline: dict[int, int] | None = None) -> Stall | None:
+          limit: float = float("inf"), baseline: dict[int, int] | None = None,
+          processes: Callable[[], Iterable[int]] = tuple) -> Stall | None:
     """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up:
     a log's example timeout passed by the `grace` (its alarm could not end it), the command was charged
     ``command_seconds``, the wall clock passed ``limit``, or the processes the logs name (and descendants)
     gained over ``memory_limit`` since ``sent`` (``baseline``: what each had then; one first seen later counts
-    from then). Timeouts are charged on one `progress.Clock` of every process the logs name on this host and
+    from then). Timeouts are charged on one `progress.Clock` of every process the logs name on this host, the
+    ``processes()`` started for the command (a log may not name them yet: a rank still importing torch), and
     their descendants: time they waited for a CPU other processes held is not counted (docs/supervision.md)."""
     baseline = {} if baseline is None else baseline
     next_memory = sent + MEMORY_EVERY
-    clock = progress.Clock(lambda: [board.pid for board in logs() if _here(board)])
+    clock = progress.Clock(lambda: {*processes(), *(board.pid for board in logs() if _here(board))})
     next_progress = sent + PROGRESS_EVERY
     #: Per log's example timeout (its index, its start): the clock's charge when first seen, less the time
     #: between its start and then (counted in full).

@@ -157,6 +157,31 @@ def test_the_clock_charges_sleep_and_cpu_but_not_the_run_queue() -> None:
     assert charged["starved"] <= 0.25 * wall, (charged, cpu, wall)
 
 
+def test_a_command_is_charged_on_the_processes_it_started_before_any_log_names_them() -> None:
+    """A rank still importing torch has written no status log yet, while the others wait in the join: the
+    command's limit is charged on the processes the executor started (``processes``), so a starved one holds
+    the limit back; without them only the sleepers would be read, and the limit passes at wall time."""
+    from stateful_contract.isolation.supervised import watch
+
+    spin = [sys.executable, "-c", "while True: pass"]
+    with burners():
+        starved = subprocess.Popen(spin, preexec_fn=lambda: (os.sched_setaffinity(0, {CORE}), os.nice(19)))
+        try:
+            time.sleep(0.5)  # past its start-up
+
+            def given_up(started: list[int]) -> Any:
+                ends = time.monotonic() + 3.0
+                return watch(lambda: time.monotonic() > ends, list, sent=time.monotonic(), timeout=None,
+                             memory_limit=None, command_seconds=1.0, processes=lambda: started)
+
+            charged_on_the_starved, wall_clock = given_up([starved.pid]), given_up([])
+        finally:
+            starved.kill()
+            starved.wait()
+    assert charged_on_the_starved is None
+    assert wall_clock is not None and wall_clock.command, wall_clock
+
+
 @pytest.mark.launcher
 @pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
 def test_a_correct_loader_starved_of_cpu_passes_though_its_example_outlasts_the_limit(
@@ -169,8 +194,9 @@ def test_a_correct_loader_starved_of_cpu_passes_though_its_example_outlasts_the_
     assert starver.done, "no process of the loader was starved"
     sc03 = clauses["SC03"]
     assert sc03["status"] == "passed", sc03
-    # Its one example took longer than the limit in wall time: starved, not hung.
-    assert sc03["seconds"] > 2 * 3 * LIMIT, sc03["seconds"]
+    # Its one example took longer than its limit in wall time: starved, not hung (on 2 ranks, 5.1 s at load 2.5;
+    # the wall time a starved example takes is the machine's, so no more is asked than the limit it outlasted).
+    assert sc03["seconds"] > 3 * LIMIT, sc03["seconds"]
 
 
 @pytest.mark.launcher

@@ -117,6 +117,9 @@ class Ranks(RankExecutor):
             self._interrupted = True
             raise
 
+    def _processes(self) -> list[int]:
+        return [proc.pid for proc in self._phase.procs] if self._phase is not None else []
+
     def _broken(self, waited: float) -> LaunchOutcome:
         return self._down(timed_out=True)
 

@@ -72,15 +72,20 @@ class RankExecutor:
         """`wait` gave up after ``waited`` s: end what can be ended of the world, and say where each rank was."""
         raise NotImplementedError
 
+    def _processes(self) -> list[int]:
+        """The ranks' processes this executor started (none: the user's launcher started them)."""
+        return []
+
     def wait(self, answered: Callable[[], bool], sent: float, deadline: float = float("inf")) -> None:
         """Until ``answered()``, unless the world must be given up on (`WorldDown`): `supervised.watch`
         on the ranks' status logs, with a limit of twice the example timeout and `COMMAND_GRACE` (charged on the
-        ranks' progress, as the example timeout is), and ``deadline`` (wall time: the run's)."""
+        ranks' progress, as the example timeout is: a rank that is still importing torch starved of a CPU holds
+        up the others' join without charging it), and ``deadline`` (wall time: the run's)."""
         ranks = range(max(self.world_size, self.live_world_size))
         command_seconds = (self.timeout or 0) * 2 + COMMAND_GRACE
         stall = watch(answered, lambda: [status.read(board_path(self.run_dir, rank)) for rank in ranks], sent=sent,
                       timeout=self.timeout, memory_limit=self.memory_limit, command_seconds=command_seconds,
-                      limit=deadline)
+                      limit=deadline, processes=self._processes)
         if stall is not None:
             down = self._broken(stall.waited)
             if stall.memory:

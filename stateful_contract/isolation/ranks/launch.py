@@ -30,11 +30,8 @@ from ..processes import MARKER_ENV, fault_excerpt, kill_marked
 from .as_torchrun import of_caller, torchrun_env
 from .failures import LaunchOutcome, RankFailure, order_failures
 
-__all__ = ["JOINING", "JOIN_TIMEOUT", "SPEC_FILE", "Phase", "board_path", "where_ranks_were"]
+__all__ = ["JOINING", "SPEC_FILE", "Phase", "board_path", "where_ranks_were"]
 
-#: Seconds a fresh set of ranks may take to form its gloo group: well under 5 s even with 3 ranks on 2 loaded
-#: cores; a join that has not finished by then never will.
-JOIN_TIMEOUT = 60.0
 #: How a rank's status starts until it has joined.
 JOINING = "joining the gloo process group"
 #: What every rank reads first: `world.RankSpec`, the caller's process (`as_torchrun.of_caller`), the timeout.

@@ -8,12 +8,10 @@ it and gathers every rank's answer (`World.call`); the others *follow* the same 
 from __future__ import annotations
 
 import datetime
-import faulthandler
 import json
 import os
 import pickle
 import socket
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -31,7 +29,7 @@ from .. import executors
 from ..noise import ignore_set_vital
 from ..supervised import POLL
 from .as_torchrun import as_under_torchrun
-from .launch import JOIN_TIMEOUT, JOINING, SPEC_FILE, board_path
+from .launch import JOINING, SPEC_FILE, board_path
 
 __all__ = ["STOP", "Handler", "RankSpec", "World", "rank_main"]
 
@@ -123,14 +121,11 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
     ignore_set_vital()  # a rank is a new interpreter: none of the checker's warning filters
     spec = json.loads((path / SPEC_FILE).read_text(encoding="utf-8"))
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
-    world.status(f"{JOINING} ({phase} phase), given {JOIN_TIMEOUT:g} s")
-    # Not formed within JOIN_TIMEOUT: exit 1 with every thread's stack in the log. faulthandler's watchdog, a
-    # C thread, fires even when the join is stuck in C holding the interpreter lock.
-    faulthandler.dump_traceback_later(JOIN_TIMEOUT, exit=True, file=sys.stderr)
-    try:  # the caller's timeout ends a hang; the group must not give up earlier on its own
-        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
-    finally:
-        faulthandler.cancel_dump_traceback_later()  # its thread is gone before the loader forks workers
+    world.status(f"{JOINING} ({phase} phase)")
+    # No limit of its own: the checker charges the join to the start command's limit on the ranks' progress
+    # (`RankExecutor.wait`). A wall-clock one failed a correct loader whose other rank was still importing torch,
+    # starved of a CPU (60 s at nice 19 beside a busy core); the group's own timeout is the run's.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
     os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # torchrun's value (as_torchrun.torchrun_env says why)
     as_under_torchrun(spec.get("process"))  # before any of the user's code: what its launcher's ranks see
     world.status(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
