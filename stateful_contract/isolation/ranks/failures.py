@@ -111,7 +111,6 @@ class LaunchOutcome:
     """What happened to the ranks: from the checker's record of its ranks, or (``in_world``) as rank 0 of the
     user's launcher's world sees it (`InWorld`): no exit codes, but its collective's ``error``."""
 
-    failed_phase: str | None = None
     #: The ranks that failed, the cause first (`order_failures`).
     failures: list[RankFailure] = field(default_factory=list)
     timed_out: bool = False

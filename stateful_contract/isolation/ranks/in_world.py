@@ -208,7 +208,7 @@ class InWorld(RankExecutor):
         gone = [rank for rank in range(1, self.world_size) if rank in local and not alive(local[rank])]
         text = "" if error is None else f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
         failures = [RankFailure(r, "in-world", None, "its process ended", doing[r]) for r in gone]
-        return LaunchOutcome(failed_phase="in-world" if error is not None else None, failures=failures, doing=doing,
+        return LaunchOutcome(failures=failures, doing=doing,
                              programs=programs, in_world=True, error=text)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:

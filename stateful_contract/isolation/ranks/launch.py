@@ -191,7 +191,7 @@ class Phase:
         doing, programs = where_ranks_were(self.run_dir, len(self.procs))
         failures = order_failures([self._failure(rank, doing.get(rank, "")) for rank, proc in enumerate(self.procs)
                                    if proc.returncode != 0])
-        return LaunchOutcome(failed_phase=self.name if failures else None, failures=failures, doing=doing,
+        return LaunchOutcome(failures=failures, doing=doing,
                              programs=programs, timed_out=timed_out and not failures, timeout=timeout)
 
     def _failure(self, rank: int, doing: str) -> RankFailure:
