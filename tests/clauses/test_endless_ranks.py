@@ -1,5 +1,5 @@
-"""Endless streams on several ranks (issue 31, items 1 and 5), and messages that name the user's class under a
-declared consumption (item 7).
+"""Endless streams on several ranks are judged, and messages name the user's class under a declared
+consumption.
 
 An endless stream on several ranks is judged natively: SC30 compares each rank's resumed stream with its
 uninterrupted one over the endless horizon, SC32 counts each rank's batches stretch by stretch (docs/clauses.md,
