@@ -195,8 +195,9 @@ def test_the_command_line_is_built_from_the_one_table_of_spellings() -> None:
     for keyword, option in OPTIONS.items():
         assert keyword in check_keywords(), keyword
         assert actions[option.flag].option_strings == list(option.flags) and actions[option.flag].help == option.help
-        assert keyword in ("clauses", "seed", "consume") or hasattr(StatefulLoaderContract, Hint(keyword).spelled("pytest")
-                                                          .split(" = ")[0]), keyword
+        with speaking("pytest", "TestMyLoader"):
+            attribute = str(Hint(keyword, form="name")).removeprefix("TestMyLoader.")
+        assert keyword in ("clauses", "seed", "consume") or hasattr(StatefulLoaderContract, attribute), keyword
     with pytest.raises(ValueError, match="no option"):
         Hint("time_out")
 
