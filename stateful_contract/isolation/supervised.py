@@ -32,7 +32,7 @@ from ..spellings import Hint
 from . import interpreter
 from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFailed
 from .interpreter import ChildSpec, EngineError, child_main
-from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
+from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
 
 __all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling",
            "Supervised", "choose_isolation", "grace", "supported", "watch"]
@@ -279,29 +279,19 @@ class Supervised(OneProcess):
         return ExampleRun(0, outcome, reproduction=program, final=final)
 
     def _why(self, stall: Stall | None, code: int | None, during: str) -> tuple[str, str]:
-        """What ended the child, as the report names it (``killed_by``), and how a message says it."""
+        """What ended the child, as the report names it (``killed_by``), and how a message says it
+        (`processes`' sentences, which a rank's message shares)."""
+        during = f" {during}" if during else ""
         if stall is not None and stall.memory:
             assert self.memory_limit is not None
-            return "memory limit", (
-                f"the loader's processes grew by {_size(stall.memory)} {during}, over the memory limit of "
-                f"{_size(self.memory_limit)}; the checker killed them ({Hint('memory_limit')} sets it)")
+            return "memory limit", growth(stall.memory, self.memory_limit, during=during, then=(
+                f"; the checker killed them ({Hint('memory_limit')} sets it)"))
+        killed = f", so the checker killed it and its workers after {0 if stall is None else stall.waited:.1f} s"
+        if stall is not None and stall.timeout is not None:
+            return "timeout", hang(stall.timeout, during=during, then=killed)
         if stall is not None:
-            limit = f"{self.timeout:g} s" if self.timeout else "the command limit"
-            return "timeout", (
-                f"the example did not finish within {limit}, and the process stopped answering {during}: the "
-                "timeout could not interrupt it (SIGALRM blocked, or native code that never returns to Python), "
-                f"so the checker killed it and its workers after {stall.waited:.1f} s")
-        code = -signal.SIGKILL if code is None else code
-        killed_by, _ = describe_exit(code)
-        if code >= 0:
-            return killed_by, (f"the loader ended the process with exit code {code} {during} (os._exit, or "
-                               "exit() in native code)")
-        if -code in CRASH_SIGNALS:
-            return killed_by, f"the loader killed the process with {killed_by} {during}"
-        got = f"the process was killed by {killed_by} {during}, not by the checker"
-        if -code == signal.SIGKILL:
-            got += " (the kernel's out-of-memory killer sends SIGKILL when the machine runs out of memory)"
-        return killed_by, got
+            return "timeout", no_answer(2 * (self.timeout or 0) + COMMAND_GRACE, during=during, then=killed)
+        return death(-signal.SIGKILL if code is None else code, during=during)
 
     def start(self) -> None:
         try:
@@ -373,6 +363,3 @@ class PendingSibling:
             "the fresh process was forked from the checker, so it shares the checker's string hash seed (a "
             f"loader whose order depends on it is not caught): {why}")
 
-
-def _size(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"

@@ -38,7 +38,8 @@ from ...config import LoaderConfig
 from ...isolation.noise import ignore_set_vital
 from ...isolation.processes import alive
 from ...isolation.ranks import default_run_timeout
-from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launcher_env, local_pids
+from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launcher_env
+from ...isolation.ranks.world import local_pids
 from ...isolation.target import TargetError
 from ...profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from ...report.render import render_report
