@@ -28,7 +28,7 @@ from ..repro.outcome import Outcome
 from ..repro.steps import Factory
 from ..search.example import ClauseLike, ExampleRun
 from ..search.plans import Alignment
-from ..spellings import hint_memory_limit
+from ..spellings import Hint
 from . import interpreter
 from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFailed
 from .interpreter import ChildSpec, EngineError, child_main
@@ -206,6 +206,8 @@ class Supervised(OneProcess):
             self._pidfd = None
 
     def _call(self, command: tuple[Any, ...], clause: ClauseLike = BUILDING) -> Any:
+        # Not a mere forward to `_await`: it replaces a process grown past the memory limit, starts one when
+        # none is alive, and kills the loader's processes when the wait is interrupted.
         if (self._proc is not None and self.memory_limit
                 and (anon_rss(self._proc.pid) or 0) - self._spawned_rss > self.memory_limit):
             self.notes.append("the loader's process had grown past the memory limit over several examples "
@@ -220,6 +222,7 @@ class Supervised(OneProcess):
             raise
 
     def _await(self, command: tuple[Any, ...], clause: ClauseLike) -> Any:
+        """The transport: ``command`` sent, and the child's answer, or its failed run if it died or stalled."""
         assert self._conn is not None and self._proc is not None and self._spec is not None
         conn, board, proc = self._conn, self._spec.board, self._proc
         sent = time.monotonic()
@@ -282,7 +285,7 @@ class Supervised(OneProcess):
         if stall is not None and stall.memory:
             assert self.memory_limit is not None
             return "memory limit", growth(stall.memory, self.memory_limit, during=during, then=(
-                f"; the checker killed them ({hint_memory_limit()} sets it)"))
+                f"; the checker killed them ({Hint('memory_limit')} sets it)"))
         killed = f", so the checker killed it and its workers after {0 if stall is None else stall.waited:.1f} s"
         if stall is not None and stall.timeout is not None:
             return "timeout", hang(stall.timeout, during=during, then=killed)

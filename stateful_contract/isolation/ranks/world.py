@@ -15,17 +15,18 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import torch.distributed as dist
 
 from ...config import LoaderConfig
 from ...repro import progress, status, steps
 from ...repro.guard import frozen
+from ...spellings import Face, current
 from .. import executors
 from ..noise import ignore_set_vital
 from ..supervised import POLL
@@ -147,6 +148,8 @@ class RankSpec:
     timeout: float | None
     #: The declared consumption, ``module:function`` (repro/consumption.py), None: none.
     consume: str | None = None
+    #: The face the check runs from (`spellings.current`), whose words the ranks' hints are spelled in.
+    face: tuple[str, str] = field(default_factory=current)
 
 
 class Handler(executors.Handler):
@@ -160,6 +163,8 @@ class Handler(executors.Handler):
         if spec.consume is not None:
             factory = drawn_through(factory, load_consume(spec.consume))
         super().__init__(factory, spec.factory_import, spec.alignment, spec.timeout)
+        face, owner = spec.face  # a list, read back from launch.json
+        self.face = (cast(Face, face), owner)
         self.place = world
         self.on(world.rank, world.world_size)
 
