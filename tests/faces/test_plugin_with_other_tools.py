@@ -353,7 +353,9 @@ import json, os, sys
 
 
 def pytest_sessionfinish(session):
-    who = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    # Not PYTEST_XDIST_WORKER: an outer xdist run (this suite's own) leaves it set in the inner controller.
+    worker = getattr(session.config, "workerinput", None)
+    who = worker["workerid"] if worker else "main"
     with open(os.path.join(os.path.dirname(__file__), f"imported-{who}.json"), "w") as out:
         json.dump(sorted(m for m in ("hypothesis", "torch") if m in sys.modules), out)
 """
