@@ -11,7 +11,7 @@ from typing import Any
 from ..clauses import Clause, clause, load_prober, run_order
 from ..clauses.registry import LOAD, load_blocks
 from ..config import LoaderConfig
-from ..isolation.executors import EndlessWatch, StartFailed
+from ..isolation.executors import StartFailed
 from ..isolation.supervised import PendingSibling, Supervised
 from ..profiles import get_profile
 from ..report.results import ClauseResult, Status
@@ -21,7 +21,7 @@ from ..repro.endless import NOT_ON_ENDLESS
 from ..repro.guard import raise_lost_ctrl_c
 from ..repro.outcome import Outcome, unjudged_by
 from ..search.example import ExampleRun, LoadFormProbe, LoadProbe
-from ..search.loop import Executor, judge_runs, replay_one, search
+from ..search.loop import Executor, Watched, judge_runs, replay_one, search
 from ..search.plans import epoch_ends_only
 from ..spellings import Hint
 from .options import CheckOptions
@@ -148,20 +148,20 @@ class _Run:
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
                 if self.endless is not None and not config.endless:  # found endless on an earlier clause
                     config = replace(config, endless=True)
-                watched = EndlessWatch(self.executor)
+                watched = Watched(self.executor)
                 failed = replay_one(c, watched, config, plan)
-                self.endless_seen = watched.seen
+                self.endless_seen = watched.endless
                 outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
                            else replace(failed.outcome, reproduction=failed.reproduction, examples=1))
                 if outcome.status == "passed":
                     passed.append((config, plan))
             else:
-                watched = EndlessWatch(self.executor)
+                watched = Watched(self.executor)
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
                                  database_key=self.database_key, epoch_hook=self.options.epoch_hook,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
-                self.endless_seen = watched.seen
+                self.endless_seen = watched.endless
             if outcome.status == "passed" and restarted is not None and passed and worlds:
                 if getattr(self.executor, "fresh_processes", True):
                     outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
