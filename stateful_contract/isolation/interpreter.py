@@ -146,9 +146,9 @@ def start(spec: Any) -> tuple[Interpreter, Connection]:
     return Interpreter(zygote, pid), Connection(mine.detach())
 
 
-def zygote_main(fd: str, checker: str) -> None:
+def zygote_main(line: str, checker: str) -> None:
     """The zygote (`start_python`'s entry): import what a child needs, then fork one per request, and reap them."""
-    conn = Connection(int(fd))
+    conn = Connection(int(line))
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     die_with_parent(int(checker))
     ignore_set_vital()  # a new interpreter has none of the checker's warning filters

@@ -138,7 +138,7 @@ class _Run:
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
         # now, its imports overlap the search.
         pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
-                   and self.resumes_in_a_sibling(c) else None)
+                   and restarted is not None and worlds == (None,) else None)
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
         with collecting() as advised:
             passed: list[tuple[LoaderConfig, Any]] = []
@@ -241,10 +241,6 @@ class _Run:
             self.selected.append(prober)
             self.notes.append(f"{prober} was judged too: load_state_dict cannot take a state, which every clause "
                               "selected needs")
-
-    def resumes_in_a_sibling(self, c: Clause) -> bool:
-        """Whether ``c``'s fresh-process half resumes on one process (in a sibling of a supervised child)."""
-        return c.after_restart is not None and c.fresh_worlds(self.executor.world_size) == (None,)
 
     def run(self) -> None:
         # Not when stopping at the first failure: a broken loader's first failure comes long before SC10.
