@@ -1,4 +1,4 @@
-"""Benchmark: how long the contract takes, against the import it cannot avoid (issue 13's goals).
+"""Benchmark: how long the contract takes, against the import it cannot avoid.
 
     python benchmarks/bench_check.py [--repeat 3] [--long-repeat 2] [--compare PATH] [--write docs/performance.md]
 
@@ -16,7 +16,7 @@ to it), or with ``--compare PATH`` also another one (a copy of main, say) in the
   default): the measured speed-up, and the one the run reports;
 - the harness's overhead: time outside the loader's own methods (factory, ``iter``, ``next``,
   ``state_dict``, ``load_state_dict``, timed by a proxy) over time inside them, in one
-  in-process ci check; target 2x;
+  in-process ci check; target 2x (these targets were issue 13's);
 - with ``--floor``, in the same invocation, the least the worker examples can cost
   (`bench_worker_floor.py`: worker-pool starts counted in the ci check, times the cost of one).
 

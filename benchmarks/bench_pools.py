@@ -1,4 +1,4 @@
-"""Benchmark: how many worker pools each clause of a ci check starts (issue 21).
+"""Benchmark: how many worker pools each clause of a ci check starts, the unit of a worker example's cost.
 
     python benchmarks/bench_pools.py [--repeat 3] [--factory reference_wrapper] [--json PATH]
 

@@ -1,4 +1,5 @@
-"""Benchmark: the supervision choices of issue 19, measured (docs/supervision.md, "What it costs").
+"""Benchmark: what supervising the loader's process costs, choice by choice: memory readings, the status log,
+the fresh interpreter (docs/supervision.md, "What it costs").
 
     python benchmarks/bench_supervision.py memory [--repeat 5]
     python benchmarks/bench_supervision.py status [--repeat 5]

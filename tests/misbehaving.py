@@ -1,4 +1,4 @@
-"""Loaders that misbehave the way native extensions and careless code do (issue 9).
+"""Loaders that misbehave the way native extensions and careless code do: they kill, exit, hang or eat memory.
 
 Each one is correct (a `zoo.EpochLoader`) except for one way of taking its process down
 or never coming back. They are imported by path (``tests/misbehaving.py:NAME``) by the

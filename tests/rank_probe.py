@@ -1,4 +1,4 @@
-"""One probe, two launchers: what the user's code sees of the process it runs in (issue 30, item 1).
+"""One probe, two launchers: what the user's code sees of the process it runs in.
 
 ``torchrun --nproc-per-node N tests/rank_probe.py DIR`` runs it as a script; the contract runs it as the
 factory of ``stateful-contract check tests/rank_probe.py:factory --world-size N`` (``DIR`` from

@@ -1,4 +1,4 @@
-"""A correct loader that does a little CPU work per batch, for checks run starved of CPU (issue 30, item 5).
+"""A correct loader that does a little CPU work per batch, for checks run starved of CPU.
 
 Imported by path (``tests/starved.py:busy_per_batch``) by the CLI, its supervised child and every rank. Each
 call of the factory appends its process's pid to the file ``$STARVED_MARK`` (when set): the test starves

@@ -9,6 +9,7 @@ under tests/ shows up here as a failing test rather than as a surprise in a late
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -277,3 +278,24 @@ def test_the_package_and_the_target_reader_import_without_torch() -> None:
             "print(sorted(m for m in ('torch', 'torchdata', 'hypothesis') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+#: An issue or finding number at a docstring's opening ("Issue 13: ...", "... (issue 30, item 5).") tells
+#: the tracker's history, not what the module does; the history may follow in a later sentence.
+TRACKER_NUMBER = re.compile(r"\b(?:[Ii]ssues?|items?)\s+\d|^F\d+\b")
+
+
+def _opening(docstring: str) -> str:
+    """A docstring's first sentence: up to the first full stop that ends a sentence, or the blank line."""
+    paragraph = docstring.strip().split("\n\n")[0]
+    return re.split(r"(?<=\.)\s", paragraph, maxsplit=1)[0]
+
+
+def test_each_module_opens_with_what_it_does() -> None:
+    files = [*PACKAGE.rglob("*.py"), *TESTS.rglob("*.py"), *(TESTS.parent / "benchmarks").glob("*.py")]
+    openings = {str(p.relative_to(TESTS.parent)): _opening(doc) for p in files
+                if (doc := ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))))}
+    assert len(openings) > 100, "the module docstrings were not read"
+    bad = {path: opening for path, opening in openings.items() if TRACKER_NUMBER.search(opening)}
+    assert not bad, f"module docstrings that open with the tracker's history, not what the module does: {bad}"
+    assert TRACKER_NUMBER.search(_opening("Supervision (issue 9): nothing takes the check down."))

@@ -1,6 +1,6 @@
-"""The public import paths keep working wherever the implementation lives (issue 32: the package's folders
-are the flow; `stateful_contract`, `.testing`, `.repro`, `.report`, `.distributed` and the entry points are
-what users write)."""
+"""The public import paths keep working wherever the implementation lives: `stateful_contract`, `.testing`,
+`.repro`, `.report`, `.distributed` and the entry points are what users write, while the package's folders
+follow the flow and may move."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from typing import Any
 from ..config import LoaderConfig
 from ..repro.advice import advise
 from ..repro.endless import cycle_length
+from ..repro.endless import describe as in_the_stream
 from ..repro.impact import Impact
 from ..repro.state_steps import load_checkpoint, save_checkpoint
 from ..repro.steps import LoaderError, Position, checkpoint, stream
@@ -161,7 +162,8 @@ def _judge_fresh_and_resumed(values: Sequence[RankSteps], config: Any, plan: Che
 def resume_in_step_on_another_world(example: Example, plan: Checkpoint, *,
                                     fixed_global_batch: bool = False) -> RankSteps:
     """SC32's second half, on each rank of a world of another size: load an old rank's state (as SC31 does),
-    count the batches of the rest of the epoch and the next."""
+    count the batches of the rest of the epoch and the next (of an endless stream: the steps up to its horizon,
+    and its cycle)."""
     world = example.world
     assert world is not None
     folder = example_folder(example, "SC32")
@@ -169,7 +171,9 @@ def resume_in_step_on_another_world(example: Example, plan: Checkpoint, *,
     source = world.rank % saved
     old = json.loads((folder / f"saved-rank{source}.json").read_text(encoding="utf-8"))
     saved_at = Position(**old["position"])
-    result = RankSteps(world.rank, where=(f"every one of {saved} ranks saved its state {saved_at.describe()}, and "
+    # An endless stream has no epoch to name the save by: it is a point in the stream.
+    at = in_the_stream(saved_at, example.config) if example.config.endless else saved_at.describe()
+    result = RankSteps(world.rank, where=(f"every one of {saved} ranks saved its state {at}, and "
                                           f"a fresh world of {world.world_size} ranks resumed, rank r loading "
                                           f"rank{{r % {saved}}}.pt"))
     config = resumed_config(example.config, saved, fixed_global_batch=fixed_global_batch)
@@ -211,11 +215,14 @@ def worlds_of_several_ranks(world_size: int) -> tuple[int, ...]:
 @clause("SC32", "ranks-stay-in-step", tier="distributed", cost=8, plan=checkpoint_plan, needs=("SC01", LOAD),
         world=_judge_fresh_and_resumed, reads=("fixed_global_batch",),
         waived_by=("joins_uneven_inputs", "the trainer handles ranks with uneven batch counts (DDP's Join)"),
+        judged_on_endless=("the stream is endless, so no rank runs out of batches, which is all DDP's Join "
+                           "handles; ranks whose cycles differ drift apart, which Join does not see"),
         after_restart=(resume_in_step_on_another_world, _judge_on_another_world), restart_worlds=worlds_of_several_ranks)
 def ranks_stay_in_step(example: Example, plan: Checkpoint) -> RankSteps:
     """Every rank yields as many batches as every other in each epoch: fresh, after a resume, and after a
     world-size change; otherwise a collective (the gradient all-reduce) waits for ever for the rank that ran
-    out. Not judged where the trainer declares it handles uneven inputs (DDP's `Join`)."""
+    out. Not judged where the trainer declares it handles uneven inputs (DDP's `Join`), unless the stream is
+    endless."""
     world = example.world
     assert world is not None, "SC32 runs on the ranks of a multi-rank executor only"
     reference, lengths = example.reference()

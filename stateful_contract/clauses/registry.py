@@ -81,6 +81,9 @@ class Clause:
     #: A declaration (a `CheckOptions` field) under which the clause does not apply, and why, in the
     #: words of its reason: e.g. ``("joins_uneven_inputs", "the trainer handles uneven inputs")``.
     waived_by: tuple[str, str] | None = None
+    #: Why ``waived_by``'s declaration does not waive the clause on an endless stream ("" when it does), in
+    #: words that follow "SC32 is judged though joins_uneven_inputs is declared: ".
+    judged_on_endless: str = ""
     #: The declarations bound to it (`declared`), for a rerun command to give them again.
     given: tuple[tuple[str, Any], ...] = ()
     #: Why it does not apply to an endless stream (`LoaderConfig.endless`: a pass never ends); "" when it
@@ -149,9 +152,10 @@ class Clause:
                        after_restart=None if restart is None else (_bound(restart[0], given),
                                                                    _bound(restart[1], given)))
 
-    def waived(self, facts: Mapping[str, Any]) -> str | None:
-        """Why the clause does not apply to this check (a declaration says so), or None."""
-        if self.waived_by is None or not facts.get(self.waived_by[0]):
+    def waived(self, facts: Mapping[str, Any], *, endless: bool = False) -> str | None:
+        """Why the clause does not apply to this check (a declaration says so), or None; on an ``endless``
+        stream, None where the declaration does not reach it (`judged_on_endless`)."""
+        if self.waived_by is None or not facts.get(self.waived_by[0]) or (endless and self.judged_on_endless):
             return None
         return f"does not apply: {self.waived_by[1]} (declared)"
 

@@ -267,17 +267,16 @@ class _Run:
         order = run_order(self.selected)
         needed = {n for c in order for n in c.needs}
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
-        waived = {c.id: why for c in order if (why := c.waived(self.options.declarations)) is not None}
-        for cid, why in waived.items():  # a declaration says the clause does not apply: shown, not judged
-            self.record(clause(cid), Outcome("skipped", detail=why), 0.0)
-            self.notes.append(f"{cid} {why}")
-        order = [c for c in order if c.id not in waived]
+        # A declaration says the clause does not apply: shown, not judged. One that does not reach an endless
+        # stream (`Clause.judged_on_endless`) is decided when the clause is reached, once an earlier clause
+        # may have found the stream endless.
+        order = [c for c in order if (self.endless is None and c.judged_on_endless) or not self.waive(c)]
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
         apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
         for c in order:
             if self.stopped_at is not None:
                 return
-            if c in apart:
+            if c in apart or self.waive(c):
                 continue
             why = self.blocked(c)
             started = time.perf_counter()
@@ -295,12 +294,27 @@ class _Run:
         if apart and self.stopped_at is None:
             self.judge_apart(apart)
 
+    def waive(self, c: Clause) -> bool:
+        """Record ``c`` as skipped when a declaration waives it for this check (`Clause.waived`); say so when
+        the declaration was given but the stream is endless, where it does not reach ``c``."""
+        why = c.waived(self.options.declarations, endless=self.endless is not None)
+        if why is None:
+            if self.endless is not None and c.waived(self.options.declarations) is not None and c.waived_by:
+                note = f"{c.id} is judged though {c.waived_by[0]} is declared: {c.judged_on_endless}"
+                self.notes += [] if note in self.notes else [note]
+            return False
+        self.record(c, Outcome("skipped", detail=why), 0.0)
+        self.notes.append(f"{c.id} {why}")
+        return True
+
     def judge_apart(self, clauses: list[Clause]) -> None:
         """Judge ``clauses`` in parallel jobs (`stateful_contract.run.jobs`), each verdict as it comes."""
         from .jobs import judge_apart
 
         ready = []
         for c in clauses:
+            if self.waive(c):
+                continue
             why = self.blocked(c)
             if why is not None:
                 self.record(c, Outcome("not-judged", detail=why), 0.0)

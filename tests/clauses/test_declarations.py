@@ -56,3 +56,4 @@ def test_a_clause_gets_only_the_declarations_it_reads_and_they_cross_to_the_rank
     assert clause("SC32").waived(CheckOptions(joins_uneven_inputs=True).declarations) == (
         "does not apply: the trainer handles ranks with uneven batch counts (DDP's Join) (declared)")
     assert clause("SC32").waived(CheckOptions().declarations) is None
+    assert clause("SC32").waived(CheckOptions(joins_uneven_inputs=True).declarations, endless=True) is None

@@ -1,5 +1,5 @@
-"""Endless streams on several ranks (issue 31, items 1 and 5), and messages that name the user's class under a
-declared consumption (item 7).
+"""Endless streams on several ranks are judged, and messages name the user's class under a declared
+consumption.
 
 An endless stream on several ranks is judged natively: SC30 compares each rank's resumed stream with its
 uninterrupted one over the endless horizon, SC32 counts each rank's batches stretch by stretch (docs/clauses.md,
@@ -134,6 +134,21 @@ def test_the_same_stream_even_on_2_ranks_fails_sc32_after_a_2_to_3_resume() -> N
     assert "a fresh world of 3 ranks resumed" in sc32.message, sc32.message
     assert "each cycle of the data after the resume on 3 ranks: rank 0 every 3 batches, rank 1 every 3 batches, " \
            "rank 2 every 2 batches" in sc32.got, sc32.got
+    # An endless stream has no epoch to save in: the save is named as a point in the stream.
+    assert "every one of 2 ranks saved its state after 1 batch of the endless stream" in sc32.message, sc32.message
+    assert "of epoch 0 (its iterator open)" not in sc32.message, sc32.message
+
+
+@linux_only
+def test_joining_uneven_inputs_does_not_waive_sc32_on_an_endless_stream() -> None:
+    # DDP's Join handles a rank that runs out of batches; no rank of an endless stream does, and ranks whose
+    # cycles differ (7 samples on 2 ranks, unpadded) drift apart whatever the trainer joins.
+    report = check_world(target("endless_uneven_shards"), world_size=2, clauses=["SC32"], joins_uneven_inputs=True,
+                         replay=(LoaderConfig(dataset_size=7, batch_size=1, endless=True), Position(epoch=0, batches=1)))
+    sc32 = report["SC32"]
+    assert sc32.status == "failed", sc32.message
+    assert "rank 0 every 4 batches, rank 1 every 3" in sc32.got, sc32.got
+    assert "SC32 is judged though joins_uneven_inputs is declared: the stream is endless" in " ".join(report.notes)
 
 
 @linux_only

@@ -1,5 +1,5 @@
 """SC42 (an uninterrupted epoch yields each sample of the config's dataset once) and impacts counted against
-what was trained (issue 31, item 6).
+what was trained.
 
 The zoo's `FirstPassStartsLate` is killed by SC42 in `test_clauses` (`zoo.KILLS`), with its impact in
 `test_impact`; here: what torchdata's `StatefulDataLoader` does (so every correct loader passes), MindSpeed-MM's

@@ -1,4 +1,5 @@
-"""F33 (docs/findings.md): MindSpeed-MM's consumed-samples batch sampler, and the contract's verdicts on it.
+"""MindSpeed-MM's consumed-samples batch sampler gets the contract's verdicts: an uneven deal fails SC32, too
+few samples is reported as the exception it raises (finding F33 in docs/findings.md).
 
 Upstream's ``BaseRandomBatchSampler`` (modelled by `tests.mindspeed_production.ConsumedSamplesBatchSampler`)
 deals 9 samples on 2 ranks as 5 batches and 4: SC32 must fail on that, naming the counts and the step every

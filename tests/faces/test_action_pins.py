@@ -1,6 +1,6 @@
 """Every third-party action is pinned by a full commit SHA with its tag in a comment, the same SHA for the
 same tag in every file (the workflows, the Action, the templates in the docs), and each pin is listed in
-docs/ci.md's table of how it was verified against the action's own tags (issue 33)."""
+docs/ci.md's table of how it was verified against the action's own tags."""
 
 from __future__ import annotations
 

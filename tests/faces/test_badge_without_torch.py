@@ -1,5 +1,5 @@
-"""``stateful-contract badge`` draws a badge from a saved report without importing torch or the engine
-(issue 33: it took 2.2 s of imports to read a JSON file)."""
+"""``stateful-contract badge`` draws a badge from a saved report without importing torch or the engine (it
+once took 2.2 s of imports to read a JSON file)."""
 
 from __future__ import annotations
 

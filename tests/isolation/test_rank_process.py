@@ -1,4 +1,4 @@
-"""A rank the contract starts is a process like the one ``torchrun`` gives (issue 30, item 1).
+"""A rank the contract starts is a process like the one ``torchrun`` gives.
 
 One probe (``tests/rank_probe.py``) records what the user's code sees of its process: multiprocessing's start
 method, the process's name, torch's threads, every environment variable, the working directory, ``sys.path``

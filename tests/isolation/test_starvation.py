@@ -1,4 +1,4 @@
-"""A hang is a hang, not a busy machine (issue 30, item 5).
+"""A hang is a hang, not a busy machine: a correct loader starved of CPU passes, a hung one still fails.
 
 The example limit is charged on the loader's own progress (`stateful_contract.repro.progress`): the time
 its processes ran or slept counts, the time they waited in the run queue for a CPU that other processes held

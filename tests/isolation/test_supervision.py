@@ -1,4 +1,4 @@
-"""Supervision (issue 9): nothing a loader does takes the check down.
+"""Nothing a loader does takes the check down: a crash, an exit, a hang or a memory blow-up fails its clause.
 
 Every loader of `misbehaving.TABLE` (a segfault, ``os._exit``, an endless loop, a hang the
 example alarm cannot reach, hangs after a resume) is checked through the command line, as a

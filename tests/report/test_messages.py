@@ -1,4 +1,4 @@
-"""Messages read once, by someone who never read this code (issue 18, item 5).
+"""Messages read once, by someone who never read this code.
 
 One vocabulary for points in a run; hints matched on the failing example, whichever
 clause shows it; each face's own spelling of every hint; links a pip user can open;

@@ -1,5 +1,5 @@
-"""The trainer's consumption, declared (issue 31, item 2): batches drawn through ``consume(loader)``, states
-from the loader at that instant, from every face; the quickstart's preloader section runs as written.
+"""The trainer's consumption, declared: batches drawn through ``consume(loader)``, states from the loader at
+that instant, from every face; the quickstart's preloader section runs as written.
 
 The preloader is the quickstart's own (docs/quickstart.md, "A preloader"), read from the page: a thread
 fetches the next batch while one more is held ready. Drawn through it with the state from the loader, every

@@ -1,5 +1,5 @@
-"""Endless streams, judged natively (issue 31, item 1): a loader whose passes never end is recognised on its
-first pass and checked as one stream; the clauses that need a pass to end say they do not apply."""
+"""Endless streams, judged natively: a loader whose passes never end is recognised on its first pass and
+checked as one stream; the clauses that need a pass to end say they do not apply."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Impact per failure, one cause one story, and the order message (issue 18, items 4 and 5)."""
+"""Each failure says what it does to a training run; failures of one cause tell one story; the order message."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issues 19 and 21: one options object for every face, every core by default, the first failure first."""
+"""One options object for every face, every core by default, the first failure first."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13: clauses judged in parallel jobs, the share of the checkpoint space, the worker pool."""
+"""Clauses judged in parallel jobs, the share of the checkpoint space a search visits, the worker pool."""
 
 from __future__ import annotations
 
