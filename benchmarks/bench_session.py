@@ -1,4 +1,4 @@
-"""Benchmark: a pytest session of several contract classes, and the new interpreters it starts (issue 32).
+"""Benchmark: a pytest session of several contract classes, and the new interpreters it starts.
 
     python benchmarks/bench_session.py [--classes 3] [--repeat 2] [--compare PATH]
 
