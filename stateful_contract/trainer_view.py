@@ -17,24 +17,38 @@ calls it, as the trainer's loop does at the top of every epoch. The view answers
 counter does. ``first_epoch`` is the trainer's number of the check's epoch 0 (OLMo-core's counts from 1) and
 ``at_pass_end`` the loader's method the trainer calls once a pass ended (OLMo-core's ``reset()``):
 
-    TrainerView(numpy_data_loader, hook="reshuffle", first_epoch=1, at_pass_end="reset")
- A trainer with another resume rule (verl's: skip the restore at an epoch end)
-is a subclass that overrides `load_state_dict`. docs/quickstart.md, "State the trainer keeps".
+    TrainerView(numpy_data_loader, hook="reshuffle", first_epoch=1, at_pass_end="reset",
+                hook_at_resume="after_load")
+
+``hook_kwargs`` are the keyword arguments the trainer passes with every hook call (OLMo-core's evaluator calls
+``reshuffle(epoch, in_memory=True)``; its Trainer passes none). ``hook_at_resume`` is where the trainer's
+resume calls the hook: ``"before_load"`` (the default: the epoch's order first, then the position in it) or
+``"after_load"``, at the top of the next epoch's loop, after the loader's state was loaded, as OLMo-core's
+Trainer does (``load_state_dict`` restores the loader, whose state holds an epoch of its own, and ``fit()``'s
+``_fit_epoch`` then calls ``reshuffle(self.epoch)``). A trainer with another resume rule (verl's: skip the
+restore at an epoch end) is a subclass that overrides `load_state_dict`. docs/quickstart.md, "State the
+trainer keeps".
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = ["TrainerView"]
+
+#: Where a trainer's resume calls the hook, relative to the loader's ``load_state_dict``.
+HOOK_AT_RESUME = ("before_load", "after_load")
 
 
 class TrainerView:
     """``loader`` with the trainer's epoch counter and step counter, and the trainer's call at each epoch."""
 
     def __init__(self, loader: Any, *, hook: str | None = "set_epoch", first_epoch: int = 0,
-                 at_pass_end: str | None = None) -> None:
+                 at_pass_end: str | None = None, hook_kwargs: Mapping[str, Any] | None = None,
+                 hook_at_resume: str = "before_load") -> None:
+        if hook_at_resume not in HOOK_AT_RESUME:
+            raise ValueError(f"hook_at_resume is one of {', '.join(HOOK_AT_RESUME)}, not {hook_at_resume!r}")
         #: The loader the trainer drives.
         self.loader = loader
         #: The method the trainer calls on the loader with the epoch before each one (None: none).
@@ -45,6 +59,12 @@ class TrainerView:
         #: The method the trainer calls on the loader once a pass ended (None: none); OLMo-core's Trainer calls
         #: ``data_loader.reset()`` there, which sets the loader's position in the epoch back to 0.
         self.at_pass_end = at_pass_end
+        #: The keyword arguments the trainer passes with each hook call (``{"in_memory": True}``).
+        self.hook_kwargs = dict(hook_kwargs or {})
+        #: Where the trainer's resume calls the hook: before the loader's load, or after it, at the top of the
+        #: epoch it resumes (a loader whose state holds an epoch of its own, as OLMo-core's does, has that epoch
+        #: overwritten by a load after the hook: the trainer's order matters).
+        self.hook_at_resume = hook_at_resume
         #: The trainer's epoch counter: the epoch of the pass running or next to run.
         self.epoch = 0
         #: Batches the trainer has taken since the start of training.
@@ -65,7 +85,7 @@ class TrainerView:
 
     def _call_hook(self) -> None:
         if self.hook is not None:
-            getattr(self.loader, self.hook)(self.epoch + self.first_epoch)
+            getattr(self.loader, self.hook)(self.epoch + self.first_epoch, **self.hook_kwargs)
         self._announced = True
 
     def __iter__(self) -> Iterator[Any]:
@@ -87,7 +107,12 @@ class TrainerView:
         return {"loader": self.loader.state_dict(), "epoch": self.epoch, "steps": self.steps}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """The trainer's resume: its counters, the hook with the restored epoch, then the loader's state."""
+        """The trainer's resume: its counters, the hook with the restored epoch and the loader's state, in the
+        trainer's order (``hook_at_resume``; after the load, the hook is the restored epoch's loop's first call)."""
         self.epoch, self.steps = int(state_dict["epoch"]), int(state_dict["steps"])
-        self._call_hook()
-        self.loader.load_state_dict(state_dict["loader"])
+        if self.hook_at_resume == "before_load":
+            self._call_hook()
+            self.loader.load_state_dict(state_dict["loader"])
+        else:
+            self.loader.load_state_dict(state_dict["loader"])
+            self._announced = False  # the next iter() calls the hook, unless the trainer's loop calls it first

@@ -51,7 +51,35 @@ class OLMoLikeLoader(ReshufflingLoader):
 
 
 def olmo_trainer(config: LoaderConfig) -> TrainerView:
+    return TrainerView(OLMoLikeLoader(config), hook="reshuffle", first_epoch=1, at_pass_end="reset",
+                       hook_at_resume="after_load")
+
+
+def hook_before_load(config: LoaderConfig) -> TrainerView:
+    """OLMo-core's loader under a trainer that reshuffles before the load, which OLMo-core's does not: the
+    load puts back the epoch the loader's state holds, so a state saved after ``StopIteration`` (the loader's
+    epoch ``e``, the trainer's ``e + 1``) resumes on epoch ``e``'s order."""
     return TrainerView(OLMoLikeLoader(config), hook="reshuffle", first_epoch=1, at_pass_end="reset")
+
+
+class InMemoryOnly(OLMoLikeLoader):
+    """Has nowhere to keep an epoch's order but memory: ``reshuffle`` wants ``in_memory=True``, as a
+    NumpyDataLoaderBase without a writable ``work_dir`` does (OLMo-core's evaluator passes it)."""
+
+    def reshuffle(self, epoch: int, in_memory: bool = False) -> None:
+        if not in_memory:
+            raise RuntimeError("no work_dir to write the epoch's order to: call reshuffle(epoch, in_memory=True)")
+        super().reshuffle(epoch)
+
+
+def in_memory_trainer(config: LoaderConfig) -> TrainerView:
+    return TrainerView(InMemoryOnly(config), hook="reshuffle", first_epoch=1, at_pass_end="reset",
+                       hook_at_resume="after_load", hook_kwargs={"in_memory": True})
+
+
+def in_memory_forgotten(config: LoaderConfig) -> TrainerView:
+    return TrainerView(InMemoryOnly(config), hook="reshuffle", first_epoch=1, at_pass_end="reset",
+                       hook_at_resume="after_load")
 
 
 class ReplaysAFinishedEpoch(OLMoLikeLoader):
@@ -65,7 +93,8 @@ class ReplaysAFinishedEpoch(OLMoLikeLoader):
 
 
 def replays_a_finished_epoch(config: LoaderConfig) -> TrainerView:
-    return TrainerView(ReplaysAFinishedEpoch(config), hook="reshuffle", first_epoch=1, at_pass_end="reset")
+    return TrainerView(ReplaysAFinishedEpoch(config), hook="reshuffle", first_epoch=1, at_pass_end="reset",
+                       hook_at_resume="after_load")
 
 
 def _sc21(factory: Any) -> Any:
@@ -85,3 +114,31 @@ def test_sc21_fails_a_view_that_replays_the_epoch_its_state_holds() -> None:
     assert result.status == "failed", result.status
     assert "resumed at epoch 0 (the trainer's state holds epoch 0" in result.message, result.message
     assert "replayed" in result.got and result.impact is not None and result.impact.kind == "silent", result.got
+
+
+def _all(factory: Any) -> Any:
+    return check(factory, epoch_hook="reshuffle", profile="dev", space=ONE_PROCESS, jobs=1,
+                 isolation="in-process", seed=3)
+
+
+def test_olmo_cores_loader_passes_every_clause_when_the_view_reshuffles_after_the_load_as_its_trainer_does() -> None:
+    report = _all(olmo_trainer)
+    assert report.passed, [(r.id, r.status, r.message) for r in report.results if r.is_failure]
+    assert report["SC10"].status == "passed" and report["SC21"].status == "passed"
+
+
+def test_reshuffled_before_the_load_the_loaders_own_epoch_wins_and_the_next_epoch_replays_the_last() -> None:
+    """The order OLMo-core's Trainer does not use fails this loader (a state saved after ``StopIteration``,
+    loaded into a used loader or after a pass cut short, resumes on the finished epoch's order), as it failed
+    the real one in the row: a trainer's view must follow the trainer's order."""
+    report = _all(hook_before_load)
+    failed = {r.id: r for r in report.results if r.is_failure}
+    assert {"SC20", "SC22"} <= set(failed), {r.id: r.status for r in report.results}
+    assert "same samples, another order" in failed["SC20"].got, failed["SC20"].got
+
+
+def test_the_hooks_keyword_arguments_reach_every_call() -> None:
+    assert _sc21(in_memory_trainer).status == "passed"
+    # Without them the trainer's first reshuffle raises: two fresh loaders cannot even be compared.
+    forgotten = _all(in_memory_forgotten)["SC18"]
+    assert forgotten.status == "failed" and "in_memory=True" in forgotten.message, forgotten.message

@@ -123,3 +123,31 @@ def test_the_view_keeps_the_trainers_counters_and_calls_the_hook_before_the_load
     assert calls == ["reshuffle(3)", "load({'inner': 1})"] and (fresh.epoch, fresh.steps) == (3, 7)
     with pytest.raises(AttributeError):
         fresh.set_epoch  # noqa: B018  (the view answers to the declared hook only)
+
+
+def test_after_load_the_view_loads_first_and_the_next_pass_calls_the_hook_with_its_keywords() -> None:
+    from stateful_contract import TrainerView
+
+    calls: list[str] = []
+
+    class Recorded:
+        def reshuffle(self, epoch: int, **kwargs: object) -> None:
+            calls.append(f"reshuffle({epoch}, {kwargs})")
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter([10])
+
+        def state_dict(self) -> dict[str, int]:
+            return {"inner": 1}
+
+        def load_state_dict(self, state: dict[str, int]) -> None:
+            calls.append(f"load({state})")
+
+    view = TrainerView(Recorded(), hook="reshuffle", first_epoch=1, hook_at_resume="after_load",
+                       hook_kwargs={"in_memory": True})
+    view.load_state_dict({"loader": {"inner": 1}, "epoch": 3, "steps": 7})
+    assert calls == ["load({'inner': 1})"]  # OLMo-core's Trainer.load_state_dict: no reshuffle yet
+    assert list(view) == [10]  # fit() -> _fit_epoch(): reshuffle(self.epoch), then the pass
+    assert calls == ["load({'inner': 1})", "reshuffle(4, {'in_memory': True})"]
+    with pytest.raises(ValueError, match="hook_at_resume is one of before_load, after_load"):
+        TrainerView(Recorded(), hook="reshuffle", hook_at_resume="later")
