@@ -203,14 +203,29 @@ def test_every_check_of_a_process_resumes_in_children_of_one_new_interpreter():
     assert int(checker) == os.getpid() and int(zygote) != os.getpid()
 
 
-def test_a_check_with_parallel_jobs_resumes_in_a_new_interpreter_and_leaves_no_process_behind():
-    """The job that judges SC10 starts its own new interpreter; it ends with the job."""
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
+def _interpreters_tagged(tag: str) -> list[int]:
+    """The live zygotes (new interpreters started for SC10) carrying ``tag`` in their environment."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if (any("zygote_main" in part for part in p.info["cmdline"] or ()) and p.status() != psutil.STATUS_ZOMBIE
+                    and p.environ().get("STATEFUL_CONTRACT_TEST_TAG") == tag):
+                found.append(p.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_a_check_with_parallel_jobs_resumes_in_a_new_interpreter_and_leaves_no_process_behind(monkeypatch):
+    """The job that judges SC10 starts its own new interpreter; it ends with the job (a job's child is no
+    descendant of this process once the job is gone, so it is found by a variable only this check's carry)."""
+    tag = f"{os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv("STATEFUL_CONTRACT_TEST_TAG", tag)  # inherited by the jobs, and so by their interpreters
     report = check(zoo.epoch_loader, clauses=["SC10", "SC11"], space=IN_PROCESS, jobs=2)
     assert report.passed and "a new interpreter" in " ".join(report["SC10"].notes), report["SC10"].notes
     assert any("2 parallel processes" in n for n in report.notes), report.notes
     deadline = time.monotonic() + 10  # the kernel kills a job's interpreter when the job ends (its death signal)
-    while (left := {p.pid for p in psutil.Process().children(recursive=True)} - before) and time.monotonic() < deadline:
+    while (left := _interpreters_tagged(tag)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not left, [psutil.Process(pid).cmdline() for pid in left if psutil.pid_exists(pid)]
 
