@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def one(tree: Path, target: str, world_size: int, profile: str | None = None) -> tuple[float, str]:
-    """Seconds of one check from ``tree`` and its verdict (with each clause that did not pass, and why)."""
+def one(tree: Path, target: str, world_size: int, profile: str | None = None) -> tuple[float, str, dict[str, float]]:
+    """Seconds of one check from ``tree``, its verdict (with each clause that did not pass, and why), and each
+    clause's seconds (``(outside clauses)``: the rest, the checker's and the ranks' start-up)."""
     with tempfile.TemporaryDirectory() as d:
         command = [sys.executable, "-m", "stateful_contract", "check", target, "--world-size", str(world_size),
                    "--quiet", "--json", f"{d}/r.json", *(["--profile", profile] if profile else [])]
@@ -36,11 +37,13 @@ def one(tree: Path, target: str, world_size: int, profile: str | None = None) ->
         seconds = time.perf_counter() - started
         report = Path(f"{d}/r.json")
         if not report.is_file():
-            return seconds, "no report"
+            return seconds, "no report", {}
         data = json.loads(report.read_text())
         failed = [f"{c['id']} {c['status']}: {(c.get('message') or '').splitlines()[:2]}" for c in data["clauses"]
                   if c["status"] not in ("passed", "skipped")]
-        return seconds, "; ".join([data["verdict"], *failed])
+        spent = {c["id"]: float(c.get("seconds", 0.0)) for c in data["clauses"] if c.get("seconds")}
+        spent["(outside clauses)"] = seconds - sum(spent.values())
+        return seconds, "; ".join([data["verdict"], *failed]), spent
 
 
 def main() -> None:
@@ -61,7 +64,7 @@ def main() -> None:
     for round_ in range(args.repeat):
         for name in (("after", "before") if round_ % 2 == 0 else ("before", "after")):
             load = os.getloadavg()[0]
-            seconds, verdict = one(trees[name], args.target, args.world_size, args.profile)
+            seconds, verdict, _ = one(trees[name], args.target, args.world_size, args.profile)
             walls[name].append(seconds)
             print(f"round {round_} {name:6}: {seconds:6.1f} s, {verdict}, load {load:.1f}", flush=True)
     after, before = statistics.median(walls["after"]), statistics.median(walls["before"])
@@ -72,15 +75,28 @@ def main() -> None:
 def by_size(args: argparse.Namespace) -> None:
     sizes = [int(n) for n in args.sizes.split(",")]
     walls: dict[int, list[float]] = {n: [] for n in sizes}
+    spent: dict[int, dict[str, list[float]]] = {n: {} for n in sizes}
     for round_ in range(args.repeat):
         for n in (sizes if round_ % 2 == 0 else sizes[::-1]):
             load = os.getloadavg()[0]
-            seconds, verdict = one(ROOT, args.target, n, args.profile)
+            seconds, verdict, by_clause = one(ROOT, args.target, n, args.profile)
             walls[n].append(seconds)
+            for name, s in by_clause.items():
+                spent[n].setdefault(name, []).append(s)
             print(f"round {round_} world size {n}: {seconds:6.1f} s, {verdict}, load {load:.1f}", flush=True)
     medians = {n: statistics.median(w) for n, w in walls.items()}
     print("medians: " + ", ".join(f"world size {n} {m:.1f} s ({m / medians[sizes[0]]:.2f}x)"
                                   for n, m in medians.items()))
+    # Where the time goes: each clause's median seconds at each size, the largest difference first.
+    names = sorted({name for by in spent.values() for name in by},
+                   key=lambda name: -(_median(spent[sizes[-1]], name) - _median(spent[sizes[0]], name)))
+    print("clause              " + "".join(f"  ws{n:<6}" for n in sizes))
+    for name in names:
+        print(f"{name:20}" + "".join(f"  {_median(spent[n], name):6.1f}s" for n in sizes))
+
+
+def _median(by: dict[str, list[float]], name: str) -> float:
+    return statistics.median(by[name]) if by.get(name) else 0.0
 
 
 if __name__ == "__main__":

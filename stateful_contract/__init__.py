@@ -13,8 +13,9 @@ this package is installed, must not import torch (seconds) in test runs that nev
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_exports
 
 if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .clauses import CLAUSES as CLAUSES
@@ -38,31 +39,19 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .run.options import UnknownClauseWarning as UnknownClauseWarning
     from .trainer_view import TrainerView as TrainerView
 
-#: Public name -> module that defines it.
-_EXPORTS = {name: module for module, names in (
-    ("run.check", ("CheckInterrupted", "FactoryError", "Progress", "check")),
-    ("run.options", ("CheckOptions", "OptionError", "UnknownClauseWarning")),
-    ("clauses", ("CLAUSES", "CONTRACT_VERSION", "Clause")),
-    ("repro.outcome", ("ClauseViolation",)),
-    ("isolation.target", ("TargetError",)),
-    ("config", ("ConfigSpace", "LoaderConfig", "TokenDataset", "loader_configs")),
-    ("protocol", ("StatefulLoader",)),
-    ("report.results", ("ClauseResult", "Report")),
-    ("trainer_view", ("TrainerView",)),
-) for name in names}
+#: Public name -> module that defines it, imported on first use (`lazy_exports`).
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, globals(), (
+    (".run.check", ("CheckInterrupted", "FactoryError", "Progress", "check")),
+    (".run.options", ("CheckOptions", "OptionError", "UnknownClauseWarning")),
+    (".clauses", ("CLAUSES", "CONTRACT_VERSION", "Clause")),
+    (".repro.outcome", ("ClauseViolation",)),
+    (".isolation.target", ("TargetError",)),
+    (".config", ("ConfigSpace", "LoaderConfig", "TokenDataset", "loader_configs")),
+    (".protocol", ("StatefulLoader",)),
+    (".report.results", ("ClauseResult", "Report")),
+    (".trainer_view", ("TrainerView",)),
+))
 
 __all__ = sorted(_EXPORTS)
 
 from ._version import __version__ as __version__  # noqa: E402  (the one source: _version.py)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])

@@ -1,24 +1,26 @@
-"""The face a check is run from, and each hint in that face's own words (docs/pytest.md, "The mixin").
+"""Each option of a check in the words of each face, and the face a check is run from (docs/pytest.md, "The
+mixin").
 
-A hint in another face's spelling (``--expect-fail 'SC23=reason'`` to a pytest class) sends the reader to an
-option they cannot use. So messages embed a token (``hint_expect_fail("SC23", "torchdata F13")``), written
-anywhere (in a child process, in a report), that `in_face` renders in the face `speaking` names (set by the
-CLI and the pytest mixin; plain Python otherwise) before the report is returned.
+`OPTIONS` is the one table of an option's spellings: its ``check()`` keyword (a `CheckOptions` field), its
+command-line flags and help (the CLI's argparse is built from them) and its pytest class attribute. A message
+that tells the reader to set an option names it as a `Hint`, data (which option, which value), spelled in
+the face the check runs from when the message is written: a hint in another face's words
+(``--expect-fail 'SC23=reason'`` to a pytest class) sends the reader to an option they cannot use. The face
+is set by the CLI, the distributed commands and the pytest mixin (`speaking`; plain Python otherwise), and
+travels as data to the processes the check starts (`current`, kept by the executors' handlers).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import json
-import re
+import shlex
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Face", "hint_alignment", "hint_clauses", "hint_declare", "hint_epoch_hook", "hint_exitfirst",
-           "hint_expect_fail", "hint_expected_failures", "hint_layout", "hint_memory_limit", "hint_remove_expected",
-           "hint_strict", "hint_timeout", "hint_world_size", "in_face", "speaking"]
+__all__ = ["OPTIONS", "Face", "Hint", "Option", "current", "speaking"]
 
 Face = Literal["python", "cli", "pytest"]
 
@@ -29,7 +31,7 @@ _SPEAKER: contextvars.ContextVar[tuple[Face, str]] = contextvars.ContextVar("sta
 
 @contextlib.contextmanager
 def speaking(face: Face, owner: str = "") -> Iterator[None]:
-    """Render the hints of the checks run in this block in ``face``'s words (``owner``: the pytest class)."""
+    """Spell the hints of the checks run in this block in ``face``'s words (``owner``: the pytest class)."""
     token = _SPEAKER.set((face, owner))
     try:
         yield
@@ -37,72 +39,138 @@ def speaking(face: Face, owner: str = "") -> Iterator[None]:
         _SPEAKER.reset(token)
 
 
-# A token: the kind of hint and its arguments as JSON, between two marks no message has.
-_OPEN, _CLOSE = "\u27e6hint:", "\u27e7"
-_TOKEN = re.compile(re.escape(_OPEN) + r"([a-z-]+) (.*?)" + re.escape(_CLOSE))
+def current() -> tuple[Face, str]:
+    """The face hints are spelled in here, and its pytest class: what a process the check starts is given."""
+    return _SPEAKER.get()
 
 
-def _token(kind: str, *args: object) -> str:
-    return f"{_OPEN}{kind} {json.dumps(list(args))}{_CLOSE}"
+@dataclass(frozen=True)
+class Option:
+    """One option of a check: its ``check()`` keyword, its command-line flags (the long one last) and help."""
+
+    keyword: str
+    flags: tuple[str, ...]
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return self.flags[-1]
 
 
-# Each hint: its kind and arguments, spelled by `in_face`.
-hint_expect_fail = functools.partial(_token, "expect-fail")  # (clause_id, reason): how to declare it
-hint_expected_failures = functools.partial(_token, "expected-failures")  # where the declarations go
-hint_exitfirst = functools.partial(_token, "exitfirst")  # how to stop at the first failure (or not to)
-hint_remove_expected = functools.partial(_token, "remove-expected")  # (clause_id): how to drop its declaration
-hint_alignment = functools.partial(_token, "alignment")  # (value="window"): how to declare the alignment
-hint_clauses = functools.partial(_token, "clauses")  # (*clause_ids): how to run only these clauses
-hint_strict = functools.partial(_token, "strict")  # how to run the strict tier too
-hint_world_size = functools.partial(_token, "world-size")  # (n): how to check on n ranks
-hint_epoch_hook = functools.partial(_token, "epoch-hook")  # (name): how to declare the trainer's call at each epoch
-hint_declare = functools.partial(_token, "declare")  # (field): how to declare a trainer's boolean fact
-hint_layout = functools.partial(_token, "layout")  # (layout): how to declare the checkpoint layout
-hint_timeout = functools.partial(_token, "timeout")  # how to set an example's time limit
-hint_memory_limit = functools.partial(_token, "memory-limit")  # how to set the memory an example may gain
+#: Every option a face offers, by its ``check()`` keyword. The pytest attribute is the keyword (the mixin's
+#: ``config_space`` for ``space``, `_ATTRIBUTE`); output and progress flags (``--json``, ``-q``) are the CLI's
+#: alone and live there.
+OPTIONS: dict[str, Option] = {o.keyword: o for o in (
+    Option("profile", ("--profile",), "dev: fast; ci: deterministic (default); thorough: many more examples"),
+    Option("clauses", ("--clause",), "run only this clause, by ID or name (repeatable, or comma-separated: "
+                                     "SC10,resume-survives-several-hops)"),
+    Option("expected_failures", ("--expect-fail",), "declare an expected failure (repeatable)"),
+    Option("checkpoint_alignment", ("--checkpoint-alignment",),
+           "declare the trainer's checkpoint policy, where the loader must be exact: only at epoch ends (after "
+           "StopIteration), at grad-acc window boundaries, or every N batches"),
+    Option("epoch_hook", ("--epoch-hook",), "the method the trainer calls with the epoch before each one "
+                                            "(default %(default)s; OLMo-core: reshuffle): SC21's loop calls it"),
+    Option("space", ("--config-space",),
+           "narrow the configuration space searched, as a test class's config_space does: num_workers=0,2 "
+           "grad_acc_step=1..8 (also dataset_size, batch_size: LOW..HIGH or one number)"),
+    Option("consume", ("--consume",), "the trainer draws batches through FUNCTION(loader) (a preloader, say) and "
+                                      "saves loader.state_dict(): check that pair"),
+    Option("strict", ("--strict",), "also run the strict tier (SC40, SC41, SC42)"),
+    Option("endless", ("--endless",), "declare the loader endless (its passes never end): checked as one stream, "
+                                      "and a pass that ends fails (an undeclared endless loader is recognised on "
+                                      "its first pass)"),
+    Option("world_size", ("--world-size",), "check N ranks on torch.distributed"),
+    Option("fixed_global_batch", ("--fixed-global-batch",),
+           "declare that the trainer keeps the global batch fixed when the world size changes (per-rank batch = "
+           "global / ranks, as OLMo-core and Megatron do): SC31 resumes so"),
+    Option("joins_uneven_inputs", ("--joins-uneven-inputs",),
+           "declare that the trainer handles ranks with uneven batch counts (DDP's Join): SC32 does not apply"),
+    Option("checkpoint_layout", ("--checkpoint-layout",),
+           "declare how the trainer saves the loader's state on several ranks (per-rank-files: each rank "
+           "torch.saves its own, as MindSpeed-MM): SC30 judges that layout alone"),
+    Option("timeout", ("--timeout",), "seconds per example (0: none)"),
+    Option("memory_limit", ("--memory-limit",),
+           "memory the loader's processes may gain during one example, e.g. 2G (default 4G; 'none')"),
+    Option("isolation", ("--in-process",), "run the loader in this process, not a supervised child (for a "
+                                           "debugger; a crash then ends the check)"),
+    Option("jobs", ("--jobs",), "judge clauses in N parallel processes (default: every core; 1 under pytest-xdist)"),
+    Option("exitfirst", ("-x", "--exitfirst"), "stop at the first clause that fails (the likeliest to fail run "
+                                               "first); the report names the clauses not run"),
+    Option("seed", ("--seed",), "seed the search (the report records it; dev and thorough draw one otherwise)"),
+)}
 
-#: Each kind's spelling on the command line, from Python and on a pytest class (`_spell` fills them in).
-_SPELLINGS = {
-    "expect-fail": ("--expect-fail '{0}={1}'", "check(..., expected_failures={{{j0}: {j1}}})",
-                    "expected_failures = {{{j0}: {j1}}} on {on}"),
-    "expected-failures": ("--expect-fail", "expected_failures", "{declared}"),
-    "exitfirst": ("-x/--exitfirst", "exitfirst=True", "pytest -x (or exitfirst = True on {on})"),
-    "remove-expected": ("drop --expect-fail {0}", "remove {r0} from expected_failures",
-                        "remove {r0} from {on}.expected_failures"),
-    "alignment": ("--checkpoint-alignment {0}", "check(..., checkpoint_alignment={literal})",
-                  "checkpoint_alignment = {literal} on {on}"),
-    "clauses": ("--clause {joined}", "check(..., clauses={listed})", "-k {selected}"),
-    "strict": ("--strict", "check(..., strict=True)", "strict = True on {on}"),
-    "world-size": ("--world-size {0}", "check(..., world_size={0})", "world_size = {0} on {on}"),
-    "epoch-hook": ("--epoch-hook {0}", "check(..., epoch_hook={j0})", "epoch_hook = {j0} on {on}"),
-    "declare": ("--{flag}", "check(..., {0}=True)", "{0} = True on {on}"),
-    "layout": ("--checkpoint-layout {0}", "check(..., checkpoint_layout={j0})", "checkpoint_layout = {j0} on {on}"),
-    "timeout": ("--timeout", "check(..., timeout=...)", "timeout = ... on {on}"),
-    "memory-limit": ("--memory-limit", "check(..., memory_limit=...)", "memory_limit = ... on {on}"),
-}
-_FACES: tuple[Face, ...] = ("cli", "python", "pytest")
+#: The pytest mixin's attribute where it is not the keyword.
+_ATTRIBUTE = {"space": "config_space"}
 
-
-def _spell(kind: str, args: list[object], face: Face, owner: str) -> str:
-    if kind == "alignment" and not args:
-        args = ["window"]
-    ids, first = [str(a) for a in args], args[0] if args else ""
-    fields = {"on": owner or "the test class", "joined": ",".join(ids), "listed": json.dumps(ids),
-              "selected": ids[0] if len(ids) == 1 else f"\"{' or '.join(ids)}\"",
-              "declared": f"{owner}.expected_failures" if owner else "expected_failures on the test class",
-              "literal": json.dumps(first) if first in ("window", "epoch") else str(first),
-              "flag": str(first).replace("_", "-"),
-              **{f"j{i}": json.dumps(a) for i, a in enumerate(args)},
-              **{f"r{i}": repr(a) for i, a in enumerate(args)}}
-    try:
-        return _SPELLINGS[kind][_FACES.index(face)].format(*args, **fields)
-    except KeyError:
-        raise ValueError(f"unknown hint {kind!r}") from None
+#: A hint's value when the message does not know it ("--timeout sets the limit").
+ANY = ...
 
 
-def in_face(text: str, face: Face | None = None) -> str:
-    """``text`` with every hint token spelled in ``face``'s words (the current face by default)."""
-    if _OPEN not in text:
-        return text
-    current, owner = _SPEAKER.get()
-    return _TOKEN.sub(lambda m: _spell(m.group(1), json.loads(m.group(2)), face or current, owner), text)
+@dataclass(frozen=True)
+class Hint:
+    """How to set ``option`` (an `OPTIONS` key) to ``value``, or (``form``) where it is declared or how to drop
+    ``value`` from it. ``str()`` spells it in the current face: ``--timeout 30``, ``check(..., timeout=30)``,
+    ``timeout = 30 on TestMyLoader``."""
+
+    option: str
+    value: object = ANY
+    form: Literal["set", "name", "remove"] = "set"
+
+    def __post_init__(self) -> None:
+        if self.option not in OPTIONS:
+            raise ValueError(f"no option {self.option!r} to hint at (spellings.OPTIONS)")
+
+    def __str__(self) -> str:
+        return self.spelled()
+
+    def spelled(self, face: Face | None = None) -> str:
+        """This hint in ``face``'s words (the current face by default)."""
+        speaker, owner = current()
+        return {"cli": self._cli, "python": self._python, "pytest": self._pytest}[face or speaker](owner)
+
+    def _cli(self, owner: str) -> str:
+        flag, value = OPTIONS[self.option].flag, self.value
+        if self.form == "name":
+            return flag
+        if self.form == "remove":
+            return f"drop {flag} {value}"
+        if value is ANY or value is True:
+            return "/".join(OPTIONS[self.option].flags)
+        if isinstance(value, dict):  # an expected failure: ID=REASON
+            return " ".join(f"{flag} {shlex.quote(f'{k}={v}')}" for k, v in value.items())
+        if isinstance(value, (tuple, list)):
+            return f"{flag} {','.join(map(str, value))}"
+        return f"{flag} {shlex.quote(str(value))}"
+
+    def _python(self, owner: str) -> str:
+        if self.form == "name":
+            return self.option
+        if self.form == "remove":
+            return f"remove {self.value!r} from {self.option}"
+        return f"check(..., {self.option}={_literal(self.value)})"
+
+    def _pytest(self, owner: str) -> str:
+        attribute = _ATTRIBUTE.get(self.option, self.option)
+        on = owner or "the test class"
+        if self.form == "name":
+            return f"{owner}.{attribute}" if owner else f"{attribute} on the test class"
+        if self.form == "remove":
+            return f"remove {self.value!r} from {on}.{attribute}" if owner else \
+                f"remove {self.value!r} from {attribute} on the test class"
+        if self.option == "clauses":  # a class's clauses are its tests: selected as tests are
+            ids = [str(v) for v in (self.value if isinstance(self.value, (tuple, list)) else [self.value])]
+            return f"-k {ids[0]}" if len(ids) == 1 else f"-k \"{' or '.join(ids)}\""
+        if self.option == "exitfirst":
+            return f"pytest -x (or exitfirst = True on {on})"
+        return f"{attribute} = {_literal(self.value)} on {on}"
+
+
+def _literal(value: object) -> str:
+    """``value`` as Python source (strings double-quoted, as a user writes them in the docs)."""
+    if value is ANY:
+        return "..."
+    if isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, tuple):
+        value = list(value)
+    return json.dumps(value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from .spellings import hint_strict, hint_world_size
+from .spellings import Hint
 
 __all__ = ["CONTRACT_VERSION", "TIERS", "Tier", "TierInfo", "policy_words", "title"]
 
@@ -33,8 +33,15 @@ class TierInfo:
     on_badge: bool
     #: Runs only on at least this many ranks.
     min_world_size: int = 1
-    #: Why one of its clauses was skipped, and how to run it.
-    skip_text: str = "not selected"
+    #: Why one of its clauses is skipped unasked ("not selected" without a ``how``).
+    why_skipped: str = "not selected"
+    #: The option that runs its clauses.
+    how: Hint | None = None
+
+    @property
+    def skip_text(self) -> str:
+        """Why one of its clauses was skipped, and how to run it, in the words of the current face."""
+        return f"{self.why_skipped}: run with {self.how}" if self.how is not None else self.why_skipped
 
 
 #: Every tier. The strict tier goes beyond StatefulDataLoader's own semantics: it runs on
@@ -44,8 +51,9 @@ TIERS: dict[Tier, TierInfo] = {t.name: t for t in (
     TierInfo("core", default=True, on_badge=True),
     TierInfo("trainer", default=True, on_badge=True),
     TierInfo("distributed", default=True, on_badge=True, min_world_size=2,
-             skip_text=f"multi-rank: run with {hint_world_size(2)}"),
-    TierInfo("strict", default=False, on_badge=False, skip_text=f"strict tier: run with {hint_strict()}"),
+             why_skipped="multi-rank", how=Hint("world_size", 2)),
+    TierInfo("strict", default=False, on_badge=False, why_skipped="strict tier",
+             how=Hint("strict", True)),
 )}
 
 

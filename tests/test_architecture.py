@@ -170,7 +170,7 @@ def _reaches(module: str) -> set[str]:
 FOLDERS = ("repro", "search", "isolation", "clauses", "report", "run", "faces")
 #: What a user writes and the facts every layer shares (flag spellings, doc links), at the package's top:
 #: they import no folder.
-CONFIGURATION = ("config", "samplers", "profiles", "protocol", "trainer_view", "spellings", "links", "terms",
+CONFIGURATION = ("config", "samplers", "profiles", "protocol", "trainer_view", "spellings", "links", "terms", "lazy",
                  "_version")
 #: Public paths that only re-export (the package, its `python -m`, `.testing`, `.distributed`): they may
 #: import anything, and nothing inside the package imports them.

@@ -29,7 +29,7 @@ from ..repro.state_steps import load_checkpoint, save_checkpoint
 from ..repro.steps import LoaderError, Position, checkpoint, stream
 from ..search.example import Example
 from ..search.plans import Checkpoint, checkpoint_plan, position_on_rank
-from ..spellings import hint_declare
+from ..spellings import Hint
 from .rank_streams import example_folder
 from .registry import LOAD, clause, violated
 from .world_change import new_worlds, resumed_config, uneven_global_batch
@@ -95,7 +95,7 @@ def every_rank_takes_as_many_steps(values: Sequence[RankSteps], *, what: str) ->
                  f"loop that skips the missing batch spins ({most - fewest} step{'s' if most - fewest != 1 else ''} "
                  f"of the longer rank{'s' if len(counts) - len(short) != 1 else ''} without a partner). Deal every rank as many batches (pad or drop as "
                  "DistributedSampler does), or, if the trainer joins uneven inputs (DDP's Join), declare it: "
-                 f"{hint_declare('joins_uneven_inputs')}"),
+                 f"{Hint('joins_uneven_inputs', True)}"),
             impact=Impact("loud", f"{named} {'has' if len(short) == 1 else 'have'} no batch at step {step}"
                                   f"{'' if label.startswith('epoch 0') else ' of ' + label}: every collective "
                                   "waits", where="next()", epoch=int(label.split()[1]) if label.startswith("epoch") else None))

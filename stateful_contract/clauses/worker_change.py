@@ -33,7 +33,7 @@ from ..repro.steps import (
 from ..repro.vocabulary import at_window_boundary
 from ..search.example import Example
 from ..search.plans import Alignment, draw_position, epoch_ends_only, window_of
-from ..spellings import hint_strict
+from ..spellings import Hint
 from .judgements import same_stream
 from .rank_streams import id_list
 from .registry import RESUMES, clause, violated
@@ -147,7 +147,7 @@ def unnamed_worker_refusal(error: BaseException) -> str:
             f"passes), but {refusal_kind(error)} does not name the two worker counts: whoever restarts "
             f"a job with another num_workers is not told why it fails.{where} Fix: record num_workers in "
             "state_dict() and, in load_state_dict(), raise e.g. ValueError(f\"state saved with num_workers={saved}, "
-            f"this loader has num_workers={{now}}\"). SC41 ({hint_strict()}) requires it.")
+            f"this loader has num_workers={{now}}\"). SC41 ({Hint('strict', True)}) requires it.")
 
 
 @dataclass

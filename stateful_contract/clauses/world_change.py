@@ -27,7 +27,7 @@ from ..repro.state_steps import load_checkpoint, save_checkpoint
 from ..repro.steps import LoaderError, NotJudgeable, Position, checkpoint, stream, uninterrupted
 from ..search.example import Example
 from ..search.plans import Checkpoint, checkpoint_plan, position_on_rank
-from ..spellings import hint_strict
+from ..spellings import Hint
 from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, tally, window
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind
@@ -60,7 +60,7 @@ def unnamed_world_refusal(refused: WorldResume) -> str:
             f"but {refused.refusal} does not name the two world sizes: whoever restarts an elastic job on "
             "fewer or more ranks is not told why it fails. Fix: record world_size in state_dict() and, in "
             "load_state_dict(), raise e.g. ValueError(f\"state saved on world_size={saved} ranks, this run has "
-            f"world_size={{now}}\"). SC41 ({hint_strict()}) requires it.")
+            f"world_size={{now}}\"). SC41 ({Hint('strict', True)}) requires it.")
 
 
 @dataclass

@@ -43,7 +43,7 @@ from ..repro.guard import sigint_ignored
 from ..run.check import CheckInterrupted, FactoryError, check
 from ..run.declare import add_declaration_arguments, declarations_of
 from ..run.options import CheckOptions, OptionError, UnknownClauseWarning
-from ..spellings import speaking
+from ..spellings import OPTIONS, speaking
 from . import badge, export, replay
 
 __all__ = ["EXIT_NOT_JUDGED", "exit_status", "main"]
@@ -267,6 +267,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _add_option(parser: argparse.ArgumentParser, keyword: str, **how: Any) -> None:
+    """The flag of `check`'s option ``keyword``, spelled and explained as `spellings.OPTIONS` says."""
+    parser.add_argument(*OPTIONS[keyword].flags, help=OPTIONS[keyword].help, **how)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="stateful-contract", description="Check that a dataloader checkpoints and resumes "
                                                            "like torchdata's StatefulDataLoader.")
@@ -276,51 +281,30 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="run the contract against a loader factory")
     p.add_argument("target", help="package.module:factory or path/to/file.py:factory; "
                                   "factory(config: LoaderConfig) returns a fresh loader")
-    p.add_argument("--profile", choices=list(PROFILES), default=DEFAULT_PROFILE,
-                   help="dev: fast; ci: deterministic (default); thorough: many more examples")
-    p.add_argument("--clause", action="append", default=[], metavar="ID",
-                   help="run only this clause, by ID or name (repeatable, or comma-separated: "
-                        "SC10,resume-survives-several-hops)")
-    p.add_argument("--expect-fail", action="append", default=[], metavar="ID=REASON",
-                   help="declare an expected failure (repeatable)")
-    p.add_argument("--checkpoint-alignment", metavar="epoch|window|N",
-                   help="declare the trainer's checkpoint policy, where the loader must be exact: only at epoch "
-                        "ends (after StopIteration), at grad-acc window boundaries, or every N batches")
-    p.add_argument("--epoch-hook", default=CheckOptions.epoch_hook, metavar="NAME",
-                   help="the method the trainer calls with the epoch before each one (default "
-                        f"{CheckOptions.epoch_hook}; OLMo-core: reshuffle): SC21's loop calls it")
-    p.add_argument("--config-space", nargs="+", action="extend", metavar="NAME=VALUES",
-                   help="narrow the configuration space searched, as a test class's config_space does: "
-                        "num_workers=0,2 grad_acc_step=1..8 (also dataset_size, batch_size: LOW..HIGH or one number)")
-    p.add_argument("--consume", metavar="MODULE:FUNCTION",
-                   help="the trainer draws batches through FUNCTION(loader) (a preloader, say) and saves "
-                        "loader.state_dict(): check that pair")
-    p.add_argument("--strict", action="store_true", help="also run the strict tier (SC40, SC41, SC42)")
-    p.add_argument("--endless", action="store_true",
-                   help="declare the loader endless (its passes never end): checked as one stream, and a pass "
-                        "that ends fails (an undeclared endless loader is recognised on its first pass)")
-    p.add_argument("--world-size", type=int, default=CheckOptions.world_size, metavar="N",
-                   help="check N ranks on torch.distributed")
+    option = functools.partial(_add_option, p)  # flags and help from the one table, `spellings.OPTIONS`
+    option("profile", choices=list(PROFILES), default=DEFAULT_PROFILE)
+    option("clauses", action="append", default=[], metavar="ID")
+    option("expected_failures", action="append", default=[], metavar="ID=REASON")
+    option("checkpoint_alignment", metavar="epoch|window|N")
+    option("epoch_hook", default=CheckOptions.epoch_hook, metavar="NAME")
+    option("space", nargs="+", action="extend", metavar="NAME=VALUES")
+    option("consume", metavar="MODULE:FUNCTION")
+    option("strict", action="store_true")
+    option("endless", action="store_true")
+    option("world_size", type=int, default=CheckOptions.world_size, metavar="N")
     add_declaration_arguments(p)
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example (0: none)")
-    p.add_argument("--memory-limit", metavar="SIZE",
-                   help="memory the loader's processes may gain during one example, e.g. 2G (default 4G; 'none')")
-    p.add_argument("--in-process", action="store_true",
-                   help="run the loader in this process, not a supervised child (for a debugger; a crash then "
-                        "ends the check)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="judge clauses in N parallel processes (default: every core; 1 under pytest-xdist)")
-    p.add_argument("-x", "--exitfirst", action="store_true",
-                   help="stop at the first clause that fails (the likeliest to fail run first); "
-                        "the report names the clauses not run")
+    option("timeout", type=float, default=None, metavar="S")
+    option("memory_limit", metavar="SIZE")
+    option("isolation", action="store_true")
+    option("jobs", type=int, default=None, metavar="N")
+    option("exitfirst", action="store_true")
     p.add_argument("--json", metavar="PATH", help="write the report as JSON ('-': standard output, the text "
                                                   "report then goes to standard error)")
     p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause; '-': "
                                                    "standard output)")
     p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause; '-': "
                                                       "standard output)")
-    p.add_argument("--seed", type=int, default=None, metavar="N",
-                   help="seed the search (the report records it; dev and thorough draw one otherwise)")
+    option("seed", type=int, default=None, metavar="N")
     p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="the table's reasons in full (where it cuts them at '...'), and tracebacks for target errors")

@@ -22,6 +22,7 @@ from ..repro.steps import Factory, LoaderError, LoadForm
 from ..search.example import ClauseLike, ExampleRun, LoadFormProbe, recorded_program, run_example
 from ..search.loop import Executor
 from ..search.plans import Alignment, RankLengths
+from ..spellings import Face, current, speaking
 
 __all__ = ["BUILDING", "EndlessWatch", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
 
@@ -66,11 +67,16 @@ class Handler:
     world: Any = None
     #: The processes alive before the loader ran: any other left after a command is a loader's worker.
     keep: set[int] = field(default_factory=current_children)
+    #: The face the check runs from, where the handler was made: its messages' hints are spelled in its words
+    #: in whichever process the handler answers (`spellings.Hint`).
+    face: tuple[Face, str] = field(default_factory=current)
 
     def __call__(self, command: tuple[Any, ...]) -> Any:
+        # Not a mere forward: it speaks the check's face and reaps what the loader left behind.
         kind, *args = command
         try:
-            return getattr(self, kind)(*args)
+            with speaking(*self.face):
+                return getattr(self, kind)(*args)
         finally:
             reap_children(self.keep)  # workers of a loader abandoned mid-epoch
 
@@ -238,6 +244,7 @@ class EndlessWatch:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.executor, name)
 
+    # Not mere forwards: each notes an endless first pass, which the clauses after this one are told of.
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         got = self.executor.lengths(clause, config)
         self.seen = self.seen or (isinstance(got, ExampleRun) and got.endless)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["CRASH_SIGNALS", "MARKER_ENV", "alive", "anon_rss", "describe_exit", "die_with_parent",
-           "fault_excerpt", "gained", "kill_marked", "kill_session", "processes_of"]
+__all__ = ["CRASH_SIGNALS", "MARKER_ENV", "alive", "anon_rss", "death", "describe_exit", "die_with_parent",
+           "fault_excerpt", "gained", "growth", "hang", "kill_marked", "kill_session", "no_answer", "processes_of",
+           "size"]
 
 #: Environment variable every process of a run carries (value: the run directory): stragglers that left
 #: the process group are found and killed by it.
@@ -116,6 +117,52 @@ def describe_exit(exitcode: int) -> tuple[str, str]:
             name = f"signal {-exitcode}"
         return name, f"was killed by signal {name}"
     return f"exit code {exitcode}", f"exited with code {exitcode}"
+
+
+# What the end of a process the loader ran in means, one function per way it ends: it died (`death`), hung
+# (`hang`: its example timeout passed and its alarm could not end it; `no_answer`: the command's own limit
+# passed) or grew past the memory limit (`growth`). A supervised child (`supervised.Supervised`) and a rank
+# (`ranks.failures`) are told by the same sentences; the caller names its process (``subject``) and says what
+# the checker did then (``then``). ``during``: the call it was in, with its leading space (or "").
+
+
+def death(exitcode: int, subject: str = "the process", during: str = "", raised: str = "") -> tuple[str, str]:
+    """``(killed_by, what happened)`` for a process that ended on its own or was killed, not by the checker;
+    ``raised``: the error it exited with, when Python recorded one (a rank's error file)."""
+    killed_by, how = describe_exit(exitcode)
+    said = f"{subject} {how}{during}"
+    if raised:
+        return killed_by, f"{said}: {raised}"
+    if exitcode >= 0:
+        return killed_by, f"{said}: the loader ended it (os._exit, or exit() in native code)"
+    if -exitcode in CRASH_SIGNALS:
+        return killed_by, f"{said}: the loader crashed it (a signal a process gets from its own fault)"
+    if -exitcode == signal.SIGKILL:
+        return killed_by, (f"{said}, not by the checker (the kernel's out-of-memory killer sends SIGKILL when the "
+                           "machine runs out of memory)")
+    return killed_by, f"{said}, not by the checker"
+
+
+def hang(timeout: float, subject: str = "the process", during: str = "", then: str = "") -> str:
+    """An example whose timeout passed, and whose process did not answer even after its alarm's grace."""
+    return (f"the example did not finish within {timeout:g} s, and {subject} stopped answering{during}: the "
+            f"timeout could not interrupt it (SIGALRM blocked, or native code that never returns to Python){then}")
+
+
+def no_answer(seconds: float, subject: str = "the process", during: str = "", then: str = "") -> str:
+    """A command not answered within its own limit (the example timeout may not have begun: start-up, a join)."""
+    return (f"{subject} did not answer one command within {seconds:g} s{during}, a command's limit (twice the example "
+            f"timeout, and a grace for start-up and collectives){then}")
+
+
+def growth(gained: int, limit: int, subject: str = "the loader's processes", during: str = "", then: str = "") -> str:
+    """Processes that gained more than the memory limit during one command."""
+    return f"{subject} grew by {size(gained)}{during}, over the memory limit of {size(limit)}{then}"
+
+
+def size(n: int) -> str:
+    """Bytes as a message says them: ``4.1 GiB``, ``512 MiB``."""
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
 
 
 #: A frame of the checker's own code, where a dump leaves the loader's: any module of the package but the

@@ -28,11 +28,11 @@ from ..repro.outcome import Outcome
 from ..repro.steps import Factory
 from ..search.example import ClauseLike, ExampleRun
 from ..search.plans import Alignment
-from ..spellings import hint_memory_limit
+from ..spellings import Hint
 from . import interpreter
 from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFailed
 from .interpreter import ChildSpec, EngineError, child_main
-from .processes import CRASH_SIGNALS, anon_rss, describe_exit, fault_excerpt, gained, kill_session
+from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
 
 __all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling",
            "Supervised", "choose_isolation", "grace", "supported", "watch"]
@@ -206,6 +206,8 @@ class Supervised(OneProcess):
             self._pidfd = None
 
     def _call(self, command: tuple[Any, ...], clause: ClauseLike = BUILDING) -> Any:
+        # Not a mere forward to `_await`: it replaces a process grown past the memory limit, starts one when
+        # none is alive, and kills the loader's processes when the wait is interrupted.
         if (self._proc is not None and self.memory_limit
                 and (anon_rss(self._proc.pid) or 0) - self._spawned_rss > self.memory_limit):
             self.notes.append("the loader's process had grown past the memory limit over several examples "
@@ -220,6 +222,7 @@ class Supervised(OneProcess):
             raise
 
     def _await(self, command: tuple[Any, ...], clause: ClauseLike) -> Any:
+        """The transport: ``command`` sent, and the child's answer, or its failed run if it died or stalled."""
         assert self._conn is not None and self._proc is not None and self._spec is not None
         conn, board, proc = self._conn, self._spec.board, self._proc
         sent = time.monotonic()
@@ -276,29 +279,19 @@ class Supervised(OneProcess):
         return ExampleRun(0, outcome, reproduction=program, final=final)
 
     def _why(self, stall: Stall | None, code: int | None, during: str) -> tuple[str, str]:
-        """What ended the child, as the report names it (``killed_by``), and how a message says it."""
+        """What ended the child, as the report names it (``killed_by``), and how a message says it
+        (`processes`' sentences, which a rank's message shares)."""
+        during = f" {during}" if during else ""
         if stall is not None and stall.memory:
             assert self.memory_limit is not None
-            return "memory limit", (
-                f"the loader's processes grew by {_size(stall.memory)} {during}, over the memory limit of "
-                f"{_size(self.memory_limit)}; the checker killed them ({hint_memory_limit()} sets it)")
+            return "memory limit", growth(stall.memory, self.memory_limit, during=during, then=(
+                f"; the checker killed them ({Hint('memory_limit')} sets it)"))
+        killed = f", so the checker killed it and its workers after {0 if stall is None else stall.waited:.1f} s"
+        if stall is not None and stall.timeout is not None:
+            return "timeout", hang(stall.timeout, during=during, then=killed)
         if stall is not None:
-            limit = f"{self.timeout:g} s" if self.timeout else "the command limit"
-            return "timeout", (
-                f"the example did not finish within {limit}, and the process stopped answering {during}: the "
-                "timeout could not interrupt it (SIGALRM blocked, or native code that never returns to Python), "
-                f"so the checker killed it and its workers after {stall.waited:.1f} s")
-        code = -signal.SIGKILL if code is None else code
-        killed_by, _ = describe_exit(code)
-        if code >= 0:
-            return killed_by, (f"the loader ended the process with exit code {code} {during} (os._exit, or "
-                               "exit() in native code)")
-        if -code in CRASH_SIGNALS:
-            return killed_by, f"the loader killed the process with {killed_by} {during}"
-        got = f"the process was killed by {killed_by} {during}, not by the checker"
-        if -code == signal.SIGKILL:
-            got += " (the kernel's out-of-memory killer sends SIGKILL when the machine runs out of memory)"
-        return killed_by, got
+            return "timeout", no_answer(2 * (self.timeout or 0) + COMMAND_GRACE, during=during, then=killed)
+        return death(-signal.SIGKILL if code is None else code, during=during)
 
     def start(self) -> None:
         try:
@@ -370,6 +363,3 @@ class PendingSibling:
             "the fresh process was forked from the checker, so it shares the checker's string hash seed (a "
             f"loader whose order depends on it is not caught): {why}")
 
-
-def _size(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"

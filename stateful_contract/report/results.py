@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..profiles import DEFAULT_PROFILE
 from ..repro.impact import Impact
 from ..repro.outcome import ClauseViolation, Outcome, Status
-from ..spellings import hint_remove_expected
+from ..spellings import Hint
 from ..terms import CONTRACT_VERSION  # not .clauses: a saved report reads without the engine (the badge)
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class ClauseResult(Outcome):
         elif self.status == "passed":
             self.status = "unexpected-pass"
             self.heading, self.detail = (f"{self.id} was declared an expected failure ({reason!r}) but passed: "
-                                         f"remove the declaration ({hint_remove_expected(self.id)})"), ""
+                                         f"remove the declaration ({Hint('expected_failures', self.id, form='remove')})"), ""
 
 
 @dataclass

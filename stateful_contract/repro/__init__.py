@@ -19,8 +19,9 @@ else under ``stateful_contract._*`` may change.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_exports
 
 if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from ..config import LoaderConfig as LoaderConfig
@@ -68,66 +69,23 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .trainer_steps import into_cut_short_pass as into_cut_short_pass
     from .whole_epochs import assert_each_sample_once as assert_each_sample_once
 
-#: Public name -> the module (relative to this package) that defines it: imported on first use, so a
-#: module that needs one part of the scenario language (the report needs `impact`) does not import all of
-#: it, and torch with it.
-_EXPORTS = {
-    "assert_protocol": ".compare",
-    "assert_refused": ".compare",
-    "assert_same_stream": ".compare",
-    "assert_str_keyed_dict": ".compare",
-    "assert_unchanged": ".compare",
-    "drawn_through": ".consumption",
-    "assert_no_epoch_lost": ".epoch_compare",
-    "assert_same_epochs": ".epoch_compare",
-    "LoopPoint": ".epoch_steps",
-    "epoch_loop": ".epoch_steps",
-    "epoch_setter": ".epoch_steps",
-    "loop_checkpoint": ".epoch_steps",
-    "set_epoch": ".epoch_steps",
-    "take_epochs": ".epoch_steps",
-    "uninterrupted_loop": ".epoch_steps",
-    "BAD_STATES": ".state_steps",
-    "ROUND_TRIPS": ".state_steps",
-    "bad_state": ".state_steps",
-    "load_and_iterate": ".state_steps",
-    "load_checkpoint": ".state_steps",
-    "round_trip": ".state_steps",
-    "save_checkpoint": ".state_steps",
-    "snapshot": ".state_steps",
-    "RESUME_EPOCHS": ".steps",
-    "LoaderError": ".steps",
-    "Position": ".steps",
-    "advance": ".steps",
-    "checkpoint": ".steps",
-    "epoch_lengths": ".steps",
-    "fresh": ".steps",
-    "iterate_on": ".steps",
-    "load": ".steps",
-    "state_of": ".steps",
-    "stream": ".steps",
-    "stream_calling_state_dict": ".steps",
-    "take": ".steps",
-    "uninterrupted": ".steps",
-    "AsStateful": ".trainer_steps",
-    "cut_short": ".trainer_steps",
-    "dcp_load": ".trainer_steps",
-    "dcp_save": ".trainer_steps",
-    "into_cut_short_pass": ".trainer_steps",
-    "assert_each_sample_once": ".whole_epochs",
-    "LoaderConfig": "..config",
-}
+#: Public name -> the module (relative to this package) that defines it: imported on first use
+#: (`lazy_exports`), so a module that needs one part of the scenario language (the report needs `impact`)
+#: does not import all of it, and torch with it.
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, globals(), (
+    (".compare", ("assert_protocol", "assert_refused", "assert_same_stream", "assert_str_keyed_dict",
+                  "assert_unchanged")),
+    (".consumption", ("drawn_through",)),
+    (".epoch_compare", ("assert_no_epoch_lost", "assert_same_epochs")),
+    (".epoch_steps", ("LoopPoint", "epoch_loop", "epoch_setter", "loop_checkpoint", "set_epoch", "take_epochs",
+                      "uninterrupted_loop")),
+    (".state_steps", ("BAD_STATES", "ROUND_TRIPS", "bad_state", "load_and_iterate", "load_checkpoint", "round_trip",
+                      "save_checkpoint", "snapshot")),
+    (".steps", ("RESUME_EPOCHS", "LoaderError", "Position", "advance", "checkpoint", "epoch_lengths", "fresh",
+                "iterate_on", "load", "state_of", "stream", "stream_calling_state_dict", "take", "uninterrupted")),
+    (".trainer_steps", ("AsStateful", "cut_short", "dcp_load", "dcp_save", "into_cut_short_pass")),
+    (".whole_epochs", ("assert_each_sample_once",)),
+    ("..config", ("LoaderConfig",)),
+))
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])

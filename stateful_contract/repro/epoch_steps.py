@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import LoaderConfig
-from ..spellings import hint_epoch_hook
+from ..spellings import Hint
 from .compare import Segment
 from .consumption import loader_class
 from .recording import recorded
@@ -48,7 +48,7 @@ def set_epoch(loader: Any, epoch: int, *, hook: str = DEFAULT_HOOK) -> None:
     if where is None and hook == DEFAULT_HOOK:
         raise NotJudgeable(f"{loader_class(loader).__name__} has no set_epoch (not on the loader, its sampler or its "
                            "batch_sampler): the set_epoch loop does not apply to it (SC10 judges its epochs); if "
-                           f"the trainer calls another method at each epoch, declare it ({hint_epoch_hook('NAME')})")
+                           f"the trainer calls another method at each epoch, declare it ({Hint('epoch_hook', 'NAME')})")
     if where is None:
         raise LoaderError(f"loader.{hook}({epoch})", AttributeError(
             f"{loader_class(loader).__name__} has no {hook} (the declared epoch hook), not on the loader, its sampler "

@@ -8,7 +8,7 @@ import traceback
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-from ..spellings import hint_timeout
+from ..spellings import Hint
 from .impact import Impact, loud, where_of
 
 # steps (and through it the config's datasets) imports torch: imported by the two functions that map a
@@ -151,7 +151,7 @@ def outcome_of(error: BaseException, *, heading: str, rank: int | None = None,
         during = _call_in_progress(error)
         expected, got = "each example to finish", (
             f"the loader hung{f' during {during}' if during else ''}: {error}; the run went on with the next clause "
-            f"({hint_timeout()} sets the limit)")
+            f"({Hint('timeout')} sets the limit)")
         trace = ""
         impact = loud(during, "hangs: the job stops")  # a hang at resume stops the job as a crash does
     elif isinstance(error, EndlessPass):

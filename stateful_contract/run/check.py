@@ -34,7 +34,7 @@ from ..report.results import Report
 from ..repro.consumption import drawn_through
 from ..repro.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ..search.loop import Executor
-from ..spellings import hint_clauses, hint_exitfirst, in_face
+from ..spellings import Hint
 from .clause_loop import Progress, _Run
 from .options import CheckKeywords, CheckOptions
 
@@ -163,17 +163,12 @@ def check(
                     endless=run.endless)
     left = [r.id for r in report.results if r.status == "not-judged" and r.id in selected]
     if interrupted and left:
-        report.notes.append(f"to judge only the clauses left: {hint_clauses(*left)}")
+        report.notes.append(f"to judge only the clauses left: {Hint('clauses', tuple(left))}")
     if run.stopped_at is not None:
         not_run = run.not_run()
-        report.notes.append(f"stopped at the first failure, {run.stopped_at} ({hint_exitfirst()}): "
+        report.notes.append(f"stopped at the first failure, {run.stopped_at} ({Hint('exitfirst', True)}): "
                             f"{len(not_run)} clause{'s' if len(not_run) != 1 else ''} not run"
-                            + (f" ({', '.join(not_run)}); to judge them: {hint_clauses(*not_run)}" if not_run else ""))
-    for r in report.results:  # every hint in the words of the face the check runs from
-        r.heading, r.detail, r.got, r.expected, r.context = map(in_face, (r.heading, r.detail, r.got, r.expected,
-                                                                        r.context))
-        r.notes = [in_face(n) for n in r.notes]
-    report.notes = [in_face(n) for n in report.notes]
+                            + (f" ({', '.join(not_run)}); to judge them: {Hint('clauses', tuple(not_run))}" if not_run else ""))
     if interrupted:
         raise CheckInterrupted(report)
     return report

@@ -23,7 +23,7 @@ from ..repro.outcome import Outcome, unjudged_by
 from ..search.example import ExampleRun, LoadFormProbe, LoadProbe
 from ..search.loop import Executor, judge_runs, replay_one, search
 from ..search.plans import epoch_ends_only
-from ..spellings import hint_exitfirst
+from ..spellings import Hint
 from .options import CheckOptions
 
 __all__ = ["Progress"]
@@ -390,7 +390,7 @@ class _Run:
             return ClauseResult.of(c, Outcome("not-judged", detail=why))
         if c.id in self.not_run():
             return ClauseResult.of(c, Outcome("not-judged", detail=(
-                f"not run: the check stopped at the first failure, {self.stopped_at} ({hint_exitfirst()})")))
+                f"not run: the check stopped at the first failure, {self.stopped_at} ({Hint('exitfirst', True)})")))
         return ClauseResult.of(c, Outcome("skipped", detail=c.skip_reason))
 
 

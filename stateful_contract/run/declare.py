@@ -12,20 +12,16 @@ import argparse
 from typing import Any, get_args
 
 from ..clauses.distributed import CheckpointLayout
+from ..spellings import OPTIONS
 
 __all__ = ["add_declaration_arguments", "declarations_of"]
 
 
 def add_declaration_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--fixed-global-batch", action="store_true",
-                        help="declare that the trainer keeps the global batch fixed when the world size changes "
-                             "(per-rank batch = global / ranks, as OLMo-core and Megatron do): SC31 resumes so")
-    parser.add_argument("--joins-uneven-inputs", action="store_true",
-                        help="declare that the trainer handles ranks with uneven batch counts (DDP's Join): SC32 "
-                             "does not apply")
-    parser.add_argument("--checkpoint-layout", choices=list(get_args(CheckpointLayout)), default=None,
-                        help="declare how the trainer saves the loader's state on several ranks (per-rank-files: "
-                             "each rank torch.saves its own, as MindSpeed-MM): SC30 judges that layout alone")
+    for keyword, how in (("fixed_global_batch", {"action": "store_true"}),
+                         ("joins_uneven_inputs", {"action": "store_true"}),
+                         ("checkpoint_layout", {"choices": list(get_args(CheckpointLayout)), "default": None})):
+        parser.add_argument(*OPTIONS[keyword].flags, help=OPTIONS[keyword].help, **how)  # the one table's words
 
 
 def declarations_of(args: argparse.Namespace) -> dict[str, Any]:

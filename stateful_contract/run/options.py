@@ -28,7 +28,7 @@ from ..isolation.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ..profiles import DEFAULT_PROFILE, PROFILES
 from ..repro.epoch_steps import DEFAULT_HOOK
 from ..search.plans import Alignment
-from ..spellings import hint_expected_failures, in_face
+from ..spellings import Hint
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -170,7 +170,7 @@ class CheckOptions:
             tier = TIERS[lookup(cid).tier]
             if self.world_size < tier.min_world_size:
                 raise OptionError("clauses", f"names {cid}, a clause of the {tier.name} tier, which needs at "
-                                             f"least {tier.min_world_size} ranks ({in_face(tier.skip_text)})")
+                                             f"least {tier.min_world_size} ranks ({tier.skip_text})")
         for name in ("timeout", "run_timeout"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
@@ -209,7 +209,7 @@ class CheckOptions:
                 out[key] = str(reason)
             elif key not in unknown:
                 unknown.append(key)
-                warnings.warn(f"{in_face(hint_expected_failures())} names {key!r}, which is no clause of the "
+                warnings.warn(f"{Hint('expected_failures', form='name')} names {key!r}, which is no clause of the "
                               f"contract (known: {', '.join(sorted(known))})", UnknownClauseWarning, stacklevel=4)
         object.__setattr__(self, "unknown_expected", tuple(unknown))
         return out

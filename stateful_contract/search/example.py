@@ -20,7 +20,7 @@ from ..repro.outcome import ClauseViolation, Outcome, outcome_of
 from ..repro.recording import Program, recording
 from ..repro.steps import RESUME_EPOCHS, Factory, LoaderError, LoadForm, Position
 from ..repro.vocabulary import Point, into_window
-from ..spellings import hint_alignment
+from ..spellings import Hint
 from .plans import Alignment, RankLengths, expected_bounds, on_rank
 
 __all__ = ["GENERATOR_ITER", "ClauseLike", "Example", "ExampleRun", "LoadFormProbe", "World",
@@ -230,7 +230,7 @@ def _attach_hints(error: BaseException, plan: Any, example: Example, timeout: fl
             and (into := into_window(position.batches, window)) and position.kind(lengths) == "mid-epoch"):
         hints.append(f"Hint: this state was taken inside a grad-acc window (after {into}"
                      f" of its {window} batches). A wrapper exact only at window boundaries can declare so "
-                     f"({hint_alignment()}; the report and the badge show it); otherwise its state must hold "
+                     f"({Hint('checkpoint_alignment', 'window')}; the report and the badge show it); otherwise its state must hold "
                      "the position inside the window: "
                      + doc("clauses.md", "sc10-resume-continues-the-stream"))
     for hint in hints:

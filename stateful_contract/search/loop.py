@@ -248,6 +248,8 @@ class _Counting:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.executor, name)
 
+    # Not mere forwards: each keeps the example for the database and counts its coverage, and tells an
+    # interrupt (Ctrl-C) from the loader's own failure.
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         with _not_the_loaders_passed_on():
             lengths = self.executor.lengths(clause, config)

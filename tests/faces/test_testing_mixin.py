@@ -181,7 +181,7 @@ def test_a_loader_that_kills_its_process_fails_that_clause_not_the_pytest_run(py
         "        return misbehaving.SegfaultsInLoad(config)\n"))
     result = pytester.runpytest("-k", "SC01 or SC02 or SC03")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*Got: the loader killed the process with SIGSEGV during loader.load_state_dict(state)*",
+    result.stdout.fnmatch_lines(["*Got: the process was killed by signal SIGSEGV during loader.load_state_dict(state): the loader crashed it*",
                                  "*load(loader_2, state)  # <- the process died here (SIGSEGV)*"])
 
 

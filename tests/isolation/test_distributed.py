@@ -333,7 +333,7 @@ def test_a_rank_that_hangs_for_good_is_killed_with_every_process_of_the_run(tmp_
     assert sc30.status == "failed"
     # Killed once rank 1's status board shows its example timeout passed (2 s and a 1 s grace, counted
     # from the example's start on the rank), not at the run's timeout: that would say "did not finish within".
-    assert "rank 1 did not finish its example within 2 s and stopped answering" in sc30.message
+    assert "the example did not finish within 2 s, and rank 1 stopped answering" in sc30.message
     assert sc30.killed_by == "timeout"
     assert "\n  rank 1: building a loader, during factory(config)" in sc30.message  # where it was
     waited = float(sc30.message.partition("killed the run, every rank and its workers, after ")[2].partition(" s")[0])

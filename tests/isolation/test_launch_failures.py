@@ -59,7 +59,7 @@ def test_a_rank_that_died_is_blamed_over_a_rank_whose_connection_broke(
     failures = [reset(rank0_at), died(rank1_at)]
     if not rank0_arrives_first:
         failures.reverse()
-    outcome = LaunchOutcome(failed_phase="save", failures=failures)
+    outcome = LaunchOutcome(failures=failures)
     cause, consequence = order_failures(outcome.failures)
     assert (cause.rank, cause.kind, consequence.rank, consequence.kind) == (1, OWN, 0, COMMUNICATION)
     text = outcome.describe()
@@ -78,7 +78,7 @@ def test_the_verdict_does_not_depend_on_the_arrival_order(order: tuple[int, ...]
             RankFailure(rank=2, phase="save", exitcode=3, error="", doing="y", exited_at=T + 0.03)]
     ordered = order_failures([made[i] for i in order])
     assert [(f.rank, f.kind) for f in ordered] == [(2, OWN), (0, COMMUNICATION), (1, STOPPED)]
-    text = LaunchOutcome(failed_phase="save", failures=[made[i] for i in order]).describe()
+    text = LaunchOutcome(failures=[made[i] for i in order]).describe()
     assert text.splitlines()[0].startswith("rank 2 exited with code 3")
     assert text.splitlines()[2] == ("then rank 1 was killed by signal SIGTERM "
                                     "(stopped by the checker once a rank had failed)")

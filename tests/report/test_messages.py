@@ -31,18 +31,7 @@ from stateful_contract.repro.epoch_steps import LoopPoint
 from stateful_contract.repro.steps import Position
 from stateful_contract.search.example import GENERATOR_ITER
 from stateful_contract.search.plans import Checkpoint
-from stateful_contract.spellings import (
-    hint_alignment,
-    hint_clauses,
-    hint_expect_fail,
-    hint_memory_limit,
-    hint_remove_expected,
-    hint_strict,
-    hint_timeout,
-    hint_world_size,
-    in_face,
-    speaking,
-)
+from stateful_contract.spellings import OPTIONS, Hint, speaking
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_PROCESS = ConfigSpace(num_workers=(0,))
@@ -157,8 +146,10 @@ def test_a_state_inside_a_grad_acc_window_is_told_about_the_window_declaration()
 
 # -- each face's own form -----------------------------------------------------------------------
 
-HINTS = [hint_expect_fail("SC23", "torchdata F13"), hint_remove_expected("SC17"), hint_alignment(),
-         hint_alignment("4"), hint_clauses("SC10"), hint_clauses("SC10", "SC13"), hint_strict(), hint_world_size(2)]
+HINTS = [Hint("expected_failures", {"SC23": "torchdata F13"}), Hint("expected_failures", "SC17", form="remove"),
+         Hint("checkpoint_alignment", "window"), Hint("checkpoint_alignment", 4), Hint("clauses", ("SC10",)),
+         Hint("clauses", ("SC10", "SC13")), Hint("strict", True), Hint("world_size", 2), Hint("epoch_hook", "NAME"),
+         Hint("joins_uneven_inputs", True), Hint("checkpoint_layout", "per-rank-files")]
 
 
 def check_keywords() -> set[str]:
@@ -166,33 +157,60 @@ def check_keywords() -> set[str]:
     return set(inspect.signature(check).parameters) | {f.name for f in dataclasses.fields(CheckOptions)}
 
 
-@pytest.mark.parametrize("hint", HINTS)
-def test_each_hint_is_a_real_option_of_each_face(hint: str) -> None:
-    cli = in_face(hint, "cli")
+@pytest.mark.parametrize("hint", HINTS, ids=repr)
+def test_each_hint_is_a_real_option_of_each_face(hint: Hint) -> None:
+    cli = hint.spelled("cli")
     if not cli.startswith("drop "):  # the others are options `check` accepts as written
         _parser().parse_args(["check", "pkg:factory", *shlex.split(cli)])
-    python = in_face(hint, "python")
+    python = hint.spelled("python")
     if python.startswith("check("):
         call = ast.parse(python.replace("...", "target"), mode="eval").body
         assert isinstance(call, ast.Call)
         assert {k.arg for k in call.keywords} <= check_keywords(), python
     with speaking("pytest", "TestMyLoader"):
-        under_pytest = in_face(hint)
+        under_pytest = str(hint)
     named = re.findall(r"\b([a-z_]+) = ", under_pytest) + re.findall(r"TestMyLoader\.([a-z_]+)", under_pytest)
     assert all(hasattr(StatefulLoaderContract, n) for n in named), under_pytest
     assert named or under_pytest.startswith("-k "), under_pytest
-    assert len({cli, python, under_pytest}) == 3 and "\u27e6" not in cli + python + under_pytest
+    assert len({cli, python, under_pytest}) == 3
 
 
-@pytest.mark.parametrize("hint", [hint_timeout(), hint_memory_limit()], ids=["timeout", "memory-limit"])
-def test_each_limit_a_message_names_is_an_option_of_each_face(hint: str) -> None:
+@pytest.mark.parametrize("hint", [Hint("timeout"), Hint("memory_limit")], ids=["timeout", "memory-limit"])
+def test_each_limit_a_message_names_is_an_option_of_each_face(hint: Hint) -> None:
     """The engine's messages name a limit without its value ("--timeout sets the limit"): each spelling is one."""
-    _parser().parse_args(["check", "pkg:factory", in_face(hint, "cli"), "1"])
-    call = ast.parse(in_face(hint, "python").replace("...", "target"), mode="eval").body
+    _parser().parse_args(["check", "pkg:factory", hint.spelled("cli"), "1"])
+    call = ast.parse(hint.spelled("python").replace("...", "target"), mode="eval").body
     assert isinstance(call, ast.Call) and {k.arg for k in call.keywords} <= check_keywords()
     with speaking("pytest", "TestMyLoader"):
-        attribute = re.fullmatch(r"([a-z_]+) = \.\.\. on TestMyLoader", in_face(hint))
+        attribute = re.fullmatch(r"([a-z_]+) = \.\.\. on TestMyLoader", str(hint))
     assert attribute is not None and hasattr(StatefulLoaderContract, attribute.group(1))
+
+
+def test_the_command_line_is_built_from_the_one_table_of_spellings() -> None:
+    """Each option of the table is a `check` keyword, a flag of ``check`` with the table's help, and (but the
+    clauses, selected with ``-k``, the seed, ``--stateful-contract-seed``, and the consumption, a method
+    ``consume`` the class defines) an attribute of the mixin."""
+    actions = {a.option_strings[-1]: a for a in _parser()._subparsers._group_actions[0].choices["check"]._actions
+               if a.option_strings}
+    for keyword, option in OPTIONS.items():
+        assert keyword in check_keywords(), keyword
+        assert actions[option.flag].option_strings == list(option.flags) and actions[option.flag].help == option.help
+        with speaking("pytest", "TestMyLoader"):
+            attribute = str(Hint(keyword, form="name")).removeprefix("TestMyLoader.")
+        assert keyword in ("clauses", "seed", "consume") or hasattr(StatefulLoaderContract, attribute), keyword
+    with pytest.raises(ValueError, match="no option"):
+        Hint("time_out")
+
+
+def test_the_distributed_commands_spell_their_hints_as_a_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stateful_contract.faces.distributed import __main__ as distributed_main
+    from stateful_contract.faces.distributed import in_world
+
+    said: list[str] = []
+    for face in (distributed_main, in_world):
+        monkeypatch.setattr(face, "_main", lambda argv: said.append(str(Hint("timeout"))) or 0)
+        assert face.main([]) == 0
+    assert said == ["--timeout", "--timeout"] and str(Hint("timeout")) == "check(..., timeout=...)"
 
 
 def test_a_stale_declaration_says_how_to_remove_it_in_the_words_of_the_face_it_ran_from(capsys: Any) -> None:

@@ -25,12 +25,18 @@ from ...isolation.target import TargetError
 from ...report.render import plural, render_result
 from ...run.check import FactoryError
 from ...run.declare import declarations_of
+from ...spellings import speaking
 from . import check_world, in_world
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with speaking("cli"):  # every hint names a command line's options, as `stateful-contract check`'s do
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_given = list(sys.argv[1:] if argv is None else argv)
     if args_given[:1] == ["run"]:  # inside a world the user's launcher started
         in_world.exit_now(in_world.main(args_given[1:]))

@@ -38,7 +38,8 @@ from ...config import LoaderConfig
 from ...isolation.noise import ignore_set_vital
 from ...isolation.processes import alive
 from ...isolation.ranks import default_run_timeout
-from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launcher_env, local_pids
+from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launcher_env
+from ...isolation.ranks.world import local_pids
 from ...isolation.target import TargetError
 from ...profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from ...report.render import render_report
@@ -46,6 +47,7 @@ from ...report.results import Report
 from ...repro.steps import Position
 from ...run.check import CheckInterrupted, FactoryError
 from ...run.declare import add_declaration_arguments, declarations_of
+from ...spellings import speaking
 from ..replay import ReplayError, parse_value
 from . import check_world, phases
 
@@ -130,6 +132,11 @@ def _launch_line(world_size: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with speaking("cli"):  # every rank's hints name a command line's options
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     args.replay = replay_of(parser, args)

@@ -30,18 +30,14 @@ def default_run_timeout(profile: Profile, clauses: int) -> float:
     return 120.0 + 2 * clauses * (0.25 * profile.examples + 2.0 * profile.worker_examples)
 
 
-def rank_executor(target: str, *, world_size: int, factory_import: str, alignment: Alignment,
-                  timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
-                  run_timeout: float | None = None,
-                  memory_limit: int | None = DEFAULT_MEMORY_LIMIT, consume: str | None = None) -> Ranks | InWorld:
-    """The multi-rank executor: the world this process joined (`InWorld.joined`), else a `Ranks` of its own."""
-    if InWorld.joined is not None:
-        world, mode, launch = InWorld.joined
-        return InWorld(target, world=world, mode=mode, factory_import=factory_import, alignment=alignment,
-                       timeout=timeout, launch=launch, consume=consume)
-    return Ranks(target, world_size=world_size, factory_import=factory_import, alignment=alignment, timeout=timeout,
-                 profile=profile, clauses=clauses, run_dir=run_dir, run_timeout=run_timeout,
-                 memory_limit=memory_limit, consume=consume)
+def rank_executor(target: str, **options: Any) -> Ranks | InWorld:
+    """The multi-rank executor: the world this process joined (`InWorld.joined`), which takes the example's
+    options alone, else a `Ranks` of its own (``options``: its keywords)."""
+    if InWorld.joined is None:
+        return Ranks(target, **options)
+    world, mode, launch = InWorld.joined
+    return InWorld(target, world=world, mode=mode, launch=launch,
+                   **{name: options[name] for name in ("factory_import", "alignment", "timeout", "consume")})
 
 
 class Ranks(RankExecutor):

@@ -12,7 +12,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..processes import describe_exit
+from ..processes import death, describe_exit, growth, hang, no_answer
 
 __all__ = ["COMMUNICATION", "KILLED", "OWN", "STOPPED", "LaunchOutcome", "RankFailure", "order_failures"]
 
@@ -57,9 +57,9 @@ class RankFailure:
         return describe_exit(self.exitcode)[1] if self.exitcode is not None else "exited with code None"
 
     def describe(self) -> str:
-        text = f"rank {self.rank} {self.how} in the {self.phase} phase, while {self.doing or 'starting up'}"
-        if self.error:
-            text += f": {self.error}"
+        during = f" in the {self.phase} phase, while {self.doing or 'starting up'}"
+        text = death(self.exitcode, f"rank {self.rank}", during, self.error)[1] if self.exitcode is not None else (
+            f"rank {self.rank} {self.how}{during}: {self.error}")
         if self.stderr_tail:
             text += "\n  last lines of its stderr:\n    " + "\n    ".join(self.stderr_tail.splitlines())
         return text
@@ -111,7 +111,6 @@ class LaunchOutcome:
     """What happened to the ranks: from the checker's record of its ranks, or (``in_world``) as rank 0 of the
     user's launcher's world sees it (`InWorld`): no exit codes, but its collective's ``error``."""
 
-    failed_phase: str | None = None
     #: The ranks that failed, the cause first (`order_failures`).
     failures: list[RankFailure] = field(default_factory=list)
     timed_out: bool = False
@@ -156,20 +155,14 @@ class LaunchOutcome:
             then = (f"; after {waited:.1f} s rank 0 stopped waiting, reported, and exits, and the launcher stops "
                     "the other ranks." if self.in_world else
                     f", so the checker killed the run, every rank and its workers, after {waited:.1f} s.")
-            return self.where_each_rank_was(
-                f"rank {rank} did not finish its example within {timeout:g} s and stopped answering: the timeout "
-                f"could not interrupt it (SIGALRM blocked, or native code that never returns to Python){then}")
+            return self.where_each_rank_was(hang(timeout, f"rank {rank}", then=then))
         if self.memory is not None:
             rank, grown, limit = self.memory
-            return self.where_each_rank_was(
-                f"rank {rank}'s processes grew by {grown / (1 << 20):.0f} MiB during the example, over the memory "
-                f"limit of {limit / (1 << 20):.0f} MiB; the checker killed the run.")
+            return self.where_each_rank_was(growth(grown, limit, f"rank {rank}'s processes", " during the example",
+                                                 "; the checker killed the run."))
         if self.command_limit is not None:
-            return self.where_each_rank_was(
-                f"the ranks did not answer one command within {self.command_limit:g} s, a command's limit (twice "
-                "the example timeout, and a grace for start-up and collectives); " + (
-                    "rank 0 stopped waiting." if self.in_world else
-                    "the checker killed the run (with all its processes)."))
+            return self.where_each_rank_was(no_answer(self.command_limit, "the ranks", then="; " + (
+                "rank 0 stopped waiting." if self.in_world else "the checker killed the run (with all its processes).")))
         if self.timed_out:
             return self.where_each_rank_was(
                 f"the ranks did not answer within {self.timeout:.0f} s; rank 0 stopped waiting." if self.in_world

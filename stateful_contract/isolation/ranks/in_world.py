@@ -10,7 +10,6 @@ import contextlib
 import datetime
 import os
 import re
-import socket
 import stat
 import tempfile
 import time
@@ -21,17 +20,16 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed as dist
 
-from ...repro import status, steps
+from ...repro import steps
 from ...repro.guard import frozen
 from ...search.plans import Alignment
 from ..processes import alive
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome, RankFailure
-from .launch import board_path, where_ranks_were
-from .world import Handler, World
+from .launch import where_ranks_were
+from .world import Handler, World, local_pids
 
-__all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launcher_env", "local_pids", "private_dir",
-           "private_run_dir"]
+__all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launcher_env", "private_dir", "private_run_dir"]
 
 #: ``MASTER_PORT`` when the launcher gives none (SLURM and Open MPI do not): torchrun's default.
 DEFAULT_PORT = "29500"
@@ -124,12 +122,6 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def local_pids(run_dir: Path, world_size: int) -> dict[int, int]:
-    """The process of each rank that runs on this host (its status log's first line), by rank."""
-    boards = {rank: status.read(board_path(run_dir, rank)) for rank in range(world_size)}
-    return {rank: board.pid for rank, board in boards.items() if board.pid and board.host == socket.gethostname()}
-
-
 def follow(world: World) -> Any:
     """A rank other than 0: rank 0's commands, run by a handler built from its spec; its last word,
     ``(STOP, exit status)``."""
@@ -216,7 +208,7 @@ class InWorld(RankExecutor):
         gone = [rank for rank in range(1, self.world_size) if rank in local and not alive(local[rank])]
         text = "" if error is None else f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
         failures = [RankFailure(r, "in-world", None, "its process ended", doing[r]) for r in gone]
-        return LaunchOutcome(failed_phase="in-world" if error is not None else None, failures=failures, doing=doing,
+        return LaunchOutcome(failures=failures, doing=doing,
                              programs=programs, in_world=True, error=text)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:

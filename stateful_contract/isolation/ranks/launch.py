@@ -6,7 +6,9 @@ torch/distributed/elastic/agent/server/local_elastic_agent.py, ``SubprocessHandl
 torch/distributed/elastic/multiprocessing/subprocess_handler/subprocess_handler.py). The checker keeps one end
 of a socket pair per rank (`multiprocessing.connection`: one transport, no port, no relay) and sends each
 command to every rank itself; the ranks form their gloo group among themselves for the loader's collectives
-only. Why, and how a hang is ended from outside: docs/distributed.md, "Ranks that raise, die or hang".
+only. Why, and how a hang is ended from outside: docs/distributed.md, "Ranks that raise, die or hang". What
+a rank sees besides (torchrun's variables, `torchrun_env`; the user's command's directory, import path and
+arguments, `of_caller`, set in the rank before any of the user's code runs): "What a rank sees".
 """
 
 from __future__ import annotations
@@ -20,21 +22,20 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from ...repro import status
 from ..processes import MARKER_ENV, fault_excerpt, kill_marked
-from .as_torchrun import of_caller, torchrun_env
 from .failures import LaunchOutcome, RankFailure, order_failures
 
-__all__ = ["JOINING", "SPEC_FILE", "Phase", "board_path", "where_ranks_were"]
+__all__ = ["JOINING", "SPEC_FILE", "Phase", "board_path", "of_caller", "torchrun_env", "where_ranks_were"]
 
 #: How a rank's status starts until it has joined.
 JOINING = "joining the gloo process group"
-#: What every rank reads first: `world.RankSpec`, the caller's process (`as_torchrun.of_caller`), the timeout.
+#: What every rank reads first: `world.RankSpec`, the caller's process (`of_caller`), the timeout.
 SPEC_FILE = "launch.json"
 #: Seconds the other ranks get to end on their own once one rank is gone (their own error is then theirs).
 SETTLE = 1.0
@@ -47,6 +48,40 @@ _BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
 def board_path(run_dir: Path, rank: int) -> Path:
     """``rank``'s status log (`stateful_contract.repro.status`): its call into the loader, its program."""
     return run_dir / "status" / f"rank{rank}.board"
+
+
+def of_caller() -> dict[str, Any]:
+    """What the process that runs the check gives the user's code, for its ranks to give it too."""
+    return {"cwd": os.getcwd(), "sys_path": list(sys.path), "argv": list(sys.argv)}
+
+
+def torchrun_env(rank: int, world_size: int, port: int, run_id: str, error_file: Path) -> dict[str, str]:
+    """What ``torchrun --nproc-per-node world_size`` adds to rank ``rank``'s environment on one node (torch
+    v2.13.0: ``LocalElasticAgent._start_workers`` and ``_set_local_rank_env``, torch/distributed/run.py's
+    ``OMP_NUM_THREADS``, ``elastic_launch``'s ``TORCHELASTIC_SIGNALS_TO_HANDLE``). Not yet
+    ``TORCHELASTIC_USE_AGENT_STORE``: there is no agent's store, rank 0 hosts it (`world.rank_main` sets it
+    once the group is formed, before the user's code)."""
+    env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
+           "ROLE_NAME": "default", "LOCAL_WORLD_SIZE": str(world_size), "WORLD_SIZE": str(world_size),
+           "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
+           "TORCHELASTIC_RUN_ID": run_id, "TORCH_NCCL_ASYNC_ERROR_HANDLING":
+               os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+           "TORCHELASTIC_ERROR_FILE": str(error_file)}
+    if (signals := _signals_to_handle()) is not None:
+        env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = signals
+    if "OMP_NUM_THREADS" not in os.environ and world_size > 1:
+        env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _signals_to_handle() -> str | None:
+    """What ``elastic_launch`` writes into its own environment, which torchrun's ranks inherit:
+    ``LaunchConfig.signals_to_handle``'s default (torch/distributed/launcher/api.py; None in a torch without it)."""
+    from torch.distributed.launcher.api import LaunchConfig
+
+    found = {f.name: f for f in fields(LaunchConfig)}.get("signals_to_handle")
+    return None if found is None else str(found.default)
 
 
 def _free_port() -> int:
@@ -156,7 +191,7 @@ class Phase:
         doing, programs = where_ranks_were(self.run_dir, len(self.procs))
         failures = order_failures([self._failure(rank, doing.get(rank, "")) for rank, proc in enumerate(self.procs)
                                    if proc.returncode != 0])
-        return LaunchOutcome(failed_phase=self.name if failures else None, failures=failures, doing=doing,
+        return LaunchOutcome(failures=failures, doing=doing,
                              programs=programs, timed_out=timed_out and not failures, timeout=timeout)
 
     def _failure(self, rank: int, doing: str) -> RankFailure:

@@ -12,26 +12,27 @@ import json
 import os
 import pickle
 import socket
+import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import torch.distributed as dist
 
 from ...config import LoaderConfig
 from ...repro import progress, status, steps
 from ...repro.guard import frozen
+from ...spellings import Face, current
 from .. import executors
 from ..noise import ignore_set_vital
 from ..supervised import POLL
-from .as_torchrun import as_under_torchrun
 from .launch import JOINING, SPEC_FILE, board_path
 
-__all__ = ["STOP", "Handler", "RankSpec", "World", "rank_main"]
+__all__ = ["STOP", "Handler", "RankSpec", "World", "local_pids", "rank_main"]
 
 #: The command that ends a follower's loop.
 STOP = "stop"
@@ -50,29 +51,16 @@ class World:
 
     def __post_init__(self) -> None:
         status.install(status.Board(board_path(self.run_dir, self.rank)))  # read if the rank dies or hangs
-        progress.share_with(self.ranks_here)  # a rank asleep in a collective waits on the others
+        # A rank asleep in a collective waits on the others.
+        progress.share_with(lambda: list(local_pids(self.run_dir, self.world_size).values()))
 
-    def ranks_here(self) -> list[int]:
-        """The pids of the world's ranks on this host (from their status logs)."""
-        host = socket.gethostname()
-        return [pid for pid, on in (status.writer(board_path(self.run_dir, r)) for r in range(self.world_size))
-                if pid and on == host]
-
-    def status(self, doing: str) -> None:
-        """Record what this rank is doing, for the message if it dies or hangs."""
-        status.note(doing)
-
-    def call(self, command: Any, handler: Handler,
-             wait: Callable[[Callable[[], bool]], None] | None = None) -> list[Any]:
-        """Leader: each rank's result of ``command``, by rank. With ``wait`` (`InWorld`), the gather runs in a
-        thread and ``wait(answered)`` returns once it has (each ``answered()`` looks up to `POLL` s) or raises."""
+    def call(self, command: Any, handler: Handler, wait: Callable[[Callable[[], bool]], None]) -> list[Any]:
+        """Leader (`InWorld`): each rank's result of ``command``, by rank. The gather runs in a thread and
+        ``wait(answered)`` returns once it has (each ``answered()`` looks up to `POLL` s) or raises."""
         assert self.rank == 0, "only rank 0 leads"
         dist.broadcast_object_list([command], src=0, group=self.group)
         mine = handler(command)
         gathered: list[Any] = [None] * self.world_size
-        if wait is None:
-            dist.gather_object(mine, gathered, dst=0, group=self.group)
-            return gathered
         failed: list[BaseException] = []
 
         def gather() -> None:
@@ -110,6 +98,12 @@ class World:
         return command
 
 
+def local_pids(run_dir: Path, world_size: int) -> dict[int, int]:
+    """The process of each rank that runs on this host (its status log's first line), by rank."""
+    here = {rank: status.writer(board_path(run_dir, rank)) for rank in range(world_size)}
+    return {rank: pid for rank, (pid, host) in here.items() if pid and host == socket.gethostname()}
+
+
 def rank_main(run_dir: str, phase: str, fd: str) -> int:
     """Every self-launched rank (`launch.Phase.start`): join the group, run the checker's commands, leave."""
     from torch.distributed.elastic.multiprocessing.errors import record
@@ -121,22 +115,24 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
     ignore_set_vital()  # a rank is a new interpreter: none of the checker's warning filters
     spec = json.loads((path / SPEC_FILE).read_text(encoding="utf-8"))
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
-    world.status(f"{JOINING} ({phase} phase)")
+    status.note(f"{JOINING} ({phase} phase)")
     # No limit of its own: the checker charges the join to the start command's limit on the ranks' progress
     # (`RankExecutor.wait`). A wall-clock one failed a correct loader whose other rank was still importing torch,
     # starved of a CPU (60 s at nice 19 beside a busy core); the group's own timeout is the run's.
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
-    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # torchrun's value (as_torchrun.torchrun_env says why)
-    as_under_torchrun(spec.get("process"))  # before any of the user's code: what its launcher's ranks see
-    world.status(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
+    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # torchrun's value (launch.torchrun_env says why)
+    caller = spec["process"]  # `launch.of_caller`: set before any of the user's code, as its launcher's ranks see it
+    os.chdir(caller["cwd"])
+    sys.path[:], sys.argv[:] = caller["sys_path"], caller["argv"]
+    status.note(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
     try:
         handler = Handler(world, RankSpec(**spec["ranks"]))
         with steps.references_kept(), frozen():
-            world.status("waiting for the first command")
+            status.note("waiting for the first command")
             while (command := pickle.loads(conn.recv_bytes()))[0] != STOP:
                 conn.send_bytes(pickle.dumps(handler(command)))  # plain pickle: tensors as data
-                world.status("waiting for the next command")
-        world.status(f"finished the {phase} phase")
+                status.note("waiting for the next command")
+        status.note(f"finished the {phase} phase")
         return 0
     finally:
         dist.destroy_process_group()
@@ -152,6 +148,8 @@ class RankSpec:
     timeout: float | None
     #: The declared consumption, ``module:function`` (repro/consumption.py), None: none.
     consume: str | None = None
+    #: The face the check runs from (`spellings.current`), whose words the ranks' hints are spelled in.
+    face: tuple[str, str] = field(default_factory=current)
 
 
 class Handler(executors.Handler):
@@ -165,6 +163,8 @@ class Handler(executors.Handler):
         if spec.consume is not None:
             factory = drawn_through(factory, load_consume(spec.consume))
         super().__init__(factory, spec.factory_import, spec.alignment, spec.timeout)
+        face, owner = spec.face  # a list, read back from launch.json
+        self.face = (cast(Face, face), owner)
         self.place = world
         self.on(world.rank, world.world_size)
 
@@ -173,7 +173,7 @@ class Handler(executors.Handler):
         run's directory, shared by every rank, and this process's status log."""
         self.rank, self.world_size = rank, world_size
         self.world = SimpleNamespace(rank=rank, world_size=world_size, workdir=self.place.run_dir,
-                                     status=self.place.status)
+                                     status=status.note)
         self.workdir = self.place.run_dir / "scratch" / f"rank{rank}"  # apart from the other ranks' files
 
     def config(self, config: LoaderConfig) -> LoaderConfig:
