@@ -14,9 +14,14 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+# Hypothesis is imported where it is used: the pytest plugin reads the profiles' names in every pytest run of
+# an environment that has the package, and Hypothesis' own plugin leaves Hypothesis unimported until a test
+# needs it (0.3 s of a quiet start, paid again by xdist's controller, which runs no test).
+if TYPE_CHECKING:
+    from hypothesis import settings
+    from hypothesis.database import ExampleDatabase
 
 __all__ = ["DATABASE_ENV", "PROFILES", "Profile", "example_database", "examples_home", "get_profile",
            "hypothesis_settings", "register_hypothesis_profiles", "without_local_constants"]
@@ -92,6 +97,8 @@ def example_database(profile: Profile, *parts: str) -> ExampleDatabase | None:
     home = examples_home()
     if profile.derandomize or home is None:
         return None
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
     return DirectoryBasedExampleDatabase(home / hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24])
 
 
@@ -103,6 +110,8 @@ def hypothesis_settings(profile: Profile, *, workers: bool) -> settings:
     # annotate it (7 of 9 seconds on a failing clause); our reproduction says more. Quiet: Hypothesis would
     # print "You can reproduce this failure by adding @seed(...)" after a hang or a crash; the outcome says
     # how to reproduce it, in the loader's own terms.
+    from hypothesis import HealthCheck, Phase, Verbosity, settings
+
     return settings(max_examples=profile.worker_examples if workers else profile.examples,
                     derandomize=profile.derandomize, deadline=None, database=None, verbosity=Verbosity.quiet,
                     suppress_health_check=list(HealthCheck), print_blob=False, report_multiple_bugs=False,
@@ -141,6 +150,8 @@ def without_local_constants() -> Iterator[None]:
 
 def register_hypothesis_profiles() -> None:
     """Register ``stateful-contract-<name>`` Hypothesis profiles (for ``--hypothesis-profile``)."""
+    from hypothesis import settings
+
     for p in PROFILES.values():
         settings.register_profile(f"stateful-contract-{p.name}", max_examples=p.examples,
                                   derandomize=p.derandomize, deadline=None, database=None)

@@ -2,20 +2,22 @@
 (what it adds: docs/pytest.md, "The plugin").
 
 Every pytest run in an environment that has the package imports this module, so it imports
-only `stateful_contract.profiles` (Hypothesis) itself; the engine and torch are the mixin's
-imports. (Importing any submodule also runs the package's ``__init__``.)
+only `stateful_contract.profiles` (the profiles' names) itself; Hypothesis, the engine and torch are
+the mixin's imports. Hypothesis' own plugin leaves Hypothesis unimported until a test needs it, and so
+does this one: a suite without a contract class, and xdist's controller, never import it. (Importing
+any submodule also runs the package's ``__init__``.)
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import zlib
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import settings
 
 from ..profiles import DEFAULT_PROFILE, PROFILES, register_hypothesis_profiles
 
@@ -76,11 +78,22 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(XdistHooks(config, REPORTS), "stateful_contract_xdist")
 
 
+def _current_hypothesis_profile() -> str | None:
+    """The Hypothesis profile loaded, None while Hypothesis is not imported: its plugin imports it at the start
+    of a run only to load a profile or another of its options, so no profile was chosen yet."""
+    if "hypothesis" not in sys.modules:
+        return None
+    from hypothesis import settings
+
+    return str(settings.get_current_profile_name())
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     # Hypothesis' plugin has loaded --hypothesis-profile by now (its pytest_configure runs after ours).
-    if settings.get_current_profile_name().startswith(LEGACY_PREFIX):
+    current = _current_hypothesis_profile()
+    if current is not None and current.startswith(LEGACY_PREFIX):
         session.config.issue_config_time_warning(DeprecationWarning(
-            f"--hypothesis-profile {settings.get_current_profile_name()} switches every Hypothesis test of the "
+            f"--hypothesis-profile {current} switches every Hypothesis test of the "
             "run to the contract's profile; use --stateful-contract-profile "
             f"{_legacy_profile() or DEFAULT_PROFILE} (or {PROFILE_ENV}, or the ini key {PROFILE_INI}) instead"), stacklevel=2)
 
@@ -88,7 +101,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def _legacy_profile() -> str | None:
     """The engine profile named by a loaded ``stateful-contract-<name>`` Hypothesis profile, or one
     Hypothesis derived from it (``-with-verbose-verbosity``)."""
-    current = settings.get_current_profile_name()
+    current = _current_hypothesis_profile() or ""
     name = current.removeprefix(LEGACY_PREFIX).split("-", 1)[0]
     return name if current.startswith(LEGACY_PREFIX) and name in PROFILES else None
 

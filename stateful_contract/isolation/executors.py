@@ -156,9 +156,6 @@ class Handler:
                               final=isinstance(e, (LoaderHung, steps.EndlessPass)),
                               endless=isinstance(e, steps.EndlessPass))
 
-    def kept(self) -> dict[Any, Any]:
-        return steps.kept_references()  # to lend to the parallel jobs
-
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any, load_form: LoadForm,
             by_rank: list[list[int]] | None = None) -> ExampleRun:
         # On several ranks: the lengths the plan was drawn from (the shortest over ranks) and this rank's own.
@@ -202,10 +199,6 @@ class OneProcess:
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         return [self._call(("run", clause, config, plan, self.load_form), clause)]
-
-    def kept(self) -> dict[Any, Any]:
-        answer = self._call(("kept",))  # none if its process died
-        return answer if isinstance(answer, dict) else {}
 
 
 class InProcess(OneProcess):

@@ -15,7 +15,6 @@ from ..isolation.executors import EndlessWatch, StartFailed
 from ..isolation.supervised import PendingSibling, Supervised
 from ..profiles import get_profile
 from ..report.results import ClauseResult, Status
-from ..repro import lending
 from ..repro.advice import collecting
 from ..repro.endless import NOT_ON_ENDLESS
 from ..repro.guard import raise_lost_ctrl_c
@@ -139,7 +138,7 @@ class _Run:
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
         # now, its imports overlap the search.
         pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
-                   and self.resumes_in_a_sibling(c) else None)
+                   and restarted is not None and worlds == (None,) else None)
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
         with collecting() as advised:
             passed: list[tuple[LoaderConfig, Any]] = []
@@ -243,16 +242,9 @@ class _Run:
             self.notes.append(f"{prober} was judged too: load_state_dict cannot take a state, which every clause "
                               "selected needs")
 
-    def resumes_in_a_sibling(self, c: Clause) -> bool:
-        """Whether ``c``'s fresh-process half resumes on one process (in a sibling of a supervised child)."""
-        return c.after_restart is not None and c.fresh_worlds(self.executor.world_size) == (None,)
-
     def run(self) -> None:
         # Not when stopping at the first failure: a broken loader's first failure comes long before SC10.
         order = run_order(self.selected)
-        if (isinstance(self.executor, Supervised) and not self.options.exitfirst
-                and any(self.resumes_in_a_sibling(c) for c in order)):
-            PendingSibling.warm()
         try:
             self.executor.start()
         except StartFailed as e:  # the first loader could not even be built (a hang, a dead rank)
@@ -332,22 +324,14 @@ class _Run:
             return
         load_form = self.executor.load_form
         assert self.make_executor is not None
-        # The jobs start with the uninterrupted runs taken so far (SC18's): `repro.lending`.
-        kept = getattr(self.executor, "kept", None)
-        lending.lend(kept() if kept is not None else {})
-
         def judge(c: Clause, executor: Executor) -> Outcome:  # in the job: its own executor, no live progress
             executor.load_form = load_form
             self.executor, self.progress = executor, None
             return self.judge(c)
 
-        try:
-            speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor,
-                                started=lambda c: self.emit(c, 0, 1), done=self.record,
-                                stop=(lambda: self.stopped_at is not None) if self.options.exitfirst
-                                else None)
-        finally:
-            lending.lend({})  # a later check in this process borrows nothing of this one
+        speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor,
+                            started=lambda c: self.emit(c, 0, 1), done=self.record,
+                            stop=(lambda: self.stopped_at is not None) if self.options.exitfirst else None)
         self.notes.extend(n for n in speed.notes if n not in self.notes)
         self.notes.append(speed.describe())
 

@@ -345,3 +345,35 @@ def test_a_suite_with_a_contract_class_schedules_each_class_as_one_unit(pytester
                                            "-k", "SC01", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["scheduling tests via ContractScheduling"])
+
+
+#: Writes, in every process of the run (xdist's controller and its workers), which heavy modules it imported.
+IMPORTS_CONFTEST = """
+import json, os, sys
+
+
+def pytest_sessionfinish(session):
+    who = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(os.path.dirname(__file__), f"imported-{who}.json"), "w") as out:
+        json.dump(sorted(m for m in ("hypothesis", "torch") if m in sys.modules), out)
+"""
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["plain", "xdist"])
+def test_a_suite_without_a_contract_class_imports_hypothesis_no_sooner_than_without_the_package(
+    xdist: list[str], pytester: pytest.Pytester
+) -> None:
+    """Hypothesis' own plugin leaves Hypothesis unimported until a test needs it (until its terminal summary, which
+    comes after the session's end); installed, this one imports nothing more, in any process of the run: a suite
+    without a contract class imports neither Hypothesis nor torch, in xdist's controller or its workers."""
+    pytester.makeconftest(IMPORTS_CONFTEST)
+    pytester.makepyfile(test_other="def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    runs = {}
+    for plugin in ("on", "off"):
+        result = pytester.runpytest_subprocess(*xdist, "-p", "no:cacheprovider",
+                                               *(["-p", "no:stateful_contract"] if plugin == "off" else []))
+        result.assert_outcomes(passed=2)
+        runs[plugin] = {p.stem: json.loads(p.read_text()) for p in pytester.path.glob("imported-*.json")}
+    assert runs["on"] == runs["off"]
+    assert len(runs["on"]) == (3 if xdist else 1), runs
+    assert all(imported == [] for imported in runs["on"].values()), runs
