@@ -20,11 +20,10 @@ from ..repro.outcome import Outcome, outcome_of
 from ..repro.recording import recording
 from ..repro.steps import Factory, LoaderError, LoadForm
 from ..search.example import ClauseLike, ExampleRun, LoadFormProbe, recorded_program, run_example
-from ..search.loop import Executor
 from ..search.plans import Alignment, RankLengths
 from ..spellings import Face, current, speaking
 
-__all__ = ["BUILDING", "EndlessWatch", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
+__all__ = ["BUILDING", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
 
 
 class FactoryProblem(Exception):
@@ -156,9 +155,6 @@ class Handler:
                               final=isinstance(e, (LoaderHung, steps.EndlessPass)),
                               endless=isinstance(e, steps.EndlessPass))
 
-    def kept(self) -> dict[Any, Any]:
-        return steps.kept_references()  # to lend to the parallel jobs
-
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any, load_form: LoadForm,
             by_rank: list[list[int]] | None = None) -> ExampleRun:
         # On several ranks: the lengths the plan was drawn from (the shortest over ranks) and this rank's own.
@@ -203,10 +199,6 @@ class OneProcess:
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         return [self._call(("run", clause, config, plan, self.load_form), clause)]
 
-    def kept(self) -> dict[Any, Any]:
-        answer = self._call(("kept",))  # none if its process died
-        return answer if isinstance(answer, dict) else {}
-
 
 class InProcess(OneProcess):
     """Runs the loader in this process: the fastest executor, and the one a debugger can follow."""
@@ -232,25 +224,3 @@ class InProcess(OneProcess):
 
     def close(self) -> None:
         self._stack.close()
-
-
-class EndlessWatch:
-    """The executor, noting whether an uninterrupted run's first pass never ended (`ExampleRun.endless`)."""
-
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
-        self.seen = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.executor, name)
-
-    # Not mere forwards: each notes an endless first pass, which the clauses after this one are told of.
-    def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        got = self.executor.lengths(clause, config)
-        self.seen = self.seen or (isinstance(got, ExampleRun) and got.endless)
-        return got
-
-    def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
-        runs = self.executor.run(clause, config, plan)
-        self.seen = self.seen or any(r.endless for r in runs)
-        return runs

@@ -11,12 +11,10 @@ import contextlib
 import dataclasses
 import faulthandler
 import importlib.util
-import multiprocessing
 import os
 import pickle
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -33,11 +31,11 @@ from ..repro import status, steps
 from ..repro.guard import current_children
 from .executors import Handler
 from .noise import ignore_set_vital
-from .processes import MARKER_ENV, alive, die_with_parent
+from .processes import MARKER_ENV, alive, die_with_parent, start_python
 from .target import FILE_MODULE_PREFIX
 
 __all__ = ["FRESH_INTERPRETER_ENV", "ChildSpec", "EngineError", "Interpreter",
-           "another_hash_seed", "child_main", "start", "warm", "zygote_main"]
+           "another_hash_seed", "child_main", "prepare", "start", "zygote_main"]
 
 #: Set in the new interpreter (and so in its DataLoader workers): a scenario may say where it runs.
 FRESH_INTERPRETER_ENV = "STATEFUL_CONTRACT_FRESH_INTERPRETER"
@@ -77,40 +75,17 @@ class _Zygote:
     def __init__(self) -> None:
         self.hash_seed = another_hash_seed()
         mine, theirs = socket.socketpair()
-        env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}  # it outlives every check's run
-        env.update(PYTHONHASHSEED=self.hash_seed, **{FRESH_INTERPRETER_ENV: "1"})
-        code = "from stateful_contract.isolation.interpreter import zygote_main; zygote_main()"
         try:
-            self.popen = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())],
-                                          pass_fds=(theirs.fileno(),), env=env, close_fds=True,
-                                          start_new_session=True, stdin=subprocess.DEVNULL)
+            # Without the run's marker: it outlives every check's run (`close` ends it).
+            self.popen = start_python("stateful_contract.isolation.interpreter:zygote_main",
+                                      str(theirs.fileno()), str(os.getpid()), pass_fds=(theirs.fileno(),),
+                                      env={"PYTHONHASHSEED": self.hash_seed, FRESH_INTERPRETER_ENV: "1"})
         finally:
             theirs.close()
+        self.owner = os.getpid()
         self._sock = mine
         self._conn = Connection(os.dup(mine.fileno()))
         self._lock = threading.Lock()
-        #: The process that uses it (0: none yet). A parallel job forked after it started shares its
-        #: pipe, so one process at a time asks it for children (`claim`).
-        self._user = multiprocessing.get_context("fork").Value("i", 0)
-
-    def usable(self) -> bool:
-        """Alive, and used by no other live process."""
-        user = self._user.value
-        return alive(self.popen.pid) and (user in (0, os.getpid()) or not alive(user))
-
-    def claim(self) -> bool:
-        """Make this process its one user, if it is `usable` (until `release`, or this process ends)."""
-        with self._user.get_lock():
-            if not self.usable():
-                return False
-            self._user.value = os.getpid()
-            return True
-
-    def release(self) -> None:
-        """This process has no live child of it left to ask about."""
-        with self._user.get_lock():
-            if self._user.value == os.getpid():
-                self._user.value = 0
 
     def fork(self, spec: bytes, child_end: int) -> int:
         """A new child running ``spec``, given ``child_end`` of its connection and this process's output."""
@@ -138,35 +113,31 @@ class _Zygote:
         self.popen.wait(5)
 
 
-#: The zygotes this process started, by its pid; a parallel job forked from the checker inherits the
-#: checker's, and uses it while no other job does (each import costs about 1.5 s of CPU).
-_ZYGOTES: dict[int, _Zygote] = {}
+#: This process's zygote, kept for every later check (each import costs about 1.5 s of CPU). A process
+#: forked from this one (a parallel job) inherits it but never asks it for children: their answers would
+#: mix on its one pipe. It starts its own (`owner`).
+_ZYGOTE: _Zygote | None = None
 
 
 @atexit.register
 def _close_own_zygote() -> None:
-    if (zygote := _ZYGOTES.get(os.getpid())) is not None:  # not an inherited one: its starter ends it
-        zygote.close()
+    if _ZYGOTE is not None and _ZYGOTE.owner == os.getpid():  # an inherited one: its starter ends it
+        _ZYGOTE.close()
 
 
-def warm() -> None:
-    """Have a zygote importing, unclaimed, if none this process may use is alive: the checker calls it
-    before SC18, whose search leaves a core to the import, where a parallel job's SC10 would share its
-    cores with it (0.7 s of a 15 s ci check, docs/performance.md); that job takes it over."""
-    if not any(zygote.usable() for zygote in _ZYGOTES.values()):
-        _ZYGOTES[os.getpid()] = _Zygote()
+def prepare() -> _Zygote:
+    """This process's zygote, started now (importing torch while the caller goes on) unless it runs."""
+    global _ZYGOTE
+    if _ZYGOTE is None or _ZYGOTE.owner != os.getpid() or not alive(_ZYGOTE.popen.pid):
+        _ZYGOTE = _Zygote()
+    return _ZYGOTE
 
 
 def start(spec: Any) -> tuple[Interpreter, Connection]:
     """A child of the zygote running ``spec``, and the connection to it; raises what pickling ``spec``
     raises (a factory in a closure cannot be named in another interpreter): the caller forks instead."""
     payload = pickle.dumps(spec)  # before anything starts: an unpicklable factory fails here
-    # The zygote this process claims: its own, or one it inherited that no other process uses, or a new one.
-    zygote = next((z for z in (_ZYGOTES.get(os.getpid()), *_ZYGOTES.values()) if z is not None and z.claim()),
-                  None)
-    if zygote is None:
-        zygote = _ZYGOTES[os.getpid()] = _Zygote()
-        zygote.claim()
+    zygote = prepare()
     mine, theirs = socket.socketpair()
     try:
         pid = zygote.fork(payload, theirs.fileno())
@@ -175,11 +146,11 @@ def start(spec: Any) -> tuple[Interpreter, Connection]:
     return Interpreter(zygote, pid), Connection(mine.detach())
 
 
-def zygote_main() -> None:
-    """The zygote: import what a child needs, then fork one per request, and reap them."""
-    conn = Connection(int(sys.argv[1]))
+def zygote_main(line: str, checker: str) -> None:
+    """The zygote (`start_python`'s entry): import what a child needs, then fork one per request, and reap them."""
+    conn = Connection(int(line))
     sock = socket.socket(fileno=os.dup(conn.fileno()))
-    die_with_parent(int(sys.argv[2]))  # the checker
+    die_with_parent(int(checker))
     ignore_set_vital()  # a new interpreter has none of the checker's warning filters
     import torch  # noqa: F401  (the import every child would otherwise pay)
     import torchdata.stateful_dataloader  # noqa: F401

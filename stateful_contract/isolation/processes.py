@@ -1,7 +1,8 @@
-"""Finding, measuring and killing the processes a loader runs in (psutil).
+"""Starting, finding, measuring and killing the processes a loader runs in (psutil).
 
-A child's own session and `MARKER_ENV` (on a process started with ``exec``) find them; what is killed, and
-what escapes `kill_session`: docs/supervision.md, "Nothing is left behind" and "Limits".
+Every new interpreter is started one way (`start_python`); a child's own session and `MARKER_ENV` (on a
+process started with ``exec``) find them; what is killed, and what escapes `kill_session`:
+docs/supervision.md, "Nothing is left behind" and "Limits".
 """
 
 from __future__ import annotations
@@ -9,16 +10,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import psutil
 
 __all__ = ["CRASH_SIGNALS", "MARKER_ENV", "alive", "anon_rss", "death", "describe_exit", "die_with_parent",
            "fault_excerpt", "gained", "growth", "hang", "kill_marked", "kill_session", "no_answer", "processes_of",
-           "size"]
+           "size", "start_python"]
 
 #: Environment variable every process of a run carries (value: the run directory): stragglers that left
 #: the process group are found and killed by it.
@@ -27,6 +30,31 @@ MARKER_ENV = "STATEFUL_CONTRACT_RUN"
 #: Signals with which a program kills itself (a crash), as opposed to being stopped from outside.
 CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT,
                            signal.SIGTRAP, signal.SIGSYS})
+
+
+#: The folder this copy of the package is imported from: a new interpreter runs the checker's code.
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+#: What a new interpreter runs: ``python -c _BOOT PACKAGE_ROOT module:function args...``.
+_BOOT = ("import importlib, sys; sys.path.insert(0, sys.argv.pop(1)); module, _, name = sys.argv.pop(1).partition(':'); "
+         "sys.exit(getattr(importlib.import_module(module), name)(*sys.argv[1:]))")
+
+
+def start_python(entry: str, *args: str, env: Mapping[str, str], pass_fds: Sequence[int] = (),
+                 run_dir: Path | None = None, output: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+    """A new interpreter calling ``entry`` (``"module:function"``) with ``args``, the one way the checker starts
+    one (a rank, the zygote): as torchrun's agent starts a rank (torch v2.13.0, ``SubprocessHandler._popen`` in
+    torch/distributed/elastic/multiprocessing/subprocess_handler/subprocess_handler.py), in a session of its
+    own, with this environment updated by ``env``, no standard input and no file of this process's but
+    ``pass_fds``; its output to ``output`` (None: this process's). ``run_dir``: the run's marker (`MARKER_ENV`)
+    for the final sweep; None for a process that outlives every run (the zygote), which carries none."""
+    environ = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
+    environ.update(env)
+    if run_dir is not None:
+        environ[MARKER_ENV] = str(run_dir)
+    return subprocess.Popen([sys.executable, "-c", _BOOT, PACKAGE_ROOT, entry, *args], env=environ,
+                            stdin=subprocess.DEVNULL, stdout=output,
+                            stderr=subprocess.STDOUT if output is not None else None,
+                            pass_fds=tuple(pass_fds), close_fds=True, start_new_session=True)
 
 
 def _alive(select: Callable[[psutil.Process], bool]) -> list[psutil.Process]:

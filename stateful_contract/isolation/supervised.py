@@ -199,8 +199,6 @@ class Supervised(OneProcess):
             return
         kill_session(proc.pid, marker=self.run_dir)  # before reaping: the pid stays the group's until then
         proc.join(5)
-        if isinstance(proc, interpreter.Interpreter):
-            proc.zygote.release()  # another process (a parallel job) may ask it for children now
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
@@ -300,9 +298,6 @@ class Supervised(OneProcess):
             if self.new_interpreter and self._proc is not None:  # its imports are not the loader's growth
                 self._spawned_rss = anon_rss(self._proc.pid) or 0
 
-    def kept(self) -> dict[Any, Any]:
-        return super().kept() if self._proc is not None else {}  # a child started only to be asked has none
-
     def stop(self) -> None:
         """End the child (politely, then by force); the next command starts a fresh one."""
         if self._conn is not None and self._proc is not None:
@@ -330,12 +325,9 @@ class PendingSibling:
     files the elder's examples wrote, so the elder keeps its uninterrupted runs for the clauses to come; the
     zygote starts importing at once (about 2 s on 2 cores), so the import overlaps the search."""
 
-    #: Start the new interpreter's import now, unless one is ready (`interpreter.warm`).
-    warm = staticmethod(interpreter.warm)
-
     def __init__(self, elder: Supervised) -> None:
         self._elder = elder
-        self.warm()
+        interpreter.prepare()
 
     def _sibling(self, new_interpreter: bool) -> Supervised:
         elder, handler = self._elder, self._elder.handler

@@ -6,6 +6,7 @@ Public through `stateful_contract.repro`; each records its own line of the repro
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import sys
@@ -16,16 +17,15 @@ from typing import Any, Literal
 import torch
 
 from ..config import LoaderConfig
-from . import lending, status
+from . import status
 from .compare import Segment, batch_ids
 from .consumption import loader_class
 from .guard import collect
-from .lending import kept_references, references_kept  # for the executors and ranks
-from .recording import recorded
+from .recording import bound, recorded
 from .vocabulary import Point, batch_count
 
 __all__ = ["RESUME_EPOCHS", "EndlessPass", "LoadForm", "LoaderError", "NotJudgeable", "PassEnded", "Position", "advance",
-           "checkpoint", "epoch_lengths", "fresh", "is_the_loaders", "iterate_on", "kept_references", "load", "references_kept",
+           "checkpoint", "epoch_lengths", "fresh", "is_the_loaders", "iterate_on", "load", "references_kept",
            "state_of", "stream", "stream_calling_state_dict", "take", "uninterrupted"]
 
 LoadForm = Literal["positional", "keyword"]
@@ -267,16 +267,39 @@ def iterate_on(loader: Any, it: Iterator[Any] | None, count: int, *, max_epochs:
     return out + take(loader, count - len(out), max_epochs=max_epochs)
 
 
+#: The uninterrupted runs kept in this context, by `uninterrupted`'s key (None: none are kept).
+_KEPT: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar("stateful_contract_references",
+                                                                              default=None)
+#: Runs kept per check: configs repeat across clauses in derandomized runs.
+KEPT_RUNS = 128
+
+
+def references_kept() -> contextlib.AbstractContextManager[dict[Any, Any]]:
+    """Keep every uninterrupted run of this block (a check's process: the child, a rank, `InProcess`)."""
+    return bound(_KEPT, {})
+
+
+def _keep(key: Any, run: Any) -> None:
+    if (cache := _KEPT.get()) is None:
+        return
+    if len(cache) >= KEPT_RUNS:
+        # The oldest run without workers goes first: a worker config's run costs a hundred times
+        # more, and the worker examples of every clause draw from one pool of them (`search.worker_pool`).
+        cheap = next((k for k in cache if k[1].num_workers == 0), None)
+        del cache[cheap if cheap is not None else next(iter(cache))]
+    cache[key] = run
+
+
 @recorded(("reference", "lengths"))
 def uninterrupted(factory: Factory, config: LoaderConfig, epochs: int = REFERENCE_EPOCHS,
                   ) -> tuple[list[Any], list[int]]:
     """The uninterrupted stream of ``epochs`` epochs of a fresh loader, and each epoch's length."""
     key = (id(factory), config, epochs)  # kept per check (`references_kept`)
-    got: tuple[list[Any], list[int]] | None = lending.kept(key)
+    got: tuple[list[Any], list[int]] | None = (_KEPT.get() or {}).get(key)
     if got is None:
         loader = fresh(factory, config)
         got = endless_reference(loader, config) if config.endless else epoch_lengths(loader, epochs)
-        lending.keep(key, got)
+        _keep(key, got)
     return got
 
 

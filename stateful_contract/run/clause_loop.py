@@ -11,17 +11,16 @@ from typing import Any
 from ..clauses import Clause, clause, load_prober, run_order
 from ..clauses.registry import LOAD, load_blocks
 from ..config import LoaderConfig
-from ..isolation.executors import EndlessWatch, StartFailed
+from ..isolation.executors import StartFailed
 from ..isolation.supervised import PendingSibling, Supervised
 from ..profiles import get_profile
 from ..report.results import ClauseResult, Status
-from ..repro import lending
 from ..repro.advice import collecting
 from ..repro.endless import NOT_ON_ENDLESS
 from ..repro.guard import raise_lost_ctrl_c
 from ..repro.outcome import Outcome, unjudged_by
 from ..search.example import ExampleRun, LoadFormProbe, LoadProbe
-from ..search.loop import Executor, judge_runs, replay_one, search
+from ..search.loop import Executor, Watched, judge_runs, replay_one, search
 from ..search.plans import epoch_ends_only
 from ..spellings import Hint
 from .options import CheckOptions
@@ -139,7 +138,7 @@ class _Run:
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
         # now, its imports overlap the search.
         pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
-                   and self.resumes_in_a_sibling(c) else None)
+                   and restarted is not None and worlds == (None,) else None)
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
         with collecting() as advised:
             passed: list[tuple[LoaderConfig, Any]] = []
@@ -148,20 +147,20 @@ class _Run:
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
                 if self.endless is not None and not config.endless:  # found endless on an earlier clause
                     config = replace(config, endless=True)
-                watched = EndlessWatch(self.executor)
+                watched = Watched(self.executor)
                 failed = replay_one(c, watched, config, plan)
-                self.endless_seen = watched.seen
+                self.endless_seen = watched.endless
                 outcome = (Outcome("passed", examples=1) if failed is None or failed.outcome is None
                            else replace(failed.outcome, reproduction=failed.reproduction, examples=1))
                 if outcome.status == "passed":
                     passed.append((config, plan))
             else:
-                watched = EndlessWatch(self.executor)
+                watched = Watched(self.executor)
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  alignment=self.options.checkpoint_alignment, search_seed=self.seed,
                                  database_key=self.database_key, epoch_hook=self.options.epoch_hook,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
-                self.endless_seen = watched.seen
+                self.endless_seen = watched.endless
             if outcome.status == "passed" and restarted is not None and passed and worlds:
                 if getattr(self.executor, "fresh_processes", True):
                     outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
@@ -243,16 +242,9 @@ class _Run:
             self.notes.append(f"{prober} was judged too: load_state_dict cannot take a state, which every clause "
                               "selected needs")
 
-    def resumes_in_a_sibling(self, c: Clause) -> bool:
-        """Whether ``c``'s fresh-process half resumes on one process (in a sibling of a supervised child)."""
-        return c.after_restart is not None and c.fresh_worlds(self.executor.world_size) == (None,)
-
     def run(self) -> None:
         # Not when stopping at the first failure: a broken loader's first failure comes long before SC10.
         order = run_order(self.selected)
-        if (isinstance(self.executor, Supervised) and not self.options.exitfirst
-                and any(self.resumes_in_a_sibling(c) for c in order)):
-            PendingSibling.warm()
         try:
             self.executor.start()
         except StartFailed as e:  # the first loader could not even be built (a hang, a dead rank)
@@ -332,22 +324,14 @@ class _Run:
             return
         load_form = self.executor.load_form
         assert self.make_executor is not None
-        # The jobs start with the uninterrupted runs taken so far (SC18's): `repro.lending`.
-        kept = getattr(self.executor, "kept", None)
-        lending.lend(kept() if kept is not None else {})
-
         def judge(c: Clause, executor: Executor) -> Outcome:  # in the job: its own executor, no live progress
             executor.load_form = load_form
             self.executor, self.progress = executor, None
             return self.judge(c)
 
-        try:
-            speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor,
-                                started=lambda c: self.emit(c, 0, 1), done=self.record,
-                                stop=(lambda: self.stopped_at is not None) if self.options.exitfirst
-                                else None)
-        finally:
-            lending.lend({})  # a later check in this process borrows nothing of this one
+        speed = judge_apart(ready, self.jobs, judge=judge, executor=self.make_executor,
+                            started=lambda c: self.emit(c, 0, 1), done=self.record,
+                            stop=(lambda: self.stopped_at is not None) if self.options.exitfirst else None)
         self.notes.extend(n for n in speed.notes if n not in self.notes)
         self.notes.append(speed.describe())
 

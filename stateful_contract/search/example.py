@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 
 from ..config import LoaderConfig
 from ..links import doc
-from ..repro import endless, lending, status, steps
+from ..repro import endless, status, steps
 from ..repro.advice import collecting
 from ..repro.compare import Segment
 from ..repro.endless import StreamSegment
@@ -144,37 +144,29 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
                 rank_lengths: RankLengths | None = None) -> ExampleRun:
     """Run ``clause``'s scenario on one example; never raises for what the loader does. ``rank_lengths``:
     on several ranks, the plan runs as this rank takes that step (`plans.on_rank`)."""
-    def attempt() -> ExampleRun:
-        program = recorded_program(factory_import, factory, config)
-        example = Example(factory, config, program, load_form, alignment, world, workdir, drawn_plan=plan)
-        rank = world.rank if world is not None else 0
-        run = ExampleRun(rank)
-        started = time.perf_counter()
-        own = plan
-        try:
-            with recording(program), deadline(timeout), collecting() as advised:
-                if rank_lengths is not None and plan is not None:
-                    own = on_rank(plan, rank_lengths)
-                run.value = clause.scenario(example, own)
-        except (LoaderHung, Exception) as e:  # a violation, the loader raising or hanging, anything else
-            _attach_hints(e, own, example, timeout)
-            _attach_note(e, program.source(config.as_code()))
-            run.outcome = outcome_of(e, heading=clause.heading, rank=rank,
-                                     world_size=world.world_size if world is not None else 1)
-            # A hang would be waited out again by every shrink step; a loader that cannot be judged,
-            # or that never ends a pass, stays so in any smaller example.
-            run.final = isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
-            run.endless = isinstance(e, steps.EndlessPass)
-        run.advisories = advised
-        run.reproduction = program.source(config.as_code())
-        run.seconds = time.perf_counter() - started
-        return run
-
-    with lending.watching() as borrowed:
-        run = attempt()
-    if run.outcome is not None and not run.final and borrowed:  # judged again on this process's own runs
-        lending.forget_references(borrowed)
-        run = attempt()
+    program = recorded_program(factory_import, factory, config)
+    example = Example(factory, config, program, load_form, alignment, world, workdir, drawn_plan=plan)
+    rank = world.rank if world is not None else 0
+    run = ExampleRun(rank)
+    started = time.perf_counter()
+    own = plan
+    try:
+        with recording(program), deadline(timeout), collecting() as advised:
+            if rank_lengths is not None and plan is not None:
+                own = on_rank(plan, rank_lengths)
+            run.value = clause.scenario(example, own)
+    except (LoaderHung, Exception) as e:  # a violation, the loader raising or hanging, anything else
+        _attach_hints(e, own, example, timeout)
+        _attach_note(e, program.source(config.as_code()))
+        run.outcome = outcome_of(e, heading=clause.heading, rank=rank,
+                                 world_size=world.world_size if world is not None else 1)
+        # A hang would be waited out again by every shrink step; a loader that cannot be judged,
+        # or that never ends a pass, stays so in any smaller example.
+        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
+        run.endless = isinstance(e, steps.EndlessPass)
+    run.advisories = advised
+    run.reproduction = program.source(config.as_code())
+    run.seconds = time.perf_counter() - started
     return run
 
 

@@ -26,7 +26,7 @@ from .example import ClauseLike, ExampleRun, LoadFormProbe
 from .plans import Alignment
 from .saved import SavedFailures
 
-__all__ = ["SEARCHING", "Budget", "Executor", "judge_runs", "replay_one", "search", "worker_pool"]
+__all__ = ["SEARCHING", "Budget", "Executor", "Watched", "judge_runs", "replay_one", "search", "worker_pool"]
 
 
 class Executor(Protocol):
@@ -149,8 +149,9 @@ def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, pro
             on_example: Callable[[int, int], None] = lambda done, total: None,
             passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None,
             database_key: str | None = None, epoch_hook: str = "set_epoch") -> Outcome:
-    covered: Counter[str] = Counter()
-    executor = cast(Executor, _Counting(executor, covered))
+    watched = executor if isinstance(executor, Watched) else Watched(executor)
+    covered = watched.covered
+    executor = cast(Executor, watched)
     if clause.budget == "once":
         assert clause.fixed_config is not None
         on_example(1, 1)
@@ -226,8 +227,8 @@ def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, pro
             with bound(SEARCHING, searching), without_local_constants():
                 example()
         except _Final as e:  # _Failed too
-            if isinstance(executor, _Counting) and executor.example is not None:  # the last run: the minimal one
-                saved.keep(*executor.example)
+            if watched.example is not None:  # the last run: the minimal one
+                saved.keep(*watched.example)
             return _covered(_verdict(e.run, examples, found_after), covered)
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
             outcome = outcome_of(e, heading=clause.heading)
@@ -235,24 +236,29 @@ def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, pro
     return _covered(Outcome("passed", examples=examples), covered)
 
 
-class _Counting:
-    """The executor, counting what each example it runs covers (and telling Hypothesis, as events)."""
+class Watched:
+    """The executor a clause's examples run on, watched: what each example covers (told to Hypothesis as
+    events), the example run last, and whether a first pass never ended (`ExampleRun.endless`: the clauses
+    after this one are told the loader is endless)."""
 
-    def __init__(self, executor: Executor, covered: Counter[str]) -> None:
+    def __init__(self, executor: Executor) -> None:
         self.executor = executor
-        self.covered = covered
+        self.covered: Counter[str] = Counter()
         self.last: list[int] | None = None
         #: The config and plan of the example run last (after a failure, Hypothesis' minimal one).
         self.example: tuple[LoaderConfig, Any] | None = None
+        #: Whether a run's first pass never ended.
+        self.endless = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.executor, name)
 
-    # Not mere forwards: each keeps the example for the database and counts its coverage, and tells an
-    # interrupt (Ctrl-C) from the loader's own failure.
+    # Not mere forwards: each keeps the example for the database, counts its coverage, notes an endless
+    # pass, and tells an interrupt (Ctrl-C) from the loader's own failure.
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
         with _not_the_loaders_passed_on():
             lengths = self.executor.lengths(clause, config)
+        self.endless = self.endless or (isinstance(lengths, ExampleRun) and lengths.endless)
         self.last = lengths if isinstance(lengths, list) else None
         self.example = None  # an uninterrupted run that fails leaves no plan to keep
         return lengths
@@ -264,7 +270,9 @@ class _Counting:
         for category in sorted(reached) if currently_in_test_context() else ():  # not an explicit example
             event(EVENTS.get(category, category))
         with _not_the_loaders_passed_on():
-            return self.executor.run(clause, config, plan)
+            runs = self.executor.run(clause, config, plan)
+        self.endless = self.endless or any(r.endless for r in runs)
+        return runs
 
 
 @contextlib.contextmanager
@@ -284,11 +292,14 @@ def _covered(outcome: Outcome, covered: Counter[str]) -> Outcome:
 
 def replay_one(clause: SearchClause, executor: Executor, config: LoaderConfig, plan: Any) -> ExampleRun | None:
     """One recorded example, run as the search ran it: the uninterrupted run first."""
-    if executor.world_size > 1 and plan is not None:  # each rank takes the plan on its own epoch lengths
-        lengths = executor.lengths(clause, config)
-        if isinstance(lengths, ExampleRun):
-            return judge_runs(clause, [lengths], config, plan)
-    return run_one(clause, executor, config, plan)
+    try:
+        if executor.world_size > 1 and plan is not None:  # each rank takes the plan on its own epoch lengths
+            lengths = executor.lengths(clause, config)
+            if isinstance(lengths, ExampleRun):
+                return judge_runs(clause, [lengths], config, plan)
+        return run_one(clause, executor, config, plan)
+    except _NotTheLoaders as e:  # on a `Watched` executor: Ctrl-C, SystemExit, a test runner's timeout
+        raise e.error from None
 
 
 def run_one(clause: SearchClause, executor: Executor, config: LoaderConfig, plan: Any) -> ExampleRun | None:

@@ -5,13 +5,14 @@ declaration get it bound (`Clause.declared`), and the report says what was decla
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
-from stateful_contract import CheckOptions, OptionError
+from stateful_contract import CheckOptions, OptionError, Report
 from stateful_contract.clauses import clause
-from stateful_contract.faces.cli import _options, _parser
+from stateful_contract.faces.cli import main
 from stateful_contract.faces.testing import StatefulLoaderContract, class_options
 
 DECLARED = {"fixed_global_batch": True, "joins_uneven_inputs": True, "checkpoint_layout": "per-rank-files"}
@@ -24,11 +25,16 @@ class TestDeclared(StatefulLoaderContract):
     checkpoint_layout = "per-rank-files"
 
 
-def test_every_face_declares_the_same_options() -> None:
-    cli = _options(_parser().parse_args(["check", "m:f", "--fixed-global-batch", "--joins-uneven-inputs",
-                                         "--checkpoint-layout", "per-rank-files"]))
+def test_every_face_declares_the_same_options(tmp_path: Path) -> None:
     keywords = CheckOptions(**DECLARED)  # type: ignore[arg-type]
-    assert cli.declarations == keywords.declarations == class_options(TestDeclared).declarations == DECLARED
+    assert keywords.declarations == class_options(TestDeclared).declarations == DECLARED
+    # The command line's flags, as a user runs them: its report says what was declared, as check()'s does.
+    report = tmp_path / "report.json"
+    main(["check", "stateful_contract.reference.factories:stateful_dataloader", "--fixed-global-batch",
+          "--joins-uneven-inputs", "--checkpoint-layout", "per-rank-files", "--clause", "SC01", "--in-process",
+          "--quiet", "--json", str(report)])
+    noted = [n for n in Report.from_json(report).notes if n.startswith("declared: ")]
+    assert noted == keywords.declared_notes
     assert CheckOptions().declarations == {"fixed_global_batch": False, "joins_uneven_inputs": False,
                                            "checkpoint_layout": None}
     assert keywords.declared_notes == [

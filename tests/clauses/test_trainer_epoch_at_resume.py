@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from policy_loaders import ReshufflingLoader
 
 from stateful_contract import ConfigSpace, LoaderConfig, TrainerView, check
@@ -142,3 +143,25 @@ def test_the_hooks_keyword_arguments_reach_every_call() -> None:
     # Without them the trainer's first reshuffle raises: two fresh loaders cannot even be compared.
     forgotten = _all(in_memory_forgotten)["SC18"]
     assert forgotten.status == "failed" and "in_memory=True" in forgotten.message, forgotten.message
+
+
+@pytest.mark.parametrize("hook_at_resume", ["after_load", "before_load"])
+def test_olmo_cores_real_loader_resumed_after_stop_iteration_as_its_trainer_resumes(hook_at_resume: str) -> None:
+    """The compatibility row's loader (the `matrix` session installs OLMo-core): a state saved after epoch 1's
+    ``StopIteration`` holds the loader's epoch 1 and the trainer's epoch 2. Reshuffled after the load, as the
+    Trainer does, the resume yields epoch 2's order; before it, the load puts epoch 1 back and the order is
+    read from epoch 1's file in ``work_dir``: the finished epoch again (what failed the row's first view)."""
+    pytest.importorskip("olmo_core")
+    from tests.compat.olmo import olmo_fsl, olmo_fsl_loader
+
+    config = LoaderConfig(dataset_size=12, batch_size=2, seed=5, shuffle=True)
+    trained = olmo_fsl(config)
+    first = [b["index"].tolist() for b in trained]
+    state = trained.state_dict()
+    second = [b["index"].tolist() for b in trained]
+    assert state["epoch"] == 1 and state["loader"]["epoch"] == 1 and first != second
+    resumed = TrainerView(olmo_fsl_loader(config), hook="reshuffle", first_epoch=1, at_pass_end="reset",
+                          hook_at_resume=hook_at_resume)
+    resumed.load_state_dict(state)
+    got = [b["index"].tolist() for b in resumed]
+    assert got == (second if hook_at_resume == "after_load" else first)

@@ -8,7 +8,7 @@ import their package only when called: torchdata.nodes (`nodes`), Hugging Face d
 trainers of verl (`verl_rl`) and torchtune (`tune`), modelled around the loader they build from
 torchdata's classes. A loader whose resume needs state its trainer keeps (the epoch, a step
 count) is checked through a "trainer view" of a few lines: the loader inside the trainer's
-part (`olmo.OLMoTrainerView`, `verl_rl.VerlRLResume`, `tune.TorchtuneRecipe`). `rows` lists the
+part (`olmo.olmo_fsl`: the package's `TrainerView`; `verl_rl.VerlRLResume`, `tune.TorchtuneRecipe`). `rows` lists the
 configurations and their measured expected failures; `table` runs them and writes
 docs/compatibility.md (`page` keeps the rows a run did not measure)::
 

@@ -8,14 +8,21 @@ instances per rank times ``config.world_size`` ranks. Every epoch drops the samp
 fill a whole global batch.
 
 The loader keeps no epoch of its own across passes: OLMo-core's ``Trainer``
-(``olmo_core/train/trainer.py``, 3.0.0) keeps ``epoch`` (from 1), calls
-``data_loader.reshuffle(epoch)`` when an epoch starts (``_fit_epoch``) and ``reset()`` when it
-ends, and saves ``{"data_loader": data_loader.state_dict(), "epoch": epoch}``. `OLMoTrainerView`
-is that trainer's part, around the real loader: the view a check needs for a loader whose
-resume needs state the trainer holds. It answers ``reshuffle(epoch)``, so a check that declares
-the trainer's epoch hook (``epoch_hook="reshuffle"``) runs SC21's trainer loop through it. ``reshuffle`` builds the epoch's order in memory
-(``in_memory=True``): the same order as the trainer's file in ``work_dir``, without files shared
-between the checks that run at once.
+(``olmo_core/train/trainer.py`` at allenai/OLMo-core fa6c5014c9f6e9ee789da2d9c20d5126fee8df0d, 3.0.0 on
+PyPI) keeps ``epoch`` (from 1), calls ``data_loader.reshuffle(self.epoch)`` at the top of each epoch
+(``_fit_epoch``), ``reset()`` and ``self.epoch += 1`` once it ended, saves
+``{"data_loader": data_loader.state_dict(), "epoch": epoch}`` and, resuming, loads the loader's state (which
+holds an epoch of its own) and the epoch, then ``fit()`` runs ``_fit_epoch()``: the reshuffle comes after the
+load. `olmo_fsl` is that trainer around the real loader, as the package's `TrainerView` models it:
+``hook="reshuffle"``, ``first_epoch=1``, ``at_pass_end="reset"``, ``hook_at_resume="after_load"``; the row
+declares the hook (``epoch_hook="reshuffle"``), so SC21 runs the trainer's loop through it.
+
+``reshuffle(epoch)`` is called as the Trainer calls it, without ``in_memory``: it writes the epoch's order
+to ``work_dir`` (``build_and_save_global_indices``) and the loader reads it back there, the Trainer's code
+path. The file's name holds every input of the order (seed and epoch when shuffling, the dataset's size),
+and it is written to a temporary name and renamed (``olmo_core/data/utils.py``, ``memmap_to_write``), so
+the checks that share this process's ``work_dir`` read only orders equal to their own, as runs sharing a
+work_dir do.
 
 ``olmo_core`` is imported only when a factory runs.
 """
@@ -25,13 +32,13 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from stateful_contract import TrainerView
 from stateful_contract.config import LoaderConfig
 
-__all__ = ["OLMoTrainerView", "olmo_fsl", "olmo_fsl_loader"]
+__all__ = ["olmo_fsl", "olmo_fsl_loader"]
 
 #: Token IDs the config's samples use are below 1000 (`TokenDataset`).
 VOCAB_SIZE = 1000
@@ -39,7 +46,7 @@ VOCAB_SIZE = 1000
 
 @functools.cache
 def _work_dir() -> Path:
-    """This process's work directory (the loader's ``work_dir``; the token files)."""
+    """This process's work directory (the loader's ``work_dir``: the token files, each epoch's order)."""
     return Path(tempfile.mkdtemp(prefix="stateful-contract-olmo-"))
 
 
@@ -81,50 +88,7 @@ def olmo_fsl_loader(config: LoaderConfig, *, global_batch_instances: int | None 
         dp_world_size=config.world_size, dp_rank=config.rank, fs_local_rank=0)
 
 
-class OLMoTrainerView:
-    """OLMo-core's ``Trainer`` around its data loader, for the contract.
-
-    ``iter()`` starts the trainer's current epoch (``reshuffle(epoch)``); its end counts the
-    epoch and calls ``reset()``; the state is what the trainer saves, the loader's state and
-    the epoch, and a load restores both (``Trainer.load_state_dict``).
-    """
-
-    def __init__(self, data_loader: Any) -> None:
-        self.data_loader = data_loader
-        self.epoch = 1
-        self._announced = False  # reshuffle() was called for the next pass already
-
-    def __len__(self) -> int:
-        return int(self.data_loader.total_batches)
-
-    def reshuffle(self, epoch: int) -> None:
-        """The trainer's call at the top of an epoch, under its own name: the check counts epochs from 0
-        and OLMo-core from 1. Declared as the epoch hook (``epoch_hook="reshuffle"``), SC21's trainer
-        loop calls it before each pass, as ``Trainer._fit_epoch`` does."""
-        self.epoch = epoch + 1
-        self.data_loader.reshuffle(self.epoch, in_memory=True)
-        self._announced = True
-
-    def __iter__(self) -> Iterator[Any]:
-        if not self._announced:  # Trainer._fit_epoch reshuffles at the start of every epoch
-            self.data_loader.reshuffle(self.epoch, in_memory=True)
-        self._announced = False
-        return self._epoch(iter(self.data_loader))
-
-    def _epoch(self, batches: Iterator[Any]) -> Iterator[Any]:
-        yield from batches
-        self.epoch += 1  # Trainer._fit_epoch's bookkeeping once the epoch is complete
-        self.data_loader.reset()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"data_loader": self.data_loader.state_dict(), "epoch": self.epoch}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.data_loader.load_state_dict(state_dict["data_loader"])
-        self.epoch = int(state_dict["epoch"])
-        self._announced = False
-
-
-def olmo_fsl(config: LoaderConfig) -> OLMoTrainerView:
-    """`olmo_fsl_loader` inside `OLMoTrainerView`: the loader as OLMo-core's trainer iterates and saves it."""
-    return OLMoTrainerView(olmo_fsl_loader(config))
+def olmo_fsl(config: LoaderConfig) -> TrainerView:
+    """`olmo_fsl_loader` as OLMo-core's Trainer iterates, saves and restores it (the module's docstring)."""
+    return TrainerView(olmo_fsl_loader(config), hook="reshuffle", first_epoch=1, at_pass_end="reset",
+                       hook_at_resume="after_load")

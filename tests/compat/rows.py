@@ -239,15 +239,20 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     # --- training frameworks' trainers, modelled over the loader they build (the trainer's rule is theirs) --
     Row("olmo_fsl_1", "OLMo-core", "ai2-olmo-core", "olmo:olmo_fsl",
         "NumpyFSLDataLoader (wrap_numpy_dataset over NumpyFSLDataset of the config's samples, global batch in "
-        "tokens, shuffle, seed) as OLMo-core's Trainer drives it: reshuffle(epoch) before each epoch, reset() "
-        "after, {data_loader, epoch} saved; 1 rank", space=ConfigSpace(num_workers=(0, 2)), requires=OLMO,
-        note="The trainer's part (the epoch it keeps, `reshuffle(epoch)`, `reset()`) is `OLMoTrainerView` in "
-             "`tests/compat/olmo.py`, citing `olmo_core/train/trainer.py`; the loader is the package's. A resume "
-             "with another global batch repeats samples: [F30](findings.md#f30), which this row's fixed batch "
-             "does not reach. SC21 is not judged: with `epoch_hook='reshuffle'` declared it fails on a state "
-             "saved after an epoch's last batch, which the clause resumes at the next epoch; OLMo-core's Trainer "
-             "resumes at the epoch its state holds and runs the empty pass that state gives, losing nothing, so "
-             "that verdict would describe a run the trainer does not make."),
+        "tokens, shuffle, seed) as OLMo-core's Trainer drives it: reshuffle(epoch) before each epoch (its order "
+        "written to work_dir), reset() after, {data_loader, epoch} saved, on resume loaded before the next "
+        "reshuffle; 1 rank", space=ConfigSpace(num_workers=(0, 2)), requires=OLMO,
+        declared=(("epoch_hook", "reshuffle"),),
+        note="The trainer's part is the package's `TrainerView(loader, hook='reshuffle', first_epoch=1, "
+             "at_pass_end='reset', hook_at_resume='after_load')` in `tests/compat/olmo.py`, citing "
+             "`olmo_core/train/trainer.py` (allenai/OLMo-core fa6c5014): the Trainer loads the loader's state, "
+             "which holds an epoch of its own, then `_fit_epoch()` calls `reshuffle(self.epoch)`. A view that "
+             "reshuffles before the load (a trainer OLMo-core does not have) resumes a state saved after "
+             "`StopIteration` on the saved, finished epoch: its order file is missing from a fresh `work_dir` "
+             "(measured 2026-12-06: SC10, SC13, SC16, SC17, SC19, SC22 raise) or, shared, is that epoch's order "
+             "again (tests/clauses/test_trainer_epoch_at_resume.py). The loader is the package's. A resume with another global batch repeats samples: [F30](findings.md#f30), which this "
+             "row's fixed batch does not reach. SC21 runs the trainer's loop with the declared `reshuffle(epoch)`, "
+             "resumed at the epoch the trainer's state holds, as OLMo-core's Trainer resumes."),
     Row("olmo_fsl_2", "OLMo-core", "ai2-olmo-core", "olmo:olmo_fsl",
         "the same on 2 data-parallel ranks, the global batch kept fixed across a world-size change (declared, "
         "as OLMo-core's global_batch_size in tokens is)", world_size=2, declared=(("fixed_global_batch", True),),

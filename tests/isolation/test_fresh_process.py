@@ -7,8 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import zoo
 import zoo_kills
@@ -166,64 +169,65 @@ def test_a_crash_in_the_new_interpreter_is_reported_with_its_signal_and_step():
     assert "SIGSEGV" in result.message and "load_state_dict" in result.message, result.message
 
 
-def test_every_check_of_a_process_forks_its_fresh_children_from_one_new_interpreter():
-    """The import (about 2 s) is paid once per process, not once per check (a test session runs hundreds)."""
-    from stateful_contract.isolation import interpreter
-
-    pids = []
-    for factory in (zoo.epoch_loader, factories.reference_wrapper):
-        assert check(factory, clauses=["SC10"], space=IN_PROCESS).passed
-        pids.append(interpreter._ZYGOTES[os.getpid()].popen.pid)
-    assert pids[0] == pids[1]
+def _parents_seen(checker: int) -> Path:
+    """Where `RecordsItsParent` writes, one file per checker process (suites run side by side here)."""
+    return Path(tempfile.gettempdir()) / f"stateful-contract-fresh-parents-{checker}"
 
 
-def test_the_parallel_job_that_judges_sc10_takes_over_the_checkers_new_interpreter(monkeypatch):
-    """The checker starts the new interpreter's import before SC18, when a core is free, and the job that
-    judges SC10 uses it instead of importing its own (docs/performance.md), check after check."""
-    import multiprocessing
+class RecordsItsParent(zoo.EpochLoader):
+    """Correct; resumed in the new interpreter, it notes which process that interpreter's children come from."""
 
-    from stateful_contract.isolation import interpreter
+    def load_state_dict(self, state_dict):
+        from stateful_contract.isolation.interpreter import FRESH_INTERPRETER_ENV
 
-    started_by = multiprocessing.get_context("fork").Array("i", 8)  # seen by the jobs forked from here
-    count = multiprocessing.get_context("fork").Value("i", 0)
-    original = interpreter._Zygote.__init__
-
-    def counted(self):  # type: ignore[no-untyped-def]
-        with count.get_lock():
-            started_by[count.value] = os.getpid()
-            count.value += 1
-        original(self)
-
-    monkeypatch.setattr(interpreter._Zygote, "__init__", counted)
-    for _ in range(2):
-        report = check(zoo.epoch_loader, clauses=["SC10", "SC11"], space=IN_PROCESS, jobs=2)
-        assert report.passed and "a new interpreter" in " ".join(report["SC10"].notes), report["SC10"].notes
-    # At most one import, by this process (none if an earlier test here left one alive), none by a job.
-    assert set(started_by[:count.value]) <= {os.getpid()} and count.value <= 1, started_by[:count.value]
+        if os.environ.get(FRESH_INTERPRETER_ENV):
+            parent = psutil.Process(os.getppid())  # the interpreter it was forked from; its parent, the checker
+            with _parents_seen(parent.ppid()).open("a", encoding="utf-8") as f:
+                f.write(f"{parent.pid} {parent.ppid()}\n")
+        super().load_state_dict(state_dict)
 
 
-def _claims(zygote) -> bool:  # type: ignore[no-untyped-def]
-    import multiprocessing
+def test_every_check_of_a_process_resumes_in_children_of_one_new_interpreter():
+    """Torch is imported once per checker process, not once per check (a test session runs hundreds)."""
+    seen = _parents_seen(os.getpid())
+    seen.unlink(missing_ok=True)
+    try:
+        for _ in range(2):
+            report = check(RecordsItsParent, clauses=["SC10"], space=IN_PROCESS, jobs=1)
+            assert report.passed and "a new interpreter" in " ".join(report["SC10"].notes), report["SC10"].notes
+        parents = {tuple(line.split()) for line in seen.read_text(encoding="utf-8").splitlines()}
+    finally:
+        seen.unlink(missing_ok=True)
+    assert len(parents) == 1, parents  # one interpreter, this process's
+    (zygote, checker), = parents
+    assert int(checker) == os.getpid() and int(zygote) != os.getpid()
 
-    ctx = multiprocessing.get_context("fork")
-    answer = ctx.SimpleQueue()
-    child = ctx.Process(target=lambda: answer.put(zygote.claim()))
-    child.start()
-    child.join(60)
-    return bool(answer.get())
+
+def _interpreters_tagged(tag: str) -> list[int]:
+    """The live zygotes (new interpreters started for SC10) carrying ``tag`` in their environment."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if (any("zygote_main" in part for part in p.info["cmdline"] or ()) and p.status() != psutil.STATUS_ZOMBIE
+                    and p.environ().get("STATEFUL_CONTRACT_TEST_TAG") == tag):
+                found.append(p.pid)
+        except psutil.Error:
+            continue
+    return found
 
 
-def test_one_process_at_a_time_asks_a_new_interpreter_for_children():
-    """A job forked from the checker shares its zygote's pipe: two users at once would mix their answers."""
-    from stateful_contract.isolation import interpreter
-
-    interpreter.warm()
-    zygote = interpreter._ZYGOTES[os.getpid()]
-    with zygote._user.get_lock():
-        zygote._user.value = 0  # unclaimed, as warm() leaves a new one
-    assert _claims(zygote)  # a job takes it over; it ends, so its claim ends with it
-    assert zygote.claim()  # this process, the checker, again
-    assert not _claims(zygote)  # while the checker lives and holds it, no job may
+def test_a_check_with_parallel_jobs_resumes_in_a_new_interpreter_and_leaves_no_process_behind(monkeypatch):
+    """The job that judges SC10 starts its own new interpreter; it ends with the job (a job's child is no
+    descendant of this process once the job is gone, so it is found by a variable only this check's carry)."""
+    tag = f"{os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv("STATEFUL_CONTRACT_TEST_TAG", tag)  # inherited by the jobs, and so by their interpreters
+    report = check(zoo.epoch_loader, clauses=["SC10", "SC11"], space=IN_PROCESS, jobs=2)
+    assert report.passed and "a new interpreter" in " ".join(report["SC10"].notes), report["SC10"].notes
+    assert any("2 parallel processes" in n for n in report.notes), report.notes
+    deadline = time.monotonic() + 10  # the kernel kills a job's interpreter when the job ends (its death signal)
+    while (left := _interpreters_tagged(tag)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, [psutil.Process(pid).cmdline() for pid in left if psutil.pid_exists(pid)]
 
 
 def test_a_cli_target_given_as_a_file_path_is_rebuilt_in_the_new_interpreter_from_that_file(tmp_path):

@@ -121,12 +121,15 @@ def test_a_run_where_no_clause_applies_to_the_endless_stream_does_not_pass() -> 
     assert badge_message(report) == "not judged"
 
 
-def test_endless_is_declared_from_the_command_line_and_the_mixin() -> None:
-    from stateful_contract.faces.cli import _options, _parser
+def test_endless_is_declared_from_the_command_line_and_the_mixin(tmp_path: Path) -> None:
+    from stateful_contract.faces.cli import main
     from stateful_contract.faces.testing import StatefulLoaderContract, class_options
 
-    args = _parser().parse_args(["check", "tests/zoo.py:CyclingLoader", "--endless"])
-    assert _options(args).endless is True
+    # As a user runs it: the report says the stream was declared endless, not found so.
+    report = tmp_path / "report.json"
+    main(["check", f"{ROOT / 'tests' / 'zoo.py'}:CyclingLoader", "--endless", "--clause", "SC01", "--in-process",
+          "--quiet", "--json", str(report)])
+    assert Report.from_json(report).endless == "declared"
 
     class Declared(StatefulLoaderContract):
         endless = True

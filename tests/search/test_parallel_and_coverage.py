@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import misbehaving
 import torch
 import zoo
 
 from stateful_contract import ConfigSpace, check
-from stateful_contract.clauses.registry import lookup
 from stateful_contract.config import LoaderConfig
 from stateful_contract.report.render import coverage_line
-from stateful_contract.repro import lending, steps
 from stateful_contract.repro.steps import Position
 from stateful_contract.search.coverage import coverage_of, describe_space, space_points
-from stateful_contract.search.example import run_example
 from stateful_contract.search.loop import worker_pool
 from stateful_contract.search.plans import Checkpoint, Hops
 
@@ -95,7 +91,7 @@ def test_persistent_workers_reach_torchdata_only_with_workers() -> None:
     assert not LoaderConfig(num_workers=0, persistent_workers=True).stateful_dataloader().persistent_workers
 
 
-# --- The jobs borrow the uninterrupted runs SC18 took (`repro/lending.py`, issue 21) ------------
+# --- Each job takes its own uninterrupted runs: a stream that depends on the process --------------
 
 class PidShuffled(zoo.EpochLoader):
     """Shuffles each epoch with a seed from its process id: exact in one process, another stream in
@@ -108,66 +104,9 @@ class PidShuffled(zoo.EpochLoader):
         return torch.randperm(self.config.dataset_size, generator=g).tolist()
 
 
-#: A config with workers, whose runs are lent (`lending.kept_references`); the zoo's loaders start
-#: no worker processes whatever the config says, so these tests stay fast.
-LENT = LoaderConfig(dataset_size=6, batch_size=2, num_workers=1)
-
-
-def test_only_runs_with_workers_are_lent() -> None:
-    """A run without workers costs milliseconds to take again; SC18's forty made the loan half a
-    second of the check's serial time (docs/performance.md)."""
-    with steps.references_kept():
-        steps.uninterrupted(zoo.epoch_loader, LoaderConfig(dataset_size=6, batch_size=2))
-        steps.uninterrupted(zoo.epoch_loader, LENT)
-        assert [key[1] for key in steps.kept_references()] == [LENT]
-
-
-def test_a_borrowed_run_serves_an_example_without_a_second_run_of_the_loader() -> None:
-    config = LENT
-    built: list[int] = []
-
-    def factory(c: LoaderConfig) -> zoo.EpochLoader:
-        built.append(1)
-        return zoo.EpochLoader(c)
-
-    with steps.references_kept():
-        taken = steps.uninterrupted(factory, config)
-        lent = steps.kept_references()
-    lending.lend(lent)
-    try:
-        with steps.references_kept(), lending.watching() as used:
-            assert steps.uninterrupted(factory, config) is taken and len(built) == 1
-        assert used == set(lent)
-    finally:
-        lending.lend({})
-    with steps.references_kept():  # a later block, after the loan: its own run
-        steps.uninterrupted(factory, config)
-    assert len(built) == 2
-
-
-def test_an_example_that_fails_on_a_borrowed_run_is_judged_again_on_its_own(tmp_path: Path) -> None:
-    config = LENT
-    factory = zoo.epoch_loader
-    with steps.references_kept():
-        batches, lengths = steps.uninterrupted(factory, config)
-        key, = steps.kept_references()
-    wrong = (list(reversed(batches)), lengths)  # another process's stream, say
-    lending.lend({key: wrong})
-    try:
-        with steps.references_kept():
-            run = run_example(lookup("SC13"), factory, config, Checkpoint(Position(0, 1)),
-                              factory_import="from zoo import epoch_loader as factory", load_form="positional",
-                              alignment=None, timeout=None, workdir=tmp_path)
-            assert run.outcome is None, run.outcome  # judged on its own run, which holds
-            assert steps.kept_references()[key] is not wrong  # and the borrowed one is no longer served
-    finally:
-        lending.lend({})
-
-
 def test_a_stream_that_depends_on_the_process_gets_the_verdicts_of_one_job_on_two() -> None:
-    # The jobs borrow SC18's runs from another process; every example that fails on one is judged
-    # again on its own process's run, so only SC10's resume in a fresh process sees the dependence.
-    # Worker configs, so that SC18's runs are lent (the zoo's loader starts no worker processes).
+    # Each job compares its examples with the uninterrupted runs it took itself, so only SC10's resume
+    # in a fresh process sees the dependence (worker configs too: the zoo's loader starts no workers).
     kwargs = {"clauses": ["SC10", "SC11", "SC13", "SC20"], "space": ConfigSpace(num_workers=(0, 1)),
               "profile": "dev", "seed": 5}
     one, two = check(PidShuffled, jobs=1, **kwargs), check(PidShuffled, jobs=2, **kwargs)

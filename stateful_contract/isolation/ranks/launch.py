@@ -1,9 +1,8 @@
 """Starting a phase's ranks the way ``torchrun`` starts them, talking to each one directly, ending what is left.
 
-Each rank is a new interpreter started with ``subprocess.Popen`` in a session of its own, given the variables
-torchrun's agent gives a rank, as torchrun starts one (torch v2.13.0: ``LocalElasticAgent._start_workers`` in
-torch/distributed/elastic/agent/server/local_elastic_agent.py, ``SubprocessHandler._popen`` in
-torch/distributed/elastic/multiprocessing/subprocess_handler/subprocess_handler.py). The checker keeps one end
+Each rank is a new interpreter started as every one is (`processes.start_python`: torchrun's way), given the
+variables torchrun's agent gives a rank (torch v2.13.0: ``LocalElasticAgent._start_workers`` in
+torch/distributed/elastic/agent/server/local_elastic_agent.py). The checker keeps one end
 of a socket pair per rank (`multiprocessing.connection`: one transport, no port, no relay) and sends each
 command to every rank itself; the ranks form their gloo group among themselves for the loader's collectives
 only. Why, and how a hang is ended from outside: docs/distributed.md, "Ranks that raise, die or hang". What
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...repro import status
-from ..processes import MARKER_ENV, fault_excerpt, kill_marked
+from ..processes import fault_excerpt, kill_marked, start_python
 from .failures import LaunchOutcome, RankFailure, order_failures
 
 __all__ = ["JOINING", "SPEC_FILE", "Phase", "board_path", "of_caller", "torchrun_env", "where_ranks_were"]
@@ -39,10 +38,6 @@ JOINING = "joining the gloo process group"
 SPEC_FILE = "launch.json"
 #: Seconds the other ranks get to end on their own once one rank is gone (their own error is then theirs).
 SETTLE = 1.0
-#: The folder this copy of the package is imported from: the ranks run the checker's code.
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
-_BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
-         "from stateful_contract.isolation.ranks.world import rank_main; sys.exit(rank_main(*sys.argv[1:]))")
 
 
 def board_path(run_dir: Path, rank: int) -> Path:
@@ -117,13 +112,11 @@ class Phase:
             mine, theirs = socket.socketpair()
             error_file = logs / "attempt_0" / str(rank) / "error.json"
             error_file.parent.mkdir(parents=True, exist_ok=True)
-            env = {**os.environ, **torchrun_env(rank, world_size, port, f"{run_dir.name}-{name}", error_file),
-                   MARKER_ENV: str(run_dir)}
+            env = torchrun_env(rank, world_size, port, f"{run_dir.name}-{name}", error_file)
             with open(error_file.with_name("stderr.log"), "wb") as out:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-c", _BOOT, PACKAGE_ROOT, str(run_dir), name, str(theirs.fileno())],
-                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    pass_fds=(theirs.fileno(),), start_new_session=True))
+                procs.append(start_python("stateful_contract.isolation.ranks.world:rank_main", str(run_dir), name,
+                                          str(theirs.fileno()), env=env, pass_fds=(theirs.fileno(),),
+                                          run_dir=run_dir, output=out))
             theirs.close()
             conns.append(Connection(mine.detach()))
         return cls(name, run_dir, procs, conns, logs)
