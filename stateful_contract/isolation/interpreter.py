@@ -79,7 +79,8 @@ class _Zygote:
             # Without the run's marker: it outlives every check's run (`close` ends it).
             self.popen = start_python("stateful_contract.isolation.interpreter:zygote_main",
                                       str(theirs.fileno()), str(os.getpid()), pass_fds=(theirs.fileno(),),
-                                      env={"PYTHONHASHSEED": self.hash_seed, FRESH_INTERPRETER_ENV: "1"})
+                                      env={"PYTHONHASHSEED": self.hash_seed, FRESH_INTERPRETER_ENV: "1"},
+                                      dies_with_this_process=True)
         finally:
             theirs.close()
         self.owner = os.getpid()

@@ -34,21 +34,34 @@ CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.
 
 #: The folder this copy of the package is imported from: a new interpreter runs the checker's code.
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-#: What a new interpreter runs: ``python -c _BOOT PACKAGE_ROOT module:function args...``.
-_BOOT = ("import importlib, sys; sys.path.insert(0, sys.argv.pop(1)); module, _, name = sys.argv.pop(1).partition(':'); "
+#: What a new interpreter runs: ``python -c _BOOT PACKAGE_ROOT module:function args...``. Its first lines, before
+#: any import, ask the kernel to kill it when the process that started it dies (`DIE_WITH_ENV` names that pid;
+#: Linux): set later, after the entry's imports, a checker ended by Ctrl-C while a zygote still imported left it
+#: running, orphaned (seen at load 30). The pid check covers a parent that died before the request.
+_BOOT = ("import os, sys\n"
+         f"if (parent := os.environ.pop({'STATEFUL_CONTRACT_DIE_WITH'!r}, '')) and sys.platform.startswith('linux'):\n"
+         "    import ctypes; ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL\n"
+         "    if os.getppid() != int(parent): os._exit(0)\n"
+         "import importlib; sys.path.insert(0, sys.argv.pop(1)); module, _, name = sys.argv.pop(1).partition(':')\n"
          "sys.exit(getattr(importlib.import_module(module), name)(*sys.argv[1:]))")
+#: The environment variable `_BOOT` reads the pid to die with from.
+DIE_WITH_ENV = "STATEFUL_CONTRACT_DIE_WITH"
 
 
 def start_python(entry: str, *args: str, env: Mapping[str, str], pass_fds: Sequence[int] = (),
-                 run_dir: Path | None = None, output: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+                 run_dir: Path | None = None, output: IO[bytes] | None = None,
+                 dies_with_this_process: bool = False) -> subprocess.Popen[bytes]:
     """A new interpreter calling ``entry`` (``"module:function"``) with ``args``, the one way the checker starts
     one (a rank, the zygote): as torchrun's agent starts a rank (torch v2.13.0, ``SubprocessHandler._popen`` in
     torch/distributed/elastic/multiprocessing/subprocess_handler/subprocess_handler.py), in a session of its
     own, with this environment updated by ``env``, no standard input and no file of this process's but
     ``pass_fds``; its output to ``output`` (None: this process's). ``run_dir``: the run's marker (`MARKER_ENV`)
-    for the final sweep; None for a process that outlives every run (the zygote), which carries none."""
-    environ = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
+    for the final sweep; None for a process that outlives every run (the zygote), which carries none.
+    ``dies_with_this_process``: killed by the kernel when this process ends, from its first line on (`_BOOT`)."""
+    environ = {k: v for k, v in os.environ.items() if k not in (MARKER_ENV, DIE_WITH_ENV)}
     environ.update(env)
+    if dies_with_this_process:
+        environ[DIE_WITH_ENV] = str(os.getpid())
     if run_dir is not None:
         environ[MARKER_ENV] = str(run_dir)
     return subprocess.Popen([sys.executable, "-c", _BOOT, PACKAGE_ROOT, entry, *args], env=environ,
