@@ -31,7 +31,7 @@ def test_a_new_interpreter_still_importing_dies_with_the_process_that_started_it
     assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE
     starter.kill()  # what SIGKILL, or a Ctrl-C that ends the checker before its cleanup, does
     starter.wait()
-    gone, alive = psutil.wait_procs([child], timeout=30)
+    _, alive = psutil.wait_procs([child], timeout=30)
     for p in alive:
         p.kill()
     assert not alive, "the new interpreter outlived the process that started it"
