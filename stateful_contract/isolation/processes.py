@@ -167,13 +167,17 @@ def describe_exit(exitcode: int) -> tuple[str, str]:
 # the checker did then (``then``). ``during``: the call it was in, with its leading space (or "").
 
 
-def death(exitcode: int, subject: str = "the process", during: str = "", raised: str = "") -> tuple[str, str]:
+def death(exitcode: int, subject: str = "the process", during: str = "", raised: str = "",
+          in_loader: bool = True) -> tuple[str, str]:
     """``(killed_by, what happened)`` for a process that ended on its own or was killed, not by the checker;
-    ``raised``: the error it exited with, when Python recorded one (a rank's error file)."""
+    ``raised``: the error it exited with, when Python recorded one (a rank's error file); ``in_loader``: it
+    was inside a call into the loader (its status log says so), else an exit is not the loader's doing."""
     killed_by, how = describe_exit(exitcode)
     said = f"{subject} {how}{during}"
     if raised:
         return killed_by, f"{said}: {raised}"
+    if exitcode >= 0 and not in_loader:  # an interpreter that could not start, say (an import failed)
+        return killed_by, f"{said}, outside any call into the loader: its output says why"
     if exitcode >= 0:
         return killed_by, f"{said}: the loader ended it (os._exit, or exit() in native code)"
     if -exitcode in CRASH_SIGNALS:

@@ -255,7 +255,7 @@ class Supervised(OneProcess):
         if stall is None:
             with contextlib.suppress(OSError):
                 fault = fault_excerpt(spec.fault_file.read_text(encoding="utf-8", errors="replace"))
-        killed_by, got = self._why(stall, proc.exitcode, board.during)
+        killed_by, got = self._why(stall, proc.exitcode, board.during, board.in_call)
         self._crashes[clause.id] += 1
         final = stall is not None or self._crashes[clause.id] > SHRINK_CRASHES
         detail = f"\nDoing: {board.command}" if board.command else ""
@@ -276,7 +276,7 @@ class Supervised(OneProcess):
             program += f"  # <- the process {how} here ({killed_by})"
         return ExampleRun(0, outcome, reproduction=program, final=final)
 
-    def _why(self, stall: Stall | None, code: int | None, during: str) -> tuple[str, str]:
+    def _why(self, stall: Stall | None, code: int | None, during: str, in_loader: bool) -> tuple[str, str]:
         """What ended the child, as the report names it (``killed_by``), and how a message says it
         (`processes`' sentences, which a rank's message shares)."""
         during = f" {during}" if during else ""
@@ -289,7 +289,7 @@ class Supervised(OneProcess):
             return "timeout", hang(stall.timeout, during=during, then=killed)
         if stall is not None:
             return "timeout", no_answer(2 * (self.timeout or 0) + COMMAND_GRACE, during=during, then=killed)
-        return death(-signal.SIGKILL if code is None else code, during=during)
+        return death(-signal.SIGKILL if code is None else code, during=during, in_loader=in_loader)
 
     def start(self) -> None:
         try:

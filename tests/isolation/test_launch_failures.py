@@ -185,3 +185,12 @@ def test_a_command_past_its_own_limit_is_named_by_that_limit_not_the_runs_timeou
     with pytest.raises(rank_executor.WorldDown) as down:  # the run's own deadline first: its timeout is named
         ranks.wait(lambda: False, sent=time.monotonic(), deadline=time.monotonic() + 0.1)
     assert "did not finish within 600 s" in str(down.value), down.value
+
+
+def test_an_exit_outside_any_call_into_the_loader_is_not_blamed_on_the_loader() -> None:
+    # A rank whose interpreter could not start (an import failed) exits 1 before it calls the loader.
+    starting = RankFailure(rank=1, phase="search", exitcode=1, error="", doing="", in_loader=False)
+    assert "outside any call into the loader" in starting.describe()
+    assert "the loader ended it" not in starting.describe()
+    inside = RankFailure(rank=1, phase="search", exitcode=1, error="", doing="running", in_loader=True)
+    assert "the loader ended it" in inside.describe()

@@ -46,6 +46,8 @@ class RankFailure:
     exited_at: float | None = None
     #: `OWN`, `KILLED`, `COMMUNICATION` or `STOPPED`: set by `order_failures`, judged against the others.
     kind: str = OWN
+    #: It was inside a call into the loader when it ended (its status log): an exit is the loader's doing.
+    in_loader: bool = True
 
     @property
     def killed_by(self) -> str:
@@ -58,7 +60,7 @@ class RankFailure:
 
     def describe(self) -> str:
         during = f" in the {self.phase} phase, while {self.doing or 'starting up'}"
-        text = death(self.exitcode, f"rank {self.rank}", during, self.error)[1] if self.exitcode is not None else (
+        text = death(self.exitcode, f"rank {self.rank}", during, self.error, self.in_loader)[1] if self.exitcode is not None else (
             f"rank {self.rank} {self.how}{during}: {self.error}")
         if self.stderr_tail:
             text += "\n  last lines of its stderr:\n    " + "\n    ".join(self.stderr_tail.splitlines())

@@ -201,7 +201,8 @@ class Phase:
         if not isinstance(message, str) or message.startswith("To enable traceback"):
             message = ""
         return RankFailure(rank=rank, phase=self.name, exitcode=proc.returncode, error=message, doing=doing,
-                           stderr_tail=_tail(error_file.with_name("stderr.log")), exited_at=self.exited_at.get(rank))
+                           stderr_tail=_tail(error_file.with_name("stderr.log")), exited_at=self.exited_at.get(rank),
+                           in_loader=status.read(board_path(self.run_dir, rank)).in_call)
 
 
 def _tail(path: Path, lines: int = 25) -> str:
