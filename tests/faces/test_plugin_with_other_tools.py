@@ -171,6 +171,9 @@ def test_a_failure_from_a_pytest_report_replays_from_the_command_line(
 # --- pytest-xdist ---------------------------------------------------------------------------
 
 
+# pytest in pytest under xdist, three interpreters importing torch: 35-51 s each at load 5, which the README's
+# suite cannot afford (7 min on 2 cores); `nox -s acceptance` runs them, and CI runs both.
+@pytest.mark.acceptance
 def test_under_xdist_each_class_is_checked_once_and_the_controller_writes_the_reports(
     pytester: pytest.Pytester,
 ) -> None:
@@ -190,6 +193,7 @@ def test_under_xdist_each_class_is_checked_once_and_the_controller_writes_the_re
     assert judged == {"SC01": "passed", "SC02": "failed", "SC10": "failed", "SC12": "passed"}
 
 
+@pytest.mark.acceptance  # as the test above
 def test_under_xdist_one_class_makes_one_merged_report(pytester: pytest.Pytester) -> None:
     """The issue's "done when": a fresh directory with one contract class, ``pytest -n 2``."""
     pytester.makepyfile(test_loaders=HEADER + PLAIN)
@@ -317,7 +321,9 @@ def test_observed(request):
 """
 
 
-@pytest.mark.parametrize("dist", ["load", "loadgroup"])
+# `load` in the README's suite; `loadgroup` (30 s at load 5, the same guarantee under the other scheduler) in
+# `nox -s acceptance`.
+@pytest.mark.parametrize("dist", ["load", pytest.param("loadgroup", marks=pytest.mark.acceptance)])
 def test_a_suite_without_a_contract_class_runs_exactly_as_without_the_package(
     dist: str, pytester: pytest.Pytester
 ) -> None:
