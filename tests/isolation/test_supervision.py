@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -68,33 +67,16 @@ def cleaning_up(p: Any) -> bool:
     return command[:3] == ["rm", "-rf", "--"] and Path(command[-1]).name.startswith("stateful-contract-")
 
 
-def still_running(pids: list[int], *, but: Callable[[Any], bool], timeout: float = 120) -> list[int]:
-    """``pids`` still alive, once those ``but`` picks were given ``timeout`` s to end on their own."""
+def let_the_cleanup_finish(pids: list[int], timeout: float = 120) -> None:
+    """Wait up to ``timeout`` s for those of ``pids`` that are `cleaning_up` to end on their own."""
     import psutil
 
-    procs = []
+    finishing = []
     for pid in pids:
         with contextlib.suppress(psutil.Error):
-            procs.append(psutil.Process(pid))
-    finishing = []
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            if but(p):
+            if cleaning_up(p := psutil.Process(pid)):
                 finishing.append(p)
     psutil.wait_procs(finishing, timeout=timeout)
-    return left_over([p.pid for p in procs])
-
-
-def left_over(pids: list[int]) -> list[int]:
-    """Those of ``pids`` still alive (a zombie is not)."""
-    import psutil
-
-    alive = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-    return alive
 
 
 def described(pids: list[int]) -> list[str]:
@@ -283,7 +265,8 @@ def test_ctrl_c_stops_within_a_second_writes_the_partial_report_and_leaves_nothi
     assert took < 1.5, took
     # A multi-rank run's files are deleted by a detached ``rm -rf`` (not on a Ctrl-C's clock: 4 s at load 28):
     # it carries the run's marker, and ends on its own once they are gone.
-    assert not still_running(left_behind(mark), but=cleaning_up), described(left_behind(mark))
+    let_the_cleanup_finish(left_behind(mark))
+    assert left_behind(mark) == [], described(left_behind(mark))
     data = json.loads(report.read_text())
     assert data["interrupted"] is True and data["verdict"] == "interrupted"
     statuses = {c["id"]: c["status"] for c in data["clauses"]}
