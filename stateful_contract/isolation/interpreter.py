@@ -78,7 +78,7 @@ class _Zygote:
         try:
             # Without the run's marker: it outlives every check's run (`close` ends it).
             self.popen = start_python("stateful_contract.isolation.interpreter:zygote_main",
-                                      str(theirs.fileno()), str(os.getpid()), pass_fds=(theirs.fileno(),),
+                                      str(theirs.fileno()), pass_fds=(theirs.fileno(),),
                                       env={"PYTHONHASHSEED": self.hash_seed, FRESH_INTERPRETER_ENV: "1"},
                                       dies_with_this_process=True)
         finally:
@@ -147,11 +147,11 @@ def start(spec: Any) -> tuple[Interpreter, Connection]:
     return Interpreter(zygote, pid), Connection(mine.detach())
 
 
-def zygote_main(line: str, checker: str) -> None:
-    """The zygote (`start_python`'s entry): import what a child needs, then fork one per request, and reap them."""
+def zygote_main(line: str) -> None:
+    """The zygote (`start_python`'s entry, which dies with the checker from its first line): import what a child
+    needs, then fork one per request, and reap them."""
     conn = Connection(int(line))
     sock = socket.socket(fileno=os.dup(conn.fileno()))
-    die_with_parent(int(checker))
     ignore_set_vital()  # a new interpreter has none of the checker's warning filters
     import torch  # noqa: F401  (the import every child would otherwise pay)
     import torchdata.stateful_dataloader  # noqa: F401
