@@ -96,6 +96,12 @@ def run(cmd: list[str], tree: Path) -> tuple[float, str]:
     return time.perf_counter() - started, done.stdout
 
 
+def said(round_: int, name: str, seconds: float, detail: str = "") -> None:
+    """One measurement, printed as it ends (a run cut short keeps every round it finished)."""
+    print(f"round {round_} {name:14}: {seconds:7.2f} s, load {os.getloadavg()[0]:.1f}" + (f", {detail}" if detail else ""),
+          flush=True)
+
+
 def report_of(cmd: list[str], tree: Path) -> tuple[float, dict]:  # type: ignore[type-arg]
     with tempfile.TemporaryDirectory() as d:
         seconds, _ = run([*cmd, "--json", f"{d}/r.json"], tree)
@@ -150,13 +156,15 @@ def issue21(repeat: int, tree: Path, compare: Path | None = None) -> list[tuple[
     times: dict[str, list[float]] = {k: [] for k in commands}
     loads: dict[str, list[float]] = {k: [] for k in commands}
     printed: dict[str, list[bool]] = {}
-    for _ in range(repeat):
+    for round_ in range(repeat):
         for name, (cmd, where) in commands.items():
             loads[name].append(os.getloadavg()[0])
             seconds, out = run(cmd, where)
             times[name].append(seconds)
             if name.endswith("x"):
                 printed.setdefault(name, []).append("Reproduce" in out or "reproduc" in out.lower())
+            said(round_, name, seconds, "" if not name.endswith("x") else
+                 "reproduction printed" if printed[name][-1] else "reproduction NOT printed")
     med = {k: statistics.median(v) for k, v in times.items()}
 
     def row(label: str, name: str, target: str) -> tuple[str, str, str, str]:
@@ -229,9 +237,13 @@ def main() -> None:
         times.setdefault(name, []).append(seconds)
         if report is not None:
             found.setdefault(name, []).append(facts(report))
+        said(round_, name, seconds, "" if report is None else
+             f"verdict {report['verdict']}, "
+             + ", ".join(f"{k} {v:g}" for k, v in found[name][-1].items() if k != "verdict_pass"))
 
     overhead = []
-    long_rounds = args.repeat if args.long_repeat is None else min(args.long_repeat, args.repeat)
+    round_ = 0
+    long_rounds = args.repeat if args.long_repeat is None else max(1, min(args.long_repeat, args.repeat))  # the table needs one
     for round_ in range(args.repeat):
         loads.append(os.getloadavg()[0])
         note("base", run(BASELINE, ROOT)[0])
@@ -248,6 +260,9 @@ def main() -> None:
             note("thorough_1", *report_of([*thorough, "--jobs", "1"], ROOT))
             note("thorough_n", *report_of(thorough, ROOT))
         overhead.append(json.loads(run([PY, "-c", OVERHEAD], ROOT)[1].strip().splitlines()[-1]))
+        inside = overhead[-1]
+        said(round_, "overhead", inside["total"], f"{inside['loader']:.2f} s inside the loader's methods, "
+             f"{(inside['total'] - inside['loader']) / inside['loader']:.2f}x outside / inside")
         loads.append(os.getloadavg()[0])
 
     med = {name: statistics.median(ts) for name, ts in times.items()}
