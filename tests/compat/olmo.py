@@ -22,21 +22,24 @@ to ``work_dir`` (``build_and_save_global_indices``) and the loader reads it back
 path. The file's name holds every input of the order (seed and epoch when shuffling, the dataset's size),
 and it is written to a temporary name and renamed (``olmo_core/data/utils.py``, ``memmap_to_write``), so
 the checks that share this process's ``work_dir`` read only orders equal to their own, as runs sharing a
-work_dir do.
+work_dir do. No ``work_dir`` outlives its check (`_work_dir`).
 
 ``olmo_core`` is imported only when a factory runs.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from stateful_contract import TrainerView
 from stateful_contract.config import LoaderConfig
+from stateful_contract.isolation.processes import MARKER_ENV
 
 __all__ = ["olmo_fsl", "olmo_fsl_loader"]
 
@@ -44,10 +47,32 @@ __all__ = ["olmo_fsl", "olmo_fsl_loader"]
 VOCAB_SIZE = 1000
 
 
+def _remove(path: Path, owner: int) -> None:
+    if os.getpid() == owner:  # a forked child that runs its exit handlers leaves its parent's directory alone
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@functools.cache
+def _own_dir() -> Path:
+    """The directory of the work directories of a process the check did not start (the checker itself, a
+    rank of the user's launcher), which that process deletes at its exit."""
+    made = Path(tempfile.mkdtemp(prefix="stateful-contract-olmo-"))
+    atexit.register(_remove, made, os.getpid())
+    return made
+
+
 @functools.cache
 def _work_dir() -> Path:
-    """This process's work directory (the loader's ``work_dir``: the token files, each epoch's order)."""
-    return Path(tempfile.mkdtemp(prefix="stateful-contract-olmo-"))
+    """This process's work directory (the loader's ``work_dir``: the token files, each epoch's order). In a
+    process the check started, it is in that process's run directory (`MARKER_ENV`), which the check deletes
+    whichever way the process ended (a child leaves by ``os._exit``, without exit handlers, or is killed)."""
+    run_dir = os.environ.get(MARKER_ENV)
+    return Path(tempfile.mkdtemp(prefix="olmo-work-", dir=run_dir if run_dir and os.path.isdir(run_dir)
+                                 else _own_dir()))
+
+
+if MARKER_ENV not in os.environ:
+    _own_dir()  # now, in the checker that imports the factory: the jobs it forks share it, and leave it to it
 
 
 @functools.cache

@@ -32,20 +32,37 @@ class KeptRow:
         return float(cells[-1]) if cells and re.fullmatch(r"\d+(\.\d+)?", cells[-1]) else 0.0
 
 
-def _date(page: str) -> str:
-    """The oldest measurement date the page states (a page that kept rows names their older date too):
-    a kept row is labelled no newer than it may be."""
-    dates = sorted(re.findall(r"measured (\d{4}-\d{2}-\d{2})", page))
-    return dates[0] if dates else "an earlier run"
+#: The sentence of a page's header that dates the rows measured before its newest ones (`tests.compat.table`):
+#: "Rows measured earlier are kept as they were: `a`, `b` on 2026-12-02; `c` on 2026-12-04."
+EARLIER = "Rows measured earlier are kept as they were: "
+_DAY = r"\d{4}-\d{2}-\d{2}"
+
+
+def _dates(page: str) -> tuple[str, dict[str, str]]:
+    """The date of the page's rows (its header's "measured DATE"), and the rows measured on another date, each
+    with its own.
+
+    Pages before rows were dated one by one said "This run measured `x`; the other rows are kept as the
+    page measured DATE, ... had them": the other rows take the oldest date named, no newer than they may be."""
+    found = re.search(rf"measured ({_DAY})", page)
+    newest = found.group(1) if found else "an earlier run"
+    if (old := re.search(rf"This run measured ([^;]*); the other rows are kept as the page measured ((?:{_DAY}"
+                         rf"(?:, )?)+) had them", page)) is not None:
+        return min(re.findall(_DAY, old.group(2))), dict.fromkeys(re.findall(r"`([^`]+)`", old.group(1)), newest)
+    other: dict[str, str] = {}
+    if (sentence := re.search(re.escape(EARLIER) + r"(.*?)\.(?:\s|$)", page)) is not None:
+        for names, day in re.findall(rf"((?:`[^`]+`(?:, )?)+) on ({_DAY})", sentence.group(1)):
+            other |= dict.fromkeys(re.findall(r"`([^`]+)`", names), day)
+    return newest, other
 
 
 def kept_rows(page: str) -> dict[str, KeptRow]:
     """Every row of ``page`` (a docs/compatibility.md written by `tests.compat.table.render`), by name."""
-    date = _date(page)
+    date, other = _dates(page)
     rows: dict[str, KeptRow] = {}
 
-    def row(name: str) -> KeptRow:
-        return rows.setdefault(name, KeptRow(name, date))
+    def row(name: str) -> KeptRow:  # each row keeps the date it was measured on, not the page's oldest
+        return rows.setdefault(name, KeptRow(name, other.get(name, date)))
 
     section = ""
     current: KeptRow | None = None

@@ -11,8 +11,13 @@ and their package imports, and are skipped otherwise
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import datetime
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,7 +119,7 @@ def test_litdata_sc23_catches_the_elastic_drop_last_loss() -> None:
 def test_a_run_of_some_rows_keeps_the_others_as_the_page_has_them() -> None:
     """`python -m tests.compat ROW --keep-others` rewrites the page around the rows it ran: every other
     row's lines (summary, clauses, reasons, notes) come back as the page had them, and the page says
-    which rows this run measured."""
+    which rows were measured on which day."""
     from tests.compat.page import kept_rows
 
     page = (DOCS / "compatibility.md").read_text(encoding="utf-8")
@@ -125,6 +130,45 @@ def test_a_run_of_some_rows_keeps_the_others_as_the_page_has_them() -> None:
     assert [line for line in again.splitlines() if not line.startswith("rows' checks took")] == body
     absent = Row("absent", "nothing", "no-such-distribution", "manual:manual_skip", "a row whose module is absent",
                  requires=("no_such_module_here",))
-    mixed = render([measure(absent)], command="python -m tests.compat", kept=kept, order=[*ROWS, "absent"])
-    assert "This run measured `absent`; the other rows are kept as the page measured" in mixed
+    # Rows measured on two earlier days, and one today: each keeps its own day through the rewrite (they were
+    # all restamped with the page's oldest).
+    days = {name: f"2026-11-{10 + i % 2}" for i, name in enumerate(kept)}
+    dated = {name: dataclasses.replace(k, measured=days[name]) for name, k in kept.items()}
+    mixed = render([measure(absent)], command="python -m tests.compat", kept=dated, order=[*ROWS, "absent"])
     assert all(k.summary in mixed for k in kept.values())
+    again = kept_rows(mixed)
+    assert {name: k.measured for name, k in again.items()} == {**days, "absent": datetime.date.today().isoformat()}
+
+
+#: The OLMo row's work directories in the processes of a check: a job the checker forks, a process started in a
+#: run directory (both leave by ``os._exit``, as the check's processes do, without exit handlers), the checker.
+OLMO_PROCESSES = """
+import os, pathlib, tempfile
+from tests.compat import olmo
+from stateful_contract.isolation.processes import MARKER_ENV
+
+run_dir = tempfile.mkdtemp()
+for marker in (None, run_dir):
+    if (pid := os.fork()) == 0:
+        if marker:
+            os.environ[MARKER_ENV] = marker
+        (olmo._work_dir() / "order.npy").write_bytes(b"x")
+        os._exit(0)
+    os.waitpid(pid, 0)
+(olmo._work_dir() / "order.npy").write_bytes(b"x")
+print(sorted(str(p.relative_to(run_dir)) for p in pathlib.Path(run_dir).rglob("*")))
+"""
+
+
+def test_the_olmo_rows_leave_no_work_dir_behind(tmp_path: Path) -> None:
+    """Each process of a check writes OLMo-core's files in a work_dir that the check deletes: a process it started
+    in its run directory, the checker and the jobs it forks in one the checker deletes at its exit (they were
+    left in the temporary directory, one per process, 13 MB each)."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(DOCS.parent)}
+    proc = subprocess.run([sys.executable, "-c", OLMO_PROCESSES], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=DOCS.parent, check=False)
+    assert proc.returncode == 0, proc.stderr
+    in_run_dir = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert len(in_run_dir) == 2 and in_run_dir[0].startswith("olmo-work-") and in_run_dir[1].endswith("/order.npy")
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1, left  # the run directory, which is the check's to delete (here, the test's)
