@@ -34,3 +34,26 @@ def _searches_seeded_by_the_test(request: pytest.FixtureRequest, monkeypatch: py
         return test_seed if seed is None and not self.derandomize else drawn(self, seed)
 
     monkeypatch.setattr(Profile, "draw_seed", draw_seed)
+
+
+@pytest.fixture
+def cli_options(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``cli_options(TARGET, *FLAGS)``: the `CheckOptions` that ``stateful-contract check TARGET FLAGS`` runs its
+    check with. The command runs as a user's does, through the CLI's `main`, up to the public `check` every
+    face calls, which here records what it was given instead of checking."""
+    from stateful_contract import Report
+    from stateful_contract.faces import cli
+
+    def options(*argv: str) -> Any:
+        given: list[Any] = []
+
+        def recorded(target: Any, options: Any, **_: Any) -> Report:
+            given.append(options)
+            return Report(str(target), [])
+
+        monkeypatch.setattr(cli, "check", recorded)
+        code = cli.main(["check", *argv, "--quiet"])
+        assert given, f"the command line did not reach check(): exit {code}"
+        return given[0]
+
+    return options

@@ -163,10 +163,8 @@ def test_version(capsys):
 
 @pytest.mark.parametrize(("value", "limit"), [("4G", 4 << 30), ("512M", 512 << 20), ("1.5GiB", 3 << 29),
                                               ("1000", 1000), ("none", None), ("0", None)])
-def test_memory_limit_sizes(value, limit):
-    from stateful_contract.faces.cli import _memory
-
-    assert _memory(value) == limit
+def test_memory_limit_sizes(value, limit, cli_options):
+    assert cli_options(f"{ZOO}:epoch_loader", "--memory-limit", value).memory_limit == limit
 
 
 def test_a_prerequisite_that_fails_is_reported_even_when_not_selected(capsys):

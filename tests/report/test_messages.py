@@ -22,7 +22,7 @@ import pytest
 import zoo
 
 from stateful_contract import CheckOptions, ConfigSpace, LoaderConfig, check
-from stateful_contract.faces.cli import _parser, main
+from stateful_contract.faces.cli import main
 from stateful_contract.faces.replay import parse_value
 from stateful_contract.faces.testing import StatefulLoaderContract
 from stateful_contract.isolation.noise import ignore_set_vital
@@ -159,10 +159,10 @@ def check_keywords() -> set[str]:
 
 
 @pytest.mark.parametrize("hint", HINTS, ids=repr)
-def test_each_hint_is_a_real_option_of_each_face(hint: Hint) -> None:
+def test_each_hint_is_a_real_option_of_each_face(hint: Hint, cli_options: Any) -> None:
     cli = hint.spelled("cli")
     if not cli.startswith("drop "):  # the others are options `check` accepts as written
-        _parser().parse_args(["check", "pkg:factory", *shlex.split(cli)])
+        cli_options("pkg:factory", *shlex.split(cli))
     python = hint.spelled("python")
     if python.startswith("check("):
         call = ast.parse(python.replace("...", "target"), mode="eval").body
@@ -177,9 +177,9 @@ def test_each_hint_is_a_real_option_of_each_face(hint: Hint) -> None:
 
 
 @pytest.mark.parametrize("hint", [Hint("timeout"), Hint("memory_limit")], ids=["timeout", "memory-limit"])
-def test_each_limit_a_message_names_is_an_option_of_each_face(hint: Hint) -> None:
+def test_each_limit_a_message_names_is_an_option_of_each_face(hint: Hint, cli_options: Any) -> None:
     """The engine's messages name a limit without its value ("--timeout sets the limit"): each spelling is one."""
-    _parser().parse_args(["check", "pkg:factory", hint.spelled("cli"), "1"])
+    cli_options("pkg:factory", hint.spelled("cli"), "1")
     call = ast.parse(hint.spelled("python").replace("...", "target"), mode="eval").body
     assert isinstance(call, ast.Call) and {k.arg for k in call.keywords} <= check_keywords()
     with speaking("pytest", "TestMyLoader"):
@@ -187,15 +187,27 @@ def test_each_limit_a_message_names_is_an_option_of_each_face(hint: Hint) -> Non
     assert attribute is not None and hasattr(StatefulLoaderContract, attribute.group(1))
 
 
-def test_the_command_line_is_built_from_the_one_table_of_spellings() -> None:
-    """Each option of the table is a `check` keyword, a flag of ``check`` with the table's help, and (but the
-    clauses, selected with ``-k``, the seed, ``--stateful-contract-seed``, and the consumption, a method
-    ``consume`` the class defines) an attribute of the mixin."""
-    actions = {a.option_strings[-1]: a for a in _parser()._subparsers._group_actions[0].choices["check"]._actions
-               if a.option_strings}
+def test_the_command_line_is_built_from_the_one_table_of_spellings(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Each option of the table is a `check` keyword, a flag of ``check`` with the table's help (as
+    ``check --help`` shows them), and (but the clauses, selected with ``-k``, the seed,
+    ``--stateful-contract-seed``, and the consumption, a method ``consume`` the class defines) an attribute of
+    the mixin."""
+    monkeypatch.setenv("COLUMNS", "10000")  # argparse wraps at the terminal's width, breaking hyphenated words
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    helps: dict[str, str] = {}  # "-x, --exitfirst" -> its help, read off "  -x, --exitfirst  HELP"
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("  -"):  # the flags, each with its metavar; the help after two spaces or on the next line
+            invocation, _, help_text = line.strip().partition("  ")
+            flags = ", ".join(part.split(" ")[0] for part in invocation.split(", "))
+            helps[flags] = help_text.strip()
+        elif line.startswith("      ") and helps and not helps[flags]:
+            helps[flags] = line.strip()
     for keyword, option in OPTIONS.items():
         assert keyword in check_keywords(), keyword
-        assert actions[option.flag].option_strings == list(option.flags) and actions[option.flag].help == option.help
+        as_shown = re.escape(option.help.replace("%%", "%")).replace(re.escape("%(default)s"), r"\S+")
+        assert re.fullmatch(as_shown, helps[", ".join(option.flags)]), keyword
         with speaking("pytest", "TestMyLoader"):
             attribute = str(Hint(keyword, form="name")).removeprefix("TestMyLoader.")
         assert keyword in ("clauses", "seed", "consume") or hasattr(StatefulLoaderContract, attribute), keyword

@@ -15,7 +15,7 @@ import zoo
 
 from stateful_contract import CheckOptions, ConfigSpace, OptionError, UnknownClauseWarning, check
 from stateful_contract.clauses import CLAUSES, run_order
-from stateful_contract.faces.cli import _options, _parser, main
+from stateful_contract.faces.cli import main
 from stateful_contract.faces.pytest_plugin import run_options
 from stateful_contract.faces.testing import StatefulLoaderContract, class_options
 from stateful_contract.run.options import XDIST_WORKER_ENV, CheckKeywords, ExpectedFailures, default_jobs
@@ -29,12 +29,12 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def test_every_face_builds_the_same_options() -> None:
+def test_every_face_builds_the_same_options(cli_options: Any) -> None:
     """The command line, the pytest mixin and check()'s keywords: one object, field for field."""
-    from_cli = _options(_parser().parse_args([
-        "check", "zoo:epoch_loader", "--profile", "dev", "--strict", "--expect-fail", "SC17=holds a file",
+    from_cli = cli_options(
+        "zoo:epoch_loader", "--profile", "dev", "--strict", "--expect-fail", "SC17=holds a file",
         "--checkpoint-alignment", "window", "--timeout", "5", "--jobs", "2", "--seed", "7", "-x",
-        "--memory-limit", "1G", "--in-process"]))
+        "--memory-limit", "1G", "--in-process")
 
     class TestLoader(StatefulLoaderContract):
         profile = "dev"
