@@ -7,8 +7,10 @@ Hypothesis test, as a user's suite does.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import settings
@@ -225,16 +227,97 @@ def test_reports_of_one_class_from_several_workers_merge_clause_by_clause() -> N
     assert contract_scope("t.py::TestA::test_other") is None
 
 
-def test_under_loadgroup_a_contract_class_is_one_unit_with_or_without_its_group_in_the_node_id() -> None:
-    """pytest 9.2 no longer lets xdist append the group to the node id (pytest-dev/pytest-xdist#1386)."""
+class _Worker:
+    """What xdist's scheduler sees of a worker: an id, the tests it is sent, whether it was told to stop."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.shutting_down = False
+        self.sent: list[int] = []
+
+    def send_runtest_some(self, indices: Sequence[int]) -> None:
+        self.sent += indices
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def _schedule(collection: list[str]) -> dict[str, str]:
+    """Each test's worker when ``pytest -n 2 --dist loadgroup`` runs ``collection``, driven as xdist's controller
+    drives the scheduler the plugin makes (the ``pytest_xdist_make_scheduler`` protocol): both workers collect,
+    then each runs what it is sent and reports each test complete."""
     from stateful_contract.faces.xdist import ContractGroupScheduling
 
-    split = ContractGroupScheduling._split_scope
-    clause = "t.py::TestA::test_clause[SC10-resume-continues-the-stream]"
-    assert split(None, clause) == "t.py::TestA"  # pytest 9.2
-    assert split(None, clause + "@stateful-contract:t.py::TestA") == "stateful-contract:t.py::TestA"  # before
-    assert split(None, "t.py::test_other@mine") == "mine"  # the user's own groups, as xdist does
-    assert split(None, "t.py::test_other[a@b]") == "t.py::test_other[a@b]"
+    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], option=SimpleNamespace(loadscopereorder=True))
+    scheduler = ContractGroupScheduling(config, None)
+    workers = [_Worker("gw0"), _Worker("gw1")]
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    ran_on: dict[str, str] = {}
+    while any(worker.sent for worker in workers):
+        for worker in workers:  # the two run side by side: one test each in turn
+            if worker.sent:
+                index = worker.sent.pop(0)
+                ran_on[collection[index]] = worker.gateway.id
+                scheduler.mark_test_complete(worker, index)
+    assert sorted(ran_on) == sorted(collection) and not scheduler.has_pending
+    return ran_on
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["pytest 9.2", "before 9.2"])
+def test_under_loadgroup_each_contract_class_runs_on_one_worker_and_the_users_groups_stay_theirs(
+    grouped: bool,
+) -> None:
+    """pytest 9.2 no longer lets xdist append a test's group to its node id (pytest-dev/pytest-xdist#1386): each
+    contract class is one unit of work with or without its group in the id; the user's own groups, and ids
+    holding an "@" before their "]", are scheduled as xdist schedules them."""
+    def clause_tests(cls: str) -> list[str]:
+        tests = [f"t.py::{cls}::test_clause[{cid}]" for cid in ("SC01-implements-protocol", "SC10-resume-x",
+                                                                  "SC11-hops")]
+        return [f"{t}@stateful-contract:t.py::{cls}" if grouped else t for t in tests]
+
+    mine = [f"t.py::test_mine[{n}]@mine" for n in range(3)] if grouped else []
+    others = ["t.py::test_at[a@b]", "t.py::test_at[c@d]", *(f"t.py::test_plain[{n}]" for n in range(4))]
+    ran_on = _schedule([*clause_tests("TestA"), *mine, *clause_tests("TestB"), *others])
+    for unit in (clause_tests("TestA"), clause_tests("TestB"), mine):
+        assert len({ran_on[t] for t in unit}) <= 1, ran_on
+    assert len({ran_on[t] for t in others}) == 2, ran_on  # the rest spread over both workers
+
+
+#: A user's own xdist groups, and ids holding "@" (which xdist reads as a group only after the id's "]").
+GROUPED = """
+
+@pytest.mark.xdist_group("mine")
+@pytest.mark.parametrize("n", range(3))
+def test_mine(n):
+    pass
+
+
+@pytest.mark.parametrize("at", ["a@b", "c@d"])
+def test_at_in_the_id(at):
+    pass
+"""
+
+
+@pytest.mark.acceptance  # pytest in pytest under xdist, as the tests above
+def test_a_loadgroup_run_puts_a_contract_class_on_one_worker_and_the_users_groups_as_xdist_does(
+    pytester: pytest.Pytester,
+) -> None:
+    """The scheduler above in a real ``pytest -n 2 --dist loadgroup`` run, with the node ids of the pytest
+    installed (the test above drives it with both forms)."""
+    pytester.makepyfile(test_loaders="import pytest\n" + HEADER + GROUPED)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-v", "--stateful-contract-profile",
+                                           "dev", "-k", "SC01 or SC02 or SC03 or mine or at_in", "-p",
+                                           "no:cacheprovider")
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["scheduling tests via ContractGroupScheduling"])
+    ran_on: dict[str, set[str]] = {}
+    for worker, nodeid in re.findall(r"\[(gw\d+)\].* PASSED (\S+)", result.stdout.str()):
+        ran_on.setdefault(nodeid.split("::")[1].split("[")[0], set()).add(worker)
+    assert ran_on.keys() == {"TestReference", "test_mine", "test_at_in_the_id"}, ran_on
+    assert len(ran_on["TestReference"]) == 1 and len(ran_on["test_mine"]) == 1, ran_on
 
 
 # --- pytest-timeout -------------------------------------------------------------------------
