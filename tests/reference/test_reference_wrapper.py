@@ -57,6 +57,15 @@ def make(factory: Factory, config: LoaderConfig) -> Any:
     return factory(config)
 
 
+def saved_after(batches: int, config: LoaderConfig) -> tuple[Any, Iterator[Batch], dict[str, Any]]:
+    """The reference wrapper, its iterator after ``batches`` batches, and the state it saves there."""
+    loader = make(reference_wrapper, config)
+    it = iter(loader)
+    for _ in range(batches):
+        next(it)
+    return loader, it, loader.state_dict()
+
+
 def same(a: Any, b: Any) -> bool:
     """Deep equality for batches and states: tensors by dtype, shape and value."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
@@ -455,10 +464,7 @@ def test_same_state_loads_into_several_loaders() -> None:
 
 def test_load_accepts_positional_and_keyword() -> None:
     config = LoaderConfig(dataset_size=6, batch_size=1, grad_acc_step=4)
-    loader = make(reference_wrapper, config)
-    it = iter(loader)
-    next(it)
-    state = loader.state_dict()
+    _, _, state = saved_after(1, config)
     a, b = make(reference_wrapper, config), make(reference_wrapper, config)
     a.load_state_dict(state)
     b.load_state_dict(state_dict=state)
@@ -466,11 +472,7 @@ def test_load_accepts_positional_and_keyword() -> None:
 
 
 def test_iterator_detached_by_load_keeps_its_sequence() -> None:
-    config = LoaderConfig(dataset_size=6, batch_size=1, grad_acc_step=2)
-    loader = make(reference_wrapper, config)
-    it = iter(loader)
-    next(it)
-    state = loader.state_dict()
+    loader, it, state = saved_after(1, LoaderConfig(dataset_size=6, batch_size=1, grad_acc_step=2))
     next(it)
     loader.load_state_dict(state)
     assert [x["index"].tolist() for x in it] == [[2], [3], [4], [5]]
@@ -480,10 +482,7 @@ def test_iterator_detached_by_load_keeps_its_sequence() -> None:
 def test_refuses_bad_states() -> None:
     """SC40 (strict tier): bad states are refused at load time with a message naming the problem."""
     config = LoaderConfig(dataset_size=6, batch_size=1, grad_acc_step=3)
-    loader = make(reference_wrapper, config)
-    it = iter(loader)
-    next(it)
-    good = loader.state_dict()
+    _, _, good = saved_after(1, config)
     base_state = make(stateful_dataloader, config).state_dict()
     cases: list[tuple[Any, type[Exception], str]] = [
         (None, TypeError, "NoneType"),
@@ -511,11 +510,7 @@ def test_refuses_bad_states() -> None:
     # A well-formed state that does not fit this loader (2 of 3 batches of a window yielded,
     # but here the window has only 1 batch) is refused at the next iter(), not resumed
     # somewhere else.
-    loader = make(reference_wrapper, config)
-    it = iter(loader)
-    next(it)
-    next(it)
-    state = loader.state_dict()
+    _, _, state = saved_after(2, config)
     assert state["batches_yielded_in_window"] == 2
     other = make(reference_wrapper, LoaderConfig(dataset_size=1, batch_size=1, grad_acc_step=3))
     other.load_state_dict(
