@@ -8,15 +8,17 @@ loader on the same clauses and configurations, they read one run (`shared.once`)
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from shared import once
 
-from stateful_contract import ConfigSpace
+from stateful_contract import ConfigSpace, LoaderConfig
 from stateful_contract.faces.distributed import check_world
-from stateful_contract.report.results import Report
+from stateful_contract.report.results import ClauseResult, Report
+from stateful_contract.repro import Position
 
-__all__ = ["IN_PROCESS", "STATEFUL_DATALOADER_SEARCH", "searched"]
+__all__ = ["IN_PROCESS", "STATEFUL_DATALOADER_SEARCH", "on_two_ranks", "searched"]
 
 #: In-process configurations only: a world change starts fresh ranks per world size, and workers on
 #: every rank of every world would multiply that by their start-up.
@@ -31,3 +33,12 @@ def searched(tmp_path_factory: pytest.TempPathFactory, target: str, clauses: tup
     """``target`` on 2 ranks, ``clauses`` judged over the dev search of `IN_PROCESS` configurations."""
     return once(tmp_path_factory, re.sub(r"\W", "_", f"searched-{target}-{'-'.join(clauses)}"),
                 lambda: check_world(target, world_size=2, profile="dev", clauses=list(clauses), space=IN_PROCESS))
+
+
+def on_two_ranks(target: str, clause: str, config: LoaderConfig, *, batches: int = 1,
+                 **options: Any) -> tuple[Report, ClauseResult]:
+    """``clause`` on 2 ranks of ``target``, on one example: ``config`` checkpointed after ``batches`` batches of
+    epoch 0 (as a recorded failure is replayed). The report, and the clause's result in it."""
+    report = check_world(target, world_size=2, clauses=[clause], replay=(config, Position(epoch=0, batches=batches)),
+                         **options)
+    return report, report[clause]

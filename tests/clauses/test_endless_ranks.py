@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given, settings
 from ranked_loaders import target
 from world_checks import IN_PROCESS as WORLD_SPACE
+from world_checks import on_two_ranks
 
 from stateful_contract import ConfigSpace, LoaderConfig, check
 from stateful_contract.clauses.in_step import RankSteps, Stretch, every_rank_takes_as_many_steps
 from stateful_contract.faces.badge import badge_message
 from stateful_contract.faces.distributed import check_world
 from stateful_contract.faces.export import markdown_summary
-from stateful_contract.repro import Position
 from stateful_contract.repro.endless import cycle_length
 from stateful_contract.repro.outcome import ClauseViolation
 
@@ -112,9 +112,8 @@ def test_with_a_declared_consumption_messages_name_the_users_class_not_the_adapt
 def test_an_endless_stream_that_deals_rank_0_one_more_batch_per_cycle_fails_sc32_and_the_faces_say_endless() -> None:
     # 7 samples, unpadded: rank 0 cycles every 4 batches, rank 1 every 3. No declaration: the recorded example
     # is an endless stream's.
-    report = check_world(target("endless_uneven_shards"), world_size=2, clauses=["SC32"],
-                         replay=(LoaderConfig(dataset_size=7, batch_size=1, endless=True), Position(epoch=0, batches=1)))
-    sc32 = report["SC32"]
+    report, sc32 = on_two_ranks(target("endless_uneven_shards"), "SC32",
+                                LoaderConfig(dataset_size=7, batch_size=1, endless=True))
     assert report.endless == "found" and sc32.status == "failed", sc32.message
     assert sc32.impact is not None and sc32.impact.describe() == (
         "silent: ranks out of step: rank 1 trains its samples 4 times for every 3 of the others'")
@@ -127,9 +126,8 @@ def test_an_endless_stream_that_deals_rank_0_one_more_batch_per_cycle_fails_sc32
 @linux_only
 def test_the_same_stream_even_on_2_ranks_fails_sc32_after_a_2_to_3_resume() -> None:
     # 8 samples: 4 a cycle on each of 2 ranks; the 3 ranks resumed from their states cycle every 3, 3 and 2.
-    report = check_world(target("endless_uneven_shards"), world_size=2, clauses=["SC32"],
-                         replay=(LoaderConfig(dataset_size=8, batch_size=1, endless=True), Position(epoch=0, batches=1)))
-    sc32 = report["SC32"]
+    _, sc32 = on_two_ranks(target("endless_uneven_shards"), "SC32",
+                           LoaderConfig(dataset_size=8, batch_size=1, endless=True))
     assert sc32.status == "failed", sc32.message
     assert "a fresh world of 3 ranks resumed" in sc32.message, sc32.message
     assert "each cycle of the data after the resume on 3 ranks: rank 0 every 3 batches, rank 1 every 3 batches, " \
@@ -143,9 +141,8 @@ def test_the_same_stream_even_on_2_ranks_fails_sc32_after_a_2_to_3_resume() -> N
 def test_joining_uneven_inputs_does_not_waive_sc32_on_an_endless_stream() -> None:
     # DDP's Join handles a rank that runs out of batches; no rank of an endless stream does, and ranks whose
     # cycles differ (7 samples on 2 ranks, unpadded) drift apart whatever the trainer joins.
-    report = check_world(target("endless_uneven_shards"), world_size=2, clauses=["SC32"], joins_uneven_inputs=True,
-                         replay=(LoaderConfig(dataset_size=7, batch_size=1, endless=True), Position(epoch=0, batches=1)))
-    sc32 = report["SC32"]
+    report, sc32 = on_two_ranks(target("endless_uneven_shards"), "SC32",
+                                LoaderConfig(dataset_size=7, batch_size=1, endless=True), joins_uneven_inputs=True)
     assert sc32.status == "failed", sc32.message
     assert "rank 0 every 4 batches, rank 1 every 3" in sc32.got, sc32.got
     assert "SC32 is judged though joins_uneven_inputs is declared: the stream is endless" in " ".join(report.notes)
@@ -153,9 +150,8 @@ def test_joining_uneven_inputs_does_not_waive_sc32_on_an_endless_stream() -> Non
 
 @linux_only
 def test_an_endless_stream_whose_rank_1_loses_its_buffer_at_resume_fails_sc30_with_the_sample_lost() -> None:
-    report = check_world(target("rank1_runs_ahead"), world_size=2, clauses=["SC30"],
-                         replay=(LoaderConfig(dataset_size=5, batch_size=1, endless=True), Position(epoch=0, batches=3)))
-    sc30 = report["SC30"]
+    report, sc30 = on_two_ranks(target("rank1_runs_ahead"), "SC30",
+                                LoaderConfig(dataset_size=5, batch_size=1, endless=True), batches=3)
     assert report.endless == "found" and sc30.status == "failed", sc30.message
     assert sc30.impact is not None and sc30.impact.describe() == "silent: 1 sample lost", sc30.impact
     assert "after 3 batches of the endless stream" in sc30.context, sc30.context

@@ -11,13 +11,12 @@ import sys
 
 import pytest
 from ranked_loaders import target
-from world_checks import IN_PROCESS
+from world_checks import IN_PROCESS, on_two_ranks
 
 from stateful_contract import LoaderConfig
 from stateful_contract.clauses import clause
 from stateful_contract.clauses.in_step import RankSteps, Stretch, every_rank_takes_as_many_steps
 from stateful_contract.faces.distributed import check_world
-from stateful_contract.repro import Position
 from stateful_contract.repro.outcome import ClauseViolation
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
@@ -54,9 +53,7 @@ def test_a_rank_whose_resume_raised_is_left_to_the_resume_clauses() -> None:
 
 @linux_only
 def test_a_loader_that_deals_4_batches_to_rank_0_and_3_to_rank_1_fails_fresh() -> None:
-    report = check_world(target("uneven_shards"), world_size=2, clauses=["SC32"],
-                         replay=(LoaderConfig(dataset_size=7, batch_size=1), Position(epoch=0, batches=1)))
-    sc32 = report["SC32"]
+    _, sc32 = on_two_ranks(target("uneven_shards"), "SC32", LoaderConfig(dataset_size=7, batch_size=1))
     assert sc32.status == "failed", sc32.message
     assert sc32.message.startswith("SC32 ranks-stay-in-step"), sc32.message
     assert sc32.impact is not None and sc32.impact.describe() == (
@@ -69,9 +66,7 @@ def test_a_loader_that_deals_4_batches_to_rank_0_and_3_to_rank_1_fails_fresh() -
 @linux_only
 def test_the_same_loader_even_on_2_ranks_fails_after_a_2_to_3_resume() -> None:
     # 8 samples: 4 batches each on 2 ranks; the 3 ranks resumed from their states deal the rest 2, 2 and 1.
-    report = check_world(target("uneven_shards"), world_size=2, clauses=["SC32"],
-                         replay=(LoaderConfig(dataset_size=8, batch_size=1), Position(epoch=0, batches=1)))
-    sc32 = report["SC32"]
+    _, sc32 = on_two_ranks(target("uneven_shards"), "SC32", LoaderConfig(dataset_size=8, batch_size=1))
     assert sc32.status == "failed", sc32.message
     assert "a fresh world of 3 ranks resumed" in sc32.message, sc32.message
     assert sc32.impact is not None and sc32.impact.describe() == (
@@ -80,9 +75,8 @@ def test_the_same_loader_even_on_2_ranks_fails_after_a_2_to_3_resume() -> None:
 
 @linux_only
 def test_a_trainer_that_joins_uneven_inputs_declares_it_and_the_clause_does_not_apply() -> None:
-    report = check_world(target("uneven_shards"), world_size=2, clauses=["SC32"], joins_uneven_inputs=True,
-                         replay=(LoaderConfig(dataset_size=7, batch_size=1), Position(epoch=0, batches=1)))
-    sc32 = report["SC32"]
+    report, sc32 = on_two_ranks(target("uneven_shards"), "SC32",
+                                LoaderConfig(dataset_size=7, batch_size=1), joins_uneven_inputs=True)
     assert sc32.status == "skipped"
     assert report.judged_nothing and not report.passed  # the one clause selected does not apply: no verdict
     assert sc32.message == "does not apply: the trainer handles ranks with uneven batch counts (DDP's Join) (declared)"

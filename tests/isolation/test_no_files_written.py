@@ -64,6 +64,8 @@ def test_the_pytest_mixin_writes_nothing(tmp_path: Path) -> None:
 
 def test_hypothesis_gets_its_home_back(tmp_path: Path) -> None:
     """The user's own Hypothesis tests keep their home (and example database) after a run."""
+    # _current_home, a private name, stays: it reads Hypothesis' own non-public configuration (the home it
+    # writes under), which is this test's subject and which no user-visible output shows.
     outer = _current_home()
     mine = tmp_path / "my-hypothesis-home"
     configuration.set_hypothesis_home_dir(mine)
