@@ -37,7 +37,7 @@ import torch.distributed as dist
 from ...isolation.noise import ignore_set_vital
 from ...isolation.processes import alive
 from ...isolation.ranks import default_run_timeout
-from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launcher_env
+from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launch_line, launcher_env
 from ...isolation.ranks.world import local_pids
 from ...isolation.target import TargetError
 from ...profiles import get_profile
@@ -90,17 +90,6 @@ def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> 
     return report
 
 
-def _launch_line(world_size: int) -> str:
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        nodes, per_node = os.environ.get("GROUP_WORLD_SIZE", "1"), os.environ.get("LOCAL_WORLD_SIZE", world_size)
-        return f"torchrun --nnodes {nodes} --nproc-per-node {per_node}" + (" ..." if nodes != "1" else "")
-    if "SLURM_PROCID" in os.environ:
-        return f"srun --ntasks {world_size} python"
-    if "OMPI_COMM_WORLD_RANK" in os.environ:
-        return f"mpirun -np {world_size} python"
-    return f"torchrun --nproc-per-node {world_size}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     with speaking("cli"):  # every rank's hints name a command line's options
         return _main(argv)
@@ -133,7 +122,7 @@ def _main(argv: Sequence[str] | None) -> int:
     timeout = default_run_timeout(get_profile(args.profile), 40) + 60
     world = join(Path(args.dir).resolve() if keep else None, backend=backend, timeout=timeout)
     run_dir = world.run_dir
-    launch = _launch_line(world.world_size)
+    launch = launch_line(os.environ, world.world_size)
     try:
         if world.rank != 0:
             code = int(follow(world)[1])
@@ -193,7 +182,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _local_ranks_ended(run_dir: Path, world_size: int, signals: Sequence[int], seconds: float) -> None:
     """Each of ``signals`` in turn to the other ranks on this host still running (`local_pids`), then up to
-    ``seconds`` for them to exit (signal 0 sends nothing: only the wait)."""
+    ``seconds`` for them to exit (signal 0 sends nothing: only the wait). Not psutil's ``wait_procs``: the
+    ranks are the launcher's children, and one exited but not yet reaped is a zombie it would wait for."""
     pids = [pid for rank, pid in local_pids(run_dir, world_size).items() if rank and alive(pid)]
     for sig in signals:
         for pid in pids:
