@@ -111,7 +111,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
 def run_check(args: argparse.Namespace) -> int:
     """``check``'s command (or the distributed command's, the same): the report, written, and the exit status."""
     try:
-        options, replay = _options(args), flags.replay_of(args)
+        options, example = _options(args), replay.example_of(args)
     except OptionError as e:
         return _usage(f"{OPTIONS[e.option].flag} {e.problem}" if e.option in OPTIONS else e.problem)
     except UnknownClauseWarning as e:
@@ -120,7 +120,7 @@ def run_check(args: argparse.Namespace) -> int:
     live = None if args.quiet else _Live(sys.stderr)
     with _stopped_by_sigterm() as terminated:
         try:
-            report = check(args.target, options, progress=live, replay=replay)
+            report = check(args.target, options, progress=live, replay=example)
         except (TargetError, FactoryError) as e:
             if args.verbose:
                 traceback.print_exc()
@@ -227,7 +227,7 @@ def add_check_arguments(p: argparse.ArgumentParser, **defaults: Any) -> None:
     p.add_argument("target", help="package.module:factory or path/to/file.py:factory; "
                                   "factory(config: LoaderConfig) returns a fresh loader")
     flags.add_options(p, list(OPTIONS), **defaults)  # flags and help from the one table, `spellings.OPTIONS`
-    flags.add_replay(p)
+    replay.add_example_arguments(p)
     add_output_arguments(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     p.set_defaults(func=run_check)

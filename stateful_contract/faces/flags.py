@@ -14,16 +14,13 @@ from collections.abc import Sequence
 from typing import Any, get_args
 
 from ..clauses.distributed import CheckpointLayout
-from ..config import ConfigSpace, LoaderConfig
+from ..config import ConfigSpace
 from ..isolation.supervised import DEFAULT_MEMORY_LIMIT
 from ..profiles import DEFAULT_PROFILE, PROFILES
-from ..repro.steps import Position
 from ..run.options import CheckOptions, OptionError
-from ..search.plans import Checkpoint
 from ..spellings import OPTIONS
-from .replay import ReplayError, parse_value
 
-__all__ = ["add_options", "add_replay", "options_of", "replay_of", "size_text"]
+__all__ = ["add_options", "options_of", "size_text"]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = " KMGT"
@@ -106,26 +103,3 @@ def options_of(args: argparse.Namespace) -> dict[str, Any]:
     """The `CheckOptions` fields the flags of `add_options` read (`OptionError` for a value none can take)."""
     return {keyword: value if (convert := _READ[keyword][1]) is None else convert(value)
             for keyword, value in vars(args).items() if keyword in _READ}
-
-
-def add_replay(parser: argparse.ArgumentParser) -> None:
-    """``--config``/``--position``: one example to run instead of a search (a multi-rank failure prints them)."""
-    parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position) instead of searching")
-    parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
-
-
-def replay_of(args: argparse.Namespace) -> tuple[LoaderConfig, Checkpoint] | None:
-    """The example ``--config`` and ``--position`` name, if any (`OptionError` when only one is given)."""
-    if (args.config is None) != (args.position is None):
-        raise OptionError("replay", "--config and --position go together")
-    if args.config is None:
-        return None
-    example = []
-    for text, expected in ((args.config, LoaderConfig), (args.position, Position)):
-        try:  # literals and the one dataclass only: no eval
-            example.append(parse_value(text, {expected.__name__: expected}))
-        except ReplayError as e:
-            raise OptionError("replay", str(e)) from None
-        if not isinstance(example[-1], expected):
-            raise OptionError("replay", f"expected {expected.__name__}(name=value, ...), got {text!r}")
-    return example[0], Checkpoint(example[1])

@@ -45,7 +45,7 @@ from ...report.results import Report
 from ...run.check import CheckInterrupted, FactoryError, check
 from ...run.options import DECLARATIONS, CheckOptions
 from ...spellings import speaking
-from .. import cli, flags
+from .. import cli, flags, replay
 from . import phases
 
 __all__ = ["exit_now", "main"]
@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     # `check`'s own flags (`spellings.OPTIONS`); without --clause, every clause for several ranks (in --phase
     # resume, those the save judged)
     flags.add_options(parser, ["profile", "clauses", "timeout", *DECLARATIONS])
-    flags.add_replay(parser)
+    replay.add_example_arguments(parser)
     cli.add_output_arguments(parser)  # rank 0 writes the report
     parser.add_argument("--backend", help="the world's backend (default: hccl with torch_npu, nccl with CUDA, "
                                           "else gloo); commands travel through a gloo group beside it")
@@ -80,7 +80,7 @@ def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> 
     if args.phase == "resume":
         return phases.resume(world, run_dir, args.target, options, launch=launch)
     try:
-        report = check(args.target, options, replay=flags.replay_of(args))
+        report = check(args.target, options, replay=replay.example_of(args))
     except CheckInterrupted as e:
         report = e.report
         report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
