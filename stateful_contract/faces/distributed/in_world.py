@@ -165,8 +165,15 @@ def _main(argv: Sequence[str] | None) -> int:
                 code = phases.RESTART_EXIT
                 print(f"stateful_contract.distributed run: rank 0: the save passed; {phases.ON_PURPOSE}",
                       file=sys.stderr)
-                # The agent stops rank 0 (SIGTERM) as soon as another rank's exit on purpose is seen.
-                signal.signal(signal.SIGTERM, lambda signum, frame: exit_now(phases.RESTART_EXIT))
+
+        def stopped(signum: int, frame: Any) -> NoReturn:
+            if not keep:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            exit_now(code)
+
+        # The launcher stops rank 0 (SIGTERM) as soon as another rank exits with a failure (or, restarting, on
+        # purpose): rank 0 then leaves as it would have, not with a KeyboardInterrupt's traceback.
+        signal.signal(signal.SIGTERM, stopped)
         world.stop(code)  # every rank exits with rank 0's status
         # Rank 0 leaves last. Exiting first with a failure, it would have the launcher stop the others
         # (SIGTERM) before they exit with the verdict themselves; and without a launcher's store (srun,
