@@ -26,16 +26,20 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from ...repro import status
 from ..processes import fault_excerpt, kill_marked, start_python
 from .failures import LaunchOutcome, RankFailure, order_failures
 
-__all__ = ["JOINING", "SPEC_FILE", "Phase", "board_path", "of_caller", "torchrun_env", "where_ranks_were"]
+__all__ = ["JOINING", "SPEC_FILE", "STOP", "Phase", "board_path", "of_caller", "torchrun_env", "where_ranks_were"]
 
 #: How a rank's status starts until it has joined.
 JOINING = "joining the gloo process group"
 #: What every rank reads first: `world.RankSpec`, the caller's process (`of_caller`), the timeout.
 SPEC_FILE = "launch.json"
+#: The command that ends a rank's loop (a follower's in a launcher's world: `world.World.follow`).
+STOP = "stop"
 #: Seconds the other ranks get to end on their own once one rank is gone (their own error is then theirs).
 SETTLE = 1.0
 
@@ -101,9 +105,12 @@ class Phase:
     exited_at: dict[int, float] = field(default_factory=dict)
     #: Ranks whose connection closed before they answered.
     lost: set[int] = field(default_factory=set)
+    #: A parked phase whose processes run beside this one's (`park`): this one's `kill` spares them.
+    beside: Phase | None = None
 
     @classmethod
-    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any]) -> Phase:
+    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any], beside: Phase | None = None,
+              ) -> Phase:
         (run_dir / "status").mkdir(parents=True, exist_ok=True)
         (run_dir / SPEC_FILE).write_text(json.dumps({**spec, "process": of_caller()}), encoding="utf-8")
         logs = run_dir / "logs" / name
@@ -119,7 +126,7 @@ class Phase:
                                           run_dir=run_dir, output=out))
             theirs.close()
             conns.append(Connection(mine.detach()))
-        return cls(name, run_dir, procs, conns, logs)
+        return cls(name, run_dir, procs, conns, logs, beside=beside)
 
     def send(self, command: tuple[Any, ...]) -> None:
         """``command`` to every rank (plain pickle: tensors travel as data, not shared-memory handles)."""
@@ -152,25 +159,38 @@ class Phase:
         return bool(self.lost or self.exited_at)
 
     def stop(self) -> bool:
-        """Every rank told to leave (each has answered every command), given `SETTLE` s to go on its own, then
-        killed: a torch interpreter's teardown is no part of the check. Whether every rank was still there."""
-        self.send(("stop",))
+        """Every rank told to leave (each has answered every command) and killed once it says it leaves (up to
+        `SETTLE` s): a torch interpreter's teardown is no part of the check (it took the whole second at load
+        9). Whether every rank said so."""
+        self.send((STOP,))
         limit = time.monotonic() + SETTLE
-        while any(p.poll() is None for p in self.procs) and time.monotonic() < limit:
-            time.sleep(0.01)
-        clean = all(p.poll() in (0, None) for p in self.procs) and not self.lost
+        while len(self.answers) < len(self.conns) and not self.lost and time.monotonic() < limit:
+            self.collect()
+        clean = len(self.answers) == len(self.conns)
         self.kill()
         return clean
 
+    def park(self, *, back: bool = False) -> None:
+        """Leave the ranks idle while another phase runs (``back``: take them back): their status logs set
+        apart, where the other phase's ranks write theirs (each rank keeps writing the file it opened)."""
+        for rank in range(len(self.procs)):
+            moves = (board_path(self.run_dir, rank), self.run_dir / "status" / f"parked-rank{rank}.board")
+            with contextlib.suppress(FileNotFoundError):  # a rank that never opened its log
+                os.replace(*(moves[::-1] if back else moves))
+
     def kill(self) -> None:
-        """End every rank, its workers, and anything else carrying the run's marker."""
+        """End every rank, its workers, and anything else carrying the run's marker but a parked phase's."""
         for conn in self.conns:
             conn.close()
         for proc in self.procs:
             if proc.poll() is None:  # torchrun starts each rank in a session of its own: one signal each
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
-        kill_marked(self.run_dir)  # one sweep for what left its session (a daemon a rank started, say)
+        spare: set[int] = set()
+        for proc in self.beside.procs if self.beside is not None else ():
+            with contextlib.suppress(psutil.Error):
+                spare |= {proc.pid, *(p.pid for p in psutil.Process(proc.pid).children(recursive=True))}
+        kill_marked(self.run_dir, frozenset(spare))  # one sweep for what left its session (a rank's daemon, say)
         for rank, proc in enumerate(self.procs):
             proc.wait()
             self.exited_at.setdefault(rank, time.time())

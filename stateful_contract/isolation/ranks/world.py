@@ -30,12 +30,9 @@ from ...spellings import Face, current
 from .. import executors
 from ..noise import ignore_set_vital
 from ..supervised import POLL
-from .launch import JOINING, SPEC_FILE, board_path
+from .launch import JOINING, SPEC_FILE, STOP, board_path
 
-__all__ = ["STOP", "Handler", "RankSpec", "World", "local_pids", "rank_main"]
-
-#: The command that ends a follower's loop.
-STOP = "stop"
+__all__ = ["Handler", "RankSpec", "World", "local_pids", "rank_main"]
 
 
 @dataclass
@@ -133,6 +130,7 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
                 conn.send_bytes(pickle.dumps(handler(command)))  # plain pickle: tensors as data
                 status.note("waiting for the next command")
         status.note(f"finished the {phase} phase")
+        conn.send_bytes(pickle.dumps(STOP))  # the checker kills this process now (`Phase.stop`)
         return 0
     finally:
         dist.destroy_process_group()
