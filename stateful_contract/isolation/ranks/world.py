@@ -1,8 +1,9 @@
-"""Inside a rank: the gloo group, and rank 0 leading the others in lockstep.
+"""Inside a rank: its place in the world (`World`), the loop of a rank this package started (`rank_main`:
+the checker's commands on the rank's own connection) and what runs them (`Handler`).
 
-Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0 *leads*:
-it broadcasts each of the engine's commands (`serve` relays the caller's; `InWorld` runs on rank 0), runs
-it and gathers every rank's answer (`World.call`); the others *follow* the same example until told to stop.
+In a launcher's world no checker talks to each rank: rank 0 runs the engine (`InWorld`) and *leads*, it
+broadcasts each command, runs it and gathers every rank's answer (`World.call`); the others *follow* the same
+example until told to stop, so collectives (``torch.distributed.checkpoint.save``) find every rank at one step.
 """
 
 from __future__ import annotations
