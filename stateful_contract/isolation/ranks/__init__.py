@@ -62,9 +62,9 @@ class Ranks(RankExecutor):
         self._phase: Phase | None = None
         #: The check's own ranks, idle while a phase of another world size runs (`restart`).
         self._parked: Phase | None = None
-        #: Every phase started, by name, and those that ended cleanly.
+        #: Every phase started (its kind: `restart`'s ``phase``), and by name, in order, whether it ended cleanly.
         self._phases: list[str] = []
-        self._done: list[str] = []
+        self._done: dict[str, bool] = {}
         #: The next phase's name (`restart`); None: the search's.
         self._next: str | None = None
         #: When the run must be over (wall time), from its first phase or the first after a failure.
@@ -76,7 +76,9 @@ class Ranks(RankExecutor):
         """A phase name not used before in this run (each phase has its own logs)."""
         self._phases.append(phase)
         n = self._phases.count(phase)
-        return phase if n == 1 else f"{phase}{n}"
+        name = phase if n == 1 else f"{phase}{n}"
+        self._done[name] = False
+        return name
 
     def _start(self) -> Phase:
         """The next phase's ranks, started now."""
@@ -147,7 +149,7 @@ class Ranks(RankExecutor):
             return
         try:
             if phase.stop():
-                self._done.append(phase.name)
+                self._done[phase.name] = True
         except BaseException:  # Ctrl-C while the ranks leave: kill them, ask nothing more
             phase.beside = None
             phase.kill()
@@ -161,7 +163,7 @@ class Ranks(RankExecutor):
         self._stop(parked)
         if started:
             self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), each started as torchrun starts "
-                              f"a rank; phases {' + '.join(self._done) or 'none'}")
+                              f"a rank; phases {' + '.join(n for n, clean in self._done.items() if clean) or 'none'}")
         if self.keep:
             self.notes.append(f"run files kept in {self.run_dir}")
         elif self._interrupted:  # deleting a search's saved examples took 4 s at load 28: not on a Ctrl-C's clock
