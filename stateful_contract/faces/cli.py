@@ -76,13 +76,18 @@ class _Live:
             self.stream.write("\r\033[K" + (running if event.status is None else ""))
             self.stream.flush()
 
-    def finish(self) -> None:
-        """The summary line, where no live line was shown (nothing on a terminal)."""
-        if self.tty or not self.ended:
+    def finish(self, report: Any) -> None:
+        """The summary line, where no live line was shown (nothing on a terminal). It counts the clauses the
+        report's table shows, so it says what the verdict says; the prerequisites a selected clause needed,
+        which held and the table leaves out, are named apart (they took part of the time)."""
+        shown = [result for result, _ in ran(report)]
+        if self.tty or not shown:
             return
-        counts = Counter(SHOWN[status] for status in self.ended.values())
-        self.stream.write(f"  judged {plural(len(self.ended), 'clause')} in "
-                          f"{time.monotonic() - self.started:.1f} s: " + ", ".join(f"{n} {shown}" for shown, n in counts.items()) + "\n")
+        counts = Counter(SHOWN[result.status] for result in shown)
+        held = sum(1 for cid, status in self.ended.items() if status == "passed" and report[cid].status == "skipped")
+        self.stream.write(f"  checked {plural(len(shown), 'clause')} in {time.monotonic() - self.started:.1f} s: "
+                          + ", ".join(f"{n} {said}" for said, n in counts.items())
+                          + (f" (after {plural(held, 'prerequisite')}, which held)" if held else "") + "\n")
         self.stream.flush()
 
 
@@ -174,7 +179,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             report = e.report
             status = 128 + (terminated[0] if terminated else signal.SIGINT)
     if live is not None:
-        live.finish()
+        live.finish(report)
     with sigint_ignored() if status else contextlib.nullcontext():  # a second Ctrl-C must not cut the report short
         _write(report, args)
         if status:
@@ -234,7 +239,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         live = None if args.quiet else _Live(sys.stderr)
         reports.append(check(target, profile=args.profile, progress=live))
         if live is not None:
-            live.finish()
+            live.finish(reports[-1])
         print(f"  done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     width = 45
     print(f"StatefulLoader contract v{CONTRACT_VERSION}: PrefetchGradAccDataLoader, profile {args.profile}\n")

@@ -113,7 +113,7 @@ def test_python_dash_m_and_one_progress_line_where_stderr_is_no_terminal():
     # A pipe is no terminal: no line per clause, one summary line (live progress is for terminals).
     assert "running SC" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("  judged 2 clauses in ") and "1 FAILED" in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith("  checked 1 clause in ") and "1 FAILED" in lines[0], lines
     assert "takes 1 positional argument but 2 were given" in proc.stdout
 
 
