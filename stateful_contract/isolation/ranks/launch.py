@@ -57,13 +57,12 @@ def of_caller() -> dict[str, Any]:
 def torchrun_env(rank: int, world_size: int, port: int, run_id: str, error_file: Path) -> dict[str, str]:
     """What ``torchrun --nproc-per-node world_size`` adds to rank ``rank``'s environment on one node (torch
     v2.13.0: ``LocalElasticAgent._start_workers`` and ``_set_local_rank_env``, torch/distributed/run.py's
-    ``OMP_NUM_THREADS``, ``elastic_launch``'s ``TORCHELASTIC_SIGNALS_TO_HANDLE``). Not yet
-    ``TORCHELASTIC_USE_AGENT_STORE``: there is no agent's store, rank 0 hosts it (`world.rank_main` sets it
-    once the group is formed, before the user's code)."""
+    ``OMP_NUM_THREADS``, ``elastic_launch``'s ``TORCHELASTIC_SIGNALS_TO_HANDLE``); ``port``: the store the
+    checker hosts, as torchrun's agent hosts its own (`_store`)."""
     env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
            "ROLE_NAME": "default", "LOCAL_WORLD_SIZE": str(world_size), "WORLD_SIZE": str(world_size),
            "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port), "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
+           "MASTER_PORT": str(port), "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
            "TORCHELASTIC_RUN_ID": run_id, "TORCH_NCCL_ASYNC_ERROR_HANDLING":
                os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
            "TORCHELASTIC_ERROR_FILE": str(error_file)}
@@ -83,11 +82,14 @@ def _signals_to_handle() -> str | None:
     return None if found is None else str(found.default)
 
 
-def _free_port() -> int:
-    """A free port for rank 0's store, as ``torchrun --standalone`` picks one."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _store() -> Any:
+    """The store a phase's ranks form their gloo group through, hosted in the checker as torchrun's agent
+    hosts its rendezvous store for its ranks (``TORCHELASTIC_USE_AGENT_STORE``: every rank a client), on a
+    port the kernel gives it as it listens. A port picked here and listened on later by rank 0 was taken in
+    between under load (EADDRINUSE: a correct loader failed its search phase)."""
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]  # exported at run time
+
+    return TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 
 
 @dataclass(eq=False)
@@ -107,6 +109,8 @@ class Phase:
     lost: set[int] = field(default_factory=set)
     #: A parked phase whose processes run beside this one's (`park`): this one's `kill` spares them.
     beside: Phase | None = None
+    #: The ranks' store (`_store`), kept until they are gone.
+    store: Any = None
 
     @classmethod
     def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any], beside: Phase | None = None,
@@ -114,19 +118,19 @@ class Phase:
         (run_dir / "status").mkdir(parents=True, exist_ok=True)
         (run_dir / SPEC_FILE).write_text(json.dumps({**spec, "process": of_caller()}), encoding="utf-8")
         logs = run_dir / "logs" / name
-        port, procs, conns = _free_port(), [], []
+        store, procs, conns = _store(), [], []
         for rank in range(world_size):
             mine, theirs = socket.socketpair()
             error_file = logs / "attempt_0" / str(rank) / "error.json"
             error_file.parent.mkdir(parents=True, exist_ok=True)
-            env = torchrun_env(rank, world_size, port, f"{run_dir.name}-{name}", error_file)
+            env = torchrun_env(rank, world_size, store.port, f"{run_dir.name}-{name}", error_file)
             with open(error_file.with_name("stderr.log"), "wb") as out:
                 procs.append(start_python("stateful_contract.isolation.ranks.world:rank_main", str(run_dir), name,
                                           str(theirs.fileno()), env=env, pass_fds=(theirs.fileno(),),
                                           run_dir=run_dir, output=out))
             theirs.close()
             conns.append(Connection(mine.detach()))
-        return cls(name, run_dir, procs, conns, logs, beside=beside)
+        return cls(name, run_dir, procs, conns, logs, beside=beside, store=store)
 
     def send(self, command: tuple[Any, ...]) -> None:
         """``command`` to every rank (plain pickle: tensors travel as data, not shared-memory handles)."""
@@ -194,6 +198,7 @@ class Phase:
         for rank, proc in enumerate(self.procs):
             proc.wait()
             self.exited_at.setdefault(rank, time.time())
+        self.store = None
 
     def down(self, *, timed_out: bool, timeout: float) -> LaunchOutcome:
         """Give the other ranks `SETTLE` s to end once one is gone, kill what is left, say what happened."""

@@ -118,7 +118,6 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
     # (`RankExecutor.wait`). A wall-clock one failed a correct loader whose other rank was still importing torch,
     # starved of a CPU (60 s at nice 19 beside a busy core); the group's own timeout is the run's.
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
-    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # torchrun's value (launch.torchrun_env says why)
     caller = spec["process"]  # `launch.of_caller`: set before any of the user's code, as its launcher's ranks see it
     os.chdir(caller["cwd"])
     sys.path[:], sys.argv[:] = caller["sys_path"], caller["argv"]
