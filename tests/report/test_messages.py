@@ -189,8 +189,9 @@ def test_each_limit_a_message_names_is_an_option_of_each_face(hint: Hint) -> Non
 
 def test_the_command_line_is_built_from_the_one_table_of_spellings() -> None:
     """Each option of the table is a `check` keyword, a flag of ``check`` with the table's help, and (but the
-    clauses, selected with ``-k``, the seed, ``--stateful-contract-seed``, and the consumption, a method
-    ``consume`` the class defines) an attribute of the mixin."""
+    clauses, selected with ``-k``, the seed, ``--stateful-contract-seed``, the consumption, a method
+    ``consume`` the class defines, and a multi-rank run's bound and kept files, a command line's) an attribute of
+    the mixin."""
     actions = {a.option_strings[-1]: a for a in _parser()._subparsers._group_actions[0].choices["check"]._actions
                if a.option_strings}
     for keyword, option in OPTIONS.items():
@@ -198,7 +199,7 @@ def test_the_command_line_is_built_from_the_one_table_of_spellings() -> None:
         assert actions[option.flag].option_strings == list(option.flags) and actions[option.flag].help == option.help
         with speaking("pytest", "TestMyLoader"):
             attribute = str(Hint(keyword, form="name")).removeprefix("TestMyLoader.")
-        assert keyword in ("clauses", "seed", "consume") or hasattr(StatefulLoaderContract, attribute), keyword
+        assert keyword in ("clauses", "seed", "consume", "run_timeout", "run_dir") or hasattr(StatefulLoaderContract, attribute), keyword
     with pytest.raises(ValueError, match="no option"):
         Hint("time_out")
 
