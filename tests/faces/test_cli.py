@@ -167,6 +167,15 @@ def test_memory_limit_sizes(value, limit, cli_options):
     assert cli_options(f"{ZOO}:epoch_loader", "--memory-limit", value).memory_limit == limit
 
 
+def test_the_memory_limit_s_default_is_the_supervisor_s_and_its_help_says_it(capsys, cli_options):
+    from stateful_contract.isolation.supervised import DEFAULT_MEMORY_LIMIT
+
+    assert cli_options(f"{ZOO}:epoch_loader").memory_limit == DEFAULT_MEMORY_LIMIT
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    assert f"(default {DEFAULT_MEMORY_LIMIT >> 30}G; 'none')" in " ".join(capsys.readouterr().out.split())
+
+
 def test_a_prerequisite_that_fails_is_reported_even_when_not_selected(capsys):
     """`--clause SC10` on a loader whose streams differ: SC10 cannot be judged, and SC18 says why (exit 1)."""
     assert run(f"{ZOO}:UnseededShuffle", "--clause", "SC10") == 1

@@ -191,8 +191,8 @@ def test_the_command_line_is_built_from_the_one_table_of_spellings(monkeypatch: 
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Each option of the table is a `check` keyword, a flag of ``check`` with the table's help (as
     ``check --help`` shows them), and (but the clauses, selected with ``-k``, the seed,
-    ``--stateful-contract-seed``, and the consumption, a method ``consume`` the class defines) an attribute of
-    the mixin."""
+    ``--stateful-contract-seed``, the consumption, a method ``consume`` the class defines, and a multi-rank
+    run's bound and kept files, a command line's) an attribute of the mixin."""
     monkeypatch.setenv("COLUMNS", "10000")  # argparse wraps at the terminal's width, breaking hyphenated words
     with pytest.raises(SystemExit):
         main(["check", "--help"])
@@ -210,7 +210,7 @@ def test_the_command_line_is_built_from_the_one_table_of_spellings(monkeypatch: 
         assert re.fullmatch(as_shown, helps[", ".join(option.flags)]), keyword
         with speaking("pytest", "TestMyLoader"):
             attribute = str(Hint(keyword, form="name")).removeprefix("TestMyLoader.")
-        assert keyword in ("clauses", "seed", "consume") or hasattr(StatefulLoaderContract, attribute), keyword
+        assert keyword in ("clauses", "seed", "consume", "run_timeout", "run_dir") or hasattr(StatefulLoaderContract, attribute), keyword
     with pytest.raises(ValueError, match="no option"):
         Hint("time_out")
 
