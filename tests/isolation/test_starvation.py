@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psutil
@@ -165,6 +166,36 @@ def test_the_clock_charges_sleep_and_cpu_but_not_the_run_queue() -> None:
     assert abs(charged["spinning"] - cpu["spinning"]) <= 0.1 * wall, (charged, cpu, wall)
     assert charged["starved"] <= cpu["starved"] + 0.1 * wall, (charged, cpu, wall)
     assert charged["starved"] <= 0.25 * wall, (charged, cpu, wall)
+
+
+def test_a_clock_starved_while_it_walks_the_process_table_charges_that_wait_to_no_interval(monkeypatch) -> None:
+    """A starved process that samples its own clock waits for a CPU in the middle of the sample (walking the
+    process table takes ~10 ms of CPU: several turns on the CPU at nice 19). The wait is in its reading, so
+    the interval must end at the reading: one that ended at the sample's start counted it in no interval
+    (capped: more waited than passed) and charged the next interval as sleep. Here: 0.5 s waited, 3 s waited
+    in the walk, then 1 s asleep; only that second is owed. Measured under load 12-20 before the fix: 3 to
+    4.7 s charged in one interval of an example whose loader ran 0.07 s, and SC03 failed 3 runs of 4."""
+    now, tid = [0.0], threading.get_native_id()
+    reading = {"ran": 0, "waited": 0}
+    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: now[0], time=time.time,
+                                                          thread_time_ns=lambda: 0))
+    monkeypatch.setattr(progress, "_read", lambda pid: {tid: (reading["ran"], reading["waited"], False, 0.0)})
+    walks = [3.0]
+
+    def walk(root: int) -> Any:  # the process table, walked once while starved
+        if walks:
+            waited = walks.pop()
+            now[0] += waited
+            reading["waited"] += int(waited * 1e9)
+        return SimpleNamespace(children=lambda recursive: [])
+
+    monkeypatch.setattr(progress.psutil, "Process", walk)
+    clock = progress.Clock(lambda: [os.getpid()])
+    now[0] += 0.5
+    reading["waited"] += int(0.5e9)
+    clock.sample()
+    now[0] += 1.0  # asleep: neither ran nor waited
+    assert clock.sample() == pytest.approx(1.0)
 
 
 def test_a_command_is_charged_on_the_processes_it_started_before_any_log_names_them() -> None:
