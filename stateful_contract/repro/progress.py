@@ -94,15 +94,16 @@ class Clock:
         self._roots = roots
         self._pids: set[int] = set()
         self._found_at = -FIND_EVERY
-        self._at = time.monotonic()
         self._since = time.time()
         self._known: set[int] = set()
         self._last: dict[int, Reading] = {}
         #: Per thread: the wait credited at a sample that the kernel has not accounted yet.
         self._credit: dict[int, int] = {}
-        for pid in set(roots()):
+        me = os.getpid()
+        for pid in sorted(set(roots()), key=lambda pid: pid == me):  # as in `sample`: the first interval too
             self._last.update(_read(pid) or {})
             self._known.add(pid)
+        self._at = time.monotonic()
         self.charged = 0.0
         #: This process is among those measured: the CPU its samples take is not charged (ns not yet taken off).
         self._measures_itself = os.getpid() in self._known
@@ -130,11 +131,11 @@ class Clock:
         spent = time.thread_time_ns()
         readings: dict[int, Reading] = {}
         me = os.getpid()
-        # The interval ends when the readings were taken, not when the sample began: starved, this process
-        # may wait seconds for a CPU while it walks the process table, and those seconds are in its reading.
-        # With the end taken first, they were charged as sleep in the next interval and lost to this one's
-        # cap on waits (measured: 3 s of a 3 s limit in 12 s of wall time, where 0.07 s was right). So this
-        # process is read last, and the end taken right after.
+        # An interval ends (and the next begins) when the readings were taken, not when the sample began:
+        # starved, this process may wait seconds for a CPU while it walks the process table (or before its
+        # first reading), and those seconds are in its reading. With the end taken first they were charged as
+        # sleep in the next interval and lost to this one's cap on waits (measured: 3 s of a 3 s limit in 12 s
+        # of wall time, where 0.07 s was right). So this process is read last, and the end taken right after.
         for pid in sorted(self._find(time.monotonic()) | self._known, key=lambda pid: pid == me):
             threads = _read(pid)
             if threads is None:
