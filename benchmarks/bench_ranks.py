@@ -23,11 +23,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: What a check spends outside its clauses: the checker's and the ranks' start-up, each phase's stop.
+OUTSIDE = "(outside clauses)"
 
 
 def one(tree: Path, target: str, world_size: int, profile: str | None = None) -> tuple[float, str, dict[str, float]]:
     """Seconds of one check from ``tree``, its verdict (with each clause that did not pass, and why), and each
-    clause's seconds (``(outside clauses)``: the rest, the checker's and the ranks' start-up)."""
+    judged clause's seconds (`OUTSIDE`: the rest, the checker's and the ranks' start-up)."""
     with tempfile.TemporaryDirectory() as d:
         command = [sys.executable, "-m", "stateful_contract", "check", target, "--world-size", str(world_size),
                    "--quiet", "--json", f"{d}/r.json", *(["--profile", profile] if profile else [])]
@@ -41,8 +43,9 @@ def one(tree: Path, target: str, world_size: int, profile: str | None = None) ->
         data = json.loads(report.read_text())
         failed = [f"{c['id']} {c['status']}: {(c.get('message') or '').splitlines()[:2]}" for c in data["clauses"]
                   if c["status"] not in ("passed", "skipped")]
-        spent = {c["id"]: float(c.get("seconds", 0.0)) for c in data["clauses"] if c.get("seconds")}
-        spent["(outside clauses)"] = seconds - sum(spent.values())
+        spent = {c["id"]: float(c.get("seconds") or 0.0) for c in data["clauses"]
+                 if c["status"] not in ("not-judged", "skipped")}  # what judged nothing counts as outside
+        spent[OUTSIDE] = seconds - sum(spent.values())
         return seconds, "; ".join([data["verdict"], *failed]), spent
 
 
@@ -93,6 +96,12 @@ def by_size(args: argparse.Namespace) -> None:
     print("clause              " + "".join(f"  ws{n:<6}" for n in sizes))
     for name in names:
         print(f"{name:20}" + "".join(f"  {_median(spent[n], name):6.1f}s" for n in sizes))
+    # The floor (docs/performance.md, "Two ranks against one"): the clauses every size judges, summed, against
+    # the smallest size's wall, where two parallel jobs share the cores; the rest is what only more ranks judge.
+    judged = [name for name in names if name != OUTSIDE and all(name in spent[n] for n in sizes)]
+    print(f"clauses every size judges ({len(judged)}), summed: " + ", ".join(
+        f"ws{n} {sum(_median(spent[n], name) for name in judged):.1f} s" for n in sizes)
+        + f"; ws{sizes[0]}'s wall {medians[sizes[0]]:.1f} s")
 
 
 def _median(by: dict[str, list[float]], name: str) -> float:

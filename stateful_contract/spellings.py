@@ -89,8 +89,12 @@ OPTIONS: dict[str, Option] = {o.keyword: o for o in (
            "declare how the trainer saves the loader's state on several ranks (per-rank-files: each rank "
            "torch.saves its own, as MindSpeed-MM): SC30 judges that layout alone"),
     Option("timeout", ("--timeout",), "seconds per example (0: none)"),
+    Option("run_timeout", ("--run-timeout",), "seconds a multi-rank run may take, start-up included, before every "
+                                              "process of it is killed (default: from the profile's budget)"),
+    Option("run_dir", ("--run-dir",), "keep a multi-rank run's files here (each rank's states, checkpoints and "
+                                      "logs, in DIR/logs)"),
     Option("memory_limit", ("--memory-limit",),
-           "memory the loader's processes may gain during one example, e.g. 2G (default 4G; 'none')"),
+           "memory the loader's processes may gain during one example, e.g. 2G (default %(default)s; 'none')"),
     Option("isolation", ("--in-process",), "run the loader in this process, not a supervised child (for a "
                                            "debugger; a crash then ends the check)"),
     Option("jobs", ("--jobs",), "judge clauses in N parallel processes (default: every core; 1 under pytest-xdist)"),

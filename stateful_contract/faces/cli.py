@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import functools
 import os
-import re
 import signal
 import sys
 import time
@@ -33,18 +32,14 @@ from typing import Any, NoReturn, TextIO
 
 from .._version import __version__
 from ..clauses import CLAUSES, CONTRACT_VERSION
-from ..config import ConfigSpace
-from ..isolation.supervised import DEFAULT_MEMORY_LIMIT
 from ..isolation.target import TargetError
-from ..profiles import DEFAULT_PROFILE, PROFILES
 from ..report.render import SHOWN, plural, ran, render_failures, render_report, story, summary_line
 from ..report.results import same_causes
 from ..repro.guard import sigint_ignored
 from ..run.check import CheckInterrupted, FactoryError, check
-from ..run.declare import add_declaration_arguments, declarations_of
 from ..run.options import CheckOptions, OptionError, UnknownClauseWarning
 from ..spellings import OPTIONS, speaking
-from . import badge, export, replay
+from . import badge, export, flags, replay
 
 __all__ = ["EXIT_NOT_JUDGED", "exit_status", "main"]
 
@@ -76,53 +71,19 @@ class _Live:
             self.stream.write("\r\033[K" + (running if event.status is None else ""))
             self.stream.flush()
 
-    def finish(self) -> None:
-        """The summary line, where no live line was shown (nothing on a terminal)."""
-        if self.tty or not self.ended:
+    def finish(self, report: Any) -> None:
+        """The summary line, where no live line was shown (nothing on a terminal). It counts the clauses the
+        report's table shows, so it says what the verdict says; the prerequisites a selected clause needed,
+        which held and the table leaves out, are named apart (they took part of the time)."""
+        shown = [result for result, _ in ran(report)]
+        if self.tty or not shown:
             return
-        counts = Counter(SHOWN[status] for status in self.ended.values())
-        self.stream.write(f"  judged {plural(len(self.ended), 'clause')} in "
-                          f"{time.monotonic() - self.started:.1f} s: " + ", ".join(f"{n} {shown}" for shown, n in counts.items()) + "\n")
+        counts = Counter(SHOWN[result.status] for result in shown)
+        held = sum(1 for cid, status in self.ended.items() if status == "passed" and report[cid].status == "skipped")
+        self.stream.write(f"  checked {plural(len(shown), 'clause')} in {time.monotonic() - self.started:.1f} s: "
+                          + ", ".join(f"{n} {said}" for said, n in counts.items())
+                          + (f" (after {plural(held, 'prerequisite')}, which held)" if held else "") + "\n")
         self.stream.flush()
-
-
-def _expected(items: Sequence[str]) -> dict[str, str]:
-    """``--expect-fail ID=REASON`` as the one form of expected failures (ID -> reason)."""
-    out = {}
-    for item in items:
-        cid, sep, reason = item.partition("=")
-        if not sep or not cid.strip() or not reason.strip():
-            raise OptionError("expected_failures", f"takes ID=REASON (e.g. SC17='state holds a dataclass'), "
-                                                   f"got {item!r}")
-        out[cid.strip()] = reason.strip()
-    return out
-
-
-#: The flag of each `CheckOptions` field whose flag is not its name with dashes.
-_FLAGS = {"clauses": "--clause", "expected_failures": "--expect-fail", "isolation": "--in-process",
-          "space": "--config-space"}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
-
-
-def _memory(value: str | None) -> int | None:
-    """``--memory-limit``: ``4G``, ``512MiB``, ``2.5GB``, a number of bytes, or ``none``."""
-    if value is None:
-        return DEFAULT_MEMORY_LIMIT
-    if value.strip().lower() in ("none", "off", "0"):
-        return None
-    found = _SIZE.match(value)
-    if found is None:
-        raise OptionError("memory_limit", f"takes a size such as 4G or 512M, or 'none', got {value!r}")
-    number, unit = float(found.group(1)), found.group(2).lower()
-    return int(number * (1 << (10 * " kmgt".index(unit or " ")))) or None
-
-
-def _space(items: Sequence[str] | None) -> ConfigSpace:
-    """``--config-space NAME=VALUES ...`` as the `ConfigSpace` it narrows the default one to."""
-    try:
-        return ConfigSpace() if items is None else ConfigSpace.parse(items)
-    except ValueError as e:
-        raise OptionError("space", str(e)) from None
 
 
 @contextlib.contextmanager
@@ -144,28 +105,22 @@ def _options(args: argparse.Namespace) -> CheckOptions:
     """The `CheckOptions` of ``check``'s command line; an expected failure naming no clause is a usage error."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnknownClauseWarning)  # a typo on a command line is caught now
-        return CheckOptions(
-            profile=args.profile, clauses=",".join(args.clause) or None,
-            expected_failures=_expected(args.expect_fail), checkpoint_alignment=args.checkpoint_alignment,
-            strict=args.strict, timeout=args.timeout, world_size=args.world_size,
-            isolation="in-process" if args.in_process else None, seed=args.seed, jobs=args.jobs,
-            memory_limit=_memory(args.memory_limit), exitfirst=args.exitfirst, consume=args.consume,
-            space=_space(args.config_space), epoch_hook=args.epoch_hook, endless=args.endless,
-            **declarations_of(args))
+        return CheckOptions(**flags.options_of(args))
 
 
-def _cmd_check(args: argparse.Namespace) -> int:
+def run_check(args: argparse.Namespace) -> int:
+    """``check``'s command (or the distributed command's, the same): the report, written, and the exit status."""
     try:
-        options = _options(args)
+        options, example = _options(args), replay.example_of(args)
     except OptionError as e:
-        return _usage(f"{_FLAGS.get(e.option, '--' + e.option.replace('_', '-'))} {e.problem}")
+        return _usage(f"{OPTIONS[e.option].flag} {e.problem}" if e.option in OPTIONS else e.problem)
     except UnknownClauseWarning as e:
         return _usage(str(e))
     status = 0
     live = None if args.quiet else _Live(sys.stderr)
     with _stopped_by_sigterm() as terminated:
         try:
-            report = check(args.target, options, progress=live)
+            report = check(args.target, options, progress=live, replay=example)
         except (TargetError, FactoryError) as e:
             if args.verbose:
                 traceback.print_exc()
@@ -174,9 +129,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
             report = e.report
             status = 128 + (terminated[0] if terminated else signal.SIGINT)
     if live is not None:
-        live.finish()
+        live.finish(report)
     with sigint_ignored() if status else contextlib.nullcontext():  # a second Ctrl-C must not cut the report short
-        _write(report, args)
+        write_report(report, args)
         if status:
             print(f"stateful-contract: interrupted; the report above is partial (exit {status})", file=sys.stderr)
     return status or exit_status(report)
@@ -187,7 +142,7 @@ def exit_status(report: Any) -> int:
     return 0 if report.passed else EXIT_NOT_JUDGED if report.verdict == "not-judged" else 1
 
 
-def _write(report: Any, args: argparse.Namespace) -> None:
+def write_report(report: Any, args: argparse.Namespace) -> None:
     """The report on stdout, and in the files ``--json``, ``--junit`` and ``--markdown`` name. A file named
     ``-`` is standard output: the human report then goes to standard error, so the output can be piped."""
     piped = "-" in (args.json, args.junit, args.markdown)
@@ -234,7 +189,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         live = None if args.quiet else _Live(sys.stderr)
         reports.append(check(target, profile=args.profile, progress=live))
         if live is not None:
-            live.finish()
+            live.finish(reports[-1])
         print(f"  done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     width = 45
     print(f"StatefulLoader contract v{CONTRACT_VERSION}: PrefetchGradAccDataLoader, profile {args.profile}\n")
@@ -267,9 +222,27 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _add_option(parser: argparse.ArgumentParser, keyword: str, **how: Any) -> None:
-    """The flag of `check`'s option ``keyword``, spelled and explained as `spellings.OPTIONS` says."""
-    parser.add_argument(*OPTIONS[keyword].flags, help=OPTIONS[keyword].help, **how)
+def add_check_arguments(p: argparse.ArgumentParser, **defaults: Any) -> None:
+    """``check``'s arguments, on ``p`` (with this command's ``defaults``, as `flags.add_options` takes them)."""
+    p.add_argument("target", help="package.module:factory or path/to/file.py:factory; "
+                                  "factory(config: LoaderConfig) returns a fresh loader")
+    flags.add_options(p, list(OPTIONS), **defaults)  # flags and help from the one table, `spellings.OPTIONS`
+    replay.add_example_arguments(p)
+    add_output_arguments(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    p.set_defaults(func=run_check)
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """Where the report goes (`write_report`), for every command that writes one."""
+    p.add_argument("--json", metavar="PATH", help="write the report as JSON ('-': standard output, the text "
+                                                  "report then goes to standard error)")
+    p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause; '-': "
+                                                   "standard output)")
+    p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause; '-': "
+                                                      "standard output)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="the table's reasons in full (where it cuts them at '...'), and tracebacks for target errors")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -278,40 +251,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("check", help="run the contract against a loader factory")
-    p.add_argument("target", help="package.module:factory or path/to/file.py:factory; "
-                                  "factory(config: LoaderConfig) returns a fresh loader")
-    option = functools.partial(_add_option, p)  # flags and help from the one table, `spellings.OPTIONS`
-    option("profile", choices=list(PROFILES), default=DEFAULT_PROFILE)
-    option("clauses", action="append", default=[], metavar="ID")
-    option("expected_failures", action="append", default=[], metavar="ID=REASON")
-    option("checkpoint_alignment", metavar="epoch|window|N")
-    option("epoch_hook", default=CheckOptions.epoch_hook, metavar="NAME")
-    option("space", nargs="+", action="extend", metavar="NAME=VALUES")
-    option("consume", metavar="MODULE:FUNCTION")
-    option("strict", action="store_true")
-    option("endless", action="store_true")
-    option("world_size", type=int, default=CheckOptions.world_size, metavar="N")
-    add_declaration_arguments(p)
-    option("timeout", type=float, default=None, metavar="S")
-    option("memory_limit", metavar="SIZE")
-    option("isolation", action="store_true")
-    option("jobs", type=int, default=None, metavar="N")
-    option("exitfirst", action="store_true")
-    p.add_argument("--json", metavar="PATH", help="write the report as JSON ('-': standard output, the text "
-                                                  "report then goes to standard error)")
-    p.add_argument("--junit", metavar="PATH", help="write the report as JUnit XML (one testcase per clause; '-': "
-                                                   "standard output)")
-    p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary (one table row per clause; '-': "
-                                                      "standard output)")
-    option("seed", type=int, default=None, metavar="N")
-    p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="the table's reasons in full (where it cuts them at '...'), and tracebacks for target errors")
-    p.set_defaults(func=_cmd_check)
+    add_check_arguments(sub.add_parser("check", help="run the contract against a loader factory"))
 
     d = sub.add_parser("demo", help="MindSpeed-MM's broken wrapper and the reference one, side by side")
-    d.add_argument("--profile", choices=list(PROFILES), default=DEFAULT_PROFILE)
+    flags.add_options(d, ["profile"])
     d.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     d.set_defaults(func=_cmd_demo)
 

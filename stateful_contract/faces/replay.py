@@ -23,11 +23,14 @@ from ..config import LoaderConfig
 from ..isolation.target import TargetError
 from ..report.render import render_result
 from ..report.results import ClauseResult, Report
+from ..repro.steps import Position
 from ..run.check import FactoryError, check
-from ..run.options import alignment_of
+from ..run.options import OptionError, alignment_of
+from ..search.plans import Checkpoint
+from . import flags
 
-__all__ = ["ReplayError", "add_arguments", "known_classes", "parse_example", "parse_value", "pytest_pythonpath",
-           "replay", "run", "target_of"]
+__all__ = ["ReplayError", "add_arguments", "add_example_arguments", "example_of", "known_classes", "parse_example",
+           "parse_value", "pytest_pythonpath", "replay", "run", "target_of"]
 
 
 class ReplayError(Exception):
@@ -177,11 +180,34 @@ def replay(report: Report, clause_id: str, *, target: str | None = None, timeout
                  world_size=report.world_size, timeout=timeout, replay=(config, plan), consume=report.consume)
 
 
+def add_example_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config``/``--position``: one example to run instead of a search (a multi-rank failure prints them)."""
+    parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position) instead of searching")
+    parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
+
+
+def example_of(args: argparse.Namespace) -> tuple[LoaderConfig, Checkpoint] | None:
+    """The example ``--config`` and ``--position`` name, if any (`OptionError` when only one is given)."""
+    if (args.config is None) != (args.position is None):
+        raise OptionError("replay", "--config and --position go together")
+    if args.config is None:
+        return None
+    example = []
+    for text, expected in ((args.config, LoaderConfig), (args.position, Position)):
+        try:  # literals and the one dataclass only: no eval
+            example.append(parse_value(text, {expected.__name__: expected}))
+        except ReplayError as e:
+            raise OptionError("replay", str(e)) from None
+        if not isinstance(example[-1], expected):
+            raise OptionError("replay", f"expected {expected.__name__}(name=value, ...), got {text!r}")
+    return example[0], Checkpoint(example[1])
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("report", help="a JSON report (check --json, pytest --contract-report)")
     parser.add_argument("clause", help="the failed clause to replay, e.g. SC10")
     parser.add_argument("--target", help="the factory, if not the report's (e.g. run from another directory)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per example")
+    flags.add_options(parser, ["timeout"])
 
 
 def run(args: argparse.Namespace) -> int:

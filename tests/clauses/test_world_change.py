@@ -18,6 +18,7 @@ from world_checks import IN_PROCESS, STATEFUL_DATALOADER_SEARCH, searched
 from stateful_contract import LoaderConfig
 from stateful_contract.clauses.world_change import WorldResume, judge_world_change
 from stateful_contract.faces.distributed import check_world
+from stateful_contract.isolation.processes import processes_of
 from stateful_contract.repro import Position
 from stateful_contract.repro.advice import advisories
 from stateful_contract.repro.outcome import ClauseViolation
@@ -196,3 +197,16 @@ def test_a_restarted_world_that_never_comes_up_fails_the_example_not_the_check()
     assert sc31.status == "failed", sc31.message
     assert "cannot be imported on 1 ranks" in sc31.message, sc31.message
     assert "in the world1- phase" in sc31.message, sc31.message
+
+
+def test_the_check_goes_on_in_the_ranks_it_parked_while_other_world_sizes_resumed(tmp_path: Path) -> None:
+    # SC31 resumes on 1 rank, then on 3, in fresh processes; the 2 ranks that searched wait meanwhile, and
+    # SC10 (after SC31) runs in them, not in 2 new ones (issue 32: 2 of a default check's 13 rank start-ups).
+    run_dir = tmp_path / "run"
+    report = check_world(target("global_position"), world_size=2, clauses=["SC31", "SC10"], replay=MID_EPOCH,
+                         run_dir=run_dir)
+    for cid in ("SC31", "SC10"):
+        assert report[cid].status == "passed", report[cid].message
+    assert "examples resumed again in 1 rank and 3 ranks" in report["SC31"].notes[-1], report["SC31"].notes
+    assert sorted(p.name for p in (run_dir / "logs").iterdir()) == ["search", "world1-", "world3-"]
+    assert processes_of(run_dir) == []  # the parked ranks too, once the check is over

@@ -113,7 +113,7 @@ def test_python_dash_m_and_one_progress_line_where_stderr_is_no_terminal():
     # A pipe is no terminal: no line per clause, one summary line (live progress is for terminals).
     assert "running SC" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("  judged 2 clauses in ") and "1 FAILED" in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith("  checked 1 clause in ") and "1 FAILED" in lines[0], lines
     assert "takes 1 positional argument but 2 were given" in proc.stdout
 
 
@@ -161,12 +161,32 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"stateful-contract {__version__}"
 
 
+def _check_options(*argv):
+    """The `CheckOptions` ``stateful-contract check pkg:factory ARGV`` runs with."""
+    import argparse
+
+    from stateful_contract import CheckOptions
+    from stateful_contract.faces import flags
+    from stateful_contract.faces.cli import add_check_arguments
+
+    parser = argparse.ArgumentParser()
+    add_check_arguments(parser)
+    return CheckOptions(**flags.options_of(parser.parse_args(["pkg:factory", *argv])))
+
+
 @pytest.mark.parametrize(("value", "limit"), [("4G", 4 << 30), ("512M", 512 << 20), ("1.5GiB", 3 << 29),
                                               ("1000", 1000), ("none", None), ("0", None)])
 def test_memory_limit_sizes(value, limit):
-    from stateful_contract.faces.cli import _memory
+    assert _check_options("--memory-limit", value).memory_limit == limit
 
-    assert _memory(value) == limit
+
+def test_the_memory_limit_s_default_is_the_supervisor_s_and_its_help_says_it(capsys):
+    from stateful_contract.isolation.supervised import DEFAULT_MEMORY_LIMIT
+
+    assert _check_options().memory_limit == DEFAULT_MEMORY_LIMIT
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    assert f"(default {DEFAULT_MEMORY_LIMIT >> 30}G; 'none')" in " ".join(capsys.readouterr().out.split())
 
 
 def test_a_prerequisite_that_fails_is_reported_even_when_not_selected(capsys):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,18 @@ def test_a_run_that_judges_nothing_is_not_a_pass(tmp_path: Path, capsys: pytest.
     assert 'skipped="1"' in junit_xml(report) and 'failures="0"' in junit_xml(report)
     assert main(["badge", str(report_path), "--svg", str(svg)]) == 0
     assert "not judged" in svg.read_text() and "passing" not in svg.read_text()
+
+
+def test_the_summary_line_counts_the_clauses_the_report_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """SC21 runs after its prerequisites, which hold and are not in the report's table: the summary line beside
+    "no clause came to a verdict" once said "judged 3 clauses: 2 passed, 1 not judged". It counts what the
+    table shows, and names the prerequisites apart."""
+    assert main(["check", f"{ZOO}:epoch_loader", "--clause", "SC21", "--profile", "dev"]) == EXIT_NOT_JUDGED
+    captured = capsys.readouterr()
+    assert "no clause came to a verdict" in captured.out, captured.out
+    summary = captured.err.strip().splitlines()[-1]
+    assert re.fullmatch(r"checked 1 clause in \d+\.\d s: 1 not judged \(after 2 prerequisites, which held\)",
+                        summary), summary
 
 
 def test_a_run_that_judges_nothing_is_a_skip_in_pytest_not_a_pass(pytester: pytest.Pytester) -> None:
@@ -73,26 +87,43 @@ def test_clauses_are_named_by_id_or_by_name(tmp_path: Path) -> None:
     assert ran == {"SC01", "SC10"}
 
 
-def test_the_summary_line_is_wall_time_not_the_sum_of_clause_times() -> None:
-    """Clauses judged side by side overlap: two of 50 s each, reported at once, took no 100 s of wall time."""
-    import io
-    from types import SimpleNamespace
+#: A correct loader whose factory sleeps 50 ms in every process but the checker's: in the parallel jobs, side by side.
+SLOW_IN_THE_JOBS = """
+import os, time
 
-    from stateful_contract.faces.cli import _Live
+from zoo import epoch_loader
 
-    live = _Live(io.StringIO())
-    for cid in ("SC10", "SC11"):
-        live(SimpleNamespace(clause_id=cid, status="passed", seconds=50.0, name="", done=1, total=1))
-    live.finish()
-    line = live.stream.getvalue().strip()  # type: ignore[attr-defined]
-    assert line.startswith("judged 2 clauses in ") and float(line.split(" in ")[1].split(" s")[0]) < 50, line
+checker = os.getpid()
+
+
+def factory(config):
+    if os.getpid() != checker:
+        time.sleep(0.05)
+    return epoch_loader(config)
+"""
+
+
+def test_the_summary_line_is_wall_time_not_the_sum_of_clause_times(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Clauses judged side by side overlap: two parallel jobs whose clauses each sleep for seconds (2.2 s more
+    than the run's wall time at load 13), and the summary gives the run's wall time, never the clause times
+    the report gives added up."""
+    (tmp_path / "slow.py").write_text(SLOW_IN_THE_JOBS)
+    started = time.monotonic()
+    assert main(["check", f"{tmp_path / 'slow.py'}:factory", "--clause", "SC12,SC13", "--profile", "dev",
+                 "--in-process", "--jobs", "2", "--json", str(tmp_path / "r.json")]) == 0
+    wall = time.monotonic() - started
+    added_up = sum(r.seconds for r in Report.from_json(tmp_path / "r.json").results)
+    summary = re.search(r"checked \d+ clauses? in (\d+\.\d) s", capsys.readouterr().err)
+    assert summary is not None
+    assert float(summary.group(1)) <= wall + 0.05 < added_up, (summary.group(0), wall, added_up)
 
 
 def test_counts_take_the_singular() -> None:
     proc = subprocess.run([sys.executable, "-m", "stateful_contract", "check", f"{ZOO}:epoch_loader",
                            "--clause", "SC01"], capture_output=True, text=True, timeout=120, cwd=ROOT / "tests")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("judged 1 clause in "), proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("checked 1 clause in "), proc.stderr
     assert "1 examples" not in proc.stdout and " 1 example" in proc.stdout, proc.stdout
 
 

@@ -13,6 +13,7 @@ import inspect
 import io
 import re
 import shlex
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import pytest
 import zoo
 
 from stateful_contract import CheckOptions, ConfigSpace, LoaderConfig, check
-from stateful_contract.faces.cli import _Live, _parser, main
+from stateful_contract.faces.cli import _parser, main
 from stateful_contract.faces.replay import parse_value
 from stateful_contract.faces.testing import StatefulLoaderContract
 from stateful_contract.isolation.noise import ignore_set_vital
@@ -188,8 +189,9 @@ def test_each_limit_a_message_names_is_an_option_of_each_face(hint: Hint) -> Non
 
 def test_the_command_line_is_built_from_the_one_table_of_spellings() -> None:
     """Each option of the table is a `check` keyword, a flag of ``check`` with the table's help, and (but the
-    clauses, selected with ``-k``, the seed, ``--stateful-contract-seed``, and the consumption, a method
-    ``consume`` the class defines) an attribute of the mixin."""
+    clauses, selected with ``-k``, the seed, ``--stateful-contract-seed``, the consumption, a method
+    ``consume`` the class defines, and a multi-rank run's bound and kept files, a command line's) an attribute of
+    the mixin."""
     actions = {a.option_strings[-1]: a for a in _parser()._subparsers._group_actions[0].choices["check"]._actions
                if a.option_strings}
     for keyword, option in OPTIONS.items():
@@ -197,7 +199,7 @@ def test_the_command_line_is_built_from_the_one_table_of_spellings() -> None:
         assert actions[option.flag].option_strings == list(option.flags) and actions[option.flag].help == option.help
         with speaking("pytest", "TestMyLoader"):
             attribute = str(Hint(keyword, form="name")).removeprefix("TestMyLoader.")
-        assert keyword in ("clauses", "seed", "consume") or hasattr(StatefulLoaderContract, attribute), keyword
+        assert keyword in ("clauses", "seed", "consume", "run_timeout", "run_dir") or hasattr(StatefulLoaderContract, attribute), keyword
     with pytest.raises(ValueError, match="no option"):
         Hint("time_out")
 
@@ -268,24 +270,19 @@ class _Terminal(io.StringIO):
         return True
 
 
-class _Event:
-    def __init__(self, clause_id: str, status: str | None = None) -> None:
-        self.clause_id, self.name, self.done, self.total, self.status, self.seconds = (
-            clause_id, "name", 1, 2, status, 1.5)
-
-
 @pytest.mark.parametrize("stream", [io.StringIO, _Terminal], ids=["a log", "a terminal"])
-def test_progress_is_live_on_a_terminal_and_one_line_in_a_log(stream: type[io.StringIO]) -> None:
-    out = stream()
-    live = _Live(out)
-    for event in (_Event("SC01"), _Event("SC01", "passed"), _Event("SC10"), _Event("SC10", "failed")):
-        live(event)
-    live.finish()
-    if out.isatty():
-        assert "running SC10 name: example 1/2" in out.getvalue() and "judged" not in out.getvalue()
-    else:
-        # The run's wall time, not the clauses' 3.0 s added up (tests/faces/test_cli_conventions.py says why).
-        assert re.fullmatch(r"  judged 2 clauses in \d+\.\d s: 1 passed, 1 FAILED\n", out.getvalue()), out.getvalue()
+def test_progress_is_live_on_a_terminal_and_one_line_in_a_log(stream: type[io.StringIO],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    err = stream()
+    monkeypatch.setattr(sys, "stderr", err)
+    assert main(["check", "zoo:OffByOneResume", "--clause", "SC01", "--clause", "SC10", "--profile", "dev",
+                 "--seed", "1"]) == 1
+    if err.isatty():
+        assert "running SC10 resume-continues-the-stream: example " in err.getvalue(), err.getvalue()
+        assert "checked" not in err.getvalue()
+    else:  # the prerequisites SC10 needs held, and the report's table leaves them out
+        assert re.fullmatch(r"  checked 2 clauses in \d+\.\d s: 1 passed, 1 FAILED \(after 1 prerequisite, "
+                            r"which held\)\n", err.getvalue()), err.getvalue()
 
 
 def test_a_log_shows_no_set_vital_warning_and_no_line_per_clause(capfd: Any) -> None:
@@ -295,7 +292,7 @@ def test_a_log_shows_no_set_vital_warning_and_no_line_per_clause(capfd: Any) -> 
                  "--profile", "dev", "--seed", "1"]) == 0
     out, err = capfd.readouterr()
     assert "set_vital" not in out + err and "running SC" not in err, err
-    assert err.strip().startswith("judged 3 clauses") and "Verdict: PASS" in out, err
+    assert err.strip().startswith("checked 1 clause") and "Verdict: PASS" in out, err
 
 
 def test_reasons_cut_in_the_table_are_shown_in_full_with_verbose(capsys: Any) -> None:

@@ -34,33 +34,32 @@ from typing import Any, NoReturn
 
 import torch.distributed as dist
 
-from ...config import LoaderConfig
 from ...isolation.noise import ignore_set_vital
 from ...isolation.processes import alive
 from ...isolation.ranks import default_run_timeout
-from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launcher_env
+from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launch_line, launcher_env
 from ...isolation.ranks.world import local_pids
 from ...isolation.target import TargetError
-from ...profiles import DEFAULT_PROFILE, PROFILES, get_profile
-from ...report.render import render_report
+from ...profiles import get_profile
 from ...report.results import Report
-from ...repro.steps import Position
-from ...run.check import CheckInterrupted, FactoryError
-from ...run.declare import add_declaration_arguments, declarations_of
-from ...spellings import speaking
-from ..replay import ReplayError, parse_value
-from . import check_world, phases
+from ...run.check import CheckInterrupted, FactoryError, check
+from ...run.options import DECLARATIONS, CheckOptions, OptionError
+from ...spellings import OPTIONS, speaking
+from .. import cli, flags, replay
+from . import phases
 
-__all__ = ["add_example_arguments", "main", "replay_of"]
+__all__ = ["exit_now", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory (the same on every rank)")
-    parser.add_argument("--clause", help="clauses to judge, comma-separated (default: every clause for several "
-                                         "ranks; in --phase resume, those the save judged)")
-    parser.add_argument("--json", metavar="PATH", help="rank 0 writes the report here")
+    # `check`'s own flags (`spellings.OPTIONS`); without --clause, every clause for several ranks (in --phase
+    # resume, those the save judged)
+    flags.add_options(parser, ["profile", "clauses", "timeout", *DECLARATIONS])
+    replay.add_example_arguments(parser)
+    cli.add_output_arguments(parser)  # rank 0 writes the report
     parser.add_argument("--backend", help="the world's backend (default: hccl with torch_npu, nccl with CUDA, "
                                           "else gloo); commands travel through a gloo group beside it")
     parser.add_argument("--phase", choices=("run", "save", "resume", "restart"), default="run",
@@ -69,48 +68,19 @@ def _parser() -> argparse.ArgumentParser:
                              "purpose (with --dir)")
     parser.add_argument("--dir", help="the run's directory, the same path on every rank (shared storage across "
                                       "machines); kept. Default: a temporary one, deleted")
-    add_example_arguments(parser)
     parser.add_argument("--master-addr", help="MASTER_ADDR where the launcher sets none (srun, mpirun); default: "
                                               "the first host of SLURM_NODELIST, or 127.0.0.1 under mpirun")
     parser.add_argument("--master-port", help="MASTER_PORT where the launcher sets none (default 29500)")
     return parser
 
 
-def add_example_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options both commands share: the profile, the example timeout, and one example to replay."""
-    parser.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE)
-    parser.add_argument("--timeout", type=float, help="seconds one example may take on a rank")
-    parser.add_argument("--config", help="replay this LoaderConfig(...) (with --position)")
-    parser.add_argument("--position", help="replay this checkpoint Position(...) (with --config)")
-    add_declaration_arguments(parser)
-
-
-def replay_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[LoaderConfig, Position] | None:
-    """The example ``--config`` and ``--position`` name, if any (a usage error when only one is given)."""
-    if (args.config is None) != (args.position is None):
-        parser.error("--config and --position go together")
-    if args.config is None:
-        return None
-    example = []
-    for text, expected in ((args.config, LoaderConfig), (args.position, Position)):
-        try:  # literals and the one dataclass only: no eval
-            example.append(parse_value(text, {expected.__name__: expected}))
-        except ReplayError as e:
-            parser.error(str(e))
-        if not isinstance(example[-1], expected):
-            parser.error(f"expected {expected.__name__}(name=value, ...), got {text!r}")
-    return example[0], example[1]
-
-
 def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> Report:
     """Rank 0: the report."""
-    clauses = [c.strip().upper() for c in args.clause.split(",")] if args.clause else None
+    options = CheckOptions(**flags.options_of(args), world_size=world.world_size, run_dir=run_dir)
     if args.phase == "resume":
-        return phases.resume(world, run_dir, args.target, clauses=clauses, profile=args.profile,
-                             timeout=args.timeout, launch=launch, declared=declarations_of(args))
+        return phases.resume(world, run_dir, args.target, options, launch=launch)
     try:
-        report = check_world(args.target, world_size=world.world_size, profile=args.profile, clauses=clauses,
-                             timeout=args.timeout, replay=args.replay, run_dir=run_dir, **declarations_of(args))
+        report = check(args.target, options, replay=replay.example_of(args))
     except CheckInterrupted as e:
         report = e.report
         report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
@@ -118,17 +88,6 @@ def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> 
     if args.phase == "save" and InWorld.last is not None:
         phases.write_manifest(run_dir, InWorld.last, report)
     return report
-
-
-def _launch_line(world_size: int) -> str:
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        nodes, per_node = os.environ.get("GROUP_WORLD_SIZE", "1"), os.environ.get("LOCAL_WORLD_SIZE", world_size)
-        return f"torchrun --nnodes {nodes} --nproc-per-node {per_node}" + (" ..." if nodes != "1" else "")
-    if "SLURM_PROCID" in os.environ:
-        return f"srun --ntasks {world_size} python"
-    if "OMPI_COMM_WORLD_RANK" in os.environ:
-        return f"mpirun -np {world_size} python"
-    return f"torchrun --nproc-per-node {world_size}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -139,7 +98,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    args.replay = replay_of(parser, args)
     if args.phase != "run" and not args.dir:
         parser.error(f"--phase {args.phase} needs --dir, the directory both launches share")
     os.environ.update(launcher_env(os.environ, master_addr=args.master_addr, master_port=args.master_port))
@@ -164,7 +122,7 @@ def _main(argv: Sequence[str] | None) -> int:
     timeout = default_run_timeout(get_profile(args.profile), 40) + 60
     world = join(Path(args.dir).resolve() if keep else None, backend=backend, timeout=timeout)
     run_dir = world.run_dir
-    launch = _launch_line(world.world_size)
+    launch = launch_line(os.environ, world.world_size)
     try:
         if world.rank != 0:
             code = int(follow(world)[1])
@@ -183,7 +141,9 @@ def _main(argv: Sequence[str] | None) -> int:
                 report = phases.merged(run_dir, report)
             code = 0 if report.passed else 1
         except (TargetError, FactoryError, FileNotFoundError, ValueError) as e:
-            print(f"stateful_contract.distributed run: {e}", file=sys.stderr)
+            said = (f"{OPTIONS[e.option].flag} {e.problem}" if isinstance(e, OptionError) and e.option in OPTIONS
+                    else str(e))  # an option spelled as the flag given: --clause
+            print(f"stateful_contract.distributed run: {said}", file=sys.stderr)
             code = 2
         except BaseException:
             if InWorld.last is None or not InWorld.last.down:
@@ -193,9 +153,7 @@ def _main(argv: Sequence[str] | None) -> int:
             InWorld.joined = None
         if report is not None:
             report.notes.append(f"backend {backend} (commands on a gloo group), launched as: {launch}")
-            if args.json:
-                report.to_json(args.json)
-            render_report(report, sys.stdout)
+            cli.write_report(report, args)  # rank 0's, with --json, --junit or --markdown where given
         if InWorld.last is not None and InWorld.last.down:
             # A rank is gone or stuck: no verdict can reach it. The ranks left on this host are ended here
             # (a launcher would, but srun and mpirun may wait for a stuck one); exiting tells the launcher.
@@ -209,8 +167,15 @@ def _main(argv: Sequence[str] | None) -> int:
                 code = phases.RESTART_EXIT
                 print(f"stateful_contract.distributed run: rank 0: the save passed; {phases.ON_PURPOSE}",
                       file=sys.stderr)
-                # The agent stops rank 0 (SIGTERM) as soon as another rank's exit on purpose is seen.
-                signal.signal(signal.SIGTERM, lambda signum, frame: exit_now(phases.RESTART_EXIT))
+
+        def stopped(signum: int, frame: Any) -> NoReturn:
+            if not keep:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            exit_now(code)
+
+        # The launcher stops rank 0 (SIGTERM) as soon as another rank exits with a failure (or, restarting, on
+        # purpose): rank 0 then leaves as it would have, not with a KeyboardInterrupt's traceback.
+        signal.signal(signal.SIGTERM, stopped)
         world.stop(code)  # every rank exits with rank 0's status
         # Rank 0 leaves last. Exiting first with a failure, it would have the launcher stop the others
         # (SIGTERM) before they exit with the verdict themselves; and without a launcher's store (srun,
@@ -226,7 +191,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _local_ranks_ended(run_dir: Path, world_size: int, signals: Sequence[int], seconds: float) -> None:
     """Each of ``signals`` in turn to the other ranks on this host still running (`local_pids`), then up to
-    ``seconds`` for them to exit (signal 0 sends nothing: only the wait)."""
+    ``seconds`` for them to exit (signal 0 sends nothing: only the wait). Not psutil's ``wait_procs``: the
+    ranks are the launcher's children, and one exited but not yet reaped is a zombie it would wait for."""
     pids = [pid for rank, pid in local_pids(run_dir, world_size).items() if rank and alive(pid)]
     for sig in signals:
         for pid in pids:

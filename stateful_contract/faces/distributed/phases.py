@@ -58,22 +58,20 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
                 "them (--phase resume)")
 
 
-def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | None, profile: str,
-           timeout: float | None, launch: str, declared: Mapping[str, Any] | None = None) -> Report:
+def resume(world: World, run_dir: Path, target: str, options: CheckOptions, *, launch: str) -> Report:
     """Rank 0 of the resume launch: every saved example resumed by ``target`` (the saving factory, or
     another, as a fix is tried on the states a job left) on this world's ranks, judged."""
     manifest = read_manifest(run_dir)
     saved, examples, size = int(manifest["world_size"]), manifest["examples"], world.world_size
     executor = InWorld(target, world=world, mode="resume", factory_import=manifest["factory_import"],
-                       alignment=manifest["alignment"], timeout=timeout, launch=launch)
-    wanted = clauses or sorted(examples)
+                       alignment=manifest["alignment"], timeout=options.timeout, launch=launch)
+    wanted = list(options.clauses or sorted(examples))
     notes = [f"resumed {sum(len(examples.get(c, [])) for c in wanted)} examples saved on {saved} ranks "
              f"in {run_dir}, on {world.world_size} ranks in a fresh launch"]
     if executor.target != manifest["target"]:
         notes.append(f"saved by {manifest['target']}, resumed by {executor.target}")
     # The options of the check the save launch ran: its world size selects the multi-rank clauses.
-    options = CheckOptions(profile, wanted, checkpoint_alignment=manifest["alignment"], world_size=saved,
-                           **(declared or {}))
+    options = options.replace(clauses=wanted, checkpoint_alignment=manifest["alignment"], world_size=saved)
     run = _Run(executor, options, notes=notes)
     try:
         executor.start()
@@ -105,7 +103,7 @@ def resume(world: World, run_dir: Path, target: str, *, clauses: list[str] | Non
     finally:
         executor.close()
     notes.extend(executor.notes)
-    return Report(target=executor.target, results=[run.report(c) for c in CLAUSES], profile=profile,
+    return Report(target=executor.target, results=[run.report(c) for c in CLAUSES], profile=options.profile,
                   world_size=world.world_size, notes=notes)
 
 

@@ -60,9 +60,11 @@ class Ranks(RankExecutor):
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._phase: Phase | None = None
-        #: Every phase started, by name, and those that ended cleanly.
+        #: The check's own ranks, idle while a phase of another world size runs (`restart`).
+        self._parked: Phase | None = None
+        #: Every phase started (its kind: `restart`'s ``phase``), and by name, in order, whether it ended cleanly.
         self._phases: list[str] = []
-        self._done: list[str] = []
+        self._done: dict[str, bool] = {}
         #: The next phase's name (`restart`); None: the search's.
         self._next: str | None = None
         #: When the run must be over (wall time), from its first phase or the first after a failure.
@@ -74,7 +76,9 @@ class Ranks(RankExecutor):
         """A phase name not used before in this run (each phase has its own logs)."""
         self._phases.append(phase)
         n = self._phases.count(phase)
-        return phase if n == 1 else f"{phase}{n}"
+        name = phase if n == 1 else f"{phase}{n}"
+        self._done[name] = False
+        return name
 
     def _start(self) -> Phase:
         """The next phase's ranks, started now."""
@@ -82,7 +86,7 @@ class Ranks(RankExecutor):
         if self._deadline is None:
             self._deadline = time.monotonic() + self.run_timeout
         self._phase = Phase.start(self.run_dir, name, self.live_world_size,
-                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout})
+                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout}, self._parked)
         return self._phase
 
     def _down(self, *, timed_out: bool) -> LaunchOutcome:
@@ -107,9 +111,11 @@ class Ranks(RankExecutor):
         except WorldDown:
             raise
         except BaseException:  # Ctrl-C: nothing of the run outlives the check, and nothing is asked of it
-            if self._phase is not None:
-                self._phase.kill()
-                self._phase = None
+            for ended in (self._phase, self._parked):
+                if ended is not None:
+                    ended.beside = None
+                    ended.kill()
+            self._phase = self._parked = None
             self._interrupted = True
             raise
 
@@ -120,19 +126,32 @@ class Ranks(RankExecutor):
         return self._down(timed_out=True)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
-        """Go on in ``world_size`` fresh processes (None: the check's), started by the next command."""
-        self._stop()
+        """Go on in ``world_size`` fresh processes (None: the check's), started by the next command. The check's
+        own ranks stay parked while another world size runs, and go on once ``phase`` is the search's again:
+        two of a default check's 13 rank start-ups (docs/performance.md, "Two ranks against one")."""
+        size = self.world_size if world_size is None else world_size
+        if size != self.world_size and self._parked is None and self._phase is not None \
+                and self.live_world_size == self.world_size:
+            self._parked, self._phase = self._phase, None
+            self._parked.park()
+        else:
+            self._stop()
+        if phase == "search" and size == self.world_size and self._parked is not None:
+            self._phase, self._parked = self._parked, None
+            self._phase.park(back=True)
         self._next = phase
-        self.live_world_size = self.world_size if world_size is None else world_size
+        self.live_world_size = size
 
-    def _stop(self) -> None:
-        phase, self._phase = self._phase, None
+    def _stop(self, phase: Phase | None = None) -> None:
+        if phase is None:
+            phase, self._phase = self._phase, None
         if phase is None:
             return
         try:
             if phase.stop():
-                self._done.append(phase.name)
+                self._done[phase.name] = True
         except BaseException:  # Ctrl-C while the ranks leave: kill them, ask nothing more
+            phase.beside = None
             phase.kill()
             self._interrupted = True
             raise
@@ -140,9 +159,11 @@ class Ranks(RankExecutor):
     def close(self) -> None:
         started = bool(self._phases)
         self._stop()
+        self._parked, parked = None, self._parked
+        self._stop(parked)
         if started:
             self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), each started as torchrun starts "
-                              f"a rank; phases {' + '.join(self._done) or 'none'}")
+                              f"a rank; phases {' + '.join(n for n, clean in self._done.items() if clean) or 'none'}")
         if self.keep:
             self.notes.append(f"run files kept in {self.run_dir}")
         elif self._interrupted:  # deleting a search's saved examples took 4 s at load 28: not on a Ctrl-C's clock

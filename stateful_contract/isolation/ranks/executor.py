@@ -16,6 +16,7 @@ from ...repro.outcome import Outcome
 from ...repro.steps import LoadForm
 from ...search.example import ClauseLike, ExampleRun, LoadFormProbe
 from ...search.plans import Alignment, Checkpoint, RankLengths
+from ...spellings import OPTIONS
 from ..executors import BUILDING, FactoryProblem, StartFailed
 from ..supervised import command_limit, watch
 from .failures import LaunchOutcome
@@ -154,7 +155,7 @@ class RankExecutor:
     def rerun_example(self, clause: ClauseLike, config: LoaderConfig, plan: Checkpoint) -> str:
         """The command that runs this one example on these ranks again."""
         base = replace(config, rank=0, world_size=1)
-        declared = "".join(f" --{name.replace('_', '-')}" + ("" if value is True else f" {value}")
+        declared = "".join(f" {OPTIONS[name].flag}" + ("" if value is True else f" {value}")
                            for name, value in getattr(clause, "given", ()) if value not in (None, False))
         return (f"{self.rerun(clause.id)}{declared} --config \"{base.as_code()}\" "
                 f"--position \"{plan.position.as_code()}\"")

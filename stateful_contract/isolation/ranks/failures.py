@@ -165,11 +165,9 @@ class LaunchOutcome:
         if self.command_limit is not None:
             return self.where_each_rank_was(no_answer(self.command_limit, "the ranks", then="; " + (
                 "rank 0 stopped waiting." if self.in_world else "the checker killed the run (with all its processes).")))
-        if self.timed_out:
-            return self.where_each_rank_was(
-                f"the ranks did not answer within {self.timeout:.0f} s; rank 0 stopped waiting." if self.in_world
-                else f"the {len(self.doing)}-rank run did not finish within {self.timeout:g} s and was killed "
-                "(with all its processes).")
+        if self.timed_out:  # the run's own limit: in-world, `wait` has none (it said hung or command_limit above)
+            return self.where_each_rank_was(f"the {len(self.doing)}-rank run did not finish within {self.timeout:g} "
+                                            "s and was killed (with all its processes).")
         if self.in_world:
             gone = ", ".join(str(f.rank) for f in self.failures)
             lost = (f"rank {gone}'s process ended (found on this host)" if gone else

@@ -29,13 +29,15 @@ from .failures import LaunchOutcome, RankFailure
 from .launch import where_ranks_were
 from .world import Handler, World, local_pids
 
-__all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launcher_env", "private_dir", "private_run_dir"]
+__all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launch_line", "launcher_env", "private_dir",
+           "private_run_dir"]
 
 #: ``MASTER_PORT`` when the launcher gives none (SLURM and Open MPI do not): torchrun's default.
 DEFAULT_PORT = "29500"
-#: Where SLURM and Open MPI say a task's rank: the variables they set for ``WORLD_SIZE`` and ``LOCAL_RANK``.
-_LAUNCHERS = {"SLURM_PROCID": ("SLURM_NTASKS", "SLURM_LOCALID"),
-              "OMPI_COMM_WORLD_RANK": ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")}
+#: Where SLURM and Open MPI say a task's rank: the variables they set for ``WORLD_SIZE`` and ``LOCAL_RANK``, and
+#: the launch line a rerun hint names (`launch_line`).
+_LAUNCHERS = {"SLURM_PROCID": ("SLURM_NTASKS", "SLURM_LOCALID", "srun --ntasks {} python"),
+              "OMPI_COMM_WORLD_RANK": ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun -np {} python")}
 
 
 def first_host(nodelist: str) -> str:
@@ -53,12 +55,22 @@ def launcher_env(env: Mapping[str, str], *, master_addr: str | None = None,
     rank = next((name for name in _LAUNCHERS if name in env), None)
     if "RANK" in env or rank is None:
         return {"MASTER_PORT": master_port} if master_port and "MASTER_PORT" not in env else {}
-    size, local = _LAUNCHERS[rank]
+    size, local, _ = _LAUNCHERS[rank]
     nodes = env.get("SLURM_NODELIST") or env.get("SLURM_JOB_NODELIST") or "127.0.0.1"
     guess = first_host(nodes) if rank == "SLURM_PROCID" else "127.0.0.1"
     return {"RANK": env[rank], "WORLD_SIZE": env.get(size, "1"), "LOCAL_RANK": env.get(local, "0"),
             "MASTER_ADDR": master_addr or env.get("MASTER_ADDR", guess),
             "MASTER_PORT": master_port or env.get("MASTER_PORT", DEFAULT_PORT)}
+
+
+def launch_line(env: Mapping[str, str], world_size: int) -> str:
+    """How the user launched this world, as a rerun hint writes it: ``torchrun --nnodes 2 --nproc-per-node 2 ...``,
+    ``srun --ntasks 4 python``."""
+    if "TORCHELASTIC_RUN_ID" in env:
+        nodes, per_node = env.get("GROUP_WORLD_SIZE", "1"), env.get("LOCAL_WORLD_SIZE", world_size)
+        return f"torchrun --nnodes {nodes} --nproc-per-node {per_node}" + (" ..." if nodes != "1" else "")
+    rank = next((name for name in _LAUNCHERS if name in env), None)
+    return _LAUNCHERS[rank][2].format(world_size) if rank else f"torchrun --nproc-per-node {world_size}"
 
 
 def default_backend() -> str:
@@ -198,7 +210,7 @@ class InWorld(RankExecutor):
 
     def _broken(self, waited: float) -> LaunchOutcome:
         down = self._outcome(None)
-        down.timed_out, down.timeout = True, waited
+        down.timed_out = True  # `wait` says why: a rank hung, or the command's own limit passed
         return down
 
     def _outcome(self, error: BaseException | None) -> LaunchOutcome:

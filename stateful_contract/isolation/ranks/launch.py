@@ -26,16 +26,20 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from ...repro import status
 from ..processes import fault_excerpt, kill_marked, start_python
 from .failures import LaunchOutcome, RankFailure, order_failures
 
-__all__ = ["JOINING", "SPEC_FILE", "Phase", "board_path", "of_caller", "torchrun_env", "where_ranks_were"]
+__all__ = ["JOINING", "SPEC_FILE", "STOP", "Phase", "board_path", "of_caller", "torchrun_env", "where_ranks_were"]
 
 #: How a rank's status starts until it has joined.
 JOINING = "joining the gloo process group"
 #: What every rank reads first: `world.RankSpec`, the caller's process (`of_caller`), the timeout.
 SPEC_FILE = "launch.json"
+#: The command that ends a rank's loop (a follower's in a launcher's world: `world.World.follow`).
+STOP = "stop"
 #: Seconds the other ranks get to end on their own once one rank is gone (their own error is then theirs).
 SETTLE = 1.0
 
@@ -53,13 +57,12 @@ def of_caller() -> dict[str, Any]:
 def torchrun_env(rank: int, world_size: int, port: int, run_id: str, error_file: Path) -> dict[str, str]:
     """What ``torchrun --nproc-per-node world_size`` adds to rank ``rank``'s environment on one node (torch
     v2.13.0: ``LocalElasticAgent._start_workers`` and ``_set_local_rank_env``, torch/distributed/run.py's
-    ``OMP_NUM_THREADS``, ``elastic_launch``'s ``TORCHELASTIC_SIGNALS_TO_HANDLE``). Not yet
-    ``TORCHELASTIC_USE_AGENT_STORE``: there is no agent's store, rank 0 hosts it (`world.rank_main` sets it
-    once the group is formed, before the user's code)."""
+    ``OMP_NUM_THREADS``, ``elastic_launch``'s ``TORCHELASTIC_SIGNALS_TO_HANDLE``); ``port``: the store the
+    checker hosts, as torchrun's agent hosts its own (`_store`)."""
     env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
            "ROLE_NAME": "default", "LOCAL_WORLD_SIZE": str(world_size), "WORLD_SIZE": str(world_size),
            "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port), "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
+           "MASTER_PORT": str(port), "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
            "TORCHELASTIC_RUN_ID": run_id, "TORCH_NCCL_ASYNC_ERROR_HANDLING":
                os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
            "TORCHELASTIC_ERROR_FILE": str(error_file)}
@@ -79,11 +82,14 @@ def _signals_to_handle() -> str | None:
     return None if found is None else str(found.default)
 
 
-def _free_port() -> int:
-    """A free port for rank 0's store, as ``torchrun --standalone`` picks one."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _store() -> Any:
+    """The store a phase's ranks form their gloo group through, hosted in the checker as torchrun's agent
+    hosts its rendezvous store for its ranks (``TORCHELASTIC_USE_AGENT_STORE``: every rank a client), on a
+    port the kernel gives it as it listens. A port picked here and listened on later by rank 0 was taken in
+    between under load (EADDRINUSE: a correct loader failed its search phase)."""
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]  # exported at run time
+
+    return TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 
 
 @dataclass(eq=False)
@@ -101,25 +107,30 @@ class Phase:
     exited_at: dict[int, float] = field(default_factory=dict)
     #: Ranks whose connection closed before they answered.
     lost: set[int] = field(default_factory=set)
+    #: A parked phase whose processes run beside this one's (`park`): this one's `kill` spares them.
+    beside: Phase | None = None
+    #: The ranks' store (`_store`), kept until they are gone.
+    store: Any = None
 
     @classmethod
-    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any]) -> Phase:
+    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any], beside: Phase | None = None,
+              ) -> Phase:
         (run_dir / "status").mkdir(parents=True, exist_ok=True)
         (run_dir / SPEC_FILE).write_text(json.dumps({**spec, "process": of_caller()}), encoding="utf-8")
         logs = run_dir / "logs" / name
-        port, procs, conns = _free_port(), [], []
+        store, procs, conns = _store(), [], []
         for rank in range(world_size):
             mine, theirs = socket.socketpair()
             error_file = logs / "attempt_0" / str(rank) / "error.json"
             error_file.parent.mkdir(parents=True, exist_ok=True)
-            env = torchrun_env(rank, world_size, port, f"{run_dir.name}-{name}", error_file)
+            env = torchrun_env(rank, world_size, store.port, f"{run_dir.name}-{name}", error_file)
             with open(error_file.with_name("stderr.log"), "wb") as out:
                 procs.append(start_python("stateful_contract.isolation.ranks.world:rank_main", str(run_dir), name,
                                           str(theirs.fileno()), env=env, pass_fds=(theirs.fileno(),),
                                           run_dir=run_dir, output=out))
             theirs.close()
             conns.append(Connection(mine.detach()))
-        return cls(name, run_dir, procs, conns, logs)
+        return cls(name, run_dir, procs, conns, logs, beside=beside, store=store)
 
     def send(self, command: tuple[Any, ...]) -> None:
         """``command`` to every rank (plain pickle: tensors travel as data, not shared-memory handles)."""
@@ -152,28 +163,42 @@ class Phase:
         return bool(self.lost or self.exited_at)
 
     def stop(self) -> bool:
-        """Every rank told to leave (each has answered every command), given `SETTLE` s to go on its own, then
-        killed: a torch interpreter's teardown is no part of the check. Whether every rank was still there."""
-        self.send(("stop",))
+        """Every rank told to leave (each has answered every command) and killed once it says it leaves (up to
+        `SETTLE` s): a torch interpreter's teardown is no part of the check (it took the whole second at load
+        9). Whether every rank said so."""
+        self.send((STOP,))
         limit = time.monotonic() + SETTLE
-        while any(p.poll() is None for p in self.procs) and time.monotonic() < limit:
-            time.sleep(0.01)
-        clean = all(p.poll() in (0, None) for p in self.procs) and not self.lost
+        while len(self.answers) < len(self.conns) and not self.lost and time.monotonic() < limit:
+            self.collect()
+        clean = len(self.answers) == len(self.conns)
         self.kill()
         return clean
 
+    def park(self, *, back: bool = False) -> None:
+        """Leave the ranks idle while another phase runs (``back``: take them back): their status logs set
+        apart, where the other phase's ranks write theirs (each rank keeps writing the file it opened)."""
+        for rank in range(len(self.procs)):
+            moves = (board_path(self.run_dir, rank), self.run_dir / "status" / f"parked-rank{rank}.board")
+            with contextlib.suppress(FileNotFoundError):  # a rank that never opened its log
+                os.replace(*(moves[::-1] if back else moves))
+
     def kill(self) -> None:
-        """End every rank, its workers, and anything else carrying the run's marker."""
+        """End every rank, its workers, and anything else carrying the run's marker but a parked phase's."""
         for conn in self.conns:
             conn.close()
         for proc in self.procs:
             if proc.poll() is None:  # torchrun starts each rank in a session of its own: one signal each
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
-        kill_marked(self.run_dir)  # one sweep for what left its session (a daemon a rank started, say)
+        spare: set[int] = set()
+        for proc in self.beside.procs if self.beside is not None else ():
+            with contextlib.suppress(psutil.Error):
+                spare |= {proc.pid, *(p.pid for p in psutil.Process(proc.pid).children(recursive=True))}
+        kill_marked(self.run_dir, frozenset(spare))  # one sweep for what left its session (a rank's daemon, say)
         for rank, proc in enumerate(self.procs):
             proc.wait()
             self.exited_at.setdefault(rank, time.time())
+        self.store = None
 
     def down(self, *, timed_out: bool, timeout: float) -> LaunchOutcome:
         """Give the other ranks `SETTLE` s to end once one is gone, kill what is left, say what happened."""

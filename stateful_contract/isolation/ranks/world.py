@@ -1,8 +1,9 @@
-"""Inside a rank: the gloo group, and rank 0 leading the others in lockstep.
+"""Inside a rank: its place in the world (`World`), the loop of a rank this package started (`rank_main`:
+the checker's commands on the rank's own connection) and what runs them (`Handler`).
 
-Collectives (``torch.distributed.checkpoint.save``) need every rank at the same step, so rank 0 *leads*:
-it broadcasts each of the engine's commands (`serve` relays the caller's; `InWorld` runs on rank 0), runs
-it and gathers every rank's answer (`World.call`); the others *follow* the same example until told to stop.
+In a launcher's world no checker talks to each rank: rank 0 runs the engine (`InWorld`) and *leads*, it
+broadcasts each command, runs it and gathers every rank's answer (`World.call`); the others *follow* the same
+example until told to stop, so collectives (``torch.distributed.checkpoint.save``) find every rank at one step.
 """
 
 from __future__ import annotations
@@ -30,12 +31,9 @@ from ...spellings import Face, current
 from .. import executors
 from ..noise import ignore_set_vital
 from ..supervised import POLL
-from .launch import JOINING, SPEC_FILE, board_path
+from .launch import JOINING, SPEC_FILE, STOP, board_path
 
-__all__ = ["STOP", "Handler", "RankSpec", "World", "local_pids", "rank_main"]
-
-#: The command that ends a follower's loop.
-STOP = "stop"
+__all__ = ["Handler", "RankSpec", "World", "local_pids", "rank_main"]
 
 
 @dataclass
@@ -120,7 +118,6 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
     # (`RankExecutor.wait`). A wall-clock one failed a correct loader whose other rank was still importing torch,
     # starved of a CPU (60 s at nice 19 beside a busy core); the group's own timeout is the run's.
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
-    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # torchrun's value (launch.torchrun_env says why)
     caller = spec["process"]  # `launch.of_caller`: set before any of the user's code, as its launcher's ranks see it
     os.chdir(caller["cwd"])
     sys.path[:], sys.argv[:] = caller["sys_path"], caller["argv"]
@@ -133,6 +130,7 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
                 conn.send_bytes(pickle.dumps(handler(command)))  # plain pickle: tensors as data
                 status.note("waiting for the next command")
         status.note(f"finished the {phase} phase")
+        conn.send_bytes(pickle.dumps(STOP))  # the checker kills this process now (`Phase.stop`)
         return 0
     finally:
         dist.destroy_process_group()
