@@ -249,18 +249,20 @@ def test_a_command_is_charged_on_the_processes_it_started_before_any_log_names_t
 #: The correct loader's example timeout. Starved at nice 19 beside a burner, its one example of SC03 (about
 #: 0.08 s of CPU at `starved.CPU_PER_BATCH`; on 2 ranks each rank does half) gets at most 1.5 % of a core:
 #: 7 to 10 s of wall time on a quiet machine (5 s on 2 ranks), 20 to 80 s at a load of 15 to 25, so it
-#: outlasts this timeout more than twice at any load, while it is charged its CPU and what it slept: 0.1 to
-#: 0.35 s at a load of 20. (Until the clock read its intervals' ends after its readings, a starved sample
-#: charged seconds it had waited, and this failed at a 3 s timeout in 3 runs of 4 at a load of 12 to 20.)
-CORRECT_TIMEOUT = 1.5 * LIMIT
+#: outlasts this timeout one and a half times or more at any load, while it is charged its CPU and what it
+#: slept: 0.1 to 0.35 s at a load of 20; at a load of 34 (ten `yes` besides), 1.5 s in 52 s of wall time,
+#: which a 1.5 s timeout did not survive. (Until the clock read its intervals' ends after its readings, a
+#: starved sample charged seconds it had waited: this failed at a 3 s timeout in 3 runs of 4 at a load of 12
+#: to 20.)
+CORRECT_TIMEOUT = 2.5 * LIMIT
 
 
 @pytest.mark.launcher
 @pytest.mark.parametrize("world_size", [1, 2], ids=["1-rank", "2-ranks"])
 def test_a_correct_loader_starved_of_cpu_passes_though_its_example_outlasts_the_limit(
         world_size: int, tmp_path: Path) -> None:
-    """What the limit is charged does not grow with the load, the wall time does: at any load the example
-    outlasts its timeout in wall time more than twice, and passes."""
+    """What the limit is charged grows little with the load, the wall time a lot: the example outlasts its
+    timeout in wall time, one and a half times on a quiet machine and many times under load, and passes."""
     rc, clauses, output, starver = run_starved(f"{HERE / 'starved.py'}:busy_per_batch", "--clause", "SC03",
                                                "--world-size", str(world_size), tmp_path=tmp_path,
                                                timeout=CORRECT_TIMEOUT)
@@ -268,7 +270,7 @@ def test_a_correct_loader_starved_of_cpu_passes_though_its_example_outlasts_the_
     assert starver.done, "no process of the loader was starved"
     sc03 = clauses["SC03"]
     assert sc03["status"] == "passed", sc03
-    assert sc03["seconds"] > 2 * CORRECT_TIMEOUT, (sc03["seconds"], starver.charged())
+    assert sc03["seconds"] > 1.5 * CORRECT_TIMEOUT, (sc03["seconds"], starver.charged())
 
 
 @pytest.mark.launcher
