@@ -87,3 +87,21 @@ def test_in_world_run_reads_the_flags_it_shares_with_check_as_check_does() -> No
     assert {"--profile", "--clause", "--timeout", "--config", "--position", "--checkpoint-layout"} <= set(shared)
     args = in_world._parser().parse_args(["pkg:factory", "--clause", "SC30,every-rank-resumes", "--clause", "SC31"])
     assert set(CheckOptions(**flags.options_of(args), world_size=2).clauses or ()) == {"SC30", "SC31"}
+
+
+def test_in_world_an_unknown_clause_is_a_usage_error_spelled_as_its_flag(tmp_path: Path) -> None:
+    """A world of one rank (the launcher's variables set by hand): rank 0 refuses the option, and exits 2."""
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port)}
+    done = subprocess.run([sys.executable, "-m", "stateful_contract.distributed", "run",
+                           "stateful_contract.reference.factories:reference_wrapper", "--clause", "SC30,SC99"],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "stateful_contract.distributed run: --clause names an unknown clause 'SC99'" in done.stderr, done.stderr

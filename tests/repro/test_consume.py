@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared import once
 
 from stateful_contract import CheckOptions, ConfigSpace, LoaderConfig, OptionError, check
 from stateful_contract.repro import Position, checkpoint, drawn_through, fresh, take, uninterrupted
@@ -55,6 +56,23 @@ def modules(quickstart_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
     yield {name: runpy.run_path(str(quickstart_dir / f"{name}.py")) for name in ("preloaded", "preloaded_owner")}
 
 
+#: What the page's first command leaves: its completed process and the ``--json`` report it wrote.
+PageCheck = tuple[subprocess.CompletedProcess[str], Path]
+
+
+@pytest.fixture(scope="module")
+def page_check(quickstart_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> PageCheck:
+    """The page's first command, as written but for ``--json``, run once per session (`shared.once`, on any
+    xdist worker) and read by the test of its output and the test of its reproduction and replay: one CLI run,
+    a new interpreter importing torch and searching, instead of two."""
+    def run_it() -> PageCheck:
+        report_path = quickstart_dir / "report.json"
+        command = f"{section_blocks('bash')[0].strip()} --json {report_path}"
+        return run_command(command, quickstart_dir), report_path
+
+    return once(tmp_path_factory, "quickstart-preloader-check", run_it)
+
+
 def run_command(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     argv = command.split()
     assert argv[0] == "stateful-contract", command
@@ -72,9 +90,9 @@ def shown(expected: str, output: str) -> bool:
     return True
 
 
-def test_the_quickstart_preloader_fails_as_the_page_shows(quickstart_dir: Path) -> None:
-    commands, outputs = section_blocks("bash"), section_blocks("text")
-    got = run_command(commands[0].strip(), quickstart_dir)
+def test_the_quickstart_preloader_fails_as_the_page_shows(page_check: PageCheck) -> None:
+    outputs = section_blocks("text")
+    got, _ = page_check
     assert got.returncode == 1, got.stdout + got.stderr
     assert shown(outputs[0], got.stdout), got.stdout
     assert "factory = drawn_through(factory, consume)" in got.stdout  # the reproduction draws as the trainer
@@ -124,10 +142,10 @@ def test_the_same_preloader_whose_owner_saves_what_it_holds_resumes_exactly(modu
     assert report.passed, [(r.id, r.message) for r in report.results if r.is_failure]
 
 
-def test_the_reproduction_and_replay_draw_through_the_declaration(quickstart_dir: Path, tmp_path: Path) -> None:
-    report_path = tmp_path / "report.json"
-    got = run_command(f"stateful-contract check preloaded.py:factory --consume preloaded.py:preload "
-                      f"--clause SC10 --json {report_path}", quickstart_dir)
+def test_the_reproduction_and_replay_draw_through_the_declaration(
+    quickstart_dir: Path, page_check: PageCheck, tmp_path: Path
+) -> None:
+    got, report_path = page_check
     assert got.returncode == 1, got.stdout + got.stderr
     data = json.loads(report_path.read_text(encoding="utf-8"))
     assert data["consume"] == "preloaded.py:preload"

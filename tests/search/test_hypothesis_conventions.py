@@ -88,18 +88,21 @@ def test_a_global_timeout_leaves_the_contract_to_its_own_limits(pytester: pytest
 
 def test_a_timeout_mark_of_the_users_own_wins(pytester: pytest.Pytester) -> None:
     """The class's clause tests carry timeout(0) unless the class (or module) has a timeout mark of its own.
-    Collected only: a timeout that fires inside the check's own examples is no subject here."""
+    Collected only: a timeout that fires inside the check's own examples is no subject here. Both classes, each
+    in a module of its own, in one collection: one new interpreter importing torch instead of two."""
     pytester.makeconftest("""
 def pytest_collection_modifyitems(items):
-    marks = {str(item.get_closest_marker("timeout").args) for item in items if item.get_closest_marker("timeout")}
-    print("timeouts:", sorted(marks), len(items))
+    for module in sorted({item.module.__name__ for item in items}):
+        mine = [item for item in items if item.module.__name__ == module]
+        marks = {str(item.get_closest_marker("timeout").args) for item in mine if item.get_closest_marker("timeout")}
+        print(f"timeouts in {module}:", sorted(marks), len(mine))
 """)
-    for source, expected in ((CLASS, "['(0,)']"), (CLASS.replace(
-            "class TestReference", "@pytest.mark.timeout(600)\nclass TestReference").replace(
-            "from stateful_contract import", "import pytest\nfrom stateful_contract import"), "['(600,)']")):
-        pytester.makepyfile(test_loaders=source)
-        result = pytester.runpytest_subprocess("--collect-only", "-q", "-s", "-p", "no:cacheprovider")
-        assert f"timeouts: {expected} " in result.stdout.str(), result.stdout.str()
+    marked = CLASS.replace("class TestReference", "@pytest.mark.timeout(600)\nclass TestReference").replace(
+        "from stateful_contract import", "import pytest\nfrom stateful_contract import")
+    pytester.makepyfile(test_loaders=CLASS, test_marked=marked)
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "-s", "-p", "no:cacheprovider")
+    for module, expected in (("test_loaders", "['(0,)']"), ("test_marked", "['(600,)']")):
+        assert f"timeouts in {module}: {expected} " in result.stdout.str(), result.stdout.str()
 
 
 def test_a_hypothesis_without_the_internals_used_degrades_with_a_clear_message() -> None:
