@@ -35,7 +35,7 @@ from .interpreter import ChildSpec, EngineError, child_main
 from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
 
 __all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling",
-           "Supervised", "choose_isolation", "grace", "supported", "watch"]
+           "Supervised", "choose_isolation", "command_limit", "grace", "supported", "watch"]
 
 #: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches) or
 #: ``"in-process"`` (this process: a debugger can follow the loader, but a crash is the check's own).
@@ -53,6 +53,15 @@ MEMORY_EVERY = 0.2
 PROGRESS_EVERY = 0.5
 #: Seconds a command may take beyond twice the example timeout (process start-up, DCP, gathering).
 COMMAND_GRACE = 60.0
+
+
+def command_limit(timeout: float | None) -> float | None:
+    """Charged seconds one command may take before the processes that run it are given up on as not answering
+    (start-up, a join, the part of a command no example timeout covers): twice the example ``timeout`` and
+    `COMMAND_GRACE`, for one rank and for several. None without an example timeout: whoever turned the timeout
+    off (``--timeout 0``) asked that nothing be called hung, and a first command that imports and builds a slow
+    loader must not be (several ranks still end at the run's wall-time limit, ``run_timeout``)."""
+    return 2 * timeout + COMMAND_GRACE if timeout else None
 
 
 def grace(timeout: float) -> float:
@@ -233,7 +242,7 @@ class Supervised(OneProcess):
         stall = watch(lambda: bool(wait(handles, POLL)) or (len(handles) == 1 and proc.exitcode is not None),
                       lambda: [status.read(board)], sent=sent, timeout=self.timeout,
                       memory_limit=self.memory_limit, baseline={proc.pid: anon_rss(proc.pid) or 0},
-                      command_seconds=2 * self.timeout + COMMAND_GRACE if self.timeout else None)
+                      command_seconds=command_limit(self.timeout))
         if stall is not None or not conn.poll():
             return self._crashed(clause, stall)
         try:
@@ -288,7 +297,7 @@ class Supervised(OneProcess):
         if stall is not None and stall.timeout is not None:
             return "timeout", hang(stall.timeout, during=during, then=killed)
         if stall is not None:
-            return "timeout", no_answer(2 * (self.timeout or 0) + COMMAND_GRACE, during=during, then=killed)
+            return "timeout", no_answer(command_limit(self.timeout) or 0.0, during=during, then=killed)
         return death(-signal.SIGKILL if code is None else code, during=during, in_loader=in_loader)
 
     def start(self) -> None:

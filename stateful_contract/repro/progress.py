@@ -94,15 +94,16 @@ class Clock:
         self._roots = roots
         self._pids: set[int] = set()
         self._found_at = -FIND_EVERY
-        self._at = time.monotonic()
         self._since = time.time()
         self._known: set[int] = set()
         self._last: dict[int, Reading] = {}
         #: Per thread: the wait credited at a sample that the kernel has not accounted yet.
         self._credit: dict[int, int] = {}
-        for pid in set(roots()):
+        me = os.getpid()
+        for pid in sorted(set(roots()), key=lambda pid: pid == me):  # as in `sample`: the first interval too
             self._last.update(_read(pid) or {})
             self._known.add(pid)
+        self._at = time.monotonic()
         self.charged = 0.0
         #: This process is among those measured: the CPU its samples take is not charged (ns not yet taken off).
         self._measures_itself = os.getpid() in self._known
@@ -128,10 +129,14 @@ class Clock:
     def sample(self) -> float:
         """Charge the time since the last sample; the seconds charged so far."""
         spent = time.thread_time_ns()
-        now = time.monotonic()
-        dt, self._at = max(0.0, now - self._at), now
         readings: dict[int, Reading] = {}
-        for pid in self._find(now) | self._known:
+        me = os.getpid()
+        # An interval ends (and the next begins) when the readings were taken, not when the sample began:
+        # starved, this process may wait seconds for a CPU while it walks the process table (or before its
+        # first reading), and those seconds are in its reading. With the end taken first they were charged as
+        # sleep in the next interval and lost to this one's cap on waits (measured: 3 s of a 3 s limit in 12 s
+        # of wall time, where 0.07 s was right). So this process is read last, and the end taken right after.
+        for pid in sorted(self._find(time.monotonic()) | self._known, key=lambda pid: pid == me):
             threads = _read(pid)
             if threads is None:
                 self._known.discard(pid)
@@ -141,15 +146,17 @@ class Clock:
                 if not self._born_since(pid):
                     self._last.update(threads)
             readings.update(threads)
+        now = time.monotonic()
+        dt, self._at = max(0.0, now - self._at), now
         if not readings:  # nothing to read (no schedstat, or every process gone): wall time
             self.charged += dt
             return self.charged
         read = time.thread_time_ns()
         ran = waited = 0
         span, uptime = int(dt * 1e9), _uptime()
-        me = threading.get_native_id()  # running this very sample (state R): it did not wait
+        sampler = threading.get_native_id()  # running this very sample (state R): it did not wait
         for tid, (r, w, runnable, born) in readings.items():
-            runnable = runnable and tid != me
+            runnable = runnable and tid != sampler
             r0, w0, _, _ = self._last.get(tid, (0, 0, False, 0.0))  # a thread first seen now: since its start
             d_ran, d_wait = max(0, r - r0), max(0, w - w0)
             credit = self._credit.pop(tid, 0)

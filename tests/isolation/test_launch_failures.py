@@ -161,13 +161,14 @@ def test_an_error_file_cut_short_by_a_kill_still_names_the_rank(tmp_path: Path) 
     assert found[0].describe().startswith("rank 0 was killed by signal SIGKILL"), found[0].describe()
 
 
-def test_a_command_past_its_own_limit_is_named_by_that_limit_not_the_runs_timeout(monkeypatch, tmp_path) -> None:
-    """Ranks that stop answering with no example under way (no board says one began) are given up on at
-    the command's limit, twice the example timeout and a grace; the message once named the run's timeout."""
+def silent_ranks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, timeout: float | None) -> Any:
+    """Two ranks that never answer (nothing started: no status log says an example began), with a command
+    grace of 0.3 s, so that a command's limit passes in a test's time."""
+    from stateful_contract.isolation import supervised
     from stateful_contract.isolation.ranks import executor as rank_executor
     from stateful_contract.isolation.ranks.failures import LaunchOutcome
 
-    monkeypatch.setattr(rank_executor, "COMMAND_GRACE", 0.3)
+    monkeypatch.setattr(supervised, "COMMAND_GRACE", 0.3)
 
     class Silent(rank_executor.RankExecutor):
         world_size = live_world_size = 2
@@ -176,8 +177,16 @@ def test_a_command_past_its_own_limit_is_named_by_that_limit_not_the_runs_timeou
         def _broken(self, waited: float) -> LaunchOutcome:
             return LaunchOutcome(timed_out=True, timeout=600.0, doing={0: "", 1: ""})
 
-    ranks = Silent("stateful_contract.reference.factories:reference_wrapper", factory_import="", alignment=None,
-                   timeout=0.1)
+    return Silent("stateful_contract.reference.factories:reference_wrapper", factory_import="", alignment=None,
+                  timeout=timeout)
+
+
+def test_a_command_past_its_own_limit_is_named_by_that_limit_not_the_runs_timeout(monkeypatch, tmp_path) -> None:
+    """Ranks that stop answering with no example under way (no board says one began) are given up on at
+    the command's limit, twice the example timeout and a grace; the message once named the run's timeout."""
+    from stateful_contract.isolation.ranks import executor as rank_executor
+
+    ranks = silent_ranks(monkeypatch, tmp_path, timeout=0.1)
     with pytest.raises(rank_executor.WorldDown) as down:
         ranks.wait(lambda: False, sent=time.monotonic())
     assert "did not answer one command within 0.5 s, a command's limit" in str(down.value), down.value
@@ -194,3 +203,16 @@ def test_an_exit_outside_any_call_into_the_loader_is_not_blamed_on_the_loader() 
     assert "the loader ended it" not in starting.describe()
     inside = RankFailure(rank=1, phase="search", exitcode=1, error="", doing="running", in_loader=True)
     assert "the loader ended it" in inside.describe()
+
+
+def test_without_an_example_timeout_a_command_has_no_limit_of_its_own_on_ranks_as_on_one(monkeypatch, tmp_path) -> None:
+    """``--timeout 0`` turns hang detection off: one rank's child then waits for its answer however long the
+    command takes (`supervised.command_limit` is None), and so do several ranks, whose first command imports
+    and builds a slow loader. They once gave it ``COMMAND_GRACE`` (60 charged seconds) and called it hung."""
+    from stateful_contract.isolation.supervised import command_limit
+
+    assert command_limit(None) is None and command_limit(0) is None
+    ranks = silent_ranks(monkeypatch, tmp_path, timeout=None)
+    answers = time.monotonic() + 1.0  # past the 0.3 s grace, which alone was the limit
+    ranks.wait(lambda: time.monotonic() > answers, sent=time.monotonic())
+    assert time.monotonic() > answers

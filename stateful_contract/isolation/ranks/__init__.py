@@ -67,7 +67,7 @@ class Ranks(RankExecutor):
         self._done: dict[str, bool] = {}
         #: The next phase's name (`restart`); None: the search's.
         self._next: str | None = None
-        #: When the run must be over (wall time), from its first phase or the first after a failure.
+        #: When the run must be over (wall time), from its first command or the first after a failure.
         self._deadline: float | None = None
         #: A command was interrupted (Ctrl-C): `close` must not keep the user waiting.
         self._interrupted = False
@@ -83,8 +83,6 @@ class Ranks(RankExecutor):
     def _start(self) -> Phase:
         """The next phase's ranks, started now."""
         name = self._name(self._next or "search")
-        if self._deadline is None:
-            self._deadline = time.monotonic() + self.run_timeout
         self._phase = Phase.start(self.run_dir, name, self.live_world_size,
                                   {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout}, self._parked)
         return self._phase
@@ -102,8 +100,9 @@ class Ranks(RankExecutor):
         """Every rank's answer; the phase is killed when a rank dies, hangs past its timeout or eats memory."""
         try:
             phase = self._phase or self._start()
+            if self._deadline is None:  # a parked phase taken back after a failed one has none either
+                self._deadline = time.monotonic() + self.run_timeout
             phase.send(command)
-            assert self._deadline is not None
             self.wait(phase.collect, time.monotonic(), self._deadline)
             if phase.failed:
                 raise WorldDown(self._down(timed_out=False))

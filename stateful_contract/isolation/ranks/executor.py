@@ -18,7 +18,7 @@ from ...search.example import ClauseLike, ExampleRun, LoadFormProbe
 from ...search.plans import Alignment, Checkpoint, RankLengths
 from ...spellings import OPTIONS
 from ..executors import BUILDING, FactoryProblem, StartFailed
-from ..supervised import COMMAND_GRACE, watch
+from ..supervised import command_limit, watch
 from .failures import LaunchOutcome
 from .launch import board_path
 from .world import RankSpec
@@ -83,7 +83,7 @@ class RankExecutor:
         ranks' progress, as the example timeout is: a rank that is still importing torch starved of a CPU holds
         up the others' join without charging it), and ``deadline`` (wall time: the run's)."""
         ranks = range(max(self.world_size, self.live_world_size))
-        command_seconds = (self.timeout or 0) * 2 + COMMAND_GRACE
+        command_seconds = command_limit(self.timeout)
         stall = watch(answered, lambda: [status.read(board_path(self.run_dir, rank)) for rank in ranks], sent=sent,
                       timeout=self.timeout, memory_limit=self.memory_limit, command_seconds=command_seconds,
                       limit=deadline, processes=self._processes)
