@@ -242,14 +242,16 @@ class _Worker:
         self.shutting_down = True
 
 
-def _schedule(collection: list[str]) -> dict[str, str]:
-    """Each test's worker when ``pytest -n 2 --dist loadgroup`` runs ``collection``, driven as xdist's controller
+def _schedule(collection: list[str], dist: str = "loadgroup") -> dict[str, str]:
+    """Each test's worker when ``pytest -n 2 --dist DIST`` runs ``collection``, driven as xdist's controller
     drives the scheduler the plugin makes (the ``pytest_xdist_make_scheduler`` protocol): both workers collect,
     then each runs what it is sent and reports each test complete."""
-    from stateful_contract.faces.xdist import ContractGroupScheduling
+    from stateful_contract.faces.xdist import XdistHooks
 
-    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], option=SimpleNamespace(loadscopereorder=True))
-    scheduler = ContractGroupScheduling(config, None)
+    config = SimpleNamespace(getvalue=lambda name: dist if name == "dist" else ["2*popen"], getoption=lambda name: None,
+                             option=SimpleNamespace(loadscopereorder=True, maxschedchunk=None))
+    scheduler = XdistHooks(config, None).pytest_xdist_make_scheduler(config, None)
+    assert scheduler is not None
     workers = [_Worker("gw0"), _Worker("gw1")]
     for worker in workers:
         scheduler.add_node(worker)
@@ -428,6 +430,20 @@ def test_a_suite_without_a_contract_class_runs_exactly_as_without_the_package(
     assert not any(seen["our_profiles"] for seen in runs["on"][1].values())
 
 
+def test_under_load_each_contract_class_runs_on_one_worker_and_the_rest_spreads() -> None:
+    """``--dist load`` (xdist's default): the plugin's scheduler keeps each contract class on one worker and
+    spreads every other test, as xdist would; a suite without a contract class gets xdist's own scheduler."""
+    classes = [f"t.py::{cls}::test_clause[{cid}]" for cls in ("TestA", "TestB")
+               for cid in ("SC01-implements-protocol", "SC10-resume-x", "SC11-hops")]
+    others = [f"t.py::test_plain[{n}]" for n in range(6)]
+    ran_on = _schedule([*classes, *others], dist="load")
+    for cls in ("TestA", "TestB"):
+        assert len({ran_on[t] for t in classes if f"::{cls}::" in t}) == 1, ran_on
+    assert len({ran_on[t] for t in others}) == 2, ran_on
+
+
+@pytest.mark.acceptance  # pytest in pytest under xdist, as the tests above (56 s at load 15); the scheduler itself is
+# driven without a pytest run by test_under_load_each_contract_class_runs_on_one_worker_and_the_rest_spreads
 def test_a_suite_with_a_contract_class_schedules_each_class_as_one_unit(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_loaders=HEADER)
     result = pytester.runpytest_subprocess("-n", "2", "-v", "--stateful-contract-profile", "dev",
@@ -450,7 +466,8 @@ def pytest_sessionfinish(session):
 """
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["plain", "xdist"])
+# Under xdist: three interpreters per run, two runs (35 s at load 15): acceptance; the plain variant stays in the suite.
+@pytest.mark.parametrize("xdist", [[], pytest.param(["-n", "2"], marks=pytest.mark.acceptance)], ids=["plain", "xdist"])
 def test_a_suite_without_a_contract_class_imports_hypothesis_no_sooner_than_without_the_package(
     xdist: list[str], pytester: pytest.Pytester
 ) -> None:
