@@ -216,3 +216,20 @@ def test_without_an_example_timeout_a_command_has_no_limit_of_its_own_on_ranks_a
     answers = time.monotonic() + 1.0  # past the 0.3 s grace, which alone was the limit
     ranks.wait(lambda: time.monotonic() > answers, sent=time.monotonic())
     assert time.monotonic() > answers
+
+
+def test_ranks_the_checker_kills_when_the_run_s_limit_passes_are_that_limit_not_a_rank_s_death(tmp_path: Path) -> None:
+    """Ranks still running when the run's wall-clock limit passes are killed by the checker: the message names
+    the limit, as a single process's does, where it said "rank 0 was killed by signal SIGKILL" (a starved
+    2-rank run at load 20 took it for a crash)."""
+    import subprocess
+
+    from stateful_contract.isolation.ranks.launch import Phase
+
+    procs: Any = [subprocess.Popen(["sleep", "600"], start_new_session=True) for _ in range(2)]
+    phase = Phase("search", tmp_path, procs, [], tmp_path / "logs" / "search")
+    outcome = phase.down(timed_out=True, timeout=135.0)
+    assert all(p.returncode == -signal.SIGKILL for p in procs)
+    assert outcome.timed_out and not outcome.failures, outcome.failures
+    assert outcome.killed_by == "timeout"
+    assert "the 2-rank run did not finish within 135 s" in outcome.describe(), outcome.describe()

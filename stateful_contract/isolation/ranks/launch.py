@@ -205,10 +205,13 @@ class Phase:
         limit = time.monotonic() + (0 if timed_out else SETTLE)
         while time.monotonic() < limit and any(p.poll() is None for p in self.procs):
             self.collect()
+        # Given up on (``timed_out``), the ranks still running are ended by the checker: their SIGKILL is the
+        # run's limit, told as such, not a rank's own death (it once said "rank 0 was killed by signal SIGKILL").
+        given_up = {rank for rank, p in enumerate(self.procs) if p.poll() is None} if timed_out else set()
         self.kill()
         doing, programs = where_ranks_were(self.run_dir, len(self.procs))
         failures = order_failures([self._failure(rank, doing.get(rank, "")) for rank, proc in enumerate(self.procs)
-                                   if proc.returncode != 0])
+                                   if proc.returncode != 0 and rank not in given_up])
         return LaunchOutcome(failures=failures, doing=doing,
                              programs=programs, timed_out=timed_out and not failures, timeout=timeout)
 
