@@ -137,6 +137,10 @@ def test_version_imports_neither_torch_nor_the_engine() -> None:
     assert proc.stdout.splitlines() == [f"stateful-contract {__import__('stateful_contract').__version__}", "[]"]
 
 
+# A pytest run in a fresh process, then the replay in another: 8 s of CPU and 22 s of wall at load 3, which the
+# README's suite (7 minutes on 2 cores) leaves to `nox -s acceptance`; the replay of a CLI report,
+# test_export_and_replay.py's, stays in the suite.
+@pytest.mark.acceptance
 def test_replay_of_a_pytest_report_finds_the_pytest_roots_pythonpath(tmp_path: Path) -> None:
     """The class imports a package only pytest's ``pythonpath`` makes importable (a src layout): the replay
     imports it the same way, without ``PYTHONPATH=.``."""
