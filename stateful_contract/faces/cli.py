@@ -113,7 +113,7 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         options, example = _options(args), replay.example_of(args)
     except OptionError as e:
-        return _usage(f"{OPTIONS[e.option].flag} {e.problem}" if e.option in OPTIONS else e.problem)
+        return _usage(flags.said(e))
     except UnknownClauseWarning as e:
         return _usage(str(e))
     status = 0

@@ -20,7 +20,7 @@ from ..profiles import DEFAULT_PROFILE, PROFILES
 from ..run.options import CheckOptions, OptionError
 from ..spellings import OPTIONS
 
-__all__ = ["add_options", "options_of", "size_text"]
+__all__ = ["add_options", "options_of", "said", "size_text"]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = " KMGT"
@@ -103,3 +103,9 @@ def options_of(args: argparse.Namespace) -> dict[str, Any]:
     """The `CheckOptions` fields the flags of `add_options` read (`OptionError` for a value none can take)."""
     return {keyword: value if (convert := _READ[keyword][1]) is None else convert(value)
             for keyword, value in vars(args).items() if keyword in _READ}
+
+
+def said(error: OptionError) -> str:
+    """``error`` as a command line says it: its option's flag (``--clause names an unknown clause 'SC99'``), or
+    the problem alone for what no single flag holds (``--config and --position go together``)."""
+    return f"{OPTIONS[error.option].flag} {error.problem}" if error.option in OPTIONS else error.problem

@@ -44,7 +44,7 @@ from ...profiles import get_profile
 from ...report.results import Report
 from ...run.check import CheckInterrupted, FactoryError, check
 from ...run.options import DECLARATIONS, CheckOptions, OptionError
-from ...spellings import OPTIONS, speaking
+from ...spellings import speaking
 from .. import cli, flags, replay
 from . import phases
 
@@ -141,8 +141,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 report = phases.merged(run_dir, report)
             code = 0 if report.passed else 1
         except (TargetError, FactoryError, FileNotFoundError, ValueError) as e:
-            said = (f"{OPTIONS[e.option].flag} {e.problem}" if isinstance(e, OptionError) and e.option in OPTIONS
-                    else str(e))  # an option spelled as the flag given: --clause
+            said = flags.said(e) if isinstance(e, OptionError) else str(e)  # an option spelled as its flag: --clause
             print(f"stateful_contract.distributed run: {said}", file=sys.stderr)
             code = 2
         except BaseException:
