@@ -116,10 +116,9 @@ class Ranks(RankExecutor):
         except WorldDown:
             raise
         except BaseException:  # Ctrl-C: nothing of the run outlives the check, and nothing is asked of it
-            for ended in (self._phase, *self._idle.values()):
-                if ended is not None:
-                    ended.beside = ()
-                    ended.kill()
+            for ended in filter(None, (self._phase, *self._idle.values())):
+                ended.beside = ()
+                ended.kill()
             self._phase, self._idle = None, {}
             self._interrupted = True
             raise
@@ -132,10 +131,9 @@ class Ranks(RankExecutor):
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """Go on in ``world_size`` processes (None: the check's) fresh to the states they resume, started by the
-        next command. A phase of another size than the next stays idle: the check's own ranks go on once
-        ``phase`` is the search's again, and another size's take the next clause's resumes on that size (they
-        saved none of its states, as the "resume" phase saved none of a later clause's): 5 of the 13 rank
-        start-ups of a default check at 2 ranks (docs/performance.md, "Two ranks against one")."""
+        next command. Another size's phase stays idle: the check's own go on once ``phase`` is the search's
+        again, another size's take a later clause's resumes on that size (they saved none of its states): 5 of
+        13 rank start-ups at 2 ranks (docs/performance.md, "Two ranks against one")."""
         size = self.world_size if world_size is None else world_size
         if self._phase is not None and size != self.live_world_size and self.live_world_size not in self._idle:
             self._idle[self.live_world_size], self._phase = self._phase, None
@@ -156,7 +154,7 @@ class Ranks(RankExecutor):
             if self._spared(phase).stop():
                 self._done[phase.name] = True
         except BaseException:  # Ctrl-C while the ranks leave: kill them, ask nothing more
-            phase.beside = None
+            phase.beside = ()
             phase.kill()
             self._interrupted = True
             raise
