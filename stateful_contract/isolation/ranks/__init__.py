@@ -73,17 +73,11 @@ class Ranks(RankExecutor):
         #: A command was interrupted (Ctrl-C): `close` must not keep the user waiting.
         self._interrupted = False
 
-    def _name(self, phase: str) -> str:
-        """A phase name not used before in this run (each phase has its own logs)."""
-        self._phases.append(phase)
-        n = self._phases.count(phase)
-        name = phase if n == 1 else f"{phase}{n}"
-        self._done[name] = False
-        return name
-
     def _start(self) -> Phase:
-        """The next phase's ranks, started now."""
-        name = self._name(self._next or "search")
+        """The next phase's ranks, started now, under a name not used before in this run (its own logs)."""
+        self._phases.append(phase := self._next or "search")
+        name = phase if (n := self._phases.count(phase)) == 1 else f"{phase}{n}"
+        self._done[name] = False
         self._phase = Phase.start(self.run_dir, name, self.live_world_size,
                                   {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout})
         return self._phase
