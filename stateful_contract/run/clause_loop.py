@@ -56,11 +56,12 @@ class Resumed:
     def worlds(self, c: Clause, size: int) -> tuple[int | None, ...] | str:
         """The worlds ``c`` resumes on in a launch of ``size`` ranks (None: as saved), or why it is not judged."""
         saved, cid = self.saved_on, c.id
-        if c.restarted() is None:
-            return f"{cid} has no half that resumes in fresh processes: the save launch judged it"
+        fresh = c.fresh_worlds(saved) if c.restarted() is not None else ()
+        if not fresh:  # as the save launch's own clause loop had it (SC10 on several ranks: SC30 resumes)
+            return f"{cid} has no half that resumes in fresh processes on {saved} ranks: the save launch judged it"
         if not self.examples.get(cid):
             return f"the save launch left no passing example of {cid} in {self.where}"
-        if None in c.fresh_worlds(saved):  # as saved: each rank resumes its own state (SC30)
+        if None in fresh:  # as saved: each rank resumes its own state (SC30)
             return (None,) if size == saved else (
                 f"{cid} resumes each rank's own state: the save ran on {saved} ranks, this launch has {size}; "
                 f"resume on {saved} ranks to judge it (on another number, SC31 is judged)")

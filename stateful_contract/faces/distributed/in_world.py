@@ -52,8 +52,8 @@ __all__ = ["exit_now", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.Parser(prog="python -m stateful_contract.distributed run", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory (the same on every rank)")
     # `check`'s own flags (`spellings.OPTIONS`); without --clause, every clause for several ranks (in --phase
     # resume, those the save judged)
