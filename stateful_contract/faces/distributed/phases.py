@@ -16,8 +16,8 @@ from ...clauses import clause
 from ...isolation.ranks.in_world import InWorld
 from ...report.results import DEFERRED_TO_A_LATER_LAUNCH, Report
 from ...run.check import check
-from ...run.clause_loop import Resumed
 from ...run.options import CheckOptions
+from ...run.resumed import Resumed
 from ..replay import ReplayError, known_classes, parse_value
 
 __all__ = ["MANIFEST", "RESTART_EXIT", "attempt", "clear", "merged", "read_manifest", "resume", "saved",
