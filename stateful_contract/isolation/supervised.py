@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +34,7 @@ from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFaile
 from .interpreter import ChildSpec, EngineError, child_main
 from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
 
-__all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling",
+__all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling", "RunLimit",
            "Supervised", "choose_isolation", "command_limit", "grace", "supported", "watch"]
 
 #: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches) or
@@ -60,7 +60,7 @@ def command_limit(timeout: float | None) -> float | None:
     (start-up, a join, the part of a command no example timeout covers): twice the example ``timeout`` and
     `COMMAND_GRACE`, for one rank and for several. None without an example timeout: whoever turned the timeout
     off (``--timeout 0``) asked that nothing be called hung, and a first command that imports and builds a slow
-    loader must not be (several ranks still end at the run's wall-time limit, ``run_timeout``)."""
+    loader must not be (several ranks still end at the run's limit, ``run_timeout``, a `RunLimit`)."""
     return 2 * timeout + COMMAND_GRACE if timeout else None
 
 
@@ -96,6 +96,24 @@ class Stall:
     command: bool = False
 
 
+@dataclass
+class RunLimit:
+    """Charged seconds several commands may take together (a multi-rank run's ``run_timeout``): each `watch`
+    given it adds what its clock charged, so a run starved of CPU is not ended for the time its processes
+    waited for one (at a load of 20 to 25 a correct 2-rank run passed a 135 s wall-clock limit), while a rank
+    asleep forever is charged every second and a spinning one its CPU. It never passes sooner than the same
+    limit in wall time would. The time between commands (the checker's own work) is not the ranks' to pay."""
+
+    seconds: float
+    #: Seconds charged by the commands watched so far.
+    charged: float = 0.0
+    began: float = field(default_factory=time.monotonic)
+
+    def passed(self, charged: float, now: float) -> bool:
+        """Whether the limit passed, with ``charged`` seconds of the command being watched."""
+        return self.charged + charged > self.seconds and now > self.began + self.seconds
+
+
 def _here(board: status.BoardView) -> bool:
     """Whether the process that writes ``board`` runs on this host (its pid means something here)."""
     return bool(board.pid) and board.host in ("", socket.gethostname())
@@ -103,18 +121,40 @@ def _here(board: status.BoardView) -> bool:
 
 def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView]], *, sent: float,
           timeout: float | None, memory_limit: int | None, command_seconds: float | None,
-          limit: float = float("inf"), baseline: dict[int, int] | None = None,
+          limit: RunLimit | None = None, baseline: dict[int, int] | None = None,
           processes: Callable[[], Iterable[int]] = tuple) -> Stall | None:
     """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up:
     a log's example timeout passed by the `grace` (its alarm could not end it), the command was charged
-    ``command_seconds``, the wall clock passed ``limit``, or the processes the logs name (and descendants)
+    ``command_seconds``, the run's ``limit`` passed (the command's charge is added to it), or the processes the logs name (and descendants)
     gained over ``memory_limit`` since ``sent`` (``baseline``: what each had then; one first seen later counts
     from then). Timeouts are charged on one `progress.Clock` of every process the logs name on this host, the
     ``processes()`` started for the command (a log may not name them yet: a rank still importing torch), and
     their descendants: time they waited for a CPU other processes held is not counted (docs/supervision.md)."""
+    clock = progress.Clock(lambda: {*processes(), *(board.pid for board in logs() if _here(board))})
+    try:
+        return _watch(answered, logs, clock, sent=sent, timeout=timeout, memory_limit=memory_limit,
+                      command_seconds=command_seconds, limit=limit, baseline=baseline)
+    finally:
+        if limit is not None:
+            limit.charged += _final_charge(clock, sent)
+
+
+def _final_charge(clock: progress.Clock, sent: float) -> float:
+    """What ``clock`` charged a command that ended now: read once more, or, for a command shorter than one
+    interval between readings (most are), its wall time: a reading walks the process table (~10 ms), which
+    hundreds of short commands would pay for seconds that a starved run never spends in them."""
+    if (wall := time.monotonic() - sent) < PROGRESS_EVERY:  # no reading yet
+        return wall
+    with contextlib.suppress(Exception):  # the processes are gone: what was charged until then
+        clock.sample()
+    return clock.charged
+
+
+def _watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView]], clock: progress.Clock, *,
+           sent: float, timeout: float | None, memory_limit: int | None, command_seconds: float | None,
+           limit: RunLimit | None, baseline: dict[int, int] | None) -> Stall | None:
     baseline = {} if baseline is None else baseline
     next_memory = sent + MEMORY_EVERY
-    clock = progress.Clock(lambda: {*processes(), *(board.pid for board in logs() if _here(board))})
     next_progress = sent + PROGRESS_EVERY
     #: Per log's example timeout (its index, its start): the clock's charge when first seen, less the time
     #: between its start and then (counted in full).
@@ -135,7 +175,7 @@ def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView
                 return Stall(rank, now - started, seconds)
         if command_seconds is not None and clock.charged > command_seconds and now > sent + command_seconds:
             return Stall(0, now - sent, command=True)
-        if now > limit:
+        if limit is not None and limit.passed(clock.charged, now):
             return Stall(0, now - sent)
         if memory_limit and now >= next_memory:
             next_memory = now + MEMORY_EVERY

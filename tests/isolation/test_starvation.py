@@ -246,6 +246,40 @@ def test_a_command_is_charged_on_the_processes_it_started_before_any_log_names_t
     assert wall_clock is not None and wall_clock.command, wall_clock
 
 
+def test_a_run_s_limit_is_charged_across_its_commands_on_its_processes_progress() -> None:
+    """A multi-rank run's ``run_timeout`` (`supervised.RunLimit`) is charged as a command's limit is: ranks
+    starved of a CPU for longer than the limit do not pass it (at a load of 20 to 25 a correct 2-rank run was
+    killed at its 135 s in wall time), while ranks asleep forever pass it at its seconds in wall time, summed
+    over the commands, not reset by each."""
+    from stateful_contract.isolation.supervised import RunLimit, watch
+
+    def given_up(started: list[int], limit: RunLimit, seconds: float) -> Any:
+        ends = time.monotonic() + seconds
+        return watch(lambda: time.monotonic() > ends, list, sent=time.monotonic(), timeout=None,
+                     memory_limit=None, command_seconds=None, limit=limit, processes=lambda: started)
+
+    spin = [sys.executable, "-c", "while True: pass"]
+    with burners():
+        starved = subprocess.Popen(spin, preexec_fn=lambda: (os.sched_setaffinity(0, {CORE}), os.nice(19)))
+        asleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        try:
+            time.sleep(0.5)  # past their start-up
+            starved_run = RunLimit(1.5)
+            starved_stalls = [given_up([starved.pid], starved_run, 1.2) for _ in range(3)]
+            hung_run = RunLimit(1.5)
+            began = time.monotonic()
+            first, second = given_up([asleep.pid], hung_run, 1.0), given_up([asleep.pid], hung_run, 30.0)
+            hung_after = time.monotonic() - began
+        finally:
+            for p in (starved, asleep):
+                p.kill()
+                p.wait()
+    assert starved_stalls == [None] * 3, (starved_stalls, starved_run)
+    assert starved_run.charged < 1.5, starved_run
+    assert first is None and second is not None and not second.command and second.timeout is None, second
+    assert hung_after < 10, hung_after  # 1.5 s charged as asleep: the second command ends soon after 0.5 s
+
+
 #: The correct loader's example timeout. Starved at nice 19 beside a burner, its one example of SC03 (about
 #: 0.08 s of CPU at `starved.CPU_PER_BATCH`; on 2 ranks each rank does half) gets at most 1.5 % of a core:
 #: 7 to 10 s of wall time on a quiet machine (5 s on 2 ranks), 20 to 80 s at a load of 15 to 25, so it
