@@ -246,6 +246,49 @@ def test_a_command_is_charged_on_the_processes_it_started_before_any_log_names_t
     assert wall_clock is not None and wall_clock.command, wall_clock
 
 
+def _work_starved(seconds: float) -> None:
+    """A DataLoader worker's life on a busy machine: ``seconds`` of CPU at nice 19 beside `burners`."""
+    from starved import burn
+
+    os.sched_setaffinity(0, {CORE})
+    os.nice(19)
+    burn(seconds)
+
+
+def _loader_with_a_short_lived_worker(answer: Any) -> None:
+    """A loader's process (not the burners' parent: their waits are not the loader's) that sleeps in a join
+    while its worker, starved, does 0.05 s of CPU; sends what its clock charged, and the wall time."""
+    import multiprocessing
+
+    clock = progress.Clock(progress.own_group())
+    began = time.monotonic()
+    worker = multiprocessing.get_context("fork").Process(target=_work_starved, args=(0.05,))
+    worker.start()
+    worker.join()
+    answer.send((worker.exitcode, clock.sample(), time.monotonic() - began))
+
+
+def test_a_worker_that_lived_and_ended_between_two_readings_is_charged_its_progress_not_its_wait() -> None:
+    """A loader's process asleep while its starved worker works is waiting on that worker, not hung. A worker
+    that starts and ends between two readings of the clock was never found (the clock looks for new
+    processes at its readings, and the example alarm reads it only when it fires): its run-queue wait was lost
+    and its parent's sleep charged in full. At a load of 34 a correct loader was charged 1.5 s in a 52 s
+    example and failed a 1.5 s timeout; here: 0.05 s of CPU in seconds of waiting, charged as seconds."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    mine, theirs = context.Pipe()
+    with burners():
+        loader = context.Process(target=_loader_with_a_short_lived_worker, args=(theirs,))
+        loader.start()
+        assert mine.poll(120), "the loader's process did not answer"
+        exitcode, charged, wall = mine.recv()
+        loader.join()
+    assert exitcode == 0
+    assert wall > 1.0, f"the worker was not starved ({wall:.2f} s): the test shows nothing"
+    assert charged < 0.5 * wall, f"charged {charged:.2f} s of {wall:.2f} s for 0.05 s of CPU"
+
+
 def test_a_run_s_limit_is_charged_across_its_commands_on_its_processes_progress() -> None:
     """A multi-rank run's ``run_timeout`` (`supervised.RunLimit`) is charged as a command's limit is: ranks
     starved of a CPU for longer than the limit do not pass it (at a load of 20 to 25 a correct 2-rank run was
