@@ -173,10 +173,10 @@ def _watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardVie
             mark = marks.setdefault((rank, started), clock.charged - max(0.0, now - started))
             if clock.charged - mark > seconds + grace(seconds) and now > started + seconds + grace(seconds):
                 return Stall(rank, now - started, seconds)
+        if limit is not None and limit.passed(clock.charged, now):  # the run's, named first when both passed
+            return Stall(0, now - sent)
         if command_seconds is not None and clock.charged > command_seconds and now > sent + command_seconds:
             return Stall(0, now - sent, command=True)
-        if limit is not None and limit.passed(clock.charged, now):
-            return Stall(0, now - sent)
         if memory_limit and now >= next_memory:
             next_memory = now + MEMORY_EVERY
             grown = {rank: gained(board.pid, baseline) for rank, board in enumerate(boards) if board.pid}
