@@ -215,7 +215,7 @@ def _cmd_clauses(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and exit 2), like every other usage error here."""
 
     def error(self, message: str) -> NoReturn:
@@ -246,10 +246,10 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="stateful-contract", description="Check that a dataloader checkpoints and resumes "
+    parser = Parser(prog="stateful-contract", description="Check that a dataloader checkpoints and resumes "
                                                            "like torchdata's StatefulDataLoader.")
     parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     add_check_arguments(sub.add_parser("check", help="run the contract against a loader factory"))
 

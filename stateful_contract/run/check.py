@@ -35,7 +35,7 @@ from ..repro.consumption import drawn_through
 from ..repro.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ..search.loop import Executor
 from ..spellings import Hint
-from .clause_loop import Progress, _Run
+from .clause_loop import Progress, Resumed, _Run
 from .options import CheckKeywords, CheckOptions
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def check(
     target: str | None = None,
     factory_import: str | None = None,
     progress: Callable[[Progress], None] | None = None,
-    replay: tuple[LoaderConfig, Any] | None = None,
+    replay: tuple[LoaderConfig, Any] | Resumed | None = None,
     **keywords: Unpack[CheckKeywords],
 ) -> Report:
     """Run the StatefulLoader contract against ``factory`` and return one record per clause.
@@ -83,7 +83,8 @@ def check(
 
     The other keywords are about this call: ``target`` labels the report, ``factory_import`` is the line a
     reproduction uses to get the factory (the faces pass theirs), ``progress`` is called as the check goes,
-    and ``replay=(config, plan)`` runs that one example instead of searching.
+    and ``replay=(config, plan)`` runs that one example instead of searching (``replay=Resumed(...)``: the
+    fresh-process half of the examples an earlier launch saved, docs/distributed.md's ``--phase resume``).
 
     Raises `FactoryError` when the factory cannot build a loader at all, and `CheckInterrupted` (a
     `KeyboardInterrupt`, with the partial report) on Ctrl-C.
@@ -155,7 +156,7 @@ def check(
         current = f" during {run.current.id}" if run.current is not None else ""
         notes.append(f"interrupted{current}: the clauses not judged by then are reported as not judged")
     report = Report(target=target, results=[run.report(c, interrupted) for c in CLAUSES], profile=prof.name,
-                    strict=opts.strict or "SC40" in selected, world_size=world_size, seed=seed,
+                    strict=opts.strict or "SC40" in selected, world_size=executor.world_size, seed=seed,
                     num_workers=list(opts.space.num_workers),
                     checkpoint_alignment=None if alignment is None else str(alignment),
                     consume=None if consume is None else consume_spec or describe_factory(consume),

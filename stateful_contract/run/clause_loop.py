@@ -25,7 +25,7 @@ from ..search.plans import epoch_ends_only
 from ..spellings import Hint
 from .options import CheckOptions
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "Resumed"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,35 @@ class Progress:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """A replay of the examples an earlier launch searched, saved and judged (``--phase save``), by clause:
+    here only their fresh-process half runs, on this launch's ranks, reading the states that launch left."""
+
+    examples: dict[str, list[tuple[LoaderConfig, Any]]]
+    #: The ranks that saved them: a clause that resumes each rank's own state needs as many here, one
+    #: that resumes on another world size needs another number.
+    saved_on: int
+    #: Where they were saved (named in the reasons a clause is not judged).
+    where: str
+
+    def worlds(self, c: Clause, size: int) -> tuple[int | None, ...] | str:
+        """The worlds ``c`` resumes on in a launch of ``size`` ranks (None: as saved), or why it is not judged."""
+        saved, cid = self.saved_on, c.id
+        fresh = c.fresh_worlds(saved) if c.restarted() is not None else ()
+        if not fresh:  # as the save launch's own clause loop had it (SC10 on several ranks: SC30 resumes)
+            return f"{cid} has no half that resumes in fresh processes on {saved} ranks: the save launch judged it"
+        if not self.examples.get(cid):
+            return f"the save launch left no passing example of {cid} in {self.where}"
+        if None in fresh:  # as saved: each rank resumes its own state (SC30)
+            return (None,) if size == saved else (
+                f"{cid} resumes each rank's own state: the save ran on {saved} ranks, this launch has {size}; "
+                f"resume on {saved} ranks to judge it (on another number, SC31 is judged)")
+        return (size,) if size != saved else (
+            f"{cid} resumes on another world size: the save ran on {saved} ranks, as does this launch; resume "
+            f"on another number of ranks to judge it (on {saved}, SC30 is judged)")
+
+
 def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
     """Orders examples simplest first: no workers, few samples, small batches, an early checkpoint."""
     position = getattr(plan, "position", None)
@@ -52,7 +81,7 @@ def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
 class _Run:
     def __init__(self, executor: Executor, options: CheckOptions, *, notes: list[str],
                  progress: Callable[[Progress], None] | None = None, seed: int | None = None,
-                 replay: tuple[LoaderConfig, Any] | None = None,
+                 replay: tuple[LoaderConfig, Any] | Resumed | None = None,
                  make_executor: Callable[[], Executor] | None = None, database_key: str | None = None) -> None:
         self.executor = executor
         self.options = options
@@ -81,7 +110,7 @@ class _Run:
         self.endless_seen = False
         if options.endless or options.space.endless:  # a space of endless configs declares it too
             self.as_endless("declared")
-        elif replay is not None and replay[0].endless:  # a recorded example of an endless stream
+        elif isinstance(replay, tuple) and replay[0].endless:  # a recorded example of an endless stream
             self.as_endless("found")
 
     def as_endless(self, how: str) -> None:
@@ -105,6 +134,8 @@ class _Run:
             if need == LOAD:
                 if self.load_probe == "unusable":
                     return load_blocks(self.load_detail)
+                continue
+            if isinstance(self.replay, Resumed):  # judged by the save launch, before it saved the examples
                 continue
             before = self.results[need]
             if before.status in ("failed", "expected-failure"):
@@ -135,6 +166,8 @@ class _Run:
         c = c.declared(self.options.declarations)  # what the user declared of their trainer, for its scenarios on every rank
         restarted = c.restarted()
         worlds = c.fresh_worlds(self.executor.world_size)
+        if isinstance(self.replay, Resumed):
+            return self.resumed(c, self.replay)
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
         # now, its imports overlap the search.
         pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
@@ -142,7 +175,7 @@ class _Run:
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
         with collecting() as advised:
             passed: list[tuple[LoaderConfig, Any]] = []
-            if self.replay is not None and c.budget != "once":
+            if isinstance(self.replay, tuple) and c.budget != "once":
                 # SC18 replays the config alone.
                 config, plan = self.replay[0], self.replay[1] if c.has_plan else None
                 if self.endless is not None and not config.endless:  # found endless on an earlier clause
@@ -172,6 +205,16 @@ class _Run:
                                          f"process: {why}")
         outcome.notes[:0] = [a for a in advised if a not in outcome.notes]
         return outcome
+
+    def resumed(self, c: Clause, saved: Resumed) -> Outcome:
+        """``c``'s verdict on the examples an earlier launch saved: their fresh-process half alone."""
+        worlds = saved.worlds(c, self.executor.world_size)
+        if isinstance(worlds, str):
+            return Outcome("not-judged", detail=worlds)
+        restarted = c.restarted()
+        assert restarted is not None
+        examples = saved.examples[c.id]
+        return self.in_fresh_processes(restarted, examples, Outcome("passed", examples=len(examples)), worlds)
 
     def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome,
                            worlds: tuple[int | None, ...] = (None,), pending: PendingSibling | None = None) -> Outcome:
@@ -265,6 +308,8 @@ class _Run:
     def judge_in_order(self) -> None:
         """Each clause after what it needs; those nothing else needs in parallel jobs, with several."""
         order = run_order(self.selected)
+        if isinstance(self.replay, Resumed):  # what they need was judged with them, by the save launch
+            order = [c for c in order if c.id in self.selected]
         needed = {n for c in order for n in c.needs}
         # Searched clauses nothing else needs can be judged side by side, once what they need is.
         # A declaration says the clause does not apply: shown, not judged. One that does not reach an endless

@@ -105,3 +105,19 @@ def test_in_world_an_unknown_clause_is_a_usage_error_spelled_as_its_flag(tmp_pat
                        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "stateful_contract.distributed run: --clause names an unknown clause 'SC99'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("run", "argv", "said"), [
+    (False, [RANK_BLIND, "--world-size"], "python -m stateful_contract.distributed: argument --world-size"),
+    (True, ["pkg:factory", "--phase", "save"], "python -m stateful_contract.distributed run: --phase save needs --dir"),
+])
+def test_a_usage_error_of_either_command_is_one_line_as_checks_is(run: bool, argv: list[str], said: str,
+                                                                  capsys: Any) -> None:
+    """As ``stateful-contract check`` says it (`cli.Parser`): the problem and where help is, not the whole usage."""
+    from stateful_contract.faces.distributed import in_world
+
+    with pytest.raises(SystemExit) as ended:
+        (in_world.main if run else main)(argv)
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and err.startswith(said) and err.count("\n") == 1, err
+    assert err.rstrip().endswith("--help)"), err

@@ -38,8 +38,8 @@ def _main(argv: Sequence[str] | None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["run"]:  # inside a world the user's launcher started
         in_world.exit_now(in_world.main(given[1:]))
-    parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.Parser(prog="python -m stateful_contract.distributed", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_check_arguments(parser, world_size=2)
     args = parser.parse_args(given)
     args.clauses = args.clauses or [DEFAULT_CLAUSE]  # not argparse's default: --clause appends to it

@@ -52,8 +52,8 @@ __all__ = ["exit_now", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m stateful_contract.distributed run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.Parser(prog="python -m stateful_contract.distributed run", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory (the same on every rank)")
     # `check`'s own flags (`spellings.OPTIONS`); without --clause, every clause for several ranks (in --phase
     # resume, those the save judged)
@@ -74,13 +74,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _judge(args: argparse.Namespace, world: Any, run_dir: Path, launch: str) -> Report:
+def _judge(args: argparse.Namespace, world: Any, run_dir: Path) -> Report:
     """Rank 0: the report."""
     options = CheckOptions(**flags.options_of(args), world_size=world.world_size, run_dir=run_dir)
-    if args.phase == "resume":
-        return phases.resume(world, run_dir, args.target, options, launch=launch)
     try:
-        report = check(args.target, options, replay=replay.example_of(args))
+        if args.phase == "resume":
+            report = phases.resume(world.world_size, run_dir, args.target, options)
+        else:
+            report = check(args.target, options, replay=replay.example_of(args))
     except CheckInterrupted as e:
         report = e.report
         report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
@@ -136,7 +137,7 @@ def _main(argv: Sequence[str] | None) -> int:
             phases.clear(run_dir)
         report: Report | None = None
         try:
-            report = _judge(args, world, run_dir, launch)
+            report = _judge(args, world, run_dir)
             if restarting and args.phase == "resume":
                 report = phases.merged(run_dir, report)
             code = 0 if report.passed else 1

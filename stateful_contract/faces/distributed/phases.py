@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...clauses import CLAUSES, clause
+from ...clauses import clause
 from ...isolation.ranks.in_world import InWorld
-from ...isolation.ranks.world import World
 from ...report.results import DEFERRED_TO_A_LATER_LAUNCH, Report
-from ...repro.outcome import Outcome
-from ...run.clause_loop import _Run
+from ...run.check import check
+from ...run.clause_loop import Resumed
 from ...run.options import CheckOptions
 from ..replay import ReplayError, known_classes, parse_value
 
@@ -58,53 +56,22 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
                 "them (--phase resume)")
 
 
-def resume(world: World, run_dir: Path, target: str, options: CheckOptions, *, launch: str) -> Report:
-    """Rank 0 of the resume launch: every saved example resumed by ``target`` (the saving factory, or
-    another, as a fix is tried on the states a job left) on this world's ranks, judged."""
+def resume(size: int, run_dir: Path, target: str, options: CheckOptions) -> Report:
+    """Rank 0 of the resume launch, of ``size`` ranks: every saved example resumed by ``target`` (the saving
+    factory, or another, as a fix is tried on the states a job left) on this world's ranks, judged by `check`."""
     manifest = read_manifest(run_dir)
-    saved, examples, size = int(manifest["world_size"]), manifest["examples"], world.world_size
-    executor = InWorld(target, world=world, mode="resume", factory_import=manifest["factory_import"],
-                       alignment=manifest["alignment"], timeout=options.timeout, launch=launch)
+    saved, examples = int(manifest["world_size"]), manifest["examples"]
     wanted = list(options.clauses or sorted(examples))
-    notes = [f"resumed {sum(len(examples.get(c, [])) for c in wanted)} examples saved on {saved} ranks "
-             f"in {run_dir}, on {world.world_size} ranks in a fresh launch"]
-    if executor.target != manifest["target"]:
-        notes.append(f"saved by {manifest['target']}, resumed by {executor.target}")
     # The options of the check the save launch ran: its world size selects the multi-rank clauses.
     options = options.replace(clauses=wanted, checkpoint_alignment=manifest["alignment"], world_size=saved)
-    run = _Run(executor, options, notes=notes)
-    try:
-        executor.start()
-        run.probe()
-        for cid in wanted:
-            c = clause(cid)
-            started = time.perf_counter()
-            restarted = c.declared(options.declarations).restarted()
-            why: str | None = None
-            if restarted is None:
-                why = f"{cid} has no half that resumes in fresh processes: the save launch judged it"
-            elif not examples.get(cid):
-                why = f"the save launch left no passing example of {cid} in {run_dir}"
-            elif cid == "SC30" and size != saved:
-                why = (f"SC30 resumes each rank's own state: the save ran on {saved} ranks, this launch has {size}; "
-                       f"resume on {saved} ranks to judge it (on another number, SC31 is judged)")
-            elif cid == "SC31" and size == saved:
-                why = (f"SC31 resumes on another world size: the save ran on {saved} ranks, as does this launch; "
-                       f"resume on another number of ranks to judge it (on {saved}, SC30 is judged)")
-            if why is not None:
-                outcome = Outcome("not-judged", detail=why)
-            else:
-                assert restarted is not None
-                passed = Outcome("passed", examples=len(examples[cid]))
-                # SC30 on the saving world's size (None), SC31 on this world's other one.
-                worlds = (None,) if cid == "SC30" else (size,)
-                outcome = run.in_fresh_processes(restarted, examples[cid], passed, worlds=worlds)
-            run.record(c, outcome, time.perf_counter() - started)
-    finally:
-        executor.close()
-    notes.extend(executor.notes)
-    return Report(target=executor.target, results=[run.report(c) for c in CLAUSES], profile=options.profile,
-                  world_size=world.world_size, notes=notes)
+    report = check(target, options, factory_import=manifest["factory_import"],
+                   replay=Resumed(examples, saved_on=saved, where=str(run_dir)))
+    notes = [f"resumed {sum(len(examples.get(c, [])) for c in wanted)} examples saved on {saved} ranks "
+             f"in {run_dir}, on {size} ranks in a fresh launch"]
+    if report.target != manifest["target"]:
+        notes.append(f"saved by {manifest['target']}, resumed by {report.target}")
+    report.notes[:0] = notes
+    return report
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
