@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +25,7 @@ from ..repro import progress, status
 from ..repro.guard import raise_lost_ctrl_c
 from ..repro.impact import died
 from ..repro.outcome import Outcome
+from ..repro.progress import RunLimit
 from ..repro.steps import Factory
 from ..search.example import ClauseLike, ExampleRun
 from ..search.plans import Alignment
@@ -94,24 +95,6 @@ class Stall:
     memory: int = 0
     #: The command's own limit (charged seconds) passed, not the caller's wall ``limit``.
     command: bool = False
-
-
-@dataclass
-class RunLimit:
-    """Charged seconds several commands may take together (a multi-rank run's ``run_timeout``): each `watch`
-    given it adds what its clock charged, so a run starved of CPU is not ended for the time its processes
-    waited for one (at a load of 20 to 25 a correct 2-rank run passed a 135 s wall-clock limit), while a rank
-    asleep forever is charged every second and a spinning one its CPU. It never passes sooner than the same
-    limit in wall time would. The time between commands (the checker's own work) is not the ranks' to pay."""
-
-    seconds: float
-    #: Seconds charged by the commands watched so far.
-    charged: float = 0.0
-    began: float = field(default_factory=time.monotonic)
-
-    def passed(self, charged: float, now: float) -> bool:
-        """Whether the limit passed, with ``charged`` seconds of the command being watched."""
-        return self.charged + charged > self.seconds and now > self.began + self.seconds
 
 
 def _here(board: status.BoardView) -> bool:

@@ -27,11 +27,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from multiprocessing import util
 
 import psutil
 
-__all__ = ["Clock", "measures", "share_with"]
+__all__ = ["Clock", "RunLimit", "measures", "share_with"]
 
 #: Seconds between two looks for the loader's new processes (a look walks the machine's process table, ~10 ms
 #: with 130 processes); a process first seen later is charged from its start, so nothing is lost between looks.
@@ -267,6 +268,24 @@ class Clock:
         self.charged += max(min(dt, ran / 1e9), dt - min(dt, waited / 1e9))
         self._overhead = time.thread_time_ns() - read if self._measures_itself else 0
         return self.charged
+
+
+@dataclass
+class RunLimit:
+    """Charged seconds several commands may take together (a multi-rank run's ``run_timeout``): each
+    `supervised.watch` given it adds what its clock charged, so a run starved of CPU is not ended for the time its processes
+    waited for one (at a load of 20 to 25 a correct 2-rank run passed a 135 s wall-clock limit), while a rank
+    asleep forever is charged every second and a spinning one its CPU. It never passes sooner than the same
+    limit in wall time would. The time between commands (the checker's own work) is not the ranks' to pay."""
+
+    seconds: float
+    #: Seconds charged by the commands watched so far.
+    charged: float = 0.0
+    began: float = field(default_factory=time.monotonic)
+
+    def passed(self, charged: float, now: float) -> bool:
+        """Whether the limit passed, with ``charged`` seconds of the command being watched."""
+        return self.charged + charged > self.seconds and now > self.began + self.seconds
 
 
 def _uptime() -> float:
