@@ -204,11 +204,13 @@ def test_a_restarted_world_that_never_comes_up_fails_the_example_not_the_check()
 def test_the_check_goes_on_in_the_ranks_it_parked_while_other_world_sizes_resumed(tmp_path: Path) -> None:
     # SC31 resumes on 1 rank, then on 3, in fresh processes; the 2 ranks that searched wait meanwhile, and
     # SC10 (after SC31) runs in them, not in 2 new ones (issue 32: 2 of a default check's 13 rank start-ups).
+    # SC32 resumes its own states on 3 ranks in SC31's world of 3, idle meanwhile: it saved none of them.
     run_dir = tmp_path / "run"
-    report = check_world(target("global_position"), world_size=2, clauses=["SC31", "SC10"], replay=MID_EPOCH,
-                         run_dir=run_dir)
-    for cid in ("SC31", "SC10"):
+    report = check_world("stateful_contract.reference.factories:reference_wrapper", world_size=2,
+                         clauses=["SC31", "SC10", "SC32"], replay=MID_EPOCH, run_dir=run_dir)
+    for cid in ("SC31", "SC10", "SC32"):
         assert report[cid].status == "passed", report[cid].message
     assert "examples resumed again in 1 rank and 3 ranks" in report["SC31"].notes[-1], report["SC31"].notes
+    assert "examples resumed again in 3 ranks" in report["SC32"].notes[-1], report["SC32"].notes
     assert sorted(p.name for p in (run_dir / "logs").iterdir()) == ["search", "world1-", "world3-"]
     assert processes_of(run_dir) == []  # the parked ranks too, once the check is over

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from charged import run as run_charged
 
 from stateful_contract import CheckOptions
 from stateful_contract.faces import flags
@@ -93,16 +94,15 @@ def test_in_world_an_unknown_clause_is_a_usage_error_spelled_as_its_flag(tmp_pat
     """A world of one rank (the launcher's variables set by hand): rank 0 refuses the option, and exits 2."""
     import os
     import socket
-    import subprocess
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(port)}
-    done = subprocess.run([sys.executable, "-m", "stateful_contract.distributed", "run",
-                           "stateful_contract.reference.factories:reference_wrapper", "--clause", "SC30,SC99"],
-                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = run_charged([sys.executable, "-m", "stateful_contract.distributed", "run",
+                        "stateful_contract.reference.factories:reference_wrapper", "--clause", "SC30,SC99"],
+                       env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "stateful_contract.distributed run: --clause names an unknown clause 'SC99'" in done.stderr, done.stderr
 

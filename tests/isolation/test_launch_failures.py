@@ -185,6 +185,7 @@ def test_a_command_past_its_own_limit_is_named_by_that_limit_not_the_runs_timeou
     """Ranks that stop answering with no example under way (no board says one began) are given up on at
     the command's limit, twice the example timeout and a grace; the message once named the run's timeout."""
     from stateful_contract.isolation.ranks import executor as rank_executor
+    from stateful_contract.isolation.supervised import RunLimit
 
     ranks = silent_ranks(monkeypatch, tmp_path, timeout=0.1)
     with pytest.raises(rank_executor.WorldDown) as down:
@@ -192,7 +193,7 @@ def test_a_command_past_its_own_limit_is_named_by_that_limit_not_the_runs_timeou
     assert "did not answer one command within 0.5 s, a command's limit" in str(down.value), down.value
     assert "600" not in str(down.value)
     with pytest.raises(rank_executor.WorldDown) as down:  # the run's own deadline first: its timeout is named
-        ranks.wait(lambda: False, sent=time.monotonic(), deadline=time.monotonic() + 0.1)
+        ranks.wait(lambda: False, sent=time.monotonic(), deadline=RunLimit(0.1))
     assert "did not finish within 600 s" in str(down.value), down.value
 
 

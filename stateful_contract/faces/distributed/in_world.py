@@ -148,6 +148,8 @@ def _main(argv: Sequence[str] | None) -> int:
         except BaseException:
             if InWorld.last is None or not InWorld.last.down:
                 world.stop(1)  # the others must not wait for a command that never comes
+            if not keep:  # stopped by the launcher (another rank failed) or Ctrl-C: nothing resumes from it
+                shutil.rmtree(run_dir, ignore_errors=True)
             raise
         finally:
             InWorld.joined = None
@@ -159,6 +161,8 @@ def _main(argv: Sequence[str] | None) -> int:
             # (a launcher would, but srun and mpirun may wait for a stuck one); exiting tells the launcher.
             sys.stdout.flush()
             _local_ranks_ended(run_dir, world.world_size, (signal.SIGTERM, signal.SIGKILL), seconds=1.0)
+            if not keep:  # os._exit runs no cleanup: the private directory went with it (56 in /tmp, 2026-12-07)
+                shutil.rmtree(run_dir, ignore_errors=True)
             os._exit(code or 1)
         if restarting and args.phase == "save":
             if report is not None:  # for the attempts the agent starts next

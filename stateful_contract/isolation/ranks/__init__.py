@@ -16,7 +16,7 @@ from typing import Any
 
 from ...profiles import Profile
 from ...search.plans import Alignment
-from ..supervised import DEFAULT_MEMORY_LIMIT
+from ..supervised import DEFAULT_MEMORY_LIMIT, RunLimit
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
 from .in_world import InWorld
@@ -25,8 +25,9 @@ from .launch import Phase, board_path
 __all__ = ["RankExecutor", "Ranks", "default_run_timeout", "rank_executor"]
 
 def default_run_timeout(profile: Profile, clauses: int) -> float:
-    """Seconds a whole multi-rank run may take before it is killed as hung: generous on purpose, it only
-    ends real hangs (single examples have their own ``timeout``)."""
+    """Seconds a whole multi-rank run may be charged (`supervised.RunLimit`: time its processes waited for a CPU
+    is not counted) before it is killed as hung: generous on purpose, it only ends real hangs (single examples
+    have their own ``timeout``)."""
     return 120.0 + 2 * clauses * (0.25 * profile.examples + 2.0 * profile.worker_examples)
 
 
@@ -60,37 +61,37 @@ class Ranks(RankExecutor):
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._phase: Phase | None = None
-        #: The check's own ranks, idle while a phase of another world size runs (`restart`).
-        self._parked: Phase | None = None
+        #: Idle phases by world size (`restart`): the check's own while another size runs, and each other size's
+        #: last one, which saved no state a later clause resumes (only the check's own ranks search).
+        self._idle: dict[int, Phase] = {}
         #: Every phase started (its kind: `restart`'s ``phase``), and by name, in order, whether it ended cleanly.
         self._phases: list[str] = []
         self._done: dict[str, bool] = {}
         #: The next phase's name (`restart`); None: the search's.
         self._next: str | None = None
-        #: When the run must be over (wall time), from its first command or the first after a failure.
-        self._deadline: float | None = None
+        #: The run's limit, charged on its processes' progress from its first command or the first after a failure.
+        self._deadline: RunLimit | None = None
         #: A command was interrupted (Ctrl-C): `close` must not keep the user waiting.
         self._interrupted = False
 
-    def _name(self, phase: str) -> str:
-        """A phase name not used before in this run (each phase has its own logs)."""
-        self._phases.append(phase)
-        n = self._phases.count(phase)
-        name = phase if n == 1 else f"{phase}{n}"
-        self._done[name] = False
-        return name
-
     def _start(self) -> Phase:
-        """The next phase's ranks, started now."""
-        name = self._name(self._next or "search")
+        """The next phase's ranks, started now, under a name not used before in this run (its own logs)."""
+        self._phases.append(phase := self._next or "search")
+        name = phase if (n := self._phases.count(phase)) == 1 else f"{phase}{n}"
+        self._done[name] = False
         self._phase = Phase.start(self.run_dir, name, self.live_world_size,
-                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout}, self._parked)
+                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout})
         return self._phase
+
+    def _spared(self, phase: Phase) -> Phase:
+        """``phase``, its `Phase.kill` told to spare every other phase alive (idle ones go on later)."""
+        phase.beside = tuple(p for p in (self._phase, *self._idle.values()) if p is not None and p is not phase)
+        return phase
 
     def _down(self, *, timed_out: bool) -> LaunchOutcome:
         """Kill what is left of the phase and say what happened to it."""
         assert self._phase is not None
-        outcome = self._phase.down(timed_out=timed_out, timeout=self.run_timeout)
+        outcome = self._spared(self._phase).down(timed_out=timed_out, timeout=self.run_timeout)
         for rank in range(len(self._phase.procs)):  # read; a stale one would look hung later
             board_path(self.run_dir, rank).unlink(missing_ok=True)
         self._phase, self._deadline = None, None  # the next command starts the phase again, with a new deadline
@@ -101,7 +102,7 @@ class Ranks(RankExecutor):
         try:
             phase = self._phase or self._start()
             if self._deadline is None:  # a parked phase taken back after a failed one has none either
-                self._deadline = time.monotonic() + self.run_timeout
+                self._deadline = RunLimit(self.run_timeout)
             phase.send(command)
             self.wait(phase.collect, time.monotonic(), self._deadline)
             if phase.failed:
@@ -110,11 +111,10 @@ class Ranks(RankExecutor):
         except WorldDown:
             raise
         except BaseException:  # Ctrl-C: nothing of the run outlives the check, and nothing is asked of it
-            for ended in (self._phase, self._parked):
-                if ended is not None:
-                    ended.beside = None
-                    ended.kill()
-            self._phase = self._parked = None
+            for ended in filter(None, (self._phase, *self._idle.values())):
+                ended.beside = ()
+                ended.kill()
+            self._phase, self._idle = None, {}
             self._interrupted = True
             raise
 
@@ -125,18 +125,17 @@ class Ranks(RankExecutor):
         return self._down(timed_out=True)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
-        """Go on in ``world_size`` fresh processes (None: the check's), started by the next command. The check's
-        own ranks stay parked while another world size runs, and go on once ``phase`` is the search's again:
-        two of a default check's 13 rank start-ups (docs/performance.md, "Two ranks against one")."""
+        """Go on in ``world_size`` processes (None: the check's) fresh to the states they resume, started by the
+        next command. Another size's phase stays idle: the check's own go on once ``phase`` is the search's
+        again, another size's take a later clause's resumes on that size (they saved none of its states): 5 of
+        13 rank start-ups at 2 ranks (docs/performance.md, "Two ranks against one")."""
         size = self.world_size if world_size is None else world_size
-        if size != self.world_size and self._parked is None and self._phase is not None \
-                and self.live_world_size == self.world_size:
-            self._parked, self._phase = self._phase, None
-            self._parked.park()
-        else:
-            self._stop()
-        if phase == "search" and size == self.world_size and self._parked is not None:
-            self._phase, self._parked = self._parked, None
+        if self._phase is not None and size != self.live_world_size and self.live_world_size not in self._idle:
+            self._idle[self.live_world_size], self._phase = self._phase, None
+            self._idle[self.live_world_size].park()
+        self._stop()
+        if size in self._idle and (phase == "search" or size != self.world_size):
+            self._phase = self._idle.pop(size)
             self._phase.park(back=True)
         self._next = phase
         self.live_world_size = size
@@ -147,10 +146,10 @@ class Ranks(RankExecutor):
         if phase is None:
             return
         try:
-            if phase.stop():
+            if self._spared(phase).stop():
                 self._done[phase.name] = True
         except BaseException:  # Ctrl-C while the ranks leave: kill them, ask nothing more
-            phase.beside = None
+            phase.beside = ()
             phase.kill()
             self._interrupted = True
             raise
@@ -158,8 +157,8 @@ class Ranks(RankExecutor):
     def close(self) -> None:
         started = bool(self._phases)
         self._stop()
-        self._parked, parked = None, self._parked
-        self._stop(parked)
+        while self._idle:
+            self._stop(self._idle.popitem()[1])
         if started:
             self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), each started as torchrun starts "
                               f"a rank; phases {' + '.join(n for n, clean in self._done.items() if clean) or 'none'}")

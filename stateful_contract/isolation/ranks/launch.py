@@ -107,14 +107,13 @@ class Phase:
     exited_at: dict[int, float] = field(default_factory=dict)
     #: Ranks whose connection closed before they answered.
     lost: set[int] = field(default_factory=set)
-    #: A parked phase whose processes run beside this one's (`park`): this one's `kill` spares them.
-    beside: Phase | None = None
+    #: Idle phases whose processes run beside this one's (`park`): this one's `kill` spares them.
+    beside: tuple[Phase, ...] = ()
     #: The ranks' store (`_store`), kept until they are gone.
     store: Any = None
 
     @classmethod
-    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any], beside: Phase | None = None,
-              ) -> Phase:
+    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any]) -> Phase:
         (run_dir / "status").mkdir(parents=True, exist_ok=True)
         (run_dir / SPEC_FILE).write_text(json.dumps({**spec, "process": of_caller()}), encoding="utf-8")
         logs = run_dir / "logs" / name
@@ -130,7 +129,7 @@ class Phase:
                                           run_dir=run_dir, output=out))
             theirs.close()
             conns.append(Connection(mine.detach()))
-        return cls(name, run_dir, procs, conns, logs, beside=beside, store=store)
+        return cls(name, run_dir, procs, conns, logs, store=store)
 
     def send(self, command: tuple[Any, ...]) -> None:
         """``command`` to every rank (plain pickle: tensors travel as data, not shared-memory handles)."""
@@ -178,7 +177,7 @@ class Phase:
         """Leave the ranks idle while another phase runs (``back``: take them back): their status logs set
         apart, where the other phase's ranks write theirs (each rank keeps writing the file it opened)."""
         for rank in range(len(self.procs)):
-            moves = (board_path(self.run_dir, rank), self.run_dir / "status" / f"parked-rank{rank}.board")
+            moves = (board_path(self.run_dir, rank), self.run_dir / "status" / f"parked-{self.name}-rank{rank}.board")
             with contextlib.suppress(FileNotFoundError):  # a rank that never opened its log
                 os.replace(*(moves[::-1] if back else moves))
 
@@ -191,7 +190,7 @@ class Phase:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
         spare: set[int] = set()
-        for proc in self.beside.procs if self.beside is not None else ():
+        for proc in (proc for other in self.beside for proc in other.procs):
             with contextlib.suppress(psutil.Error):
                 spare |= {proc.pid, *(p.pid for p in psutil.Process(proc.pid).children(recursive=True))}
         kill_marked(self.run_dir, frozenset(spare))  # one sweep for what left its session (a rank's daemon, say)
