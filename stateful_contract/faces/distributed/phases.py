@@ -36,6 +36,11 @@ SAVE_REPORT = "in-world-save-report.json"
 ON_PURPOSE = "exiting on purpose so that torchrun restarts the job (--max-restarts)"
 
 
+def say(text: str) -> None:
+    """``text`` on stderr, as the in-world command says everything that is not its report."""
+    print(f"stateful_contract.distributed run: {text}", file=sys.stderr)
+
+
 def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
     """Record the examples of each clause with a fresh-process half that passed its search, and say so."""
     examples: dict[str, dict[tuple[Any, str], tuple[Any, Any]]] = {}
@@ -112,13 +117,12 @@ def saved(run_dir: Path) -> int | None:
     """Attempt 1 or later, any rank: None to resume, or the status to exit with (said on stderr)."""
     path = run_dir / SAVE_REPORT
     if not path.is_file():
-        print(f"stateful_contract.distributed run: {path} does not exist: the first attempt (the save) did not "
-              f"finish, so there is nothing to resume; its ranks' output above says why", file=sys.stderr)
+        say(f"{path} does not exist: the first attempt (the save) did not finish, so there is nothing to resume; "
+            "its ranks' output above says why")
         return 2
     if Report.from_json(path).passed:
         return None
-    print("stateful_contract.distributed run: the first attempt's save exited with 1 (its report was "
-          "printed then, and written to --json); not resuming", file=sys.stderr)
+    say("the first attempt's save exited with 1 (its report was printed then, and written to --json); not resuming")
     return 1
 
 
