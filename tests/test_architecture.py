@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from charged import run as run_charged
 
 PACKAGE = Path(__file__).resolve().parents[1] / "stateful_contract"
 #: Modules at most this long: each should read in one sitting.
@@ -276,7 +276,7 @@ def test_the_package_and_the_target_reader_import_without_torch() -> None:
     code = ("import sys, stateful_contract, stateful_contract.isolation.target\n"
             "from stateful_contract import StatefulLoader, TargetError\n"
             "print(sorted(m for m in ('torch', 'torchdata', 'hypothesis') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = run_charged([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 

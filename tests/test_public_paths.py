@@ -4,9 +4,10 @@ follow the flow and may move."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from importlib.metadata import entry_points
+
+from charged import run as run_charged
 
 
 def test_each_public_path_names_what_the_docs_import_from_it() -> None:
@@ -33,8 +34,8 @@ def test_the_entry_points_name_modules_that_import() -> None:
 
 def test_python_dash_m_still_starts_the_command_lines() -> None:
     for module in ("stateful_contract", "stateful_contract.distributed"):
-        done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True,
-                              timeout=120, check=False)
+        done = run_charged([sys.executable, "-m", module, "--help"], capture_output=True, text=True,
+                           timeout=120, check=False)
         assert done.returncode == 0 and "usage" in done.stdout.lower(), (module, done.stdout, done.stderr)
 
 
@@ -45,5 +46,5 @@ def test_the_scenario_language_is_imported_part_by_part() -> None:
             "print('torch' in sys.modules, 'stateful_contract.repro.steps' in sys.modules)\n"
             "from stateful_contract.repro import take\n"
             "print('stateful_contract.repro.steps' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    done = run_charged([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.split() == ["False", "False", "True"], done.stdout + done.stderr

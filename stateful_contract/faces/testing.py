@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import weakref
+from pathlib import Path
 from typing import Any, ClassVar, final
 
 import pytest
@@ -52,6 +53,8 @@ class StatefulLoaderContract:
     profile: ClassVar[str] = CheckOptions.profile
     timeout: ClassVar[float | None] = CheckOptions.timeout
     world_size: ClassVar[int] = CheckOptions.world_size
+    run_timeout: ClassVar[float | None] = CheckOptions.run_timeout
+    run_dir: ClassVar[str | Path | None] = CheckOptions.run_dir
     isolation: ClassVar[Isolation | None] = CheckOptions.isolation
     memory_limit: ClassVar[int | None] = CheckOptions.memory_limit
     jobs: ClassVar[int | None] = CheckOptions.jobs

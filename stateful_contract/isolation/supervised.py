@@ -25,6 +25,7 @@ from ..repro import progress, status
 from ..repro.guard import raise_lost_ctrl_c
 from ..repro.impact import died
 from ..repro.outcome import Outcome
+from ..repro.progress import RunLimit
 from ..repro.steps import Factory
 from ..search.example import ClauseLike, ExampleRun
 from ..search.plans import Alignment
@@ -34,7 +35,7 @@ from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFaile
 from .interpreter import ChildSpec, EngineError, child_main
 from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
 
-__all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling",
+__all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling", "RunLimit",
            "Supervised", "choose_isolation", "command_limit", "grace", "supported", "watch"]
 
 #: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches) or
@@ -60,7 +61,7 @@ def command_limit(timeout: float | None) -> float | None:
     (start-up, a join, the part of a command no example timeout covers): twice the example ``timeout`` and
     `COMMAND_GRACE`, for one rank and for several. None without an example timeout: whoever turned the timeout
     off (``--timeout 0``) asked that nothing be called hung, and a first command that imports and builds a slow
-    loader must not be (several ranks still end at the run's wall-time limit, ``run_timeout``)."""
+    loader must not be (several ranks still end at the run's limit, ``run_timeout``, a `RunLimit`)."""
     return 2 * timeout + COMMAND_GRACE if timeout else None
 
 
@@ -103,18 +104,40 @@ def _here(board: status.BoardView) -> bool:
 
 def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView]], *, sent: float,
           timeout: float | None, memory_limit: int | None, command_seconds: float | None,
-          limit: float = float("inf"), baseline: dict[int, int] | None = None,
+          limit: RunLimit | None = None, baseline: dict[int, int] | None = None,
           processes: Callable[[], Iterable[int]] = tuple) -> Stall | None:
     """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up:
     a log's example timeout passed by the `grace` (its alarm could not end it), the command was charged
-    ``command_seconds``, the wall clock passed ``limit``, or the processes the logs name (and descendants)
+    ``command_seconds``, the run's ``limit`` passed (the command's charge is added to it), or the processes the logs name (and descendants)
     gained over ``memory_limit`` since ``sent`` (``baseline``: what each had then; one first seen later counts
     from then). Timeouts are charged on one `progress.Clock` of every process the logs name on this host, the
     ``processes()`` started for the command (a log may not name them yet: a rank still importing torch), and
     their descendants: time they waited for a CPU other processes held is not counted (docs/supervision.md)."""
+    clock = progress.Clock(lambda: {*processes(), *(board.pid for board in logs() if _here(board))})
+    try:
+        return _watch(answered, logs, clock, sent=sent, timeout=timeout, memory_limit=memory_limit,
+                      command_seconds=command_seconds, limit=limit, baseline=baseline)
+    finally:
+        if limit is not None:
+            limit.charged += _final_charge(clock, sent)
+
+
+def _final_charge(clock: progress.Clock, sent: float) -> float:
+    """What ``clock`` charged a command that ended now: read once more, or, for a command shorter than one
+    interval between readings (most are), its wall time: a reading walks the process table (~10 ms), which
+    hundreds of short commands would pay for seconds that a starved run never spends in them."""
+    if (wall := time.monotonic() - sent) < PROGRESS_EVERY:  # no reading yet
+        return wall
+    with contextlib.suppress(Exception):  # the processes are gone: what was charged until then
+        clock.sample()
+    return clock.charged
+
+
+def _watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView]], clock: progress.Clock, *,
+           sent: float, timeout: float | None, memory_limit: int | None, command_seconds: float | None,
+           limit: RunLimit | None, baseline: dict[int, int] | None) -> Stall | None:
     baseline = {} if baseline is None else baseline
     next_memory = sent + MEMORY_EVERY
-    clock = progress.Clock(lambda: {*processes(), *(board.pid for board in logs() if _here(board))})
     next_progress = sent + PROGRESS_EVERY
     #: Per log's example timeout (its index, its start): the clock's charge when first seen, less the time
     #: between its start and then (counted in full).
@@ -133,10 +156,10 @@ def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView
             mark = marks.setdefault((rank, started), clock.charged - max(0.0, now - started))
             if clock.charged - mark > seconds + grace(seconds) and now > started + seconds + grace(seconds):
                 return Stall(rank, now - started, seconds)
+        if limit is not None and limit.passed(clock.charged, now):  # the run's, named first when both passed
+            return Stall(0, now - sent)
         if command_seconds is not None and clock.charged > command_seconds and now > sent + command_seconds:
             return Stall(0, now - sent, command=True)
-        if now > limit:
-            return Stall(0, now - sent)
         if memory_limit and now >= next_memory:
             next_memory = now + MEMORY_EVERY
             grown = {rank: gained(board.pid, baseline) for rank, board in enumerate(boards) if board.pid}

@@ -13,6 +13,10 @@ so time spent running counts (a spin is caught after the limit's worth of CPU), 
 deadlock, an ``Event`` nobody sets: wall time as before), and time during which some thread of it waited for
 a CPU does not. The charge never runs ahead of wall time, so no loader fails sooner than under a wall limit.
 Measured, and why not psutil's ``status()``: docs/supervision.md, "A busy machine is not a hang".
+
+A process that starts and ends between two readings (a DataLoader worker of a short epoch) is never found
+by them: its process's threads report their last reading as they exit (`_report_exit`), through a pipe the
+clocks of the process that forked them read.
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ import contextlib
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from multiprocessing import util
 
 import psutil
 
-__all__ = ["Clock", "measures", "share_with"]
+__all__ = ["Clock", "RunLimit", "measures", "share_with"]
 
 #: Seconds between two looks for the loader's new processes (a look walks the machine's process table, ~10 ms
 #: with 130 processes); a process first seen later is charged from its start, so nothing is lost between looks.
@@ -70,6 +77,68 @@ def _read(pid: int) -> dict[int, Reading] | None:
     return found or None
 
 
+#: This process's pipe for its children's last readings (read end, write end), and the pid that made it: a
+#: child forked from this process inherits the variable, and makes its own for its own children.
+_exit_pipe: tuple[int, int, int] | None = None
+#: The last readings the children reported (pid, its threads), the newest last, and how many were ever
+#: reported: a clock reads those reported since its last sample, up to the most recent `KEEP_EXITS`.
+KEEP_EXITS = 4096
+_exits: deque[tuple[int, dict[int, Reading]]] = deque(maxlen=KEEP_EXITS)
+_exits_reported = 0
+#: A line a child writes as it exits: pid, then per thread its tid, ns on a CPU, ns waiting, start (s).
+_FIELDS = 4
+
+
+def _report_exit(pipe: int) -> None:
+    """In a process forked by the multiprocessing machinery from one whose clocks read ``pipe``, as it exits:
+    its threads' last readings, one write (atomic below ``PIPE_BUF``; dropped if the pipe is full, not waited
+    on: an exiting worker must not block)."""
+    if (threads := _read(os.getpid())) is None:
+        return
+    line = " ".join([str(os.getpid()), *(f"{tid} {r} {w} {born!r}" for tid, (r, w, _, born) in threads.items())])
+    with contextlib.suppress(OSError):
+        os.write(pipe, f"{line}\n".encode("ascii"))
+
+
+def _at_fork(_: object) -> None:
+    # multiprocessing's own after-fork hook, in the child: its registry of exit finalizers was just cleared.
+    if _exit_pipe is not None:  # the parent's pipe (this child makes its own if a clock here measures it)
+        util.Finalize(None, _report_exit, args=(_exit_pipe[1],), exitpriority=-1_000_000)  # after the worker's
+
+
+def _hear_exits() -> None:
+    """Have this process's multiprocessing children (DataLoader workers, theirs too) report as they exit."""
+    global _exit_pipe
+    if _exit_pipe is not None and _exit_pipe[2] == os.getpid():
+        return
+    with contextlib.suppress(OSError):
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        fresh = _exit_pipe is None  # else the hook was registered by an ancestor, and forked with the rest
+        _exit_pipe = (r, w, os.getpid())
+        if fresh:
+            util.register_after_fork(_at_fork, _at_fork)
+
+
+def _drain() -> None:
+    """Move what the children reported since into `_exits`."""
+    global _exits_reported
+    if _exit_pipe is None or _exit_pipe[2] != os.getpid():
+        return
+    data = b""
+    with contextlib.suppress(OSError):  # BlockingIOError: nothing more
+        while chunk := os.read(_exit_pipe[0], 1 << 16):
+            data += chunk
+    for line in data.decode("ascii", "replace").splitlines():
+        with contextlib.suppress(ValueError, IndexError):
+            pid, *fields = line.split()
+            threads = {int(fields[i]): (int(fields[i + 1]), int(fields[i + 2]), False, float(fields[i + 3]))
+                       for i in range(0, len(fields), _FIELDS)}
+            _exits.append((int(pid), threads))
+            _exits_reported += 1
+
+
 def measures() -> bool:
     """Whether this system says how long a process waited to run (else the limit is wall time, as before)."""
     return _read(os.getpid()) is not None
@@ -94,7 +163,10 @@ class Clock:
         self._roots = roots
         self._pids: set[int] = set()
         self._found_at = -FIND_EVERY
+        #: How many children's exits were reported before this clock was made (not its to charge).
+        self._exits_read = _exits_reported
         self._since = time.time()
+        self._since_boot = _uptime()
         self._known: set[int] = set()
         self._last: dict[int, Reading] = {}
         #: Per thread: the wait credited at a sample that the kernel has not accounted yet.
@@ -107,6 +179,10 @@ class Clock:
         self.charged = 0.0
         #: This process is among those measured: the CPU its samples take is not charged (ns not yet taken off).
         self._measures_itself = os.getpid() in self._known
+        if self._measures_itself:  # its children, forked from now on, report their last readings
+            _hear_exits()
+            _drain()
+            self._exits_read = _exits_reported
         self._overhead = time.thread_time_ns() - spent
 
     def _find(self, now: float) -> set[int]:
@@ -126,11 +202,25 @@ class Clock:
         except psutil.Error:
             return False
 
+    def _exited(self, alive: dict[int, Reading], gone: set[int]) -> dict[int, Reading]:
+        """The last readings of this process's children that ended since the last sample (reported as they
+        exited), of threads not read alive now; a child born before this clock was made and never read is not
+        its to charge."""
+        _drain()
+        new, self._exits_read = min(_exits_reported - self._exits_read, len(_exits)), _exits_reported
+        found: dict[int, Reading] = {}
+        for pid, threads in list(_exits)[len(_exits) - new:]:
+            if pid not in gone and min(born for _, _, _, born in threads.values()) < self._since_boot - 0.02:
+                continue
+            found.update({tid: reading for tid, reading in threads.items() if tid not in alive})
+        return found
+
     def sample(self) -> float:
         """Charge the time since the last sample; the seconds charged so far."""
         spent = time.thread_time_ns()
         readings: dict[int, Reading] = {}
         me = os.getpid()
+        gone: set[int] = set()
         # An interval ends (and the next begins) when the readings were taken, not when the sample began:
         # starved, this process may wait seconds for a CPU while it walks the process table (or before its
         # first reading), and those seconds are in its reading. With the end taken first they were charged as
@@ -139,6 +229,8 @@ class Clock:
         for pid in sorted(self._find(time.monotonic()) | self._known, key=lambda pid: pid == me):
             threads = _read(pid)
             if threads is None:
+                if pid in self._known:
+                    gone.add(pid)
                 self._known.discard(pid)
                 continue
             if pid not in self._known:  # what a process did before this clock began is no example's of it
@@ -146,6 +238,8 @@ class Clock:
                 if not self._born_since(pid):
                     self._last.update(threads)
             readings.update(threads)
+        if self._measures_itself:
+            readings.update(self._exited(readings, gone))
         now = time.monotonic()
         dt, self._at = max(0.0, now - self._at), now
         if not readings:  # nothing to read (no schedstat, or every process gone): wall time
@@ -174,6 +268,24 @@ class Clock:
         self.charged += max(min(dt, ran / 1e9), dt - min(dt, waited / 1e9))
         self._overhead = time.thread_time_ns() - read if self._measures_itself else 0
         return self.charged
+
+
+@dataclass
+class RunLimit:
+    """Charged seconds several commands may take together (a multi-rank run's ``run_timeout``): each
+    `supervised.watch` given it adds what its clock charged, so a run starved of CPU is not ended for the time its processes
+    waited for one (at a load of 20 to 25 a correct 2-rank run passed a 135 s wall-clock limit), while a rank
+    asleep forever is charged every second and a spinning one its CPU. It never passes sooner than the same
+    limit in wall time would. The time between commands (the checker's own work) is not the ranks' to pay."""
+
+    seconds: float
+    #: Seconds charged by the commands watched so far.
+    charged: float = 0.0
+    began: float = field(default_factory=time.monotonic)
+
+    def passed(self, charged: float, now: float) -> bool:
+        """Whether the limit passed, with ``charged`` seconds of the command being watched."""
+        return self.charged + charged > self.seconds and now > self.began + self.seconds
 
 
 def _uptime() -> float:

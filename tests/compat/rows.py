@@ -85,8 +85,10 @@ def missing(row: Row) -> str | None:
     for module in row.requires:
         if importlib.util.find_spec(module.partition(".")[0]) is None:
             return f"`{module}` is not installed"
+        # Wall time, generous: the evidence needs only the package (no test helper charges it), and at a
+        # load of 30 on 2 cores an import of torch and a framework takes minutes.
         done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True,
-                              timeout=300, check=False)
+                              timeout=900, check=False)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
             return f"`import {module}` fails: {last}"

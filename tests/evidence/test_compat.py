@@ -16,11 +16,11 @@ import dataclasses
 import datetime
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from charged import run as run_charged
 
 from stateful_contract import CLAUSES
 from tests.compat.rows import ROWS, Row, missing
@@ -165,8 +165,8 @@ def test_the_olmo_rows_leave_no_work_dir_behind(tmp_path: Path) -> None:
     in its run directory, the checker and the jobs it forks in one the checker deletes at its exit (they were
     left in the temporary directory, one per process, 13 MB each)."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(DOCS.parent)}
-    proc = subprocess.run([sys.executable, "-c", OLMO_PROCESSES], env=env, capture_output=True, text=True,
-                          timeout=300, cwd=DOCS.parent, check=False)
+    proc = run_charged([sys.executable, "-c", OLMO_PROCESSES], env=env, capture_output=True, text=True,
+                       timeout=300, cwd=DOCS.parent, check=False)
     assert proc.returncode == 0, proc.stderr
     in_run_dir = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     assert len(in_run_dir) == 2 and in_run_dir[0].startswith("olmo-work-") and in_run_dir[1].endswith("/order.npy")

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pytest
 
+from stateful_contract.repro.progress import Clock
+
 FINDINGS = Path(__file__).resolve().parents[2] / "docs" / "findings.md"  # and the reports in docs/upstream/
 
 #: The packages a block may need beyond torch and torchdata: import name -> distribution,
@@ -53,7 +55,9 @@ OPTIONAL = {"datasets": "datasets", "accelerate": "accelerate", "torchtitan": "t
 #: finding id -> why (remove the entry once that change has landed).
 PENDING: dict[str, str] = {}
 
-#: Seconds a block may take: the slowest (F9's 5 s join per worker, F12's table) take about 10.
+#: Seconds a block may take, charged on its processes' progress (`charged`: not the time they waited for a
+#: CPU; at a load of 20 or more, F12.1's 10 s of CPU took over 120 s of wall time): the slowest (F9's 5 s join
+#: per worker, F12's table) take about 10.
 TIMEOUT = 120
 
 #: One interpreter per test process imports torch and torchdata (about 3 s of CPU, most of a
@@ -116,21 +120,23 @@ class Zygote:
         assert process.stdin is not None and process.stdout is not None
         request = {"script": str(script), "stdout": str(stdout), "stderr": str(stderr)}
         process.stdin.write((json.dumps(request) + "\n").encode())
-        pid = int(cls._line(process.stdout.fileno(), TIMEOUT))  # the imports, the first time
+        pid = int(cls._line(process.stdout.fileno(), Clock(lambda: [process.pid])))  # the imports, the first time
         try:
-            return int(cls._line(process.stdout.fileno(), TIMEOUT))
+            return int(cls._line(process.stdout.fileno(), Clock(lambda: [process.pid])))
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
-            cls._line(process.stdout.fileno(), TIMEOUT)
+            cls._line(process.stdout.fileno(), Clock(lambda: [process.pid]))
             raise TimeoutError(f"{script.name} ran for more than {TIMEOUT} s") from None
 
     @staticmethod
-    def _line(fd: int, timeout: float) -> str:
-        """One line from ``fd``, read unbuffered (so that no later line waits in a buffer)."""
+    def _line(fd: int, clock: Clock) -> str:
+        """One line from ``fd``, read unbuffered (so that no later line waits in a buffer); `TimeoutError` once
+        ``clock`` (the zygote's processes) was charged `TIMEOUT` seconds before it came."""
         data = b""
         while not data.endswith(b"\n"):
-            if not select.select([fd], [], [], timeout)[0]:
-                raise TimeoutError
+            while not select.select([fd], [], [], 1.0)[0]:
+                if clock.sample() > TIMEOUT:
+                    raise TimeoutError
             byte = os.read(fd, 1)
             if not byte:
                 raise EOFError("the zygote ended")

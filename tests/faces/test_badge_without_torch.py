@@ -4,9 +4,10 @@ once took 2.2 s of imports to read a JSON file)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+from charged import run as run_charged
 
 from stateful_contract import CLAUSES, ClauseResult, Report
 from stateful_contract.report.results import Outcome
@@ -37,7 +38,7 @@ def test_the_badge_command_imports_neither_torch_nor_the_engine(tmp_path: Path) 
             "try:\n    runpy.run_module('stateful_contract', run_name='__main__')\n"
             "except SystemExit as e:\n    print('exit', e.code)\n"
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    proc = run_charged([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.stdout.splitlines()[-2:] == ["exit 0", "[]"], proc.stdout + proc.stderr
     # It drew the badge the report asks for, not a default one.
     assert json.loads(endpoint.read_text(encoding="utf-8"))["message"] == "failing SC10: silent data loss"
@@ -46,16 +47,16 @@ def test_the_badge_command_imports_neither_torch_nor_the_engine(tmp_path: Path) 
 
 def test_the_badge_command_still_reports_an_unreadable_report(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "stateful_contract", "badge", str(tmp_path / "bad.json")],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = run_charged([sys.executable, "-m", "stateful_contract", "badge", str(tmp_path / "bad.json")],
+                       capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2 and "cannot read report" in proc.stderr, proc.stderr
 
 
 def test_the_badge_command_is_listed_with_the_others() -> None:
     """The light path answers ``badge``; the full command line still lists it (and its help is the same)."""
-    proc = subprocess.run([sys.executable, "-m", "stateful_contract", "badge", "--help"], capture_output=True,
-                          text=True, timeout=120, check=False)
+    proc = run_charged([sys.executable, "-m", "stateful_contract", "badge", "--help"], capture_output=True,
+                       text=True, timeout=120, check=False)
     assert proc.returncode == 0 and "--endpoint" in proc.stdout and "stateful-contract badge" in proc.stdout
-    listed = subprocess.run([sys.executable, "-m", "stateful_contract", "--help"], capture_output=True, text=True,
-                            timeout=120, check=False)
+    listed = run_charged([sys.executable, "-m", "stateful_contract", "--help"], capture_output=True, text=True,
+                         timeout=120, check=False)
     assert "badge" in listed.stdout

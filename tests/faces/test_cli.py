@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from charged import run as run_charged
 
 from stateful_contract import Report
 from stateful_contract.faces.cli import main
@@ -105,7 +105,7 @@ def test_a_multi_rank_clause_on_one_process_exits_2_saying_how_to_run_it(capsys)
 
 
 def test_python_dash_m_and_one_progress_line_where_stderr_is_no_terminal():
-    proc = subprocess.run(
+    proc = run_charged(
         [sys.executable, "-m", "stateful_contract", "check", "stateful_contract.reference.factories:mindspeed_wrapper",
          "--clause", "SC02"], capture_output=True, text=True, timeout=120,
     )

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from charged import run as run_charged
 
 from stateful_contract import Report
 from stateful_contract.faces.cli import EXIT_NOT_JUDGED, main
@@ -120,8 +120,8 @@ def test_the_summary_line_is_wall_time_not_the_sum_of_clause_times(tmp_path: Pat
 
 
 def test_counts_take_the_singular() -> None:
-    proc = subprocess.run([sys.executable, "-m", "stateful_contract", "check", f"{ZOO}:epoch_loader",
-                           "--clause", "SC01"], capture_output=True, text=True, timeout=120, cwd=ROOT / "tests")
+    proc = run_charged([sys.executable, "-m", "stateful_contract", "check", f"{ZOO}:epoch_loader",
+                        "--clause", "SC01"], capture_output=True, text=True, timeout=120, cwd=ROOT / "tests")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("checked 1 clause in "), proc.stderr
     assert "1 examples" not in proc.stdout and " 1 example" in proc.stdout, proc.stdout
@@ -133,7 +133,7 @@ def test_version_imports_neither_torch_nor_the_engine() -> None:
             "try:\n    runpy.run_module('stateful_contract', run_name='__main__')\n"
             "except SystemExit:\n    pass\n"
             "print(sorted(m for m in ('torch', 'hypothesis', 'stateful_contract.faces.cli') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = run_charged([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.splitlines() == [f"stateful-contract {__import__('stateful_contract').__version__}", "[]"]
 
 
@@ -163,11 +163,11 @@ def test_replay_of_a_pytest_report_finds_the_pytest_roots_pythonpath(tmp_path: P
     """))
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["src"]\n')
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    pytest_run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "SC10",
-                                 "--contract-report", "r.json", "-W", "ignore"], cwd=tmp_path, env=env,
-                                capture_output=True, text=True, timeout=300)
+    pytest_run = run_charged([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "SC10",
+                              "--contract-report", "r.json", "-W", "ignore"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
     assert pytest_run.returncode == 1, pytest_run.stdout
-    replayed = subprocess.run([sys.executable, "-m", "stateful_contract", "replay", "r.json", "SC10"], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=120)
+    replayed = run_charged([sys.executable, "-m", "stateful_contract", "replay", "r.json", "SC10"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=120)
     assert replayed.returncode == 1, replayed.stderr
     assert "SC10 fails again" in replayed.stdout

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from charged import run as run_charged
 
 from stateful_contract import CheckOptions
 from stateful_contract.faces import flags
@@ -93,16 +94,15 @@ def test_in_world_an_unknown_clause_is_a_usage_error_spelled_as_its_flag(tmp_pat
     """A world of one rank (the launcher's variables set by hand): rank 0 refuses the option, and exits 2."""
     import os
     import socket
-    import subprocess
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(port)}
-    done = subprocess.run([sys.executable, "-m", "stateful_contract.distributed", "run",
-                           "stateful_contract.reference.factories:reference_wrapper", "--clause", "SC30,SC99"],
-                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = run_charged([sys.executable, "-m", "stateful_contract.distributed", "run",
+                        "stateful_contract.reference.factories:reference_wrapper", "--clause", "SC30,SC99"],
+                       env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "stateful_contract.distributed run: --clause names an unknown clause 'SC99'" in done.stderr, done.stderr
 
@@ -121,3 +121,15 @@ def test_a_usage_error_of_either_command_is_one_line_as_checks_is(run: bool, arg
     err = capsys.readouterr().err
     assert ended.value.code == 2 and err.startswith(said) and err.count("\n") == 1, err
     assert err.rstrip().endswith("--help)"), err
+
+
+def test_in_world_run_outside_any_launchers_world_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: Any) -> None:
+    from stateful_contract.faces.distributed import in_world
+
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert in_world.main(["pkg:factory"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stateful_contract.distributed run: no launcher's world here") and err.count("\n") == 1, err
+    assert "start it with torchrun, srun or mpirun" in err and "--world-size N" in err, err

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import zoo
+from charged import run as run_charged
 
 from stateful_contract import ConfigSpace, LoaderConfig, Report, check
 from stateful_contract.faces.cli import main
@@ -142,8 +142,8 @@ def test_replay_of_a_clause_that_passed_says_there_is_nothing_to_replay(failing:
 def test_the_replay_command_reproduces_a_recorded_failure(failing: Report, tmp_path: Path) -> None:
     """A fresh process, as a user runs it (timed against the bare import in benchmarks/bench_replay.py)."""
     failing.to_json(tmp_path / "r.json")
-    done = subprocess.run([sys.executable, "-m", "stateful_contract", "replay", str(tmp_path / "r.json"), "SC10"],
-                          capture_output=True, text=True, cwd=TESTS, timeout=60)
+    done = run_charged([sys.executable, "-m", "stateful_contract", "replay", str(tmp_path / "r.json"), "SC10"],
+                       capture_output=True, text=True, cwd=TESTS, timeout=60)
     assert done.returncode == 1, done.stderr
     assert "SC10 fails again:" in done.stdout and "Reproduce:" in done.stdout
 

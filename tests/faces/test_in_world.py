@@ -24,6 +24,7 @@ import pytest
 
 from stateful_contract.isolation.processes import MARKER_ENV, kill_session, processes_of
 from stateful_contract.isolation.ranks.in_world import first_host, launcher_env
+from stateful_contract.repro.progress import Clock
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
 
@@ -37,6 +38,8 @@ ONE_AHEAD = f"{MUSEUM}:accelerate_3938"
 RANK_BLIND = f"{MUSEUM}:torchtitan_291"
 #: An example that shows both: 4 ranks of 3 batches, a checkpoint after the first batch.
 EXAMPLE = ["--config", "LoaderConfig(dataset_size=12, batch_size=1)", "--position", "Position(epoch=0, batches=1)"]
+#: Seconds a launch may be charged (`charged.py`: not the time its processes waited for a CPU; at a load of 20
+#: a launch of 2 ranks, each importing torch, takes minutes of wall time) before its processes are killed.
 LAUNCH_TIMEOUT = 120
 
 
@@ -47,21 +50,20 @@ def _free_port() -> int:
 
 
 def _launch(commands: Sequence[tuple[list[str], dict[str, str]]], marker: Path) -> list[tuple[int | None, str]]:
-    """Start every command at once (each in a session of its own), wait, and leave nothing running."""
-    marker.mkdir(parents=True, exist_ok=True)
+    """Start every command at once (each in a session of its own), wait, and leave nothing running. Their
+    temporary files go to ``marker/tmp`` (``TMPDIR``), where a test can see what they left."""
+    (marker / "tmp").mkdir(parents=True, exist_ok=True)
     procs = []
     for n, (command, env) in enumerate(commands):
         out = open(marker / f"out{n}.log", "wb")  # closed below, after the wait
-        env = {**os.environ, **env, MARKER_ENV: str(marker), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **env, MARKER_ENV: str(marker), "PYTHONUNBUFFERED": "1", "TMPDIR": str(marker / "tmp")}
         procs.append((subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                        env=env, start_new_session=True, cwd=HERE.parent), out))
-    deadline = time.monotonic() + LAUNCH_TIMEOUT
-    codes: list[int | None] = []
-    for proc, out in procs:
-        try:
-            codes.append(proc.wait(max(0.1, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            codes.append(None)
+    clock = Clock(lambda: [proc.pid for proc, _ in procs])
+    while any(proc.poll() is None for proc, _ in procs) and clock.sample() <= LAUNCH_TIMEOUT:
+        time.sleep(0.5)
+    codes = [proc.poll() for proc, _ in procs]
+    for _, out in procs:
         out.close()
     for proc, _ in procs:
         kill_session(proc.pid, marker=marker)
@@ -104,6 +106,12 @@ def slurm(target: str, args: list[str], tmp: Path, ntasks: int, name: str = "slu
         os.environ.clear()
         os.environ.update(saved)
     return exits, json.loads(report.read_text()) if report.is_file() else {}
+
+
+def left_in_tmp(marker: Path) -> list[str]:
+    """The run directories a launch left in its ``TMPDIR`` (rank 0 makes one without ``--dir``: it once left
+    it whenever it exited with ``os._exit``, a rank down; 56 were in /tmp)."""
+    return sorted(p.name for p in (marker / "tmp").glob("stateful-contract-world-*"))
 
 
 def _status(report: dict[str, Any], cid: str) -> str:
@@ -180,6 +188,7 @@ def test_a_rank_that_dies_is_named_and_no_process_is_left(tmp_path: Path) -> Non
     reproduction = str(next(r["reproduction"] for r in report["clauses"] if r["id"] == "SC30"))
     assert "# srun --ntasks 2 python -m stateful_contract.distributed run " in reproduction, reproduction
     assert processes_of(tmp_path / "marker-dies") == []
+    assert left_in_tmp(tmp_path / "marker-dies") == []
 
 
 @pytest.mark.launcher
@@ -191,6 +200,7 @@ def test_a_rank_that_hangs_past_its_alarm_is_named_and_every_process_ends(tmp_pa
     message = _message(report, "SC30")
     assert "the example did not finish within 2 s, and rank 1 stopped answering" in message, message
     assert processes_of(tmp_path / "marker-hangs") == []
+    assert left_in_tmp(tmp_path / "marker-hangs") == []
 
 
 # --- two jobs, as the seed resumed ------------------------------------------------------

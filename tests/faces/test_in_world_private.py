@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from charged import communicate
 
 from stateful_contract.config import LoaderConfig
 from stateful_contract.faces.distributed import phases
@@ -54,7 +55,7 @@ def test_without_dir_rank_0_makes_a_private_directory_no_job_can_name_and_every_
            "TORCHELASTIC_RUN_ID": "job-4711", "SLURM_JOB_ID": "4711"}
     ranks = [subprocess.Popen([sys.executable, "-c", JOIN], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
-    outputs = [rank.communicate(timeout=120) for rank in ranks]
+    outputs = [communicate(rank, timeout=120, roots=lambda: [r.pid for r in ranks]) for rank in ranks]
     assert [rank.returncode for rank in ranks] == [0, 0], outputs
     (path, mode), (other, other_mode) = (out.split() for out, _ in outputs)
     try:

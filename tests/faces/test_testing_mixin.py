@@ -239,3 +239,20 @@ def test_world_size_runs_sc30_on_ranks_from_the_mixin(pytester: pytest.Pytester)
     result.stdout.fnmatch_lines(["*2 passed*"])
     collected = pytester.runpytest_subprocess("--collect-only", "-q")
     collected.stdout.fnmatch_lines(["*test_clause[[]SC30-every-rank-resumes]*"])
+
+
+def test_a_multi_rank_run_s_limit_and_kept_files_are_class_attributes_as_docs_pytest_md_names_them(
+        tmp_path: Any) -> None:
+    """``run_timeout`` and ``run_dir`` are `CheckOptions` fields like the others: docs/pytest.md named
+    ``run_timeout`` among the mixin's limits while the class had no such attribute."""
+
+    class Ranked(StatefulLoaderContract):
+        world_size = 2
+        run_timeout = 900.0
+        run_dir = str(tmp_path)
+
+    class Default(StatefulLoaderContract):
+        pass
+
+    assert (class_options(Ranked).run_timeout, class_options(Ranked).run_dir) == (900.0, str(tmp_path))
+    assert (class_options(Default).run_timeout, class_options(Default).run_dir) == (None, None)

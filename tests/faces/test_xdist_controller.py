@@ -5,9 +5,10 @@ most of what ``-n 2`` cost after the check at a load of 28."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
+
+from charged import run as run_charged
 
 from stateful_contract import CLAUSES, ClauseResult, Report
 from stateful_contract.report.results import Outcome
@@ -41,7 +42,7 @@ print("\\n".join(lines))
 print(sorted(m for m in ("torch", "torchdata", "stateful_contract.config", "stateful_contract.clauses")
              if m in sys.modules))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    proc = run_charged([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     out = proc.stdout.splitlines()
     assert out and out[-1] == "[]", proc.stdout + proc.stderr
     assert "checkpoint space:" in out[0] and "1 sample lost" in proc.stdout, proc.stdout

@@ -10,11 +10,11 @@ limit, SC10 came out failed, and the test that was over its limit passed.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from charged import run as run_charged
 
 from stateful_contract.repro.steps import is_the_loaders
 
@@ -43,10 +43,10 @@ def test_pytest_timeouts_signal_ends_the_check_and_is_no_verdict(tmp_path: Path)
     (tmp_path / "test_inner.py").write_text("import pytest\n" + INNER, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
            "STATEFUL_CONTRACT_DATABASE": "none"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s", "--timeout", "3",
-                           "--timeout-method", "signal", "-o", "addopts=", "--rootdir", str(tmp_path),
-                           str(tmp_path / "test_inner.py")],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600, check=False)
+    done = run_charged([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s", "--timeout", "3",
+                        "--timeout-method", "signal", "-o", "addopts=", "--rootdir", str(tmp_path),
+                        str(tmp_path / "test_inner.py")],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600, check=False)
     out = done.stdout + done.stderr
     assert "VERDICT" not in out, out[-4000:]  # the check came to no verdict
     assert out.count("Failed: Timeout (>3.0s) from pytest-timeout") >= 2, out[-4000:]

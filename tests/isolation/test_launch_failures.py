@@ -185,6 +185,7 @@ def test_a_command_past_its_own_limit_is_named_by_that_limit_not_the_runs_timeou
     """Ranks that stop answering with no example under way (no board says one began) are given up on at
     the command's limit, twice the example timeout and a grace; the message once named the run's timeout."""
     from stateful_contract.isolation.ranks import executor as rank_executor
+    from stateful_contract.isolation.supervised import RunLimit
 
     ranks = silent_ranks(monkeypatch, tmp_path, timeout=0.1)
     with pytest.raises(rank_executor.WorldDown) as down:
@@ -192,7 +193,7 @@ def test_a_command_past_its_own_limit_is_named_by_that_limit_not_the_runs_timeou
     assert "did not answer one command within 0.5 s, a command's limit" in str(down.value), down.value
     assert "600" not in str(down.value)
     with pytest.raises(rank_executor.WorldDown) as down:  # the run's own deadline first: its timeout is named
-        ranks.wait(lambda: False, sent=time.monotonic(), deadline=time.monotonic() + 0.1)
+        ranks.wait(lambda: False, sent=time.monotonic(), deadline=RunLimit(0.1))
     assert "did not finish within 600 s" in str(down.value), down.value
 
 
@@ -233,3 +234,15 @@ def test_ranks_the_checker_kills_when_the_run_s_limit_passes_are_that_limit_not_
     assert outcome.timed_out and not outcome.failures, outcome.failures
     assert outcome.killed_by == "timeout"
     assert "the 2-rank run did not finish within 135 s" in outcome.describe(), outcome.describe()
+
+
+def test_in_world_a_rank_gone_from_this_host_is_named_and_blamed_without_an_exit_code() -> None:
+    """Rank 0 of a launcher's world sees no exit codes: the ranks whose process on its host ended, and its
+    collective's error. Told apart from a rank lost elsewhere, which the launcher's summary names."""
+    gone = LaunchOutcome(in_world=True, gone=[1], doing={0: "", 1: "loading"}, error="DistNetworkError: reset")
+    assert (gone.rank, gone.killed_by) == (1, "")
+    assert gone.describe().startswith("rank 1's process ended (found on this host), and rank 0's collective "
+                                      "with it failed (DistNetworkError: reset)."), gone.describe()
+    assert "  rank 1: loading" in gone.describe()
+    elsewhere = LaunchOutcome(in_world=True, doing={0: "", 1: ""}, error="timed out")
+    assert elsewhere.rank == 0 and "the launcher's error summary names it" in elsewhere.describe()

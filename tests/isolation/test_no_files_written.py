@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from charged import run as run_charged
 from hypothesis import configuration
 
 from stateful_contract.run.check import STORAGE_ENV, _current_home, no_hypothesis_files
@@ -39,8 +40,8 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     # pytest's own files (bytecode of the test module, .pytest_cache) are pytest's, not the
     # contract's: switched off, so that whatever is left was written by the contract.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return run_charged([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                       timeout=300, check=False)
 
 
 def contents(folder: Path) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from charged import run as run_charged
 from rank_probe import OUT_ENV
 
 from stateful_contract import check
@@ -70,8 +71,8 @@ def _seen(folder: Path, world_size: int) -> list[dict[str, Any]]:
 
 
 def _run(command: list[str], env: dict[str, str], cwd: Path) -> None:
-    done = subprocess.run(command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = run_charged(command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -246,6 +246,83 @@ def test_a_command_is_charged_on_the_processes_it_started_before_any_log_names_t
     assert wall_clock is not None and wall_clock.command, wall_clock
 
 
+def _work_starved(seconds: float) -> None:
+    """A DataLoader worker's life on a busy machine: ``seconds`` of CPU at nice 19 beside `burners`."""
+    from starved import burn
+
+    os.sched_setaffinity(0, {CORE})
+    os.nice(19)
+    burn(seconds)
+
+
+def _loader_with_a_short_lived_worker(answer: Any) -> None:
+    """A loader's process (not the burners' parent: their waits are not the loader's) that sleeps in a join
+    while its worker, starved, does 0.05 s of CPU; sends what its clock charged, and the wall time."""
+    import multiprocessing
+
+    clock = progress.Clock(progress.own_group())
+    began = time.monotonic()
+    worker = multiprocessing.get_context("fork").Process(target=_work_starved, args=(0.05,))
+    worker.start()
+    worker.join()
+    answer.send((worker.exitcode, clock.sample(), time.monotonic() - began))
+
+
+def test_a_worker_that_lived_and_ended_between_two_readings_is_charged_its_progress_not_its_wait() -> None:
+    """A loader's process asleep while its starved worker works is waiting on that worker, not hung. A worker
+    that starts and ends between two readings of the clock was never found (the clock looks for new
+    processes at its readings, and the example alarm reads it only when it fires): its run-queue wait was lost
+    and its parent's sleep charged in full. At a load of 34 a correct loader was charged 1.5 s in a 52 s
+    example and failed a 1.5 s timeout; here: 0.05 s of CPU in seconds of waiting, charged as seconds."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    mine, theirs = context.Pipe()
+    with burners():
+        loader = context.Process(target=_loader_with_a_short_lived_worker, args=(theirs,))
+        loader.start()
+        assert mine.poll(120), "the loader's process did not answer"
+        exitcode, charged, wall = mine.recv()
+        loader.join()
+    assert exitcode == 0
+    assert wall > 1.0, f"the worker was not starved ({wall:.2f} s): the test shows nothing"
+    assert charged < 0.5 * wall, f"charged {charged:.2f} s of {wall:.2f} s for 0.05 s of CPU"
+
+
+def test_a_run_s_limit_is_charged_across_its_commands_on_its_processes_progress() -> None:
+    """A multi-rank run's ``run_timeout`` (`supervised.RunLimit`) is charged as a command's limit is: ranks
+    starved of a CPU for longer than the limit do not pass it (at a load of 20 to 25 a correct 2-rank run was
+    killed at its 135 s in wall time), while ranks asleep forever pass it at its seconds in wall time, summed
+    over the commands, not reset by each."""
+    from stateful_contract.isolation.supervised import RunLimit, watch
+
+    def given_up(started: list[int], limit: RunLimit, seconds: float) -> Any:
+        ends = time.monotonic() + seconds
+        return watch(lambda: time.monotonic() > ends, list, sent=time.monotonic(), timeout=None,
+                     memory_limit=None, command_seconds=None, limit=limit, processes=lambda: started)
+
+    spin = [sys.executable, "-c", "while True: pass"]
+    with burners():
+        starved = subprocess.Popen(spin, preexec_fn=lambda: (os.sched_setaffinity(0, {CORE}), os.nice(19)))
+        asleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        try:
+            time.sleep(0.5)  # past their start-up
+            starved_run = RunLimit(1.5)
+            starved_stalls = [given_up([starved.pid], starved_run, 1.2) for _ in range(3)]
+            hung_run = RunLimit(1.5)
+            began = time.monotonic()
+            first, second = given_up([asleep.pid], hung_run, 1.0), given_up([asleep.pid], hung_run, 30.0)
+            hung_after = time.monotonic() - began
+        finally:
+            for p in (starved, asleep):
+                p.kill()
+                p.wait()
+    assert starved_stalls == [None] * 3, (starved_stalls, starved_run)
+    assert starved_run.charged < 1.5, starved_run
+    assert first is None and second is not None and not second.command and second.timeout is None, second
+    assert hung_after < 10, hung_after  # 1.5 s charged as asleep: the second command ends soon after 0.5 s
+
+
 #: The correct loader's example timeout. Starved at nice 19 beside a burner, its one example of SC03 (about
 #: 0.08 s of CPU at `starved.CPU_PER_BATCH`; on 2 ranks each rank does half) gets at most 1.5 % of a core:
 #: 7 to 10 s of wall time on a quiet machine (5 s on 2 ranks), 20 to 80 s at a load of 15 to 25, so it

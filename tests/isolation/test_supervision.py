@@ -399,3 +399,19 @@ def test_a_status_log_outlives_its_writer(tmp_path: Path, sig: signal.Signals) -
     assert view.during == "during loader.load_state_dict(state)" and view.deadline == (12.5, 4.0)
     assert view.program == "x = 1\n" * 20001  # the whole of it: a log has no size to fit in
     assert status.read(path) == view  # a second look reads on from the first
+
+
+def test_the_docs_say_the_default_memory_limit_the_code_has() -> None:
+    """The default memory limit is one fact (`supervised.DEFAULT_MEMORY_LIMIT`): every page that writes it
+    (as ``default 4G``, ``default 4 GiB``, or ``memory_limit=4 << 30`` and a table row of that default: not
+    ``memory_limit = 2 << 30``, an example) writes that number, and each of these pages writes it at least once."""
+    import re
+
+    from stateful_contract.isolation.supervised import DEFAULT_MEMORY_LIMIT
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    said = re.compile(r"default,? (\d+(?:\.\d+)?) ?Gi?B?\b|default (\d+(?:\.\d+)?)G\)|memory_limit(?:=|` \| `)(\d+) << 30")
+    for page in ("quickstart.md", "supervision.md", "pytest.md"):
+        numbers = [float(next(g for g in m.groups() if g)) for m in said.finditer((docs / page).read_text())]
+        assert numbers, f"docs/{page} no longer says the default memory limit: drop it from this test"
+        assert set(numbers) == {DEFAULT_MEMORY_LIMIT / (1 << 30)}, (page, numbers)

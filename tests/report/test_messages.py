@@ -210,7 +210,7 @@ def test_the_command_line_is_built_from_the_one_table_of_spellings(monkeypatch: 
         assert re.fullmatch(as_shown, helps[", ".join(option.flags)]), keyword
         with speaking("pytest", "TestMyLoader"):
             attribute = str(Hint(keyword, form="name")).removeprefix("TestMyLoader.")
-        assert keyword in ("clauses", "seed", "consume", "run_timeout", "run_dir") or hasattr(StatefulLoaderContract, attribute), keyword
+        assert keyword in ("clauses", "seed", "consume") or hasattr(StatefulLoaderContract, attribute), keyword
     with pytest.raises(ValueError, match="no option"):
         Hint("time_out")
 

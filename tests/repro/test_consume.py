@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from charged import run as run_charged
 from shared import once
 
 from stateful_contract import CheckOptions, ConfigSpace, LoaderConfig, OptionError, check
@@ -76,8 +77,8 @@ def page_check(quickstart_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 def run_command(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     argv = command.split()
     assert argv[0] == "stateful-contract", command
-    return subprocess.run([sys.executable, "-m", "stateful_contract", *argv[1:]], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+    return run_charged([sys.executable, "-m", "stateful_contract", *argv[1:]], cwd=cwd, capture_output=True,
+                       text=True, timeout=600)
 
 
 def shown(expected: str, output: str) -> bool:
@@ -153,8 +154,8 @@ def test_the_reproduction_and_replay_draw_through_the_declaration(
     assert "consume = runpy.run_path('preloaded.py')['preload']" in reproduction
     script = tmp_path / "repro.py"
     script.write_text(reproduction, encoding="utf-8")
-    pasted = subprocess.run([sys.executable, str(script)], cwd=quickstart_dir, capture_output=True, text=True,
-                            timeout=300)
+    pasted = run_charged([sys.executable, str(script)], cwd=quickstart_dir, capture_output=True, text=True,
+                         timeout=300)
     assert pasted.returncode == 1 and "AssertionError" in pasted.stderr, pasted.stderr[-2000:]
     replayed = run_command(f"stateful-contract replay {report_path} SC10", quickstart_dir)
     assert replayed.returncode == 1 and "factory = drawn_through(factory, consume)" in replayed.stdout, \

@@ -6,13 +6,13 @@ from __future__ import annotations
 import io
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import zoo
 import zoo_kills
+from charged import run as run_charged
 
 from stateful_contract import ConfigSpace, LoaderConfig, Report, check
 from stateful_contract.faces.badge import badge_message
@@ -84,8 +84,8 @@ def test_the_search_finds_the_lost_buffer_and_its_reproduction_replays(
     assert "endless=True" in sc10.reproduction and "Position(epoch=0, batches=" in sc10.reproduction
     script = tmp_path / "repro.py"
     script.write_text(sc10.reproduction)
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT,
-                         env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"}, timeout=300)
+    run = run_charged([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT,
+                      env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"}, timeout=300)
     assert run.returncode != 0 and "AssertionError" in run.stderr, run.stderr[-2000:]
     # `stateful-contract replay` runs the recorded example again, as an endless stream.
     again = replay(report, "SC10", target=f"{ROOT / 'tests' / 'zoo.py'}:EndlessWindowLosesBuffer")

@@ -5,12 +5,12 @@ contract's own limits in charge."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from charged import run as run_charged
 
 from stateful_contract import Report, check
 from stateful_contract.profiles import DATABASE_ENV, examples_home
@@ -121,7 +121,7 @@ def test_a_hypothesis_without_the_internals_used_degrades_with_a_clear_message()
     """)
     tests = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)])}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
+    done = run_charged([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                       check=False)
     assert done.returncode == 0 and done.stdout.startswith("passed\n"), done.stdout + done.stderr
     assert "has no hypothesis.configuration.storage_directory" in done.stdout, done.stdout

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from charged import run as run_charged
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,8 +34,8 @@ print(json.dumps({{"status": result.status, "examples": result.examples, "found_
 
 def _search(tmp_path: Path, imports: str) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
-    done = subprocess.run([sys.executable, "-c", SEARCH.format(imports=imports)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=600, check=False)
+    done = run_charged([sys.executable, "-c", SEARCH.format(imports=imports)], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 

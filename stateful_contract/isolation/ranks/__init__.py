@@ -16,7 +16,7 @@ from typing import Any
 
 from ...profiles import Profile
 from ...search.plans import Alignment
-from ..supervised import DEFAULT_MEMORY_LIMIT
+from ..supervised import DEFAULT_MEMORY_LIMIT, RunLimit
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
 from .in_world import InWorld
@@ -25,8 +25,9 @@ from .launch import Phase, board_path
 __all__ = ["RankExecutor", "Ranks", "default_run_timeout", "rank_executor"]
 
 def default_run_timeout(profile: Profile, clauses: int) -> float:
-    """Seconds a whole multi-rank run may take before it is killed as hung: generous on purpose, it only
-    ends real hangs (single examples have their own ``timeout``)."""
+    """Seconds a whole multi-rank run may be charged (`supervised.RunLimit`: time its processes waited for a CPU
+    is not counted) before it is killed as hung: generous on purpose, it only ends real hangs (single examples
+    have their own ``timeout``)."""
     return 120.0 + 2 * clauses * (0.25 * profile.examples + 2.0 * profile.worker_examples)
 
 
@@ -68,8 +69,8 @@ class Ranks(RankExecutor):
         self._done: dict[str, bool] = {}
         #: The next phase's name (`restart`); None: the search's.
         self._next: str | None = None
-        #: When the run must be over (wall time), from its first command or the first after a failure.
-        self._deadline: float | None = None
+        #: The run's limit, charged on its processes' progress from its first command or the first after a failure.
+        self._deadline: RunLimit | None = None
         #: A command was interrupted (Ctrl-C): `close` must not keep the user waiting.
         self._interrupted = False
 
@@ -101,7 +102,7 @@ class Ranks(RankExecutor):
         try:
             phase = self._phase or self._start()
             if self._deadline is None:  # a parked phase taken back after a failed one has none either
-                self._deadline = time.monotonic() + self.run_timeout
+                self._deadline = RunLimit(self.run_timeout)
             phase.send(command)
             self.wait(phase.collect, time.monotonic(), self._deadline)
             if phase.failed:

@@ -18,7 +18,7 @@ from ...search.example import ClauseLike, ExampleRun, LoadFormProbe
 from ...search.plans import Alignment, Checkpoint, RankLengths
 from ...spellings import OPTIONS
 from ..executors import BUILDING, FactoryProblem, StartFailed
-from ..supervised import command_limit, watch
+from ..supervised import RunLimit, command_limit, watch
 from .failures import LaunchOutcome
 from .launch import board_path
 from .world import RankSpec
@@ -77,11 +77,11 @@ class RankExecutor:
         """The ranks' processes this executor started (none: the user's launcher started them)."""
         return []
 
-    def wait(self, answered: Callable[[], bool], sent: float, deadline: float = float("inf")) -> None:
+    def wait(self, answered: Callable[[], bool], sent: float, deadline: RunLimit | None = None) -> None:
         """Until ``answered()``, unless the world must be given up on (`WorldDown`): `supervised.watch`
         on the ranks' status logs, with a limit of twice the example timeout and `COMMAND_GRACE` (charged on the
         ranks' progress, as the example timeout is: a rank that is still importing torch starved of a CPU holds
-        up the others' join without charging it), and ``deadline`` (wall time: the run's)."""
+        up the others' join without charging it), and ``deadline`` (the run's, charged the same way)."""
         ranks = range(max(self.world_size, self.live_world_size))
         command_seconds = command_limit(self.timeout)
         stall = watch(answered, lambda: [status.read(board_path(self.run_dir, rank)) for rank in ranks], sent=sent,

@@ -116,8 +116,12 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
     status.note(f"{JOINING} ({phase} phase)")
     # No limit of its own: the checker charges the join to the start command's limit on the ranks' progress
     # (`RankExecutor.wait`). A wall-clock one failed a correct loader whose other rank was still importing torch,
-    # starved of a CPU (60 s at nice 19 beside a busy core); the group's own timeout is the run's.
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(spec["timeout"]) + 60))
+    # starved of a CPU (60 s at nice 19 beside a busy core). So did the group's timeout when it was the run's
+    # (195 s, every store wait and collective): at a load of 25 a starved 2-rank run took 212 s of wall time for
+    # 7 s charged, and a rank gave up waiting for the other's address. Every hang is ended by the checker on
+    # charged time (the example timeout, a command's limit, the run's), and a rank dies with the checker
+    # (`processes.start_python`): the group's own timeout is a backstop of a day, never a verdict.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=max(float(spec["timeout"]) + 60, 86400)))
     caller = spec["process"]  # `launch.of_caller`: set before any of the user's code, as its launcher's ranks see it
     os.chdir(caller["cwd"])
     sys.path[:], sys.argv[:] = caller["sys_path"], caller["argv"]
