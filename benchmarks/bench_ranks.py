@@ -5,8 +5,10 @@
 
 Each round runs ``python -m stateful_contract check T --world-size N --quiet`` (the ci profile, every default
 clause, the reference wrapper unless ``--target``) once per checkout in fresh processes, alternating which goes
-first (``PYTHONPATH`` set to the checkout, run from it). Prints each run's wall time and verdict with the load
-average (1 min), then the medians and their ratio (the machine is shared: the ratio is what counts). With
+first (``PYTHONPATH`` set to the checkout, run from it). Prints each run's wall time, its CPU time (user + system,
+of the check and every process it reaped: ranks, their DataLoader workers) and verdict with the load average
+(1 min), then the medians and their ratios (the machine is shared: the ratio is what counts; CPU time depends
+less on the load than wall time does, and on 2 cores bounds the wall time from below: CPU / 2). With
 ``--sizes``, this checkout alone at each world size in the same rounds (issue 32: 2 ranks within 2x of 1).
 """
 
@@ -15,38 +17,52 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What a check spends outside its clauses: the checker's and the ranks' start-up, each phase's stop.
 OUTSIDE = "(outside clauses)"
 
 
-def one(tree: Path, target: str, world_size: int, profile: str | None = None) -> tuple[float, str, dict[str, float]]:
-    """Seconds of one check from ``tree``, its verdict (with each clause that did not pass, and why), and each
-    judged clause's seconds (`OUTSIDE`: the rest, the checker's and the ranks' start-up)."""
+class Run(NamedTuple):
+    seconds: float
+    cpu: float
+    verdict: str
+    spent: dict[str, float]
+
+
+def _cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def one(tree: Path, target: str, world_size: int, profile: str | None = None) -> Run:
+    """Wall and CPU seconds of one check from ``tree``, its verdict (with each clause that did not pass, and
+    why), and each judged clause's seconds (`OUTSIDE`: the rest, the checker's and the ranks' start-up)."""
     with tempfile.TemporaryDirectory() as d:
         command = [sys.executable, "-m", "stateful_contract", "check", target, "--world-size", str(world_size),
                    "--quiet", "--json", f"{d}/r.json", *(["--profile", profile] if profile else [])]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         subprocess.run(command, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=False)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, _cpu() - cpu
         report = Path(f"{d}/r.json")
         if not report.is_file():
-            return seconds, "no report", {}
+            return Run(seconds, cpu, "no report", {})
         data = json.loads(report.read_text())
         failed = [f"{c['id']} {c['status']}: {(c.get('message') or '').splitlines()[:2]}" for c in data["clauses"]
                   if c["status"] not in ("passed", "skipped")]
         spent = {c["id"]: float(c.get("seconds") or 0.0) for c in data["clauses"]
                  if c["status"] not in ("not-judged", "skipped")}  # what judged nothing counts as outside
         spent[OUTSIDE] = seconds - sum(spent.values())
-        return seconds, "; ".join([data["verdict"], *failed]), spent
+        return Run(seconds, cpu, "; ".join([data["verdict"], *failed]), spent)
 
 
 def main() -> None:
@@ -63,33 +79,41 @@ def main() -> None:
     if args.compare is None:
         parser.error("give --compare PATH or --sizes")
     trees = {"after": ROOT, "before": args.compare.resolve()}
-    walls: dict[str, list[float]] = {name: [] for name in trees}
+    runs: dict[str, list[Run]] = {name: [] for name in trees}
     for round_ in range(args.repeat):
         for name in (("after", "before") if round_ % 2 == 0 else ("before", "after")):
             load = os.getloadavg()[0]
-            seconds, verdict, _ = one(trees[name], args.target, args.world_size, args.profile)
-            walls[name].append(seconds)
-            print(f"round {round_} {name:6}: {seconds:6.1f} s, {verdict}, load {load:.1f}", flush=True)
-    after, before = statistics.median(walls["after"]), statistics.median(walls["before"])
-    print(f"medians: after {after:.1f} s, before {before:.1f} s, after/before {after / before:.2f}x")
+            run = one(trees[name], args.target, args.world_size, args.profile)
+            runs[name].append(run)
+            print(f"round {round_} {name:6}: {run.seconds:6.1f} s, cpu {run.cpu:6.1f} s, {run.verdict}, "
+                  f"load {load:.1f}", flush=True)
+    for what in ("seconds", "cpu"):
+        after, before = (statistics.median(getattr(r, what) for r in runs[name]) for name in ("after", "before"))
+        print(f"medians ({'wall' if what == 'seconds' else 'CPU'}): after {after:.1f} s, before {before:.1f} s, "
+              f"after/before {after / before:.2f}x")
 
 
 
 def by_size(args: argparse.Namespace) -> None:
     sizes = [int(n) for n in args.sizes.split(",")]
     walls: dict[int, list[float]] = {n: [] for n in sizes}
+    cpus: dict[int, list[float]] = {n: [] for n in sizes}
     spent: dict[int, dict[str, list[float]]] = {n: {} for n in sizes}
     for round_ in range(args.repeat):
         for n in (sizes if round_ % 2 == 0 else sizes[::-1]):
             load = os.getloadavg()[0]
-            seconds, verdict, by_clause = one(ROOT, args.target, n, args.profile)
-            walls[n].append(seconds)
-            for name, s in by_clause.items():
+            run = one(ROOT, args.target, n, args.profile)
+            walls[n].append(run.seconds)
+            cpus[n].append(run.cpu)
+            for name, s in run.spent.items():
                 spent[n].setdefault(name, []).append(s)
-            print(f"round {round_} world size {n}: {seconds:6.1f} s, {verdict}, load {load:.1f}", flush=True)
+            print(f"round {round_} world size {n}: {run.seconds:6.1f} s, cpu {run.cpu:6.1f} s, {run.verdict}, "
+                  f"load {load:.1f}", flush=True)
     medians = {n: statistics.median(w) for n, w in walls.items()}
     print("medians: " + ", ".join(f"world size {n} {m:.1f} s ({m / medians[sizes[0]]:.2f}x)"
                                   for n, m in medians.items()))
+    cpu = {n: statistics.median(c) for n, c in cpus.items()}
+    print("CPU medians: " + ", ".join(f"world size {n} {m:.1f} s ({m / cpu[sizes[0]]:.2f}x)" for n, m in cpu.items()))
     # Where the time goes: each clause's median seconds at each size, the largest difference first.
     names = sorted({name for by in spent.values() for name in by},
                    key=lambda name: -(_median(spent[sizes[-1]], name) - _median(spent[sizes[0]], name)))

@@ -35,8 +35,9 @@ from ..repro.consumption import drawn_through
 from ..repro.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ..search.loop import Executor
 from ..spellings import Hint
-from .clause_loop import Progress, Resumed, _Run
+from .clause_loop import Progress, _Run
 from .options import CheckKeywords, CheckOptions
+from .resumed import Resumed
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

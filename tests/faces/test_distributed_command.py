@@ -121,3 +121,15 @@ def test_a_usage_error_of_either_command_is_one_line_as_checks_is(run: bool, arg
     err = capsys.readouterr().err
     assert ended.value.code == 2 and err.startswith(said) and err.count("\n") == 1, err
     assert err.rstrip().endswith("--help)"), err
+
+
+def test_in_world_run_outside_any_launchers_world_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: Any) -> None:
+    from stateful_contract.faces.distributed import in_world
+
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert in_world.main(["pkg:factory"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stateful_contract.distributed run: no launcher's world here") and err.count("\n") == 1, err
+    assert "start it with torchrun, srun or mpirun" in err and "--world-size N" in err, err

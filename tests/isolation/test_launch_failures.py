@@ -234,3 +234,15 @@ def test_ranks_the_checker_kills_when_the_run_s_limit_passes_are_that_limit_not_
     assert outcome.timed_out and not outcome.failures, outcome.failures
     assert outcome.killed_by == "timeout"
     assert "the 2-rank run did not finish within 135 s" in outcome.describe(), outcome.describe()
+
+
+def test_in_world_a_rank_gone_from_this_host_is_named_and_blamed_without_an_exit_code() -> None:
+    """Rank 0 of a launcher's world sees no exit codes: the ranks whose process on its host ended, and its
+    collective's error. Told apart from a rank lost elsewhere, which the launcher's summary names."""
+    gone = LaunchOutcome(in_world=True, gone=[1], doing={0: "", 1: "loading"}, error="DistNetworkError: reset")
+    assert (gone.rank, gone.killed_by) == (1, "")
+    assert gone.describe().startswith("rank 1's process ended (found on this host), and rank 0's collective "
+                                      "with it failed (DistNetworkError: reset)."), gone.describe()
+    assert "  rank 1: loading" in gone.describe()
+    elsewhere = LaunchOutcome(in_world=True, doing={0: "", 1: ""}, error="timed out")
+    assert elsewhere.rank == 0 and "the launcher's error summary names it" in elsewhere.describe()

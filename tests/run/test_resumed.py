@@ -8,7 +8,7 @@ import pytest
 from stateful_contract.clauses import clause
 from stateful_contract.config import LoaderConfig
 from stateful_contract.repro.steps import Position
-from stateful_contract.run.clause_loop import Resumed
+from stateful_contract.run.resumed import Resumed
 from stateful_contract.search.plans import Checkpoint
 
 EXAMPLE = (LoaderConfig(dataset_size=9, batch_size=2), Checkpoint(Position(epoch=0, batches=1)))

@@ -103,15 +103,15 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.error(f"--phase {args.phase} needs --dir, the directory both launches share")
     os.environ.update(launcher_env(os.environ, master_addr=args.master_addr, master_port=args.master_port))
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        print("stateful_contract.distributed run: no launcher's world here (RANK and WORLD_SIZE are unset, and no "
-              "SLURM_PROCID or OMPI_COMM_WORLD_RANK): start it with torchrun, srun or mpirun, or use "
-              "'python -m stateful_contract.distributed TARGET --world-size N', which starts its own", file=sys.stderr)
+        phases.say("no launcher's world here (RANK and WORLD_SIZE are unset, and no SLURM_PROCID or "
+                   "OMPI_COMM_WORLD_RANK): start it with torchrun, srun or mpirun, or use "
+                   "'python -m stateful_contract.distributed TARGET --world-size N', which starts its own")
         return 2
     restarting = args.phase == "restart"
     if restarting:
         number = phases.attempt(os.environ)
         if isinstance(number, str):
-            print(f"stateful_contract.distributed run: {number}", file=sys.stderr)
+            phases.say(number)
             return 2
         args.phase = "save" if number == 0 else "resume"
         if number and (repeated := phases.saved(Path(args.dir).resolve())) is not None:
@@ -128,7 +128,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if world.rank != 0:
             code = int(follow(world)[1])
             if restarting and code == phases.RESTART_EXIT:
-                print(f"stateful_contract.distributed run: rank {world.rank}: {phases.ON_PURPOSE}", file=sys.stderr)
+                phases.say(f"rank {world.rank}: {phases.ON_PURPOSE}")
             return code
         # The launcher stops every rank (SIGTERM) once one failed: rank 0 still writes what it judged.
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # raises KeyboardInterrupt
@@ -143,7 +143,7 @@ def _main(argv: Sequence[str] | None) -> int:
             code = 0 if report.passed else 1
         except (TargetError, FactoryError, FileNotFoundError, ValueError) as e:
             said = flags.said(e) if isinstance(e, OptionError) else str(e)  # an option spelled as its flag: --clause
-            print(f"stateful_contract.distributed run: {said}", file=sys.stderr)
+            phases.say(said)
             code = 2
         except BaseException:
             if InWorld.last is None or not InWorld.last.down:
@@ -169,8 +169,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 report.to_json(run_dir / phases.SAVE_REPORT)
             if code == 0:
                 code = phases.RESTART_EXIT
-                print(f"stateful_contract.distributed run: rank 0: the save passed; {phases.ON_PURPOSE}",
-                      file=sys.stderr)
+                phases.say(f"rank 0: the save passed; {phases.ON_PURPOSE}")
 
         def stopped(signum: int, frame: Any) -> NoReturn:
             if not keep:

@@ -16,8 +16,8 @@ from ...clauses import clause
 from ...isolation.ranks.in_world import InWorld
 from ...report.results import DEFERRED_TO_A_LATER_LAUNCH, Report
 from ...run.check import check
-from ...run.clause_loop import Resumed
 from ...run.options import CheckOptions
+from ...run.resumed import Resumed
 from ..replay import ReplayError, known_classes, parse_value
 
 __all__ = ["MANIFEST", "RESTART_EXIT", "attempt", "clear", "merged", "read_manifest", "resume", "saved",
@@ -34,6 +34,11 @@ RESTART_EXIT = 75
 #: resume's) the result of every clause the resume does not judge.
 SAVE_REPORT = "in-world-save-report.json"
 ON_PURPOSE = "exiting on purpose so that torchrun restarts the job (--max-restarts)"
+
+
+def say(text: str) -> None:
+    """``text`` on stderr, as the in-world command says everything that is not its report."""
+    print(f"stateful_contract.distributed run: {text}", file=sys.stderr)
 
 
 def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
@@ -112,13 +117,12 @@ def saved(run_dir: Path) -> int | None:
     """Attempt 1 or later, any rank: None to resume, or the status to exit with (said on stderr)."""
     path = run_dir / SAVE_REPORT
     if not path.is_file():
-        print(f"stateful_contract.distributed run: {path} does not exist: the first attempt (the save) did not "
-              f"finish, so there is nothing to resume; its ranks' output above says why", file=sys.stderr)
+        say(f"{path} does not exist: the first attempt (the save) did not finish, so there is nothing to resume; "
+            "its ranks' output above says why")
         return 2
     if Report.from_json(path).passed:
         return None
-    print("stateful_contract.distributed run: the first attempt's save exited with 1 (its report was "
-          "printed then, and written to --json); not resuming", file=sys.stderr)
+    say("the first attempt's save exited with 1 (its report was printed then, and written to --json); not resuming")
     return 1
 
 

@@ -38,7 +38,7 @@ class RankFailure:
 
     rank: int
     phase: str
-    exitcode: int | None
+    exitcode: int
     error: str
     doing: str
     stderr_tail: str = ""
@@ -51,17 +51,16 @@ class RankFailure:
 
     @property
     def killed_by(self) -> str:
-        """``"SIGSEGV"``, ``"exit code 7"``, ... (as in a report's ``killed_by``; "" when not known, in-world)."""
-        return describe_exit(self.exitcode)[0] if self.exitcode is not None else ""
+        """``"SIGSEGV"``, ``"exit code 7"``, ... (as in a report's ``killed_by``)."""
+        return describe_exit(self.exitcode)[0]
 
     @property
     def how(self) -> str:
-        return describe_exit(self.exitcode)[1] if self.exitcode is not None else "exited with code None"
+        return describe_exit(self.exitcode)[1]
 
     def describe(self) -> str:
         during = f" in the {self.phase} phase, while {self.doing or 'starting up'}"
-        text = death(self.exitcode, f"rank {self.rank}", during, self.error, self.in_loader)[1] if self.exitcode is not None else (
-            f"rank {self.rank} {self.how}{during}: {self.error}")
+        text = death(self.exitcode, f"rank {self.rank}", during, self.error, self.in_loader)[1]
         if self.stderr_tail:
             text += "\n  last lines of its stderr:\n    " + "\n    ".join(self.stderr_tail.splitlines())
         return text
@@ -111,7 +110,8 @@ def order_failures(failures: Sequence[RankFailure]) -> list[RankFailure]:
 @dataclass
 class LaunchOutcome:
     """What happened to the ranks: from the checker's record of its ranks, or (``in_world``) as rank 0 of the
-    user's launcher's world sees it (`InWorld`): no exit codes, but its collective's ``error``."""
+    user's launcher's world sees it (`InWorld`): no exit codes, but the ranks ``gone`` from this host and its
+    collective's ``error``."""
 
     #: The ranks that failed, the cause first (`order_failures`).
     failures: list[RankFailure] = field(default_factory=list)
@@ -128,6 +128,8 @@ class LaunchOutcome:
     #: Each rank's reproduction of the example it was in, up to where it stopped (status logs).
     programs: dict[int, str] = field(default_factory=dict)
     in_world: bool = False
+    #: In-world: the ranks whose process on this host has ended.
+    gone: list[int] = field(default_factory=list)
     error: str = ""
 
     @property
@@ -135,7 +137,7 @@ class LaunchOutcome:
         """The rank to blame: the hung or grown one, else the cause among the failures (0: none known)."""
         if found := self.hung or self.memory:
             return found[0]
-        return self.failures[0].rank if self.failures else 0
+        return self.failures[0].rank if self.failures else next(iter(self.gone), 0)
 
     @property
     def killed_by(self) -> str:
@@ -169,7 +171,7 @@ class LaunchOutcome:
             return self.where_each_rank_was(f"the {len(self.doing)}-rank run did not finish within {self.timeout:g} "
                                             "s and was killed (with all its processes).")
         if self.in_world:
-            gone = ", ".join(str(f.rank) for f in self.failures)
+            gone = ", ".join(map(str, self.gone))
             lost = (f"rank {gone}'s process ended (found on this host)" if gone else
                     "another rank went away (its process ended or lost its connection; the launcher's error "
                     "summary names it)")

@@ -25,7 +25,7 @@ from ...repro.guard import frozen
 from ...search.plans import Alignment
 from ..processes import alive
 from .executor import RankExecutor, WorldDown
-from .failures import LaunchOutcome, RankFailure
+from .failures import LaunchOutcome
 from .launch import where_ranks_were
 from .world import Handler, World, local_pids
 
@@ -219,9 +219,7 @@ class InWorld(RankExecutor):
         local = local_pids(self.run_dir, self.world_size)
         gone = [rank for rank in range(1, self.world_size) if rank in local and not alive(local[rank])]
         text = "" if error is None else f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
-        failures = [RankFailure(r, "in-world", None, "its process ended", doing[r]) for r in gone]
-        return LaunchOutcome(failures=failures, doing=doing,
-                             programs=programs, in_world=True, error=text)
+        return LaunchOutcome(doing=doing, programs=programs, in_world=True, gone=gone, error=text)
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """No new processes in a world the launcher owns: see the module docstring."""
