@@ -142,18 +142,24 @@ def _watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardVie
     #: Per log's example timeout (its index, its start): the clock's charge when first seen, less the time
     #: between its start and then (counted in full).
     marks: dict[tuple[int, float], float] = {}
+    #: The clock's readings (when taken, the charge by then): what it had charged when an example began.
+    read = [(sent, 0.0)]
     while not answered():
         raise_lost_ctrl_c()
         now = time.monotonic()
         boards = logs()
         if now >= next_progress:
             next_progress = now + PROGRESS_EVERY
-            clock.sample()
+            read.append((time.monotonic(), clock.sample()))
         for rank, board in enumerate(boards):
             if not timeout or board.deadline is None:
                 continue
             started, seconds = board.deadline
-            mark = marks.setdefault((rank, started), clock.charged - max(0.0, now - started))
+            if (rank, started) not in marks:
+                if started >= read[-1][0]:  # not read since it began: the next reading says what its start cost
+                    continue
+                marks[rank, started] = progress.charge_at(read, started, clock.charged - max(0.0, now - started))
+            mark = marks[rank, started]
             if clock.charged - mark > seconds + grace(seconds) and now > started + seconds + grace(seconds):
                 return Stall(rank, now - started, seconds)
         if limit is not None and limit.passed(clock.charged, now):  # the run's, named first when both passed

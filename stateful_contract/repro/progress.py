@@ -22,6 +22,7 @@ clocks of the process that forked them read.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 import time
@@ -32,7 +33,7 @@ from multiprocessing import util
 
 import psutil
 
-__all__ = ["Clock", "RunLimit", "measures", "share_with"]
+__all__ = ["Clock", "RunLimit", "charge_at", "measures", "share_with"]
 
 #: Seconds between two looks for the loader's new processes (a look walks the machine's process table, ~10 ms
 #: with 130 processes); a process first seen later is charged from its start, so nothing is lost between looks.
@@ -286,6 +287,17 @@ class RunLimit:
     def passed(self, charged: float, now: float) -> bool:
         """Whether the limit passed, with ``charged`` seconds of the command being watched."""
         return self.charged + charged > self.seconds and now > self.began + self.seconds
+
+
+def charge_at(read: list[tuple[float, float]], when: float, before: float) -> float:
+    """What a clock had charged at ``when``, between two of its readings ``read`` (when taken, the charge
+    then); ``before`` for a moment before the first. Not the wall time since: a watcher starved of a CPU
+    looks late, and counting the whole wait from the example's start to that look could pass a short
+    timeout's grace for a loader charged nothing."""
+    if when < read[0][0]:
+        return before
+    (t0, c0), (t1, c1) = next((a, b) for a, b in itertools.pairwise(read) if a[0] <= when < b[0])
+    return c0 + (c1 - c0) * (when - t0) / max(t1 - t0, 1e-9)
 
 
 def _uptime() -> float:

@@ -367,3 +367,33 @@ def test_the_hostile_probes_still_fail_within_their_limits(name: str, clause_id:
         assert 0.5 * LIMIT <= max(starver.cpu.values()) <= 2 * LIMIT + 1, starver.cpu
     else:
         assert starver.done, "no process of the loader was starved"
+
+
+def test_a_watcher_that_sees_an_example_late_charges_its_start_on_the_clock_not_the_wall() -> None:
+    """The checker's own process, starved, may look at a child's status log seconds after an example began.
+    The time from its start to that first look was counted in full (wall time): at a load of 34 that alone
+    could pass a short timeout's grace for a loader charged nothing. It is charged as the clock charged it."""
+    from types import SimpleNamespace
+
+    from stateful_contract.isolation import supervised
+
+    class Starved:  # the loader's processes: starved, charged nothing
+        charged = 0.0
+
+        def sample(self) -> float:
+            return self.charged
+
+    sent = time.monotonic()
+    board = SimpleNamespace(deadline=(sent + 0.05, 1.0), pid=0, host="")
+    looks = iter([3.0, 0.3, 0.3])  # the watcher's first look comes 3 s late; then it answers
+
+    def answered() -> bool:
+        wait = next(looks, None)
+        if wait is None:
+            return True
+        time.sleep(wait)
+        return False
+
+    stall = supervised._watch(answered, lambda: [board], Starved(), sent=sent, timeout=1.0, memory_limit=None,
+                              command_seconds=None, limit=None, baseline=None)
+    assert stall is None, stall
