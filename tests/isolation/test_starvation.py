@@ -268,6 +268,7 @@ def _loader_with_a_short_lived_worker(answer: Any) -> None:
     answer.send((worker.exitcode, clock.sample(), time.monotonic() - began))
 
 
+@pytest.mark.acceptance  # 20 s and 8 s beside CPU burners, which slow the suite's other worker too
 def test_a_worker_that_lived_and_ended_between_two_readings_is_charged_its_progress_not_its_wait() -> None:
     """A loader's process asleep while its starved worker works is waiting on that worker, not hung. A worker
     that starts and ends between two readings of the clock was never found (the clock looks for new
@@ -289,6 +290,7 @@ def test_a_worker_that_lived_and_ended_between_two_readings_is_charged_its_progr
     assert charged < 0.5 * wall, f"charged {charged:.2f} s of {wall:.2f} s for 0.05 s of CPU"
 
 
+@pytest.mark.acceptance  # 20 s and 8 s beside CPU burners, which slow the suite's other worker too
 def test_a_run_s_limit_is_charged_across_its_commands_on_its_processes_progress() -> None:
     """A multi-rank run's ``run_timeout`` (`supervised.RunLimit`) is charged as a command's limit is: ranks
     starved of a CPU for longer than the limit do not pass it (at a load of 20 to 25 a correct 2-rank run was
