@@ -190,6 +190,7 @@ def test_torchdata_s_distributed_sampler_passes_the_shared_dcp_key_and_fails_a_w
     assert "the new world resumed silently" in sc31.message, sc31.message
 
 
+@pytest.mark.acceptance  # 14 s at load 5: the README's suite is over its budget without it
 def test_a_restarted_world_that_never_comes_up_fails_the_example_not_the_check() -> None:
     module = Path(__file__).parents[1].joinpath("imports_on_two_ranks.py")
     report = check_world(f"{module}:factory", world_size=2, clauses=["SC31", "SC10"], replay=MID_EPOCH)
@@ -201,6 +202,7 @@ def test_a_restarted_world_that_never_comes_up_fails_the_example_not_the_check()
     assert report["SC10"].status == "passed", report["SC10"].message
 
 
+@pytest.mark.acceptance  # 21 s at load 5 (SC31, SC10 and SC32 on 2 ranks): the README's suite is over its budget
 def test_the_check_goes_on_in_the_ranks_it_parked_while_other_world_sizes_resumed(tmp_path: Path) -> None:
     # SC31 resumes on 1 rank, then on 3, in fresh processes; the 2 ranks that searched wait meanwhile, and
     # SC10 (after SC31) runs in them, not in 2 new ones (issue 32: 2 of a default check's 13 rank start-ups).

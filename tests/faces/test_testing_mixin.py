@@ -71,6 +71,7 @@ def test_the_strict_tier_adds_its_clause(pytester: pytest.Pytester) -> None:
     assert "test_loader.py::TestLoader::test_clause[SC40-bad-state-is-refused]" in result.outlines
 
 
+@pytest.mark.acceptance  # a correct loader over a whole profile, in a pytest run (11 s at load 5)
 def test_a_correct_loader_passes_every_clause(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_loader=downstream("reference_wrapper"))
     result = pytester.runpytest("-v", "-rs")
