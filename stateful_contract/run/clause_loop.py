@@ -136,10 +136,10 @@ class _Run:
             # The probe was this clause's example: running it again would hang or crash the same way.
             return self.outcome_of_run(c, self.load_failed)
         c = c.declared(self.options.declarations)  # what the user declared of their trainer, for its scenarios on every rank
-        restarted = c.restarted()
-        worlds = c.fresh_worlds(self.executor.world_size)
         if isinstance(self.replay, Resumed):
             return self.resumed(c, self.replay)
+        restarted = c.restarted()
+        worlds = c.fresh_worlds(self.executor.world_size)
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
         # now, its imports overlap the search.
         pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
