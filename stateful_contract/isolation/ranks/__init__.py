@@ -70,7 +70,7 @@ class Ranks(RankExecutor):
         #: The next phase's name (`restart`); None: the search's.
         self._next: str | None = None
         #: The run's limit, charged on its processes' progress from its first command or the first after a failure.
-        self._deadline: RunLimit | None = None
+        self._run_limit: RunLimit | None = None
         #: A command was interrupted (Ctrl-C): `close` must not keep the user waiting.
         self._interrupted = False
 
@@ -94,17 +94,17 @@ class Ranks(RankExecutor):
         outcome = self._spared(self._phase).down(timed_out=timed_out, timeout=self.run_timeout)
         for rank in range(len(self._phase.procs)):  # read; a stale one would look hung later
             board_path(self.run_dir, rank).unlink(missing_ok=True)
-        self._phase, self._deadline = None, None  # the next command starts the phase again, with a new deadline
+        self._phase, self._run_limit = None, None  # the next command starts the phase again, with a new run limit
         return outcome
 
     def _call(self, command: tuple[Any, ...]) -> list[Any]:
         """Every rank's answer; the phase is killed when a rank dies, hangs past its timeout or eats memory."""
         try:
             phase = self._phase or self._start()
-            if self._deadline is None:  # a parked phase taken back after a failed one has none either
-                self._deadline = RunLimit(self.run_timeout)
+            if self._run_limit is None:  # a parked phase taken back after a failed one has none either
+                self._run_limit = RunLimit(self.run_timeout)
             phase.send(command)
-            self.wait(phase.collect, time.monotonic(), self._deadline)
+            self.wait(phase.collect, time.monotonic(), self._run_limit)
             if phase.failed:
                 raise WorldDown(self._down(timed_out=False))
             return [phase.answers[rank] for rank in range(len(phase.procs))]
