@@ -108,8 +108,8 @@ def watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardView
           processes: Callable[[], Iterable[int]] = tuple) -> Stall | None:
     """Look (``answered()``, up to `POLL` s each) until the answer came, or say why the command is given up:
     a log's example timeout passed by the `grace` (its alarm could not end it), the command was charged
-    ``command_seconds``, the run's ``limit`` passed (the command's charge is added to it), or the processes the logs name (and descendants)
-    gained over ``memory_limit`` since ``sent`` (``baseline``: what each had then; one first seen later counts
+    ``command_seconds``, the run's ``limit`` passed (the command's charge is added to it), or the processes the
+    logs name (and descendants) gained over ``memory_limit`` since ``sent`` (``baseline``: what each had then; one first seen later counts
     from then). Timeouts are charged on one `progress.Clock` of every process the logs name on this host, the
     ``processes()`` started for the command (a log may not name them yet: a rank still importing torch), and
     their descendants: time they waited for a CPU other processes held is not counted (docs/supervision.md)."""
