@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -198,6 +199,9 @@ class OneProcess:
 
     def run(self, clause: ClauseLike, config: LoaderConfig, plan: Any) -> list[ExampleRun]:
         return [self._call(("run", clause, config, plan, self.load_form), clause)]
+
+    def keep_worlds(self, world_sizes: Collection[int]) -> None:
+        pass  # one process: no world of another size is ever left idle
 
 
 class InProcess(OneProcess):

@@ -20,9 +20,10 @@ from ..repro.endless import NOT_ON_ENDLESS
 from ..repro.guard import raise_lost_ctrl_c
 from ..repro.outcome import Outcome, unjudged_by
 from ..search.example import ExampleRun, LoadFormProbe, LoadProbe
-from ..search.loop import Executor, Watched, judge_runs, replay_one, search
+from ..search.loop import Executor, Watched, replay_one, search
 from ..search.plans import epoch_ends_only
 from ..spellings import Hint
+from .fresh import fresh_worlds, in_fresh_processes, worlds_still_needed
 from .options import CheckOptions
 from .resumed import Resumed
 
@@ -40,14 +41,6 @@ class Progress:
     total: int
     status: Status | None = None
     seconds: float = 0.0
-
-
-def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:
-    """Orders examples simplest first: no workers, few samples, small batches, an early checkpoint."""
-    position = getattr(plan, "position", None)
-    where = (position.epoch, position.batches) if position is not None else (0, 0)
-    return (config.num_workers, config.dataset_size, config.batch_size, config.grad_acc_step, config.shuffle,
-            config.drop_last, *where)
 
 
 class _Run:
@@ -139,7 +132,7 @@ class _Run:
         if isinstance(self.replay, Resumed):
             return self.resumed(c, self.replay)
         restarted = c.restarted()
-        worlds = c.fresh_worlds(self.executor.world_size)
+        worlds = fresh_worlds(c, self.executor.world_size)
         # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
         # now, its imports overlap the search.
         pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
@@ -168,7 +161,7 @@ class _Run:
                 self.endless_seen = watched.endless
             if outcome.status == "passed" and restarted is not None and passed and worlds:
                 if getattr(self.executor, "fresh_processes", True):
-                    outcome = self.in_fresh_processes(restarted, passed, outcome, worlds, pending)
+                    outcome = in_fresh_processes(self.executor, restarted, passed, outcome, worlds, pending)
                 else:
                     # In a launcher's world, a later launch resumes them.
                     why = getattr(self.executor, "why_not_fresh",
@@ -186,58 +179,8 @@ class _Run:
         restarted = c.restarted()
         assert restarted is not None
         examples = saved.examples[c.id]
-        return self.in_fresh_processes(restarted, examples, Outcome("passed", examples=len(examples)), worlds)
-
-    def in_fresh_processes(self, c: Clause, examples: list[tuple[LoaderConfig, Any]], passed: Outcome,
-                           worlds: tuple[int | None, ...] = (None,), pending: PendingSibling | None = None) -> Outcome:
-        """Rerun every example that held in a fresh set of processes (the state must mean the same there).
-
-        ``worlds``: the numbers of ranks to resume on, one fresh set of processes each (None: the
-        check's own; another number is an elastic restart, after which the check goes on with its own).
-        Examples are judged simplest first, so a failure is reported on the smallest example that shows it.
-        """
-        # Hypothesis runs some examples more than once (a derandomized search of a small space
-        # does often); each is resumed again once.
-        unique = {(config, repr(plan)): (config, plan) for config, plan in examples}
-        examples = sorted(unique.values(), key=lambda e: _simplicity(*e))
-        # One process: a sibling child resumes, in a new interpreter if it can, and this one keeps
-        # the runs it took for later clauses.
-        sibling = None
-        if pending is not None:
-            sibling, why_forked = pending.take()
-            if why_forked:
-                passed.notes.append(why_forked)
-        executor = sibling if sibling is not None else self.executor
-        try:
-            for size in worlds:
-                if sibling is None:
-                    executor.restart("resume" if size is None else f"world{size}-", world_size=size)
-                for config, plan in examples:
-                    failed = judge_runs(c, executor.run(c, config, plan), config, plan)
-                    if failed is not None and failed.outcome is not None:
-                        o = failed.outcome
-                        if size is None:
-                            o.detail += "\n(The same example resumed exactly inside the processes that saved it.)"
-                            o.reproduction = ("# Fails only when the resume runs in a fresh set of processes: the "
-                                              "lines below pass in one process.\n" + failed.reproduction)
-                        else:
-                            o.reproduction = failed.reproduction
-                        o.examples, o.config, o.plan = passed.examples, config.as_code(), repr(plan)
-                        return o
-        finally:
-            if sibling is not None:
-                sibling.close()
-            elif worlds != (None,):
-                self.executor.restart("search", world_size=None)  # the check goes on with its own world
-        place = getattr(self.executor, "restart_place", None)  # a launcher's world restarts nothing itself
-        where = (place(worlds) if place is not None else
-                 ("a fresh process" if self.executor.world_size == 1 else "a fresh set of processes")
-                 if worlds == (None,) else
-                 " and ".join(f"{s} rank{'s' if s != 1 else ''}" for s in worlds if s is not None))
-        if sibling is not None and sibling.hash_seed is not None:
-            where += f" (a new interpreter, PYTHONHASHSEED={sibling.hash_seed})"
-        passed.notes.append(f"{len(examples)} examples resumed again in {where}")
-        return passed
+        return in_fresh_processes(self.executor, restarted, examples, Outcome("passed", examples=len(examples)),
+                                  worlds)
 
     def probe(self) -> None:
         """Find the load form, if a clause to judge needs a state loaded."""
@@ -290,7 +233,7 @@ class _Run:
         order = [c for c in order if (self.endless is None and c.judged_on_endless) or not self.waive(c)]
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
         apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
-        for c in order:
+        for at, c in enumerate(order):
             if self.stopped_at is not None:
                 return
             if c in apart or self.waive(c):
@@ -308,6 +251,9 @@ class _Run:
             if c.probes_load and self.load_failed is not None:
                 seconds += self.load_failed.seconds  # its example was the probe's
             self.record(c, outcome, seconds)
+            # A world of another size, idle since a fresh-process half, lives only while a later clause may
+            # still resume on it (each holds 1 to 3 ranks' memory, a torch import each).
+            self.executor.keep_worlds(worlds_still_needed(order[at + 1:], self.executor.world_size))
         if apart and self.stopped_at is None:
             self.judge_apart(apart)
 

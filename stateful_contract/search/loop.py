@@ -8,7 +8,7 @@ import dataclasses
 import functools
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal, Protocol, cast
 
@@ -49,6 +49,10 @@ class Executor(Protocol):
 
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """Go on in ``world_size`` fresh processes (None: as many as before; a no-op where there are none)."""
+
+    def keep_worlds(self, world_sizes: Collection[int]) -> None:
+        """Stop every idle world of another size than ``world_sizes`` (the sizes later clauses resume on): one
+        `restart` left parked (a no-op where there are none)."""
 
     def close(self) -> None: ...
 

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +129,8 @@ class Ranks(RankExecutor):
         """Go on in ``world_size`` processes (None: the check's) fresh to the states they resume, started by the
         next command. Another size's phase stays idle: the check's own go on once ``phase`` is the search's
         again, another size's take a later clause's resumes on that size (they saved none of its states): 5 of
-        13 rank start-ups at 2 ranks (docs/performance.md, "Two ranks against one")."""
+        13 rank start-ups at 2 ranks (docs/performance.md, "Two ranks against one"), until no later clause
+        resumes on that size (`keep_worlds`)."""
         size = self.world_size if world_size is None else world_size
         if self._phase is not None and size != self.live_world_size and self.live_world_size not in self._idle:
             self._idle[self.live_world_size], self._phase = self._phase, None
@@ -139,6 +141,13 @@ class Ranks(RankExecutor):
             self._phase.park(back=True)
         self._next = phase
         self.live_world_size = size
+
+    def keep_worlds(self, world_sizes: Collection[int]) -> None:
+        """Stop each idle phase of another world size than ``world_sizes`` (those later clauses resume on) and of
+        the check's own: parked, its ranks held 230 MB each to the end of the check for nothing (a default check
+        at 2 ranks kept 4 of them, docs/performance.md, "Idle worlds"). Its clean end counts in the note."""
+        for size in [s for s in self._idle if s not in world_sizes and s != self.world_size]:
+            self._stop(self._idle.pop(size))
 
     def _stop(self, phase: Phase | None = None) -> None:
         if phase is None:

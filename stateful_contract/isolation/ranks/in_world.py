@@ -13,7 +13,7 @@ import re
 import stat
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -224,6 +224,9 @@ class InWorld(RankExecutor):
     def restart(self, phase: str, world_size: int | None = None) -> None:
         """No new processes in a world the launcher owns: see the module docstring."""
         self.live_world_size = self.world_size if world_size is None else world_size
+
+    def keep_worlds(self, world_sizes: Collection[int]) -> None:
+        pass  # the launcher's world is the only one: nothing of this executor's is idle
 
     def close(self) -> None:
         self._kept.close()
