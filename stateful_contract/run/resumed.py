@@ -8,6 +8,7 @@ from typing import Any
 
 from ..clauses import Clause
 from ..config import LoaderConfig
+from .fresh import fresh_worlds
 
 __all__ = ["Resumed"]
 
@@ -27,7 +28,7 @@ class Resumed:
     def worlds(self, c: Clause, size: int) -> tuple[int | None, ...] | str:
         """The worlds ``c`` resumes on in a launch of ``size`` ranks (None: as saved), or why it is not judged."""
         saved, cid = self.saved_on, c.id
-        fresh = c.fresh_worlds(saved) if c.restarted() is not None else ()
+        fresh = fresh_worlds(c, saved)
         if not fresh:  # as the save launch's own clause loop had it (SC10 on several ranks: SC30 resumes)
             return f"{cid} has no half that resumes in fresh processes on {saved} ranks: the save launch judged it"
         if not self.examples.get(cid):

@@ -94,6 +94,24 @@ def test_the_manifest_is_json_and_its_examples_come_back_equal(tmp_path: Path) -
     assert manifest["alignment"] == "window" and manifest["factory_import"] == "t"
 
 
+@pytest.mark.parametrize("world_size, resumed", [(2, ["SC30"]), (1, ["SC10"])])
+def test_the_manifest_holds_only_the_examples_a_resume_launch_judges(tmp_path: Path, world_size: int,
+                                                                      resumed: list[str]) -> None:
+    # SC10 on several ranks has no fresh-process half (SC30 resumes there): a resume launch refuses its examples,
+    # so the save neither writes them nor says they were saved. On one rank SC10 resumes, and SC30 is not run.
+    config, plan = LoaderConfig(dataset_size=12, batch_size=1), Checkpoint(Position(epoch=0, batches=1))
+    ran = [(cid, config, plan) for cid in ("SC10", "SC30") if world_size > 1 or cid == "SC10"]
+    executor = SimpleNamespace(ran=ran, world_size=world_size, target="t:f",
+                               spec=SimpleNamespace(factory_import="t", alignment="window"))
+    results = [ClauseResult("passed", examples=1, id=cid, name=cid.lower(), tier="core") for cid, _, _ in ran]
+    phases.write_manifest(tmp_path, cast(Any, executor), Report(target="t:f", results=results))
+    assert sorted(phases.read_manifest(tmp_path)["examples"]) == resumed
+    for result in results:
+        said = [note for note in result.notes if "saved in" in note]
+        assert said == ([f"1 example saved in {tmp_path} for the resume launch (--phase resume --dir)"]
+                        if result.id in resumed else []), (result.id, result.notes)
+
+
 class _Planted:
     """What another job could leave in a shared directory: unpickling it runs a command."""
 

@@ -16,6 +16,7 @@ from ...clauses import clause
 from ...isolation.ranks.in_world import InWorld
 from ...report.results import DEFERRED_TO_A_LATER_LAUNCH, Report
 from ...run.check import check
+from ...run.fresh import fresh_worlds
 from ...run.options import CheckOptions
 from ...run.resumed import Resumed
 from ..replay import ReplayError, known_classes, parse_value
@@ -42,10 +43,11 @@ def say(text: str) -> None:
 
 
 def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
-    """Record the examples of each clause with a fresh-process half that passed its search, and say so."""
+    """Record the examples of each clause that passed its search and whose fresh-process half a resume launch
+    judges (`fresh_worlds`, the question `Resumed.worlds` asks: SC10 on several ranks has none), and say so."""
     examples: dict[str, dict[tuple[Any, str], tuple[Any, Any]]] = {}
     for cid, config, plan in executor.ran:  # Hypothesis runs some examples more than once: each saved once
-        if clause(cid).restarted() is not None and report[cid].status == "passed":
+        if fresh_worlds(clause(cid), executor.world_size) and report[cid].status == "passed":
             examples.setdefault(cid, {}).setdefault((config, repr(plan)), (config, plan))
     manifest = {"world_size": executor.world_size, "target": executor.target,
                 "factory_import": executor.spec.factory_import, "alignment": executor.spec.alignment,
