@@ -24,13 +24,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import psutil
 import pytest
+from charged import charged
 
 from stateful_contract.repro import progress
 
@@ -120,7 +121,9 @@ class Starver:
 def run_starved(target: str, *args: str, tmp_path: Path, starved: bool = True, limit: float = 600,
                 timeout: float = LIMIT) -> tuple[int, dict[str, Any], str, Starver]:
     """``stateful-contract check target args`` with the loader's processes starved (``starved``); its exit
-    status, its JSON report's clauses by ID, its output, and what the `Starver` saw."""
+    status, its JSON report's clauses by ID, its output, and what the `Starver` saw. Interrupted (Ctrl-C) once
+    its processes were charged ``limit`` seconds (`charged.charged`: what they ran or slept, never their waits
+    for a CPU)."""
     mark, report = tmp_path / "pids", tmp_path / "report.json"
     env = {**os.environ, "STARVED_MARK": str(mark), "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
     command = [sys.executable, "-m", "stateful_contract", "check", target, "--timeout", f"{timeout:g}",
@@ -130,17 +133,40 @@ def run_starved(target: str, *args: str, tmp_path: Path, starved: bool = True, l
     reader = threading.Thread(target=lambda: output.append(cli.stdout.read() if cli.stdout else ""), daemon=True)
     reader.start()
     starver = Starver(cli, mark, starved)
-    ends = time.monotonic() + limit
     with burners() if starved else contextlib.nullcontext():
-        while cli.poll() is None and time.monotonic() < ends:
-            starver.look()
+        wait_charged(cli, limit, starver.look)
+    reader.join(10)
+    clauses = {c["id"]: c for c in json.loads(report.read_text())["clauses"]} if report.exists() else {}
+    return cli.returncode, clauses, "".join(output), starver
+
+
+def wait_charged(cli: subprocess.Popen[Any], limit: float, look: Callable[[], None]) -> None:
+    """Wait for ``cli`` to end, calling ``look`` every 0.05 s; once its processes were charged ``limit`` seconds
+    (as `charged.run` charges a command: what they ran or slept, never their waits for a CPU), interrupt it
+    (Ctrl-C) and wait for it. At a load of 37 a 600 s limit in wall time ended a 2-rank check whose ranks were
+    still starting (0.01 s charged in 606 s): for the checker's load, not the loader's."""
+    with charged(lambda: [cli.pid], alive=lambda: cli.poll() is None) as charge:
+        while cli.poll() is None and charge.seconds < limit:
+            look()
             time.sleep(0.05)
     if cli.poll() is None:
         cli.send_signal(signal.SIGINT)
         cli.wait(30)
-    reader.join(10)
-    clauses = {c["id"]: c for c in json.loads(report.read_text())["clauses"]} if report.exists() else {}
-    return cli.returncode, clauses, "".join(output), starver
+
+
+@pytest.mark.acceptance  # 3 to 10 s beside a CPU burner, which slows the suite's other worker too
+def test_a_starved_command_is_not_interrupted_at_its_limit_in_wall_time() -> None:
+    """`run_starved`'s limit is charged on the command's processes: one starved of a CPU (nice 19 beside a burner
+    on its core) that needs 0.03 s of CPU ends by itself seconds after a 1 s limit, charged far less."""
+    work = "import time\nend = time.thread_time() + 0.03\nwhile time.thread_time() < end: pass"
+    with burners():
+        began = time.monotonic()
+        command = subprocess.Popen([sys.executable, "-c", work],
+                                   preexec_fn=lambda: (os.sched_setaffinity(0, {CORE}), os.nice(19)))
+        wait_charged(command, 1.0, lambda: None)
+        wall = time.monotonic() - began
+    assert wall > 1.5, f"the command was not starved ({wall:.2f} s): the test shows nothing"
+    assert command.returncode == 0, f"interrupted after {wall:.2f} s of wall time"
 
 
 def test_the_clock_charges_sleep_and_cpu_but_not_the_run_queue() -> None:
