@@ -13,6 +13,7 @@ still the epoch's end), and failed it for a run the Trainer does not make (tests
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -146,7 +147,8 @@ def test_the_hooks_keyword_arguments_reach_every_call() -> None:
 
 
 @pytest.mark.parametrize("hook_at_resume", ["after_load", "before_load"])
-def test_olmo_cores_real_loader_resumed_after_stop_iteration_as_its_trainer_resumes(hook_at_resume: str) -> None:
+def test_olmo_cores_real_loader_resumed_after_stop_iteration_as_its_trainer_resumes(hook_at_resume: str,
+                                                                                   tmp_path: Path) -> None:
     """The compatibility row's loader (the `matrix` session installs OLMo-core): a state saved after epoch 1's
     ``StopIteration`` holds the loader's epoch 1 and the trainer's epoch 2. Reshuffled after the load, as the
     Trainer does, the resume yields epoch 2's order; before it, the load puts epoch 1 back and the order is
@@ -155,13 +157,13 @@ def test_olmo_cores_real_loader_resumed_after_stop_iteration_as_its_trainer_resu
     from tests.compat.olmo import olmo_fsl, olmo_fsl_loader
 
     config = LoaderConfig(dataset_size=12, batch_size=2, seed=5, shuffle=True)
-    trained = olmo_fsl(config)
+    trained = olmo_fsl(config, work_dir=tmp_path)  # the test's, as a Trainer's work_dir is its run's
     first = [b["index"].tolist() for b in trained]
     state = trained.state_dict()
     second = [b["index"].tolist() for b in trained]
     assert state["epoch"] == 1 and state["loader"]["epoch"] == 1 and first != second
-    resumed = TrainerView(olmo_fsl_loader(config), hook="reshuffle", first_epoch=1, at_pass_end="reset",
-                          hook_at_resume=hook_at_resume)
+    resumed = TrainerView(olmo_fsl_loader(config, work_dir=tmp_path), hook="reshuffle", first_epoch=1,
+                          at_pass_end="reset", hook_at_resume=hook_at_resume)
     resumed.load_state_dict(state)
     got = [b["index"].tolist() for b in resumed]
     assert got == (second if hook_at_resume == "after_load" else first)

@@ -22,7 +22,7 @@ to ``work_dir`` (``build_and_save_global_indices``) and the loader reads it back
 path. The file's name holds every input of the order (seed and epoch when shuffling, the dataset's size),
 and it is written to a temporary name and renamed (``olmo_core/data/utils.py``, ``memmap_to_write``), so
 the checks that share this process's ``work_dir`` read only orders equal to their own, as runs sharing a
-work_dir do. No ``work_dir`` outlives its check (`_work_dir`).
+work_dir do. No ``work_dir`` outlives its check, and importing this module makes none (`_work_dir`).
 
 ``olmo_core`` is imported only when a factory runs.
 """
@@ -54,8 +54,11 @@ def _remove(path: Path, owner: int) -> None:
 
 @functools.cache
 def _own_dir() -> Path:
-    """The directory of the work directories of a process the check did not start (the checker itself, a
-    rank of the user's launcher), which that process deletes at its exit."""
+    """The directory of the work directories of a process the check did not start (the checker itself with
+    ``isolation='in-process'``, a rank of the user's launcher, a test), made at its first loader and deleted at
+    its exit; the processes it forks after that share it and leave it to it. Nothing is made at import: a
+    directory made then (and deleted only by an exit handler) was left in the temporary directory by every
+    process that imported the module and was killed, a pytest worker among them."""
     made = Path(tempfile.mkdtemp(prefix="stateful-contract-olmo-"))
     atexit.register(_remove, made, os.getpid())
     return made
@@ -63,21 +66,18 @@ def _own_dir() -> Path:
 
 @functools.cache
 def _work_dir() -> Path:
-    """This process's work directory (the loader's ``work_dir``: the token files, each epoch's order). In a
-    process the check started, it is in that process's run directory (`MARKER_ENV`), which the check deletes
-    whichever way the process ended (a child leaves by ``os._exit``, without exit handlers, or is killed)."""
+    """This process's work directory (the loader's ``work_dir``: the token files, each epoch's order), when the
+    caller gives none. In a process the check started, it is in that process's run directory (`MARKER_ENV`),
+    which the check deletes whichever way the process ended (a child leaves by ``os._exit``, without exit
+    handlers, or is killed); elsewhere in `_own_dir`."""
     run_dir = os.environ.get(MARKER_ENV)
     return Path(tempfile.mkdtemp(prefix="olmo-work-", dir=run_dir if run_dir and os.path.isdir(run_dir)
                                  else _own_dir()))
 
 
-if MARKER_ENV not in os.environ:
-    _own_dir()  # now, in the checker that imports the factory: the jobs it forks share it, and leave it to it
-
-
 @functools.cache
-def _token_file(size: int, seq_len: int, salt: int) -> str:
-    """The config's samples as one uint16 token file. Its name is what OLMo-core's dataset
+def _token_file(size: int, seq_len: int, salt: int, work_dir: Path) -> str:
+    """The config's samples as one uint16 token file in ``work_dir``. Its name is what OLMo-core's dataset
     fingerprint reads (the base name and the size), so a state saved by another process of the
     same config loads here."""
     import numpy as np
@@ -85,7 +85,7 @@ def _token_file(size: int, seq_len: int, salt: int) -> str:
     from stateful_contract.config import TokenDataset
 
     samples = TokenDataset(size, seq_len, salt=salt)
-    path = _work_dir() / f"tokens-{size}-{seq_len}-{salt}.npy"
+    path = work_dir / f"tokens-{size}-{seq_len}-{salt}.npy"
     tokens = np.memmap(path, dtype=np.uint16, mode="w+", shape=(size * seq_len,))
     for i in range(size):
         tokens[i * seq_len:(i + 1) * seq_len] = samples[i]["input_ids"].numpy()
@@ -94,26 +94,29 @@ def _token_file(size: int, seq_len: int, salt: int) -> str:
     return os.fspath(path)
 
 
-def olmo_fsl_loader(config: LoaderConfig, *, global_batch_instances: int | None = None) -> Any:
+def olmo_fsl_loader(config: LoaderConfig, *, global_batch_instances: int | None = None,
+                    work_dir: str | os.PathLike[str] | None = None) -> Any:
     """``NumpyDataLoaderBase.wrap_numpy_dataset(NumpyFSLDataset(tokens), global_batch_size=...,
     seed=config.seed, shuffle=config.shuffle, dp_world_size=config.world_size, dp_rank=config.rank)``.
 
-    ``global_batch_instances`` (default ``batch_size * world_size``) sets the global batch."""
+    ``global_batch_instances`` (default ``batch_size * world_size``) sets the global batch; ``work_dir`` (its
+    caller's to delete: a test's ``tmp_path``) the loader's, default this process's (`_work_dir`)."""
     from olmo_core.data import DataCollator, NumpyDataLoaderBase, NumpyFSLDataset
 
-    path = _token_file(config.dataset_size, config.seq_len, config.seed % 97)
+    work = Path(work_dir) if work_dir is not None else _work_dir()
+    path = _token_file(config.dataset_size, config.seq_len, config.seed % 97, work)
     dataset = NumpyFSLDataset(path, sequence_length=config.seq_len, pad_token_id=0, eos_token_id=0,
                               vocab_size=VOCAB_SIZE)
-    dataset.work_dir = _work_dir()
+    dataset.work_dir = work
     dataset.prepare()
     instances = global_batch_instances or config.batch_size * config.world_size
     return NumpyDataLoaderBase.wrap_numpy_dataset(
         dataset, global_batch_size=instances * config.seq_len, collator=DataCollator(pad_token_id=0),
-        work_dir=_work_dir(), seed=config.seed, shuffle=config.shuffle, num_workers=config.num_workers,
+        work_dir=work, seed=config.seed, shuffle=config.shuffle, num_workers=config.num_workers,
         dp_world_size=config.world_size, dp_rank=config.rank, fs_local_rank=0)
 
 
-def olmo_fsl(config: LoaderConfig) -> TrainerView:
+def olmo_fsl(config: LoaderConfig, *, work_dir: str | os.PathLike[str] | None = None) -> TrainerView:
     """`olmo_fsl_loader` as OLMo-core's Trainer iterates, saves and restores it (the module's docstring)."""
-    return TrainerView(olmo_fsl_loader(config), hook="reshuffle", first_epoch=1, at_pass_end="reset",
+    return TrainerView(olmo_fsl_loader(config, work_dir=work_dir), hook="reshuffle", first_epoch=1, at_pass_end="reset",
                        hook_at_resume="after_load")

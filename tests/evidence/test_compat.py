@@ -140,35 +140,43 @@ def test_a_run_of_some_rows_keeps_the_others_as_the_page_has_them() -> None:
     assert {name: k.measured for name, k in again.items()} == {**days, "absent": datetime.date.today().isoformat()}
 
 
-#: The OLMo row's work directories in the processes of a check: a job the checker forks, a process started in a
-#: run directory (both leave by ``os._exit``, as the check's processes do, without exit handlers), the checker.
+#: The OLMo row's work directories in the processes of a check: importing the module (makes none), a process
+#: started in a run directory (leaves by ``os._exit``, as the check's processes do, without exit handlers), the
+#: checker's first loader, and a job the checker forks after it (``os._exit`` too).
 OLMO_PROCESSES = """
 import os, pathlib, tempfile
 from tests.compat import olmo
 from stateful_contract.isolation.processes import MARKER_ENV
 
+made_by_import = sorted(os.listdir(tempfile.gettempdir()))
 run_dir = tempfile.mkdtemp()
-for marker in (None, run_dir):
-    if (pid := os.fork()) == 0:
-        if marker:
-            os.environ[MARKER_ENV] = marker
-        (olmo._work_dir() / "order.npy").write_bytes(b"x")
-        os._exit(0)
-    os.waitpid(pid, 0)
+if (pid := os.fork()) == 0:
+    os.environ[MARKER_ENV] = run_dir
+    (olmo._work_dir() / "order.npy").write_bytes(b"x")
+    os._exit(0)
+os.waitpid(pid, 0)
 (olmo._work_dir() / "order.npy").write_bytes(b"x")
+if (pid := os.fork()) == 0:
+    (olmo._work_dir() / "job.npy").write_bytes(b"x")
+    os._exit(0)
+os.waitpid(pid, 0)
+print(made_by_import)
 print(sorted(str(p.relative_to(run_dir)) for p in pathlib.Path(run_dir).rglob("*")))
 """
 
 
 def test_the_olmo_rows_leave_no_work_dir_behind(tmp_path: Path) -> None:
-    """Each process of a check writes OLMo-core's files in a work_dir that the check deletes: a process it started
-    in its run directory, the checker and the jobs it forks in one the checker deletes at its exit (they were
-    left in the temporary directory, one per process, 13 MB each)."""
+    """Importing the row's module makes no directory (one made then, deleted only by an exit handler, was left
+    by every killed process that imported it); each process of a check writes OLMo-core's files in a work_dir
+    that the check deletes: a process it started in its run directory, the checker and the jobs it forks in
+    one the checker deletes at its exit (they were left in the temporary directory, one per process, 13 MB
+    each)."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(DOCS.parent)}
     proc = run_charged([sys.executable, "-c", OLMO_PROCESSES], env=env, capture_output=True, text=True,
                        timeout=300, cwd=DOCS.parent, check=False)
     assert proc.returncode == 0, proc.stderr
-    in_run_dir = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    made_by_import, in_run_dir = map(ast.literal_eval, proc.stdout.strip().splitlines()[-2:])
+    assert made_by_import == []
     assert len(in_run_dir) == 2 and in_run_dir[0].startswith("olmo-work-") and in_run_dir[1].endswith("/order.npy")
     left = [p.name for p in tmp_path.iterdir()]
     assert len(left) == 1, left  # the run directory, which is the check's to delete (here, the test's)
