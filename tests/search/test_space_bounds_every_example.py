@@ -76,3 +76,21 @@ def test_fixed_and_explicit_examples_are_moved_into_the_space() -> None:
 @pytest.mark.parametrize("workers", [(0, 2), (1,)])
 def test_the_nearest_worker_count_is_taken(workers: tuple[int, ...]) -> None:
     assert ConfigSpace(num_workers=workers).fitted(LoaderConfig(num_workers=1)).num_workers in workers
+
+
+def persistent_workers_always(config: LoaderConfig) -> Any:
+    """As many trainers write it: persistent workers on, whatever the config (torch refuses them without workers)."""
+    return config.stateful_dataloader(persistent_workers=True)
+
+
+def test_a_factory_for_worker_configs_only_is_built_inside_its_space_and_told_how_outside_it() -> None:
+    from stateful_contract.run.check import FactoryError
+
+    with pytest.raises(FactoryError) as refused:
+        check(persistent_workers_always, profile="dev", clauses=["SC03"], isolation="in-process")
+    said = str(refused.value)
+    assert "persistent_workers option needs num_workers > 0 on LoaderConfig(dataset_size=7" in said
+    assert "narrow the space to what the loader supports (space)" in said  # the Python face's word for it
+    report = check(persistent_workers_always, profile="dev", clauses=["SC03"], isolation="in-process",
+                   space=ConfigSpace(num_workers=(1, 2)))
+    assert report["SC03"].status == "passed", report["SC03"].message
