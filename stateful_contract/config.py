@@ -340,8 +340,27 @@ class ConfigSpace:
     endless: bool = False
 
     def fitted(self, config: LoaderConfig) -> LoaderConfig:
-        """``config`` as this space draws it (endless or not): fixed and explicit examples go through here."""
-        return config if config.endless == self.endless else dataclasses.replace(config, endless=self.endless)
+        """``config`` as this space draws it (endless or not), each field moved to the nearest value the space
+        allows: fixed and explicit examples go through here. A space narrowed to what a loader supports
+        (Megatron's samplers need a whole micro-batch on every rank) is never checked outside it."""
+        def clamp(value: int, bounds: tuple[int, int]) -> int:
+            return min(max(value, bounds[0]), bounds[1])
+
+        workers = min(self.num_workers, key=lambda n: (abs(n - config.num_workers), n))
+        fitted = dataclasses.replace(
+            config, endless=self.endless, num_workers=workers,
+            dataset_size=clamp(config.dataset_size, self.dataset_size),
+            batch_size=clamp(config.batch_size, self.batch_size),
+            grad_acc_step=clamp(config.grad_acc_step, self.grad_acc_step))
+        return config if fitted == config else fitted
+
+    def holds(self, config: LoaderConfig) -> bool:
+        """Whether this space draws ``config``: a failure an earlier run saved is replayed only inside the
+        space the check now declares (one narrowed since is not failed on an example it excludes)."""
+        return (config.endless == self.endless and config.num_workers in self.num_workers
+                and self.dataset_size[0] <= config.dataset_size <= self.dataset_size[1]
+                and self.batch_size[0] <= config.batch_size <= self.batch_size[1]
+                and self.grad_acc_step[0] <= config.grad_acc_step <= self.grad_acc_step[1])
 
     @classmethod
     def parse(cls, text: str | Sequence[str]) -> ConfigSpace:

@@ -17,6 +17,7 @@ from ..isolation.interpreter import FRESH_INTERPRETER_ENV
 from ..repro.compare import Wording, first_difference
 from ..repro.endless import describe
 from ..repro.epoch_steps import take_epochs
+from ..repro.exception_text import exception_text
 from ..repro.impact import Impact
 from ..repro.recording import unrecorded
 from ..repro.state_steps import (
@@ -295,9 +296,8 @@ def state_survives_serialization(example: Example, plan: Checkpoint) -> None:
         try:
             copied = round_trip(state, via)
         except Exception as e:
-            text = str(e).strip()
             raise violated("SC17", context=where, expected=f"the state to round-trip through {via}",
-                           got=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}",
+                           got=f"{type(e).__name__}: {exception_text(e)}",
                            impact=Impact("silent", f"state unusable later: {via.split(' + ')[-1]} fails on it")) from None
         same = next((vias for vias, kept in copies if indistinguishable(kept, copied)), None)
         if same is None:

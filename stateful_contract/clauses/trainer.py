@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ..config import LoaderConfig
 from ..repro.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
 from ..repro.steps import Position, advance, checkpoint, state_of, take
-from ..repro.trainer_steps import cut_short, dcp_load, dcp_save, into_cut_short_pass
+from ..repro.trainer_steps import cut_short, dcp_changed, dcp_load, dcp_save, into_cut_short_pass
 from ..repro.vocabulary import batch_count, pass_name
 from ..search.coverage import NOT_A_CHECKPOINT
 from ..search.epoch_plans import EpochLoop, epoch_loop_plan
@@ -43,11 +43,12 @@ def template_then_load_resumes(example: Example, plan: Checkpoint) -> None:
     source = example.fresh()
     advance(source, plan.position)
     path = example.scratch("dcp-checkpoint")
-    dcp_save(source, path)
+    saved = dcp_save(source, path)
     target = example.fresh()
-    dcp_load(target, path, example.load_form)
+    changed = dcp_changed(saved, dcp_load(target, path, example.load_form))
     same_stream(expected, take(target, len(expected), max_epochs=example.passes), clause_id="SC19",
-                context=where + "; saved and loaded through torch.distributed.checkpoint (the loader as a Stateful)")
+                context=where + "; saved and loaded through torch.distributed.checkpoint (the loader as a Stateful)"
+                + (f"; {changed}" if changed else ""))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ..repro.recording import recording
 from ..repro.steps import Factory, LoaderError, LoadForm
 from ..search.example import ClauseLike, ExampleRun, LoadFormProbe, recorded_program, run_example
 from ..search.plans import Alignment, RankLengths
-from ..spellings import Face, current, speaking
+from ..spellings import Face, Hint, current, speaking
 
 __all__ = ["BUILDING", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
 
@@ -70,6 +70,10 @@ class Handler:
     #: The face the check runs from, where the handler was made: its messages' hints are spelled in its words
     #: in whichever process the handler answers (`spellings.Hint`).
     face: tuple[Face, str] = field(default_factory=current)
+    #: The config the first loaders are built and probed from: `PROBE_CONFIG` moved into the space the check
+    #: declares (`ConfigSpace.fitted`), as the structure clauses' fixed config is, so a loader built only
+    #: for part of the space (worker processes, a whole micro-batch) is never refused outside it.
+    probe_config: LoaderConfig = PROBE_CONFIG
 
     def __call__(self, command: tuple[Any, ...]) -> Any:
         # Not a mere forward: it speaks the check's face and reaps what the loader left behind.
@@ -90,7 +94,7 @@ class Handler:
         """Why the factory cannot build a loader at all (a hang: the run that hung), or None. A factory that
         returns the same object twice is refused too: every clause resumes a *new* loader from a state."""
         self.doing("building a loader")
-        config = self.config(PROBE_CONFIG)
+        config = self.config(self.probe_config)
         again: Any = None
         program = recorded_program(self.factory_import, self.factory, config)
         try:
@@ -99,7 +103,13 @@ class Handler:
                 if hasattr(loader, "__iter__"):
                     again = steps.fresh(self.factory, config)
         except LoaderError as e:
-            return f"the factory raised {type(e.error).__name__}: {e.error}"
+            # Which config, and both ways out: a stranger's factory often asks what only some configs allow
+            # (persistent_workers=True raises with num_workers=0).
+            return (f"the factory raised {type(e.error).__name__}: {e.error} on {config.as_code()}, the config "
+                    "the first loader is built from; a factory must build a loader for every config of the space "
+                    "it is checked on: ask only what the config allows (persistent_workers or prefetch_factor only "
+                    f"when config.num_workers > 0), or narrow the space to what the loader supports "
+                    f"({Hint('space', form='name')})")
         except LoaderHung as e:
             return ExampleRun(self.rank, Outcome("failed", expected="factory(config) to return a loader",
                                                  got=f"factory(config) did not return: {e}", world_size=self.world_size,
@@ -118,7 +128,7 @@ class Handler:
         """How ``load_state_dict`` takes a state: positionally, only by keyword, or not at all. Every clause
         loads in the form found here, so a keyword-only ``load_state_dict`` (SC02) hides no other bug."""
         self.doing("probing how load_state_dict takes a state")
-        config = self.config(PROBE_CONFIG)
+        config = self.config(self.probe_config)
         errors: list[str] = []
         for form in get_args(LoadForm):
             program = recorded_program(self.factory_import, self.factory, config)
@@ -210,8 +220,8 @@ class InProcess(OneProcess):
     fresh_processes = False  # every example runs in this process
 
     def __init__(self, factory: Factory, factory_import: str, alignment: Alignment = None,
-                 timeout: float | None = None) -> None:
-        self._handler = Handler(factory, factory_import, alignment, timeout)
+                 timeout: float | None = None, *, probe_config: LoaderConfig = PROBE_CONFIG) -> None:
+        self._handler = Handler(factory, factory_import, alignment, timeout, probe_config=probe_config)
         self._stack = contextlib.ExitStack()
 
     def start(self) -> None:

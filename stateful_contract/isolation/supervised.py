@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
+from ..config import LoaderConfig
 from ..repro import progress, status
 from ..repro.guard import raise_lost_ctrl_c
 from ..repro.impact import died
@@ -31,7 +32,7 @@ from ..search.example import ClauseLike, ExampleRun
 from ..search.plans import Alignment
 from ..spellings import Hint
 from . import interpreter
-from .executors import BUILDING, FactoryProblem, Handler, OneProcess, StartFailed
+from .executors import BUILDING, PROBE_CONFIG, FactoryProblem, Handler, OneProcess, StartFailed
 from .interpreter import ChildSpec, EngineError, child_main
 from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
 
@@ -182,7 +183,7 @@ class Supervised(OneProcess):
 
     def __init__(self, factory: Factory, factory_import: str, alignment: Alignment = None,
                  timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-                 new_interpreter: bool = False) -> None:
+                 new_interpreter: bool = False, *, probe_config: LoaderConfig = PROBE_CONFIG) -> None:
         if not supported():
             raise RuntimeError("supervised checks need os.fork (Linux, macOS); use isolation='in-process'")
         self.timeout = timeout or None
@@ -190,7 +191,8 @@ class Supervised(OneProcess):
         self.notes: list[str] = []
         self.run_dir = Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         #: What answers the commands in the child; its ``workdir``, the examples' files, a sibling shares.
-        self.handler = Handler(factory, factory_import, alignment, self.timeout, self.run_dir / "scratch")
+        self.handler = Handler(factory, factory_import, alignment, self.timeout, self.run_dir / "scratch",
+                               probe_config=probe_config)
         #: The child is a new interpreter (`interpreter.start`), not a fork: another string hash secret.
         self.new_interpreter = new_interpreter
         #: The ``PYTHONHASHSEED`` of the new interpreter, once started.
@@ -370,7 +372,8 @@ class PendingSibling:
     def _sibling(self, new_interpreter: bool) -> Supervised:
         elder, handler = self._elder, self._elder.handler
         sibling = Supervised(handler.factory, handler.factory_import, handler.alignment, handler.timeout,
-                             elder.memory_limit, new_interpreter=new_interpreter)
+                             elder.memory_limit, new_interpreter=new_interpreter,
+                             probe_config=handler.probe_config)
         sibling.handler.workdir = handler.workdir
         sibling.load_form = elder.load_form
         return sibling

@@ -20,6 +20,7 @@ from ..config import LoaderConfig
 from . import status
 from .compare import Segment, batch_ids
 from .consumption import loader_class
+from .exception_text import exception_text
 from .guard import collect
 from .recording import bound, recorded
 from .vocabulary import Point, batch_count
@@ -82,7 +83,7 @@ class LoaderError(Exception):
     batches_before: int | None = None
 
     def __init__(self, step: str, error: BaseException) -> None:
-        super().__init__(f"{step} raised {type(error).__name__}: {error}")
+        super().__init__(f"{step} raised {type(error).__name__}: {exception_text(error)}")
         self.step = step
         self.error = error
 

@@ -19,7 +19,7 @@ from hypothesis import configuration
 
 from ..clauses import CLAUSES
 from ..config import LoaderConfig
-from ..isolation.executors import FactoryProblem, InProcess
+from ..isolation.executors import PROBE_CONFIG, FactoryProblem, InProcess
 from ..isolation.noise import ignore_set_vital
 from ..isolation.supervised import Supervised, choose_isolation
 from ..isolation.target import (
@@ -121,10 +121,14 @@ def check(
                                  timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=opts.run_dir,
                                  run_timeout=opts.run_timeout, memory_limit=opts.memory_limit)
     else:
+        # The first loaders are built from the probe config moved into the declared space, as SC01-SC03's is.
+        probe_config = opts.space.fitted(PROBE_CONFIG)
         one_rank: Callable[[], Executor] = (
-            functools.partial(Supervised, factory, factory_import, alignment, example_timeout, opts.memory_limit)
+            functools.partial(Supervised, factory, factory_import, alignment, example_timeout, opts.memory_limit,
+                              probe_config=probe_config)
             if choose_isolation(opts.isolation) == "supervised"
-            else functools.partial(InProcess, factory, factory_import, alignment, example_timeout))
+            else functools.partial(InProcess, factory, factory_import, alignment, example_timeout,
+                                   probe_config=probe_config))
         executor, make_executor = one_rank(), one_rank
     if isinstance(executor, InProcess):
         notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "

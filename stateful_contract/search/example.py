@@ -173,18 +173,29 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
 #: What the contract saw of a generator ``__iter__`` at a state taken right after ``iter()``, and the fix.
 GENERATOR_ITER = (
     "Hint: observed on a fresh loader driven to the same point: its state right after that iter() is the "
-    "state it had before it, so the new pass had not started. Its __iter__ is a generator function, and "
-    "nothing in one runs until the first next(): a state taken right after iter() is still the one the "
+    "state it had before it, so the new pass had not started. Its __iter__ is a generator function (or returns "
+    "a generator of its own, as return self._run() does), and nothing in a generator runs until "
+    "the first next(): a state taken right after iter() is still the one the "
     "previous pass left (a pass cut short, or an epoch already ended), not the new pass's. If that is what "
     "this failure comes from, start the inner loader's iterator in __iter__ itself "
     "(it = iter(self.base); return (f(b) for b in it)), as StatefulDataLoader.__iter__ does: "
     + doc("clauses.md", "sc22-cut-short-passes-resume"))
 
 
+def _a_generator_of_its_own(loader: Any, it: Any) -> bool:
+    """Whether ``iter(loader)`` gave a generator of the loader's own ``__iter__`` or of another method of its class
+    (``return self._run()``, as common as a generator ``__iter__``): the shapes whose fix the hint shows."""
+    if not inspect.isgenerator(it):
+        return False
+    method = getattr(type(loader), it.__name__, None)
+    return getattr(method, "__code__", None) is it.gi_code
+
+
 def _iter_leaves_the_state(example: Example, plan: Any, position: Any, timeout: float | None) -> bool:
     """Whether a fresh loader, driven to the ``iter()`` at which the example took its state (after the passes
     cut short of a `CutShort` plan, or the whole epochs before ``position``), has the same state right before
-    and right after that ``iter()``: what a lazy ``__iter__`` does. Unrecorded; False when anything fails."""
+    and right after that ``iter()``, which returned a generator of its own (`_a_generator_of_its_own`): what a
+    lazy ``__iter__`` does. Unrecorded; False when anything fails."""
     from ..repro.compare import first_difference
     from ..repro.trainer_steps import cut_short
 
@@ -197,8 +208,8 @@ def _iter_leaves_the_state(example: Example, plan: Any, position: Any, timeout: 
             else:
                 cut_short(loader, plan.passes, plan.limit)
             before = steps.state_of(loader)
-            steps._iter(loader)
-            return first_difference(before, steps.state_of(loader)) is None
+            return (_a_generator_of_its_own(loader, steps._iter(loader))
+                    and first_difference(before, steps.state_of(loader)) is None)
     except (LoaderHung, Exception):
         return False
 
@@ -213,8 +224,7 @@ def _attach_hints(error: BaseException, plan: Any, example: Example, timeout: fl
     position = getattr(plan, "position", None)  # ... or its position does
     new_iter = own if isinstance(own, bool) else getattr(position, "right_after_a_new_iter", False)
     newest = steps._NEWEST.get()
-    if (new_iter and newest is not None and inspect.isgeneratorfunction(getattr(newest[1], "__iter__", None))
-            and _iter_leaves_the_state(example, plan, position, timeout)):
+    if new_iter and newest is not None and _iter_leaves_the_state(example, plan, position, timeout):
         hints.append(GENERATOR_ITER)
     window = example.config.grad_acc_step
     lengths = example._reference[1] if example._reference is not None else None  # if the example took it

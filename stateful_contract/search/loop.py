@@ -166,7 +166,7 @@ def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, pro
     if clause.budget in ("search", "workers"):
         phases.append((True, worker_examples))
     saved = SavedFailures(profile, database_key, clause.id)
-    kept = list(saved)
+    kept = [(config, plan) for config, plan in saved if space.holds(config)]  # not one the space now excludes
     explicit = [(space.fitted(config), plan_of) for config, plan_of in clause.explicit_examples(space)]
     total = len(kept) + len(explicit) + sum(n for _, n in phases)
     examples = 0
