@@ -23,7 +23,7 @@ from ..search.example import ExampleRun, LoadFormProbe, LoadProbe
 from ..search.loop import Executor, Watched, replay_one, search
 from ..search.plans import epoch_ends_only
 from ..spellings import Hint
-from .fresh import fresh_worlds, in_fresh_processes, worlds_still_needed
+from .fresh import beside_their_worlds, fresh_worlds, in_fresh_processes, worlds_still_needed
 from .options import CheckOptions
 from .resumed import Resumed
 
@@ -231,6 +231,8 @@ class _Run:
         # stream (`Clause.judged_on_endless`) is decided when the clause is reached, once an earlier clause
         # may have found the stream endless.
         order = [c for c in order if (self.endless is None and c.judged_on_endless) or not self.waive(c)]
+        if not self.options.exitfirst:  # there the likeliest failure first matters more than an idle world
+            order = beside_their_worlds(order, self.executor.world_size)
         apart = [c for c in order if c.id not in needed and c.budget != "once"] if self.jobs > 1 else []
         apart = apart if len(apart) > 1 else []  # one clause: a job would only add its start-up
         for at, c in enumerate(order):

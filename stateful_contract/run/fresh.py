@@ -9,12 +9,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..clauses import Clause
+from ..clauses.registry import LOAD
 from ..config import LoaderConfig
 from ..isolation.supervised import PendingSibling
 from ..repro.outcome import Outcome
 from ..search.loop import Executor, judge_runs
 
-__all__ = ["fresh_worlds", "in_fresh_processes", "worlds_still_needed"]
+__all__ = ["beside_their_worlds", "fresh_worlds", "in_fresh_processes", "worlds_still_needed"]
 
 
 def fresh_worlds(c: Clause, world_size: int) -> tuple[int | None, ...]:
@@ -27,6 +28,26 @@ def worlds_still_needed(clauses: Iterable[Clause], world_size: int) -> frozenset
     """The other world sizes that ``clauses`` (those still to be judged) resume on: an idle world of any other
     size can be stopped (`Executor.keep_worlds`)."""
     return frozenset(size for c in clauses for size in fresh_worlds(c, world_size) if size is not None)
+
+
+def beside_their_worlds(order: list[Clause], world_size: int) -> list[Clause]:
+    """``order`` with each clause that resumes only on world sizes an earlier clause's fresh-process half opens
+    moved to just after that clause, when everything it needs is judged by then: the idle world it reuses then
+    lives from one to the other, not through every clause between (SC32 after SC31 at several ranks: SC32
+    runs last by priority, and the world of ``N + 1`` held its ranks' memory through the whole check)."""
+    pending, moved = list(order), []
+    while pending:
+        c = pending.pop(0)
+        moved.append(c)
+        opened = worlds_still_needed([c], world_size)
+        done = {m.id for m in moved}
+        for later in list(pending) if opened else []:
+            sizes = worlds_still_needed([later], world_size)
+            if sizes and sizes <= opened and all(need == LOAD or need in done for need in later.needs):
+                pending.remove(later)
+                moved.append(later)
+                done.add(later.id)
+    return moved
 
 
 def _simplicity(config: LoaderConfig, plan: Any) -> tuple[Any, ...]:

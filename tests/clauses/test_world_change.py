@@ -225,7 +225,8 @@ def test_the_check_goes_on_in_the_ranks_it_parked_while_other_world_sizes_resume
     # SC10 (after SC31) runs in them, not in 2 new ones (issue 32: 2 of a default check's 13 rank start-ups).
     # SC32 resumes its own states on 3 ranks in SC31's world of 3, idle meanwhile: it saved none of them.
     # An idle world lives only while a later clause resumes on its size: the world of 1 ends with SC31, the
-    # world of 3 with SC32 (they held 4 ranks' memory to the end of the check, about 940 MB).
+    # world of 3 with SC32, judged right after SC31 to reuse it (they held 4 ranks' memory to the end of the
+    # check, about 940 MB).
     run_dir = tmp_path / "run"
     alive: dict[str, dict[str, int]] = {}
 
@@ -241,7 +242,8 @@ def test_the_check_goes_on_in_the_ranks_it_parked_while_other_world_sizes_resume
     assert "examples resumed again in 1 rank and 3 ranks" in report["SC31"].notes[-1], report["SC31"].notes
     assert "examples resumed again in 3 ranks" in report["SC32"].notes[-1], report["SC32"].notes
     assert sorted(p.name for p in (run_dir / "logs").iterdir()) == ["search", "world1-", "world3-"]
-    assert alive["SC10"] == {"search": 2, "world3-": 3}, alive  # no later clause resumes on 1 rank
-    assert alive["SC42"] == {"search": 2}, alive  # nor on 3, once SC32 has
+    assert list(alive) == ["SC01", "SC31", "SC32", "SC18", "SC10", "SC42"], alive
+    assert alive["SC32"] == {"search": 2, "world3-": 3}, alive  # no later clause resumes on 1 rank
+    assert alive["SC18"] == alive["SC42"] == {"search": 2}, alive  # nor on 3, once SC32 has
     assert any("phases search + world1- + world3-" in note for note in report.notes), report.notes  # ended cleanly
     assert processes_of(run_dir) == []  # the parked ranks too, once the check is over
