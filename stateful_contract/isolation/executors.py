@@ -109,7 +109,7 @@ class Handler:
                     "the first loader is built from; a factory must build a loader for every config of the space "
                     "it is checked on: ask only what the config allows (persistent_workers or prefetch_factor only "
                     f"when config.num_workers > 0), or narrow the space to what the loader supports "
-                    f"({Hint('space', form='name')})")
+                    f"({Hint('space')})")
         except LoaderSlow as e:  # each call returned: no hang, but no loader to check within the timeout
             return (f"building two loaders from {config.as_code()} took longer than the example timeout "
                     f"({e.seconds:g} s), though each factory call returned: raise it ({Hint('timeout')})")
