@@ -15,7 +15,7 @@ from typing import Any, cast, get_args
 from ..config import LoaderConfig
 from ..repro import status, steps
 from ..repro.consumption import loader_class
-from ..repro.guard import LoaderHung, current_children, deadline, reap_children
+from ..repro.guard import LoaderHung, LoaderSlow, current_children, deadline, reap_children
 from ..repro.impact import loud
 from ..repro.outcome import Outcome, outcome_of
 from ..repro.recording import recording
@@ -109,7 +109,10 @@ class Handler:
                     "the first loader is built from; a factory must build a loader for every config of the space "
                     "it is checked on: ask only what the config allows (persistent_workers or prefetch_factor only "
                     f"when config.num_workers > 0), or narrow the space to what the loader supports "
-                    f"({Hint('space', form='name')})")
+                    f"({Hint('space')})")
+        except LoaderSlow as e:  # each call returned: no hang, but no loader to check within the timeout
+            return (f"building two loaders from {config.as_code()} took longer than the example timeout "
+                    f"({e.seconds:g} s), though each factory call returned: raise it ({Hint('timeout')})")
         except LoaderHung as e:
             return ExampleRun(self.rank, Outcome("failed", expected="factory(config) to return a loader",
                                                  got=f"factory(config) did not return: {e}", world_size=self.world_size,
@@ -145,6 +148,8 @@ class Handler:
                 return LoadFormProbe(form)
             except LoaderError as e:
                 errors.append(str(e))
+            except LoaderSlow:  # each call returned: as a hang above, the clauses meet the slowness
+                return LoadFormProbe("positional", "slow")
             except LoaderHung as e:
                 outcome = outcome_of(e, heading="", rank=self.rank, world_size=self.world_size)
                 return LoadFormProbe("unusable", f"load_state_dict did not return: {e}", ExampleRun(

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import progress, status
 
-__all__ = ["LoaderHung", "can_interrupt", "collect", "ctrl_c_kept", "deadline", "frozen", "quick_worker_shutdown",
+__all__ = ["LoaderHung", "LoaderSlow", "answered", "can_interrupt", "collect", "ctrl_c_kept", "deadline", "frozen", "quick_worker_shutdown",
            "raise_lost_ctrl_c", "reap_children", "sigint_ignored"]
 
 #: A `KeyboardInterrupt` swallowed inside `ctrl_c_kept`, not yet raised again by `raise_lost_ctrl_c`.
@@ -35,7 +35,7 @@ MIN_RECHECK = 0.05
 
 
 class LoaderHung(BaseException):
-    """An example ran past its timeout."""
+    """An example ran past its timeout, the loader silent (`answered`) for at least half of it."""
 
     def __init__(self, seconds: float, waited: float | None = None) -> None:
         starved = "" if waited is None or waited < seconds * 1.25 else (
@@ -43,6 +43,25 @@ class LoaderHung(BaseException):
             "waited for a CPU is not counted)")
         super().__init__(f"the example did not finish within {seconds:g} s{starved}")
         self.seconds = seconds
+
+
+class LoaderSlow(LoaderHung):
+    """An example ran past its timeout while the loader kept answering: too slow to judge within it, which
+    is no hang (a loader reading 0.2 s a batch from remote storage trains; a timeout is no verdict on it)."""
+
+    def __init__(self, seconds: float, waited: float, quiet: float) -> None:
+        super().__init__(seconds, waited)
+        self.quiet = quiet
+
+
+#: When the loader last showed life (``time.monotonic()``): a call into it began or returned (`answered`).
+_last_answer = 0.0
+
+
+def answered() -> None:
+    """A call into the loader begins or returns now (`steps._user`): the loader is not hung (`deadline`)."""
+    global _last_answer
+    _last_answer = time.monotonic()
 
 
 def can_interrupt() -> bool:
@@ -93,6 +112,12 @@ def deadline(seconds: float | None) -> Iterator[None]:
             ends = now + max(remaining, MIN_RECHECK)
             arm()
             return
+        # Hung, or only slow? A hung loader is silent from the call it hangs in on; a slow one answers call
+        # after call. Silent for less than half the example's wall time (the same share of its charge when
+        # the load starved it evenly) is slow: the example is not judged, not failed as a hang.
+        quiet = now - max(_last_answer, started)
+        if quiet < (now - started) / 2:
+            raise LoaderSlow(seconds, waited=now - started, quiet=quiet)
         raise LoaderHung(seconds, waited=now - started)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)

@@ -137,7 +137,7 @@ def _call_in_progress(error: BaseException) -> str:
 def outcome_of(error: BaseException, *, heading: str, rank: int | None = None,
                world_size: int = 1) -> Outcome:
     """The outcome a clause comes to when its example ended with ``error`` (on ``rank``, if several)."""
-    from .guard import LoaderHung
+    from .guard import LoaderHung, LoaderSlow
     from .steps import EndlessPass, LoaderError, NotJudgeable, PassEnded
 
     rank = rank if world_size > 1 else None
@@ -147,6 +147,11 @@ def outcome_of(error: BaseException, *, heading: str, rank: int | None = None,
                                                                                  world_size=world_size)
     if isinstance(error, NotJudgeable):
         return Outcome("not-judged", got=str(error), detail=str(error), rank=rank)
+    if isinstance(error, LoaderSlow):  # no hang: no verdict at this timeout (docs/supervision.md)
+        why = (f"{error}, though the loader kept answering (a call into it began or returned {error.quiet:.1f} s "
+               f"before the limit): it is too slow for this timeout to judge, which is no hang; raise the limit "
+               f"({Hint('timeout')}) to judge this clause")
+        return Outcome("not-judged", got=why, detail=why, rank=rank)
     if isinstance(error, LoaderHung):
         during = _call_in_progress(error)
         expected, got = "each example to finish", (

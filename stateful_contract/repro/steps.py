@@ -21,7 +21,7 @@ from . import status
 from .compare import Segment, batch_ids
 from .consumption import loader_class
 from .exception_text import exception_text
-from .guard import collect
+from .guard import answered, collect
 from .recording import bound, recorded
 from .vocabulary import Point, batch_count
 
@@ -102,12 +102,15 @@ _NEWEST: contextvars.ContextVar[tuple[LoaderConfig, type] | None] = contextvars.
 
 def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     with status.calling(step):  # a supervisor names this call if the process dies in it
+        answered()  # the example timeout tells a hung loader from a slow one by these (`guard.deadline`)
         try:
             return fn(*args, **kwargs)
         except BaseException as e:
             if not is_the_loaders(e):
                 raise  # the user stopping the run, the example's own timeout, a test runner's timeout
             raise LoaderError(step, e) from e
+        finally:
+            answered()
 
 
 def is_the_loaders(error: BaseException) -> bool:

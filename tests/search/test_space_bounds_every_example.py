@@ -90,7 +90,8 @@ def test_a_factory_for_worker_configs_only_is_built_inside_its_space_and_told_ho
         check(persistent_workers_always, profile="dev", clauses=["SC03"], isolation="in-process")
     said = str(refused.value)
     assert "persistent_workers option needs num_workers > 0 on LoaderConfig(dataset_size=7" in said
-    assert "narrow the space to what the loader supports (space)" in said  # the Python face's word for it
+    # How, in the face's own words: the call's keyword here, the flag on the command line.
+    assert "narrow the space to what the loader supports (check(..., space=...))" in said
     report = check(persistent_workers_always, profile="dev", clauses=["SC03"], isolation="in-process",
                    space=ConfigSpace(num_workers=(1, 2)))
     assert report["SC03"].status == "passed", report["SC03"].message
