@@ -44,11 +44,15 @@ def test_a_loop_that_keeps_answering_is_slow_and_one_that_stops_is_hung() -> Non
     assert not isinstance(hung.value, LoaderSlow)
 
 
+def sc10(loader: Any, isolation: str) -> Any:
+    """SC10's result for ``loader`` on examples long enough to outlast a 1 s timeout."""
+    return check(loader, clauses=["SC10"], timeout=1, space=LONG, profile="dev",
+                 isolation=isolation)["SC10"]  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("isolation", ["in-process", "supervised"])
 def test_a_correct_loader_slower_than_the_timeout_is_not_judged_never_failed(isolation: str) -> None:
-    report = check(SlowButCorrect, clauses=["SC10"], timeout=1, space=LONG, profile="dev",
-                   isolation=isolation)  # type: ignore[arg-type]
-    result = report["SC10"]
+    result = sc10(SlowButCorrect, isolation)
     assert result.status == "not-judged", result.message
     assert "kept answering" in result.detail and "timeout" in result.detail, result.detail
     assert result.killed_by == ""
@@ -56,9 +60,7 @@ def test_a_correct_loader_slower_than_the_timeout_is_not_judged_never_failed(iso
 
 @pytest.mark.parametrize("isolation", ["in-process", "supervised"])
 def test_a_loader_that_stops_answering_still_fails_as_hung(isolation: str) -> None:
-    report = check(HangsOnResume, clauses=["SC10"], timeout=1, space=LONG, profile="dev",
-                   isolation=isolation)  # type: ignore[arg-type]
-    result = report["SC10"]
+    result = sc10(HangsOnResume, isolation)
     assert result.status == "failed", result.message
     assert result.killed_by == "timeout"
     assert "hangs: the job stops" in str(result.impact), result.impact
