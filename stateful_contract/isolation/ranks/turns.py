@@ -30,20 +30,21 @@ _MODULES = (dist, c10d)
 def posing_as(rank: int, world_size: int) -> Iterator[None]:
     """Within: ``dist.get_rank()``/``dist.get_world_size()`` of the default group, and ``RANK``/``WORLD_SIZE``,
     answer ``rank`` of ``world_size``; restored after."""
-    real_rank, real_size = c10d.get_rank, c10d.get_world_size
+    answers = {"get_rank": rank, "get_world_size": world_size}
+    real = {name: getattr(c10d, name) for name in answers}
 
-    def posed(value: int, real: Callable[..., int]) -> Callable[..., int]:
+    def posed(value: int, function: Callable[..., int]) -> Callable[..., int]:
         def answer(group: Any = None) -> int:
-            return value if group is None or group is c10d.GroupMember.WORLD else real(group)
+            return value if group is None or group is c10d.GroupMember.WORLD else function(group)
 
         return answer
 
     saved_env = {name: os.environ.get(name) for name in ("RANK", "WORLD_SIZE")}
-    saved = [(module, name, getattr(module, name)) for module in _MODULES for name in ("get_rank", "get_world_size")]
+    saved = [(module, name, getattr(module, name)) for module in _MODULES for name in answers]
     try:
         for module in _MODULES:
-            module.get_rank = posed(rank, real_rank)  # type: ignore[assignment]
-            module.get_world_size = posed(world_size, real_size)  # type: ignore[assignment]
+            for name, posed_value in answers.items():
+                setattr(module, name, posed(posed_value, real[name]))
         os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world_size)
         yield
     finally:
