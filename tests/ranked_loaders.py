@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from loader_base import EpochOffsetLoader
 
 from stateful_contract import LoaderConfig
@@ -304,6 +306,14 @@ def keyed_by_shard_count(config: LoaderConfig) -> KeyedByShardCount:
 
 
 def refuses_another_world(config: LoaderConfig) -> RefusesAnotherWorld:
+    return RefusesAnotherWorld(config)
+
+
+def asks_torch_distributed(config: LoaderConfig) -> RefusesAnotherWorld:
+    """`RefusesAnotherWorld` whose rank and world size come from ``torch.distributed``, not from the config, as
+    torchtitan's and Megatron's builders take them (and ``DistributedSampler`` given no ``rank``)."""
+    if dist.is_initialized():
+        config = replace(config, rank=dist.get_rank(), world_size=dist.get_world_size())
     return RefusesAnotherWorld(config)
 
 

@@ -256,6 +256,19 @@ def one_torchrun(target: str, args: list[str], tmp: Path, *restart: str) -> tupl
 
 
 @pytest.mark.launcher
+def test_sc31s_turns_give_a_loader_that_asks_torch_distributed_the_rank_of_its_turn(tmp_path: Path) -> None:
+    """One world of 2: SC31's world of 1 takes its turn on rank 0's process. The loader reads its rank and world
+    size from ``dist.get_rank()``/``get_world_size()`` and refuses a state of another world size, so a real world
+    of 1 sees it refuse (passed); told the launcher's rank 0 of 2, it resumed rank 0's half and SC31 failed with
+    "lost" (`isolation/ranks/turns.py`)."""
+    exit_, report = one_torchrun(f"{HERE / 'ranked_loaders.py'}:asks_torch_distributed", ["--clause", "SC31",
+                                                                                          *EXAMPLE], tmp_path)
+    code, output = exit_
+    assert _status(report, "SC31") == "passed", _message(report, "SC31")
+    assert code == 0, output
+
+
+@pytest.mark.launcher
 def test_a_restart_saves_exits_on_purpose_and_the_agents_restart_resumes_and_passes(tmp_path: Path) -> None:
     exit_, report = one_torchrun(REFERENCE, ["--phase", "restart", "--dir", str(tmp_path / "d"), "--clause", "SC30",
                                              *EXAMPLE], tmp_path, "--max-restarts", "1")

@@ -32,6 +32,7 @@ from .. import executors
 from ..noise import ignore_set_vital
 from ..supervised import POLL
 from .launch import JOINING, SPEC_FILE, STOP, board_path
+from .turns import posing_as
 
 __all__ = ["Handler", "RankSpec", "World", "local_pids", "rank_main"]
 
@@ -184,12 +185,14 @@ class Handler(executors.Handler):
     def as_ranks(self, size: int, command: tuple[Any, ...]) -> list[Any]:
         """``command`` as ranks ``r, r + W, ...`` of a world of ``size`` run it, one after the other: in a
         world the user's launcher started, a world of another size takes turns on its processes (rank ``r`` on
-        process ``r % W``). No collective may run so (SC31's resume reads ``torch.save`` files)."""
+        process ``r % W``), each posed as its rank (`turns.posing_as`). No collective may run so (SC31's resume reads
+        ``torch.save`` files)."""
         mine = []
         try:
             for rank in range(self.place.rank, size, self.place.world_size):
                 self.on(rank, size)
-                mine.append(self(command))
+                with posing_as(rank, size):  # a loader that asks torch.distributed for its rank gets this one
+                    mine.append(self(command))
         finally:
             self.on(self.place.rank, self.place.world_size)
         return mine
