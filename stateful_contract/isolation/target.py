@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FILE_MODULE_PREFIX", "TargetError", "consume_import_line", "describe_factory", "factory_import_line",
-           "import_line", "load_consume", "load_target"]
+__all__ = ["FILE_MODULE_PREFIX", "TargetError", "class_reference", "consume_import_line", "describe_factory",
+           "factory_import_line", "import_line", "load_consume", "load_target"]
 
 
 #: ``path/to/file.py:factory`` targets are modules of this prefix loaded from their file: no import
@@ -81,10 +83,38 @@ def factory_import_line(factory: Callable[..., Any], spec: str | None = None) ->
         return import_line(spec) + ("().make_loader" if hook else "")
     owner = getattr(factory, "__self__", None)
     if owner is not None and hook:
-        cls = type(owner)
-        top = cls.__qualname__.split(".")[0]
-        return f"from {cls.__module__} import {top}; factory = {cls.__qualname__}().make_loader"
+        statement, cls = class_reference(type(owner))
+        return f"{statement}; factory = {cls}().make_loader"
     return import_line(describe_factory(factory))
+
+
+def class_reference(cls: type) -> tuple[str, str]:
+    """Python that names ``cls`` in a reproduction: the statement to run first and the expression for the class.
+    By its module's name when a fresh interpreter in the working directory imports that name; otherwise by its
+    file, through runpy. pytest's default import mode imports ``tests/test_x.py`` (no ``__init__.py``) as
+    ``test_x``, a name only ``tests/`` itself can import, and its importlib mode names it ``tests.test_x`` from
+    the root even when pytest ran in ``tests/``: a reproduction printed by name would stop at its first line."""
+    top, _, rest = cls.__qualname__.partition(".")
+    inner = f".{rest}" if rest else ""
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if file is None or _importable_here(cls.__module__, Path(file).resolve()):
+        return f"from {cls.__module__} import {top}", f"{top}{inner}"
+    path, cwd = Path(file).resolve(), Path.cwd().resolve()
+    shown = path.relative_to(cwd).as_posix() if path.is_relative_to(cwd) else str(path)
+    return "import runpy", f"runpy.run_path({shown!r})[{top!r}]{inner}"
+
+
+def _importable_here(module: str, file: Path) -> bool:
+    """Whether ``import module`` in a new interpreter started in the working directory (``python -``,
+    ``python -c``) finds ``file``: from the directory itself or ``PYTHONPATH``, or an installed
+    distribution's (editable ones included)."""
+    parts = module.split(".")
+    roots = [Path.cwd(), *(Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    for root in roots:
+        stem = root.resolve().joinpath(*parts)
+        if file in (stem.with_suffix(".py"), stem / "__init__.py"):
+            return True
+    return parts[0] in importlib.metadata.packages_distributions()
 
 
 def import_line(target: str, name: str = "factory") -> str:
@@ -113,8 +143,8 @@ def consume_import_line(consume: Callable[..., Any], spec: str | None = None) ->
     if spec is not None:
         line = import_line(spec, "consume") + ("().consume" if isinstance(load_target_attr(spec), type) else "")
     elif owner is not None and getattr(consume, "__name__", "") == "consume":  # a mixin class's hook
-        cls = type(owner)
-        line = f"from {cls.__module__} import {cls.__qualname__.split('.')[0]}; consume = {cls.__qualname__}().consume"
+        statement, cls = class_reference(type(owner))
+        line = f"{statement}; consume = {cls}().consume"
     else:
         line = import_line(describe_factory(consume), "consume")
     return f"{line}\nfrom stateful_contract.repro import drawn_through\nfactory = drawn_through(factory, consume)"

@@ -7,6 +7,7 @@ whole module stays fast; the clauses themselves are the engine's tests' business
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -100,6 +101,22 @@ def test_a_broken_loader_fails_with_the_clause_named_and_a_reproduction(pytester
     result.stdout.fnmatch_lines(["SC10 resume-continues-the-stream: *", "Checkpoint: *", "Expected: *", "Got: *"])
     # The failure is the clause's message, not a traceback into the suite.
     assert "stateful_contract/faces/testing.py" not in result.stdout.str()
+
+
+@pytest.mark.acceptance  # a pytest run, then the printed reproduction in a new interpreter (torch's import)
+def test_the_reproduction_runs_from_the_root_pytest_ran_in(pytester: pytest.Pytester) -> None:
+    # The quickstart's layout: tests/test_loader.py, no __init__.py, pytest run from the root. pytest's default
+    # import mode imports it as `test_loader`, which a python started in the root cannot import by that name.
+    pytester.makepyfile(**{"tests/test_loader": downstream("mindspeed_wrapper")})
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "SC02")
+    result.assert_outcomes(failed=1)
+    lines = result.outlines[result.outlines.index("Reproduce:") + 1:]
+    reproduction = "\n".join(line.removeprefix("    ") for line in lines[:next(
+        i for i, line in enumerate(lines) if line and not line.startswith("    "))])
+    assert "runpy.run_path('tests/test_loader.py')['TestLoader']().make_loader" in reproduction
+    ran = pytester.run(sys.executable, "-c", reproduction)
+    assert ran.ret == 1, ran.stderr.str()
+    ran.stderr.fnmatch_lines(["TypeError: *load_state_dict() takes 1 positional argument but 2 were given"])
 
 
 def test_a_declared_expected_failure_is_an_xfail_with_its_reason(pytester: pytest.Pytester) -> None:

@@ -1,0 +1,69 @@
+"""The line a reproduction names a pytest class's hook with runs where the user ran pytest.
+
+pytest's default import mode imports ``tests/test_x.py`` (a folder without ``__init__.py``) as the
+module ``test_x``: only ``tests/`` itself can import that name, so a reproduction printed as ``from
+test_x import ...`` stopped at its first line in the root the user ran pytest from.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stateful_contract.isolation.target import consume_import_line, factory_import_line
+
+SOURCE = """
+class TestLoader:
+    def make_loader(self, config):
+        return config
+
+    def consume(self, loader):
+        return iter(loader)
+
+    class Nested:
+        def make_loader(self, config):
+            return config
+"""
+
+
+@pytest.fixture
+def test_module(tmp_path: Path) -> Iterator[object]:
+    """``tmp_path/tests/test_probe.py``, imported as pytest's default mode imports it: as ``test_probe``."""
+    (tmp_path / "tests").mkdir()
+    path = tmp_path / "tests" / "test_probe.py"
+    path.write_text(SOURCE)
+    spec = importlib.util.spec_from_file_location("test_probe", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["test_probe"] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules["test_probe"]
+
+
+def test_from_the_root_the_class_is_loaded_by_its_file(test_module: object, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cls = test_module.TestLoader  # type: ignore[attr-defined]
+    line = factory_import_line(cls().make_loader)
+    assert line == "import runpy; factory = runpy.run_path('tests/test_probe.py')['TestLoader']().make_loader"
+    nested = factory_import_line(cls.Nested().make_loader)
+    assert nested == "import runpy; factory = runpy.run_path('tests/test_probe.py')['TestLoader'].Nested().make_loader"
+    assert consume_import_line(cls().consume).startswith(
+        "import runpy; consume = runpy.run_path('tests/test_probe.py')['TestLoader']().consume\n")
+    namespace: dict[str, object] = {}
+    exec(line, namespace)  # the printed line, run where it is printed for
+    assert namespace["factory"]("a config") == "a config"  # type: ignore[operator]
+
+
+def test_where_the_name_imports_the_reproduction_keeps_it(test_module: object, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path / "tests")  # pytest run from tests/: `import test_probe` works there
+    cls = test_module.TestLoader  # type: ignore[attr-defined]
+    assert factory_import_line(cls().make_loader) == "from test_probe import TestLoader; factory = TestLoader().make_loader"
