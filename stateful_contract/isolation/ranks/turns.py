@@ -53,14 +53,16 @@ def posing_as(rank: int, world_size: int) -> Iterator[None]:
 
         return answer
 
+    ranks = f"{world_size} rank" + ("s" if world_size != 1 else "")
+
     def refused(name: str) -> Callable[..., Any]:
         def collective(*args: Any, **kwargs: Any) -> Any:
             raise CollectiveInTurn(
-                f"the loader called torch.distributed.{name} as rank {rank} of a world of {world_size} ranks, which "
+                f"the loader called torch.distributed.{name} as rank {rank} of a world of {ranks}, which "
                 f"takes turns on the processes of the launcher's world of {real['get_world_size']()}: a collective cannot run in a "
                 f"turn (the other ranks of that world are not running), so this change of world size cannot be "
                 f"judged in one launch; judge it in two: --phase save in this launch, then --phase resume in a "
-                f"launch of {world_size} ranks")
+                f"launch of {ranks}")
 
         return collective
 
