@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..report.results import Report
     from ..run.options import CheckKeywords
 
-__all__ = ["MARKER", "REPORTS", "clause_tests", "hypothesis_seed", "report_paths", "run_options", "run_profile", "run_seed",
+__all__ = ["MARKER", "REPORTS", "clause_tests", "hypothesis_seed", "report_names", "report_paths", "run_options", "run_profile", "run_seed",
            "xdist_jobs"]
 
 #: The marker put on every clause test.
@@ -225,6 +225,16 @@ def clause_tests(session: pytest.Session, cls: type | None) -> dict[str, pytest.
     return tests
 
 
+def report_names(nodeids: list[str]) -> list[str]:
+    """The name each class's report takes (``{name}``): its class name, unless another class that ran has the same
+    name (a ``TestLoader`` in two modules), whose reports would overwrite each other: those are named by their
+    node ids (``tests/test_a.py::TestLoader`` is ``tests.test_a.TestLoader``)."""
+    names = [nodeid.rsplit("::", 1)[-1] for nodeid in nodeids]
+    shared = {name for name in names if names.count(name) > 1}
+    return [nodeid.replace(".py::", ".").replace("::", ".").replace("/", ".") if name in shared else name
+            for nodeid, name in zip(nodeids, names, strict=True)]
+
+
 def report_paths(template: str, names: list[str]) -> list[Path]:
     """Where each class's report goes: ``{name}`` expanded, or a suffix when several share PATH."""
     if "{name}" in template:
@@ -242,7 +252,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     reports = session.config.stash.get(REPORTS, {})
     if not template or not reports:
         return
-    names = [nodeid.rsplit("::", 1)[-1] for nodeid in reports]
+    names = report_names(list(reports))
     written = []
     for path, report in zip(report_paths(template, names), reports.values(), strict=True):
         path.parent.mkdir(parents=True, exist_ok=True)

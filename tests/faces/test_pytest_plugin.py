@@ -11,7 +11,7 @@ from hypothesis import settings
 
 from stateful_contract import CONTRACT_VERSION, Report
 from stateful_contract.faces.cli import main
-from stateful_contract.faces.pytest_plugin import report_paths
+from stateful_contract.faces.pytest_plugin import report_names, report_paths
 
 pytest_plugins = ["pytester"]
 
@@ -119,6 +119,22 @@ def test_report_paths() -> None:
     assert report_paths("r.json", ["TestA"]) == [Path("r.json")]
     assert report_paths("r.json", ["TestA", "TestB"]) == [Path("r-TestA.json"), Path("r-TestB.json")]
     assert report_paths("out/{name}.json", ["TestA", "TestB"]) == [Path("out/TestA.json"), Path("out/TestB.json")]
+
+
+def test_report_names_of_classes_that_share_a_name_are_their_node_ids() -> None:
+    # A TestLoader in two modules: named by the class alone, the second report overwrote the first, silently.
+    assert report_names(["tests/test_a.py::TestLoader", "tests/test_b.py::TestLoader", "test_c.py::TestOther"]) == [
+        "tests.test_a.TestLoader", "tests.test_b.TestLoader", "TestOther"]
+
+
+@pytest.mark.acceptance  # two pytest-in-pytest checks (2.5 s at load 5)
+def test_two_classes_of_one_name_write_two_reports(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(**{f"tests/test_{m}": DOWNSTREAM.replace("TestSeed", "TestLoader") for m in "ab"})
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "TestLoader and SC01", "--contract-report", "r/{name}.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["wrote r/tests.test_a.TestLoader.json (pass)", "wrote r/tests.test_b.TestLoader.json (pass)"])
+    assert sorted(p.name for p in (pytester.path / "r").iterdir()) == ["tests.test_a.TestLoader.json",
+                                                                      "tests.test_b.TestLoader.json"]
 
 
 def test_downstream_flow_in_a_fresh_process(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
