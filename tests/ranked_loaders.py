@@ -317,6 +317,19 @@ def asks_torch_distributed(config: LoaderConfig) -> RefusesAnotherWorld:
     return RefusesAnotherWorld(config)
 
 
+class BarrierOnLoad(RefusesAnotherWorld):
+    """Waits for every rank at ``load_state_dict`` (a trainer's barrier before the ranks resume together)."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if dist.is_initialized():
+            dist.barrier()
+        super().load_state_dict(state_dict)
+
+
+def barrier_on_load(config: LoaderConfig) -> BarrierOnLoad:
+    return BarrierOnLoad(config)
+
+
 def global_position(config: LoaderConfig) -> GlobalPosition:
     return GlobalPosition(config)
 

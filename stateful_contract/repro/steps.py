@@ -106,8 +106,10 @@ def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except BaseException as e:
-            if not is_the_loaders(e):
-                raise  # the user stopping the run, the example's own timeout, a test runner's timeout
+            if not is_the_loaders(e) or isinstance(e, NotJudgeable):
+                # the user stopping the run, the example's own timeout, a test runner's timeout; or the checker
+                # refusing a call of the loader's (a collective in an in-world turn: isolation/ranks/turns.py)
+                raise
             raise LoaderError(step, e) from e
         finally:
             answered()

@@ -269,6 +269,17 @@ def test_sc31s_turns_give_a_loader_that_asks_torch_distributed_the_rank_of_its_t
 
 
 @pytest.mark.launcher
+def test_a_collective_in_an_sc31_turn_leaves_sc31_not_judged_instead_of_hanging(tmp_path: Path) -> None:
+    """A ``dist.barrier()`` in ``load_state_dict``: in SC31's turn of a world of 1 on rank 0's process, rank 1's
+    process runs nothing, and the barrier hung the launch in C (no alarm reaches it) past 300 s."""
+    exit_, report = one_torchrun(f"{HERE / 'ranked_loaders.py'}:barrier_on_load", ["--clause", "SC31", *EXAMPLE],
+                                 tmp_path)
+    assert _status(report, "SC31") == "not-judged", report
+    assert "torch.distributed.barrier" in _message(report, "SC31") and "--phase resume" in _message(report, "SC31")
+    assert exit_[0] == 1, exit_[1]  # a run that judged nothing is no pass
+
+
+@pytest.mark.launcher
 def test_a_restart_saves_exits_on_purpose_and_the_agents_restart_resumes_and_passes(tmp_path: Path) -> None:
     exit_, report = one_torchrun(REFERENCE, ["--phase", "restart", "--dir", str(tmp_path / "d"), "--clause", "SC30",
                                              *EXAMPLE], tmp_path, "--max-restarts", "1")

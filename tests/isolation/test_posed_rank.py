@@ -12,7 +12,8 @@ import pytest
 import torch.distributed as dist
 from torch.utils.data import DistributedSampler
 
-from stateful_contract.isolation.ranks.turns import posing_as
+from stateful_contract.isolation.ranks.turns import CollectiveInTurn, posing_as
+from stateful_contract.repro.steps import NotJudgeable
 
 
 def test_the_default_group_and_the_environment_say_the_posed_rank_and_are_restored_after() -> None:
@@ -32,3 +33,17 @@ def test_what_the_loader_raises_in_a_turn_leaves_the_real_functions() -> None:
     with pytest.raises(ValueError, match="refused"), posing_as(1, 2):
         raise ValueError("refused")
     assert (dist.get_rank, dist.get_world_size) == real
+
+
+def test_a_collective_in_a_turn_is_refused_as_not_judgeable_and_works_again_after() -> None:
+    """No other rank of the posed world runs: a collective would wait for ever (in C, past every alarm)."""
+    import torch
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # type: ignore[attr-defined]
+    try:
+        with posing_as(2, 3), pytest.raises(CollectiveInTurn, match="--phase resume") as refused:
+            dist.barrier()
+        assert isinstance(refused.value, NotJudgeable) and "launcher's world of 1" in str(refused.value)
+        dist.all_reduce(torch.ones(1))  # the launcher's group again
+    finally:
+        dist.destroy_process_group()

@@ -6,8 +6,10 @@ process ``r % W``). The loader is built from ``config.rank``/``config.world_size
 ``rank``/``num_replicas``): answered with the launcher's rank and size, such a loader resumed as rank 0 of 2 in a
 world of 1, accepted its own state and lost the other rank's samples, a false SC31 failure of a loader that a real
 world of 1 sees refuse. So, for a turn, the default group's rank and size and the ``RANK``/``WORLD_SIZE`` variables
-say the posed rank, as a real world of that size would. Other groups, and collectives, stay the launcher's (no
-collective may run in a turn).
+say the posed rank, as a real world of that size would. Other groups stay the launcher's. A collective cannot run in
+a turn (the posed world's other ranks are not running): one hung the launch for good (an ``all_reduce`` in
+``load_state_dict``, in C where no alarm reaches), so the default group's collectives raise `CollectiveInTurn`,
+which leaves the clause not judged and says how to judge it (two launches).
 """
 
 from __future__ import annotations
@@ -20,7 +22,18 @@ from typing import Any
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-__all__ = ["posing_as"]
+from ...repro.steps import NotJudgeable
+
+__all__ = ["CollectiveInTurn", "posing_as"]
+
+#: The collectives a loader or sampler calls (``torch.distributed.<name>``) that a turn refuses.
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "all_to_all",
+               "all_to_all_single", "barrier", "monitored_barrier", "broadcast", "broadcast_object_list", "gather",
+               "gather_object", "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list")
+
+
+class CollectiveInTurn(NotJudgeable):
+    """The loader ran a collective while this process posed as a rank of another world."""
 
 #: The modules a loader reaches these functions through (``dist.get_rank()``, ``distributed_c10d.get_rank()``).
 _MODULES = (dist, c10d)
@@ -29,7 +42,8 @@ _MODULES = (dist, c10d)
 @contextlib.contextmanager
 def posing_as(rank: int, world_size: int) -> Iterator[None]:
     """Within: ``dist.get_rank()``/``dist.get_world_size()`` of the default group, and ``RANK``/``WORLD_SIZE``,
-    answer ``rank`` of ``world_size``; restored after."""
+    answer ``rank`` of ``world_size``, and a collective raises `CollectiveInTurn`; restored after. Needs the
+    launcher's process group to say its size."""
     answers = {"get_rank": rank, "get_world_size": world_size}
     real = {name: getattr(c10d, name) for name in answers}
 
@@ -39,12 +53,29 @@ def posing_as(rank: int, world_size: int) -> Iterator[None]:
 
         return answer
 
+    ranks = f"{world_size} rank" + ("s" if world_size != 1 else "")
+
+    def refused(name: str) -> Callable[..., Any]:
+        def collective(*args: Any, **kwargs: Any) -> Any:
+            raise CollectiveInTurn(
+                f"the loader called torch.distributed.{name} as rank {rank} of a world of {ranks}, which "
+                f"takes turns on the processes of the launcher's world of {real['get_world_size']()}: a collective cannot run in a "
+                f"turn (the other ranks of that world are not running), so this change of world size cannot be "
+                f"judged in one launch; judge it in two: --phase save in this launch, then --phase resume in a "
+                f"launch of {ranks}")
+
+        return collective
+
     saved_env = {name: os.environ.get(name) for name in ("RANK", "WORLD_SIZE")}
-    saved = [(module, name, getattr(module, name)) for module in _MODULES for name in answers]
+    saved = [(module, name, getattr(module, name)) for module in _MODULES for name in (*answers, *COLLECTIVES)
+             if hasattr(module, name)]
     try:
         for module in _MODULES:
             for name, posed_value in answers.items():
                 setattr(module, name, posed(posed_value, real[name]))
+            for name in COLLECTIVES:
+                if hasattr(module, name):
+                    setattr(module, name, refused(name))
         os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world_size)
         yield
     finally:
