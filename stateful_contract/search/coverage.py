@@ -149,7 +149,9 @@ def describe_coverage(counts: dict[str, int]) -> str:
     """``12 checkpoints mid-window, 30 at window boundaries, ...; 8 examples with workers; 20 hops``."""
     points = [f"{counts[k]} {CATEGORIES[k][0]}" for k in POINTS if counts.get(k)]
     text = ("checkpoints " + ", ".join(points)) if points else "no checkpoints"
-    text += "".join(f"; {counts[k]} {CATEGORIES[k][0]}" for k in ("with-workers", "hops") if counts.get(k))
+    # In the number each count takes: a search that hopped once reads "1 hop", not "1 hops".
+    counted = {"with-workers": ("example with workers", "examples with workers"), "hops": ("hop", "hops")}
+    text += "".join(f"; {counts[k]} {counted[k][counts[k] != 1]}" for k in counted if counts.get(k))
     if extra := sorted(k for k in set(counts) - set(CATEGORIES) if not k.startswith(POINT_PREFIX)):
         text += "; " + ", ".join(f"{counts[k]} {k}" for k in extra)
     return text

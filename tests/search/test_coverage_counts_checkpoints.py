@@ -6,7 +6,7 @@ from __future__ import annotations
 from stateful_contract import ConfigSpace, LoaderConfig, check
 from stateful_contract.clauses.trainer import Reload
 from stateful_contract.repro.steps import Position
-from stateful_contract.search.coverage import POINT_PREFIX, POINTS, coverage_of
+from stateful_contract.search.coverage import POINT_PREFIX, POINTS, coverage_of, describe_coverage
 
 
 def _checkpoints(counts: dict[str, int]) -> int:
@@ -30,3 +30,11 @@ def test_sc20s_report_counts_one_checkpoint_per_example() -> None:
     # counting the used position too gave about two per example.
     assert result.examples > 10 and result.examples // 2 < _checkpoints(result.coverage) <= result.examples, (
         result.examples, result.coverage)
+
+
+def test_the_summary_counts_in_the_number_each_count_takes() -> None:
+    # A run that hopped once (SC11 under -k, a short dev search) read "1 hops" in the summary.
+    assert describe_coverage({"mid-window": 1, "with-workers": 1, "hops": 1}) == (
+        "checkpoints 1 mid-window; 1 example with workers; 1 hop")
+    assert describe_coverage({"mid-window": 2, "with-workers": 2, "hops": 2}) == (
+        "checkpoints 2 mid-window; 2 examples with workers; 2 hops")
