@@ -170,6 +170,41 @@ def test_a_failure_from_a_pytest_report_replays_from_the_command_line(
     assert "SC10 fails again:" in out
 
 
+#: A user's own pytest configuration: warnings are errors, pytest's importlib import mode, a
+#: Hypothesis profile of its own loaded by its conftest, and a Hypothesis test that counts its examples.
+USERS_CONFIGURATION = {
+    "pytest.ini": "[pytest]\naddopts = --import-mode=importlib\nfilterwarnings =\n    error\n",
+    "tests/conftest.py": "from hypothesis import settings\n\n"
+                         "settings.register_profile('mine', max_examples=3)\nsettings.load_profile('mine')\n",
+    "tests/test_mine.py": "from hypothesis import given, strategies as st\n\nSEEN = []\n\n\n"
+                          "@given(st.integers())\ndef test_mine(x):\n    SEEN.append(x)\n\n\n"
+                          "def test_mine_ran_my_profile():\n    assert len(SEEN) == 3\n",
+}
+
+
+@pytest.mark.acceptance  # two checks in a pytest-in-pytest run (4 s at load 5)
+def test_a_users_own_configuration_and_the_contract_keep_apart(pytester: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # Run from tests/, as a user in that folder does: the ini file above it still applies.
+    for name, text in USERS_CONFIGURATION.items():
+        (pytester.path / name).parent.mkdir(exist_ok=True)
+        (pytester.path / name).write_text(text)
+    (pytester.path / "tests" / "test_loaders.py").write_text(HEADER + SEED_CLASS)
+    monkeypatch.chdir(pytester.path / "tests")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "-k", "SC10 or mine",
+                                "--stateful-contract-profile", "dev", "--stateful-contract-seed", "1",
+                                "--contract-report", "r-{name}.json")
+    # The user's test ran its 3 examples after the checks: the contract left the user's profile loaded.
+    result.assert_outcomes(passed=3, failed=1)
+    # The contract's searches kept their profile: dev's 15 examples and more, not the user's 3.
+    passing = Report.from_json(pytester.path / "tests" / "r-TestReference.json")
+    assert passing["SC10"].status == "passed" and passing["SC10"].examples >= 15, passing["SC10"]
+    assert Report.from_json(pytester.path / "tests" / "r-TestSeed.json")["SC10"].status == "failed"
+    # Under the importlib mode the module is `tests.test_loaders`, which tests/ cannot import: the reproduction
+    # names the file.
+    result.stdout.fnmatch_lines(["    import runpy; factory = runpy.run_path('test_loaders.py')['TestSeed']().make_loader"])
+
+
 # --- pytest-xdist ---------------------------------------------------------------------------
 
 
