@@ -139,7 +139,8 @@ def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[
         if owners:
             names = " and ".join(f"rank {q}" for q in owners)
             result.loaded_from = (f"DCP gave it values saved by {names}: under a key every rank saves, it keeps "
-                                  "one copy of each item")
+                                  "one copy of each item; a trainer that saves one rank's loader state and loads "
+                                  "it on every rank does the same")
             if not result.refused and len(owners) == 1 and whose_state(loaded, saved, owners[0]) == []:
                 return result, owners[0]
             if not result.refused:  # no one rank's whole state: the lines above alone pass

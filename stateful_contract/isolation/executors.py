@@ -27,6 +27,20 @@ from ..spellings import Face, Hint, current, speaking
 __all__ = ["BUILDING", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
 
 
+def asks_a_missing_process_group(error: BaseException) -> bool:
+    """Whether ``error`` came from ``torch.distributed`` with no process group to ask (a frame of its own
+    raised it, and none is initialized in this process)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return False
+    trace, files = error.__traceback__, []
+    while trace is not None:
+        files.append(trace.tb_frame.f_code.co_filename.replace("\\", "/"))
+        trace = trace.tb_next
+    return any("/torch/distributed/" in name for name in files[-3:])
+
+
 class FactoryProblem(Exception):
     """The factory cannot build a loader at all; the message is one line for the user."""
 
@@ -103,6 +117,14 @@ class Handler:
                 if hasattr(loader, "__iter__"):
                     again = steps.fresh(self.factory, config)
         except LoaderError as e:
+            if asks_a_missing_process_group(e.error):
+                # A trainer's builder often takes its rank from torch.distributed, which a one-rank check does
+                # not start: the hint about the config space below would send such a user the wrong way.
+                return (f"the factory raised {type(e.error).__name__}: {e.error} on {config.as_code()}: it asks "
+                        "torch.distributed (dist.get_rank(), a DistributedSampler without rank=), whose process "
+                        "group a check on one rank does not start. Build the loader from config.rank and "
+                        f"config.world_size (0 and 1 here; a check on N ranks gives each rank its own), or check it "
+                        f"on ranks: {Hint('world_size', 2)}")
             # Which config, and both ways out: a stranger's factory often asks what only some configs allow
             # (persistent_workers=True raises with num_workers=0).
             return (f"the factory raised {type(e.error).__name__}: {e.error} on {config.as_code()}, the config "

@@ -89,6 +89,20 @@ def test_a_factory_that_raises_or_returns_no_loader_is_a_factory_error():
         check(zoo.not_a_loader)
 
 
+def asks_torch_distributed(config):
+    """A trainer's builder: its sampler takes the rank from torch.distributed (no ``rank=``)."""
+    from torch.utils.data import DistributedSampler
+
+    return DistributedSampler(config.dataset)
+
+
+def test_a_factory_that_asks_torch_distributed_on_one_rank_is_told_what_to_do_instead():
+    # Once told to narrow the config space (persistent_workers...), which no space can fix.
+    with pytest.raises(FactoryError, match=r"asks torch.distributed .* config\.rank and config\.world_size") as told:
+        check(asks_torch_distributed, clauses=["SC01"])
+    assert "world_size=2" in str(told.value) and "persistent_workers" not in str(told.value)
+
+
 def test_expected_failures_are_strict():
     report = check(zoo.CustomObjectInState, clauses=["SC17", "SC15"], space=IN_PROCESS,
                    expected_failures={"SC17": "state holds a dataclass", "SC15": "stale declaration"})
