@@ -309,6 +309,25 @@ def test_the_rank_spec_reads_back_from_the_launch_file_as_it_was_written() -> No
     assert RankSpec.from_json(json.loads(json.dumps(dataclasses.asdict(spec)))) == spec
 
 
+def test_a_check_on_ranks_called_in_a_world_already_says_it_ran_in_one_of_its_own(tmp_path: Path) -> None:
+    """From a script that made its world, every rank calling `check_world` starts a world of its own (N checks of
+    N ranks): the report says so, and what checks in the script's world."""
+    import torch.distributed as dist
+
+    from stateful_contract.isolation.ranks import rank_executor
+    from stateful_contract.profiles import get_profile
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        ranks = rank_executor(REFERENCE, world_size=2, factory_import="", alignment=None, timeout=None,
+                              profile=get_profile("dev"), clauses=1)
+        ranks.close()  # no rank was started: none to stop
+    finally:
+        dist.destroy_process_group()
+    assert any("rank 0 of a torch.distributed world of 1 already" in note and "run_in_world" in note
+               for note in ranks.notes), ranks.notes
+
+
 def test_the_ranks_run_the_checker_s_own_copy_of_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not a copy in the working directory (``python -m`` would put it first on ``sys.path``):
     ranks of another version answer the checker's commands with errors that name nothing."""
