@@ -5,6 +5,7 @@ Each has shipped as a real resume bug: docs/clauses.md, "Trainer usage", and doc
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,16 +13,19 @@ from hypothesis import strategies as st
 
 from ..config import LoaderConfig
 from ..repro.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
-from ..repro.steps import Position, advance, checkpoint, state_of, take
+from ..repro.impact import loud
+from ..repro.outcome import ClauseViolation, last_frame
+from ..repro.steps import LoaderError, Position, advance, checkpoint, state_of, take
 from ..repro.trainer_steps import cut_short, dcp_changed, dcp_load, dcp_save, into_cut_short_pass
 from ..repro.vocabulary import batch_count, pass_name
 from ..search.coverage import NOT_A_CHECKPOINT
 from ..search.epoch_plans import EpochLoop, epoch_loop_plan
 from ..search.example import Example
 from ..search.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
+from ..spellings import Hint
 from ..trainer_view import TrainerView
 from .judgements import same_epochs, same_stream
-from .registry import RESUMES, clause
+from .registry import RESUMES, clause, violated
 
 __all__ = ["CutShort", "Reload"]  # plans a replay builds; each clause registers itself
 
@@ -74,10 +78,34 @@ def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
     saved = checkpoint(example.fresh(), plan.position)
     loader = example.fresh()
     advance(loader, plan.used)  # rollback, retry, eval then resume: the loader has run
-    example.load(loader, saved)
-    same_stream(expected, take(loader, len(expected), max_epochs=example.passes), clause_id="SC20",
-                context=f"state taken {example.where(plan.position)}, loaded into a loader "
-                        f"that had already been iterated until {example.where(plan.used)}")
+    context = (f"state taken {example.where(plan.position)}, loaded into a loader "
+               f"that had already been iterated until {example.where(plan.used)}")
+    try:
+        example.load(loader, saved)
+    except LoaderError as e:
+        raise _refused_reload(e, context) from None
+    same_stream(expected, take(loader, len(expected), max_epochs=example.passes), clause_id="SC20", context=context)
+
+
+def _refused_reload(error: LoaderError, context: str) -> ClauseViolation:
+    """A loader that refuses a load once it has iterated (a rule some trainers live by: Lightning restores a
+    loader's state before its first iter()) crashes only the trainers that reload into the loader they have:
+    the message says which, and how a trainer that never does declares it, instead of a bare exception."""
+    failure = violated(
+        "SC20", context=context,
+        expected="load_state_dict(state) on a loader that already iterated to resume from the state, as "
+                 "StatefulDataLoader does (a rollback after a loss spike, a retry, an evaluation pass, then resume)",
+        got=(f"{error}{last_frame(error.error)}: a trainer that reloads into the loader it has stops here. If "
+             "yours builds a fresh loader before every load (Lightning restores the state before the first "
+             f"iter()), it never makes this call: declare it, {Hint('expected_failures', {'SC20': _FRESH_ONLY})}"),
+        impact=loud(error.step, f"raises {type(error.error).__name__}"))
+    tb = "".join(traceback.format_exception(type(error.error), error.error, error.error.__traceback__))
+    failure.detail = f"\n\nTraceback of the loader's exception:\n{tb.rstrip()}"
+    return failure
+
+
+#: The reason a declared SC20 failure gives, as the hint spells it.
+_FRESH_ONLY = "loads only into a freshly built loader"
 
 
 @clause("SC21", "set-epoch-loop-resumes-epoch-by-epoch", tier="trainer", kills=11, plan=epoch_loop_plan, needs=RESUMES,

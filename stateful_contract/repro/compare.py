@@ -194,13 +194,23 @@ def stream_difference(expected: Sequence[Any], got: Sequence[Any], wording: Word
 
 
 def batch_ids(batch: Any) -> list[Any] | None:
-    """The sample indices of a batch with an ``index`` field (the contract's dataset has one), else None."""
+    """The sample indices of a batch with an ``index`` field (the contract's dataset has one), else None.
+
+    A negative index is padding, not a sample: a packed batch pads its rows to one length, per-sample fields
+    with a negative fill (torchtune's ``PackedDataset`` pads labels with -100), and no dataset has a sample
+    -1. Counted as samples, one padded pack made "8 samples lost" of one, and SC42 took the fill for a
+    dataset of the loader's own."""
     if not isinstance(batch, Mapping) or "index" not in batch:
         return None
     index = batch["index"]
     if isinstance(index, torch.Tensor) or _is_array(index):
         index = index.flatten().tolist()
-    return index if isinstance(index, list) else [index]
+    ids = index if isinstance(index, list) else [index]
+    return [i for i in ids if not _is_padding(i)]
+
+
+def _is_padding(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value < 0
 
 
 @overload

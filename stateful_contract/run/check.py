@@ -110,6 +110,9 @@ def check(
     alignment, world_size = opts.checkpoint_alignment, opts.world_size
     executor: Executor
     make_executor: Callable[[], Executor] | None = None
+    # The first loaders are built from the probe config moved into the declared space, as SC01-SC03's is, on
+    # every rank too.
+    probe_config = opts.space.fitted(PROBE_CONFIG)
     if world_size > 1:
         from ..isolation.ranks import rank_executor
 
@@ -117,12 +120,10 @@ def check(
             raise TypeError("a multi-rank check needs the factory (and a declared consumption) as a "
                             "'module:function' or 'path/file.py:function' string: every rank process imports it by name")
         executor = rank_executor(spec, world_size=world_size, factory_import=factory_import, alignment=alignment,
-                                 consume=consume_spec,
+                                 consume=consume_spec, probe_config=probe_config,
                                  timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=opts.run_dir,
                                  run_timeout=opts.run_timeout, memory_limit=opts.memory_limit)
     else:
-        # The first loaders are built from the probe config moved into the declared space, as SC01-SC03's is.
-        probe_config = opts.space.fitted(PROBE_CONFIG)
         one_rank: Callable[[], Executor] = (
             functools.partial(Supervised, factory, factory_import, alignment, example_timeout, opts.memory_limit,
                               probe_config=probe_config)

@@ -85,7 +85,8 @@ def test_in_world_run_reads_the_flags_it_shares_with_check_as_check_does() -> No
     for flag, action in _actions(check).items():
         if flag in shared:
             assert shared[flag] == action, flag
-    assert {"--profile", "--clause", "--timeout", "--config", "--position", "--checkpoint-layout"} <= set(shared)
+    assert {"--profile", "--clause", "--timeout", "--config", "--position", "--checkpoint-layout", "--config-space",
+            "--consume", "--strict"} <= set(shared)
     args = in_world._parser().parse_args(["pkg:factory", "--clause", "SC30,every-rank-resumes", "--clause", "SC31"])
     assert set(CheckOptions(**flags.options_of(args), world_size=2).clauses or ()) == {"SC30", "SC31"}
 

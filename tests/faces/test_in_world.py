@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -175,6 +176,20 @@ def test_a_slurm_launch_searches_and_every_task_exits_with_the_verdict(tmp_path:
     assert report["world_size"] == 2 and _status(report, "SC10") == "failed"
     assert "Failed on rank" in _message(report, "SC10")
     assert processes_of(tmp_path / "marker-slurm") == []
+
+
+@pytest.mark.launcher
+def test_in_a_launchers_world_every_rank_builds_its_first_loaders_inside_the_declared_space(tmp_path: Path) -> None:
+    """``run`` takes ``--config-space`` as ``check`` does, and every rank builds its first loaders inside it: a
+    factory asking ``persistent_workers=True`` was refused on every rank at ``num_workers=0`` (and ``run`` once
+    refused the flag itself), though its refusal told the user to narrow the space."""
+    # A short TMPDIR: a worker's tensor reaches its loader through a socket under it, and AF_UNIX paths
+    # end at 107 bytes, which pytest's tmp_path, the marker and multiprocessing's names pass.
+    with tempfile.TemporaryDirectory(prefix="sc-") as short:
+        exits, report = slurm(f"{DISTRIBUTED_TESTS}:persistent_workers_always",
+                              ["--clause", "SC03", "--config-space", "num_workers=1"], Path(short), ntasks=2, name="w")
+    assert [code for code, _ in exits] == [0, 0], exits
+    assert report["world_size"] == 2 and _status(report, "SC03") == "passed", _message(report, "SC03")
 
 
 @pytest.mark.launcher

@@ -10,7 +10,9 @@ examples are few (profile ``dev``) and the per-rank core clauses are run once.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
+import json
 import os
 import signal
 import sys
@@ -20,9 +22,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from stateful_contract.config import LoaderConfig
+from stateful_contract.config import ConfigSpace, LoaderConfig
 from stateful_contract.faces.distributed import check_world
 from stateful_contract.isolation.processes import processes_of
+from stateful_contract.isolation.ranks.world import RankSpec
 from stateful_contract.reference.factories import reference_wrapper
 from stateful_contract.repro import Position
 
@@ -191,6 +194,12 @@ def blocks_on_rank_1(config: LoaderConfig) -> Any:
     return reference_wrapper(config)
 
 
+def persistent_workers_always(config: LoaderConfig) -> Any:
+    """Persistent workers whatever the config, as many trainers write it: torch refuses them without workers, so
+    it is checked on a space of worker configs only."""
+    return config.stateful_dataloader(persistent_workers=True)
+
+
 # --- the contract on 2 ranks -------------------------------------------------------------
 
 
@@ -307,6 +316,24 @@ def test_a_rank_whose_factory_raises_is_an_unusable_target_naming_the_rank() -> 
 
     with pytest.raises(FactoryError, match="on rank 1 of 2: the factory raised RuntimeError: no data shard for rank 1"):
         check_world(target("raises_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"])
+
+
+def test_every_rank_builds_its_first_loaders_inside_the_declared_space() -> None:
+    """The probe config moved into the declared space reaches the ranks, as it reaches one rank's child: they
+    built from `PROBE_CONFIG` itself (``num_workers=0``), and this factory was refused on a space of 1 worker."""
+    with pytest.raises(ValueError, match="persistent_workers option needs num_workers > 0"):
+        persistent_workers_always(LoaderConfig(world_size=2))  # what every rank was refused on
+    report = check_world(target("persistent_workers_always"), world_size=2, profile="dev", clauses=["SC03"],
+                         space=ConfigSpace(num_workers=(1,)))
+    assert report["SC03"].status == "passed", report["SC03"].message
+
+
+def test_the_rank_spec_reads_back_from_the_launch_file_as_it_was_written() -> None:
+    """A self-launched rank reads its `RankSpec` from the run's JSON ``launch.json``: the probe config comes back
+    a `LoaderConfig`, its ``extra`` pairs tuples again."""
+    probe = LoaderConfig(dataset_size=9, num_workers=2, extra=(("shards", (1, (2, 3))), ("name", "x")))
+    spec = RankSpec("pkg.mod:factory", "from pkg.mod import factory", "window", 30.0, probe_config=probe)
+    assert RankSpec.from_json(json.loads(json.dumps(dataclasses.asdict(spec)))) == spec
 
 
 def test_the_ranks_run_the_checker_s_own_copy_of_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

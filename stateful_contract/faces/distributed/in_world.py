@@ -51,13 +51,22 @@ from . import phases
 __all__ = ["exit_now", "main"]
 
 
+#: `check`'s options `run` takes: those the engine on rank 0 reads (what is searched, judged and declared). Not
+#: the ones of a world the check starts itself (``--world-size``, ``--run-dir``, ``--run-timeout``: the launcher's
+#: world and ``--dir`` stand for them), nor of the checker's processes (``--memory-limit``, ``--in-process``,
+#: ``--jobs``). Without ``--config-space`` a loader built for part of the space (``persistent_workers=True``)
+#: could not be checked in its world at all, though the refusal told its user to narrow the space.
+RUN_OPTIONS = ["profile", "clauses", "timeout", "space", "expected_failures", "checkpoint_alignment", "epoch_hook",
+               "consume", "strict", "endless", "exitfirst", "seed", *DECLARATIONS]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = cli.Parser(prog="python -m stateful_contract.distributed run", description=__doc__,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory (the same on every rank)")
     # `check`'s own flags (`spellings.OPTIONS`); without --clause, every clause for several ranks (in --phase
     # resume, those the save judged)
-    flags.add_options(parser, ["profile", "clauses", "timeout", *DECLARATIONS])
+    flags.add_options(parser, RUN_OPTIONS)
     replay.add_example_arguments(parser)
     cli.add_output_arguments(parser)  # rank 0 writes the report
     parser.add_argument("--backend", help="the world's backend (default: hccl with torch_npu, nccl with CUDA, "

@@ -7,6 +7,7 @@ What replaces a restart (``mode``, `Handler.as_ranks`): docs/distributed.md, "In
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import os
 import re
@@ -20,9 +21,11 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed as dist
 
+from ...config import LoaderConfig
 from ...repro import steps
 from ...repro.guard import frozen
 from ...search.plans import Alignment
+from ..executors import PROBE_CONFIG
 from ..processes import alive
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
@@ -156,8 +159,10 @@ class InWorld(RankExecutor):
     last: ClassVar[InWorld | None] = None
 
     def __init__(self, target: str, *, world: World, mode: str, factory_import: str, alignment: Alignment,
-                 timeout: float | None, launch: str = "torchrun --nproc-per-node N", consume: str | None = None) -> None:
+                 timeout: float | None, launch: str = "torchrun --nproc-per-node N", consume: str | None = None,
+                 probe_config: LoaderConfig = PROBE_CONFIG) -> None:
         super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume)
+        self.spec = dataclasses.replace(self.spec, probe_config=probe_config)  # every rank's, through `share` below
         self.world, self.run_dir = world, world.run_dir
         self.mode = mode
         self.world_size = self.live_world_size = world.world_size

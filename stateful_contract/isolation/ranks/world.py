@@ -130,7 +130,7 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
     sys.path[:], sys.argv[:] = caller["sys_path"], caller["argv"]
     status.note(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
     try:
-        handler = Handler(world, RankSpec(**spec["ranks"]))
+        handler = Handler(world, RankSpec.from_json(spec["ranks"]))
         with steps.references_kept(), frozen():
             status.note("waiting for the first command")
             while (command := pickle.loads(conn.recv_bytes()))[0] != STOP:
@@ -155,6 +155,24 @@ class RankSpec:
     consume: str | None = None
     #: The face the check runs from (`spellings.current`), whose words the ranks' hints are spelled in.
     face: tuple[str, str] = field(default_factory=current)
+    #: The config the first loaders are built and probed from: `executors.PROBE_CONFIG` moved into the check's
+    #: declared space, as on one rank (a factory that asks ``persistent_workers=True`` was refused at start on
+    #: ``num_workers=0`` by every rank, though the user declared ``num_workers=1,2``).
+    probe_config: LoaderConfig = executors.PROBE_CONFIG
+
+    @classmethod
+    def from_json(cls, fields: dict[str, Any]) -> RankSpec:
+        """The spec ``dataclasses.asdict`` wrote to the run's ``launch.json``, read back: the probe config a
+        `LoaderConfig` again (JSON made it a dict and its ``extra`` pairs lists)."""
+        probe = dict(fields["probe_config"])
+        probe["extra"] = tuple((name, _tupled(value)) for name, value in probe["extra"])
+        return cls(**{**fields, "probe_config": LoaderConfig(**probe), "face": tuple(fields["face"])})
+
+
+def _tupled(value: Any) -> Any:
+    """A value of `LoaderConfig.extra` read back from JSON, which writes tuples as lists: as tuples again, which
+    keeps the config hashable (the probe config's ``extra`` is `PROBE_CONFIG`'s, empty, unless a space adds some)."""
+    return tuple(_tupled(item) for item in value) if isinstance(value, list) else value
 
 
 class Handler(executors.Handler):
@@ -167,8 +185,8 @@ class Handler(executors.Handler):
         factory = load_target(spec.target)
         if spec.consume is not None:
             factory = drawn_through(factory, load_consume(spec.consume))
-        super().__init__(factory, spec.factory_import, spec.alignment, spec.timeout)
-        face, owner = spec.face  # a list, read back from launch.json
+        super().__init__(factory, spec.factory_import, spec.alignment, spec.timeout, probe_config=spec.probe_config)
+        face, owner = spec.face
         self.face = (cast(Face, face), owner)
         self.place = world
         self.on(world.rank, world.world_size)
