@@ -23,7 +23,7 @@ from typing import Any
 
 from ..config import LoaderConfig
 
-__all__ = ["Consume", "Drawn", "DrawnThrough", "drawn_through", "loader_class"]
+__all__ = ["Consume", "Drawn", "DrawnThrough", "Watched", "drawn_through", "loader_class"]
 
 #: How a trainer draws batches: the loader -> the iterator (or iterable) it consumes.
 Consume = Callable[[Any], Iterable[Any]]
@@ -51,7 +51,7 @@ class Drawn:
     def __iter__(self) -> Iterator[Any]:
         before = _threads()
         try:
-            return _Watched(iter(self.consume(self.loader)), self)
+            return Watched(iter(self.consume(self.loader)), self)
         finally:
             self._started = _threads() - before - self._long_lived
 
@@ -86,17 +86,18 @@ class Drawn:
         return f"{getattr(self.consume, '__name__', 'consume')}({self.loader!r})"
 
 
-class _Watched(Iterator[Any]):
-    """The pipeline's iterator, noting the threads each ``next()`` starts (`Drawn._settle` waits for them)."""
+class Watched(Iterator[Any]):
+    """The pipeline's iterator (``inner``), noting the threads each ``next()`` starts (`Drawn._settle` waits
+    for them)."""
 
     def __init__(self, it: Iterator[Any], drawn: Drawn) -> None:
-        self._it = it
+        self.inner = it
         self._drawn = drawn
 
     def __next__(self) -> Any:
         before = _threads()
         try:
-            return next(self._it)
+            return next(self.inner)
         finally:
             self._drawn._started |= _threads() - before - self._drawn._long_lived
 

@@ -44,6 +44,9 @@ class Program:
     names_used: set[str] = field(default_factory=set)
     _names: dict[int, str] = field(default_factory=dict)
     _keep: list[Any] = field(default_factory=list)  # values named here stay alive, so ids stay unique
+    #: Each pair a step returned, with the names it was unpacked to: None, True or a small int is one object
+    #: under several names, so an assertion on a whole pair is rendered by the pair's own names.
+    _pairs: list[tuple[tuple[Any, ...], tuple[str, ...]]] = field(default_factory=list)
     _counts: dict[str, int] = field(default_factory=dict)
     #: Told of every line added (a supervised child shows the program on its status board).
     listener: Callable[[Program], None] | None = field(default=None, repr=False, compare=False)
@@ -74,6 +77,14 @@ class Program:
         if isinstance(value, (list, tuple)) and all(v is None or isinstance(v, (bool, int, str)) for v in value):
             return repr(value)
         raise _Unrenderable(type(value).__name__)
+
+    def render_all(self, values: tuple[Any, ...]) -> str:
+        """``values`` as the arguments of a call: a pair a step returned by the names it was unpacked to
+        (``error_4, first_4``, not ``first_4, first_4`` when both are None), anything else value by value."""
+        for pair, names in reversed(self._pairs):
+            if len(pair) == len(values) and all(a is b for a, b in zip(pair, values)):
+                return ", ".join(names)
+        return ", ".join(self.render(v) for v in values)
 
     def add(self, line: str) -> None:
         self.lines.append(line)
@@ -142,6 +153,7 @@ def recorded(result: str | tuple[str, ...] | None = None) -> Callable[[F], F]:
                 return value
             if isinstance(result, tuple):
                 targets = [program.name(v, base) for v, base in zip(value, result)]
+                program._pairs.append((tuple(value), tuple(targets)))
                 program.lines[index] = f"{', '.join(targets)} = {call}"
             elif result is not None and id(value) not in program._names:
                 # (A value that already has a name keeps it: a loader that is its own iterator.)
@@ -192,7 +204,7 @@ def asserts(assertion: str) -> Callable[[F], F]:
             program = _ACTIVE.get()
             if program is not None and _DEPTH.get() == 0:
                 try:
-                    rendered = ", ".join(program.render(v) for v in args[: len(positional)])
+                    rendered = program.render_all(tuple(args[: len(positional)]))
                 except _Unrenderable:
                     rendered = "..."
                 program.names_used.add(assertion)

@@ -14,6 +14,7 @@ from ..links import doc
 from ..repro import endless, status, steps
 from ..repro.advice import collecting
 from ..repro.compare import Segment
+from ..repro.consumption import Drawn, Watched
 from ..repro.endless import StreamSegment
 from ..repro.guard import LoaderHung, deadline
 from ..repro.outcome import ClauseViolation, Outcome, outcome_of
@@ -182,20 +183,38 @@ GENERATOR_ITER = (
     + doc("clauses.md", "sc22-cut-short-passes-resume"))
 
 
-def _a_generator_of_its_own(loader: Any, it: Any) -> bool:
-    """Whether ``iter(loader)`` gave a generator of the loader's own ``__iter__`` or of another method of its class
-    (``return self._run()``, as common as a generator ``__iter__``): the shapes whose fix the hint shows."""
+#: The same, where the generator is the declared consumption's (``--consume``): the fix is in that function.
+GENERATOR_CONSUME = (
+    "Hint: observed on a fresh loader driven to the same point: its state right after that iter() is the "
+    "state it had before it, so the new pass had not started. The declared consumption, {name}(loader), is a "
+    "generator function, and nothing in a generator runs until the first next(): a state taken right after "
+    "iter() is still the one the previous pass left (a pass cut short, or an epoch already ended), not the "
+    "new pass's. If that is what this failure comes from, start the loader's iterator when {name} is called "
+    "(it = iter(loader); return (f(b) for b in it)), as StatefulDataLoader.__iter__ does: "
+    + doc("clauses.md", "sc22-cut-short-passes-resume"))
+
+
+def _a_generator_of_its_own(loader: Any, it: Any) -> str | None:
+    """Which hint fits ``iter(loader)``: `GENERATOR_ITER` for a generator of the loader's own ``__iter__`` or of
+    another method of its class (``return self._run()``, as common as a generator ``__iter__``),
+    `GENERATOR_CONSUME` for one of the declared consumption's own function (a drawn loader's iterator); None
+    for any other shape, whose fix the hints do not show."""
+    if isinstance(loader, Drawn) and isinstance(it, Watched):
+        inner, consume = it.inner, loader.consume
+        if inspect.isgenerator(inner) and inner.gi_code is getattr(consume, "__code__", None):
+            return GENERATOR_CONSUME.format(name=getattr(consume, "__name__", "consume"))
+        return None
     if not inspect.isgenerator(it):
-        return False
+        return None
     method = getattr(type(loader), it.__name__, None)
-    return getattr(method, "__code__", None) is it.gi_code
+    return GENERATOR_ITER if getattr(method, "__code__", None) is it.gi_code else None
 
 
-def _iter_leaves_the_state(example: Example, plan: Any, position: Any, timeout: float | None) -> bool:
+def _iter_leaves_the_state(example: Example, plan: Any, position: Any, timeout: float | None) -> str | None:
     """Whether a fresh loader, driven to the ``iter()`` at which the example took its state (after the passes
     cut short of a `CutShort` plan, or the whole epochs before ``position``), has the same state right before
     and right after that ``iter()``, which returned a generator of its own (`_a_generator_of_its_own`): what a
-    lazy ``__iter__`` does. Unrecorded; False when anything fails."""
+    lazy ``__iter__`` (or consumption) does; the hint for it, None otherwise and when anything fails. Unrecorded."""
     from ..repro.compare import first_difference
     from ..repro.trainer_steps import cut_short
 
@@ -208,10 +227,10 @@ def _iter_leaves_the_state(example: Example, plan: Any, position: Any, timeout: 
             else:
                 cut_short(loader, plan.passes, plan.limit)
             before = steps.state_of(loader)
-            return (_a_generator_of_its_own(loader, steps._iter(loader))
-                    and first_difference(before, steps.state_of(loader)) is None)
+            hint = _a_generator_of_its_own(loader, steps._iter(loader))
+            return hint if first_difference(before, steps.state_of(loader)) is None else None
     except (LoaderHung, Exception):
-        return False
+        return None
 
 
 def _attach_hints(error: BaseException, plan: Any, example: Example, timeout: float | None = None) -> None:
@@ -224,8 +243,9 @@ def _attach_hints(error: BaseException, plan: Any, example: Example, timeout: fl
     position = getattr(plan, "position", None)  # ... or its position does
     new_iter = own if isinstance(own, bool) else getattr(position, "right_after_a_new_iter", False)
     newest = steps._NEWEST.get()
-    if new_iter and newest is not None and _iter_leaves_the_state(example, plan, position, timeout):
-        hints.append(GENERATOR_ITER)
+    lazy = _iter_leaves_the_state(example, plan, position, timeout) if new_iter and newest is not None else None
+    if lazy is not None:
+        hints.append(lazy)
     window = example.config.grad_acc_step
     lengths = example._reference[1] if example._reference is not None else None  # if the example took it
     if (example.alignment is None and isinstance(position, Position)

@@ -325,6 +325,20 @@ def test_a_collective_in_an_sc31_turn_leaves_sc31_not_judged_instead_of_hanging(
 
 
 @pytest.mark.launcher
+def test_a_rank_too_slow_for_the_timeout_is_not_judged_though_the_other_waits_for_it_in_a_collective(
+        tmp_path: Path) -> None:
+    """Rank 0, the leader, outlasts the 2 s timeout before its checkpoint, every batch answering, and leaves the
+    example; rank 1 waits for it in SC30's DCP save. The verdict is rank 0's (too slow: not judged), not
+    "rank 1 stopped answering" (`RankExecutor.left_behind`)."""
+    exit_, report = one_torchrun(f"{DISTRIBUTED_TESTS}:slow_on_rank_0", [
+        "--clause", "SC30", "--timeout", "2", "--config", "LoaderConfig(dataset_size=24, batch_size=1)",
+        "--position", "Position(epoch=0, batches=9)"], tmp_path)
+    assert _status(report, "SC30") == "not-judged", _message(report, "SC30")
+    assert "kept answering" in _message(report, "SC30"), _message(report, "SC30")
+    assert exit_[0] == 1, exit_[1]  # a run that judged nothing is no pass
+
+
+@pytest.mark.launcher
 def test_a_restart_saves_exits_on_purpose_and_the_agents_restart_resumes_and_passes(tmp_path: Path) -> None:
     exit_, report = one_torchrun(REFERENCE, ["--phase", "restart", "--dir", str(tmp_path / "d"), "--clause", "SC30",
                                              *EXAMPLE], tmp_path, "--max-restarts", "1")

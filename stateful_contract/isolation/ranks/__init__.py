@@ -105,7 +105,9 @@ class Ranks(RankExecutor):
     def _down(self, *, timed_out: bool) -> LaunchOutcome:
         """Kill what is left of the phase and say what happened to it."""
         assert self._phase is not None
+        answered = dict(self._phase.answers)
         outcome = self._spared(self._phase).down(timed_out=timed_out, timeout=self.run_timeout)
+        outcome.answered = answered
         for rank in range(len(self._phase.procs)):  # read; a stale one would look hung later
             board_path(self.run_dir, rank).unlink(missing_ok=True)
         self._phase, self._run_limit = None, None  # the next command starts the phase again, with a new run limit

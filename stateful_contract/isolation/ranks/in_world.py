@@ -226,6 +226,7 @@ class InWorld(RankExecutor):
     def _broken(self, waited: float) -> LaunchOutcome:
         down = self._outcome(None)
         down.timed_out = True  # `wait` says why: a rank hung, or the command's own limit passed
+        down.answered = {0: self.world.answer}
         return down
 
     def _outcome(self, error: BaseException | None) -> LaunchOutcome:
