@@ -317,6 +317,20 @@ def asks_torch_distributed(config: LoaderConfig) -> RefusesAnotherWorld:
     return RefusesAnotherWorld(config)
 
 
+_DP_GROUP: Any = None
+
+
+def asks_its_dp_group(config: LoaderConfig) -> RefusesAnotherWorld:
+    """`RefusesAnotherWorld` whose rank and world size come from a data-parallel group it made once and cached
+    (``dist.new_group``), as a trainer asks its dp group or mesh dimension, not the default group."""
+    global _DP_GROUP
+    if dist.is_initialized():
+        if _DP_GROUP is None:
+            _DP_GROUP = dist.new_group(backend="gloo")
+        config = replace(config, rank=dist.get_rank(_DP_GROUP), world_size=dist.get_world_size(_DP_GROUP))
+    return RefusesAnotherWorld(config)
+
+
 class BarrierOnLoad(RefusesAnotherWorld):
     """Waits for every rank at ``load_state_dict`` (a trainer's barrier before the ranks resume together)."""
 

@@ -325,6 +325,19 @@ def test_a_collective_in_an_sc31_turn_leaves_sc31_not_judged_instead_of_hanging(
 
 
 @pytest.mark.launcher
+def test_a_group_of_its_own_asked_in_an_sc31_turn_leaves_sc31_not_judged_instead_of_failing_it(tmp_path: Path) -> None:
+    """The loader takes its rank and size from a data-parallel group it made (not the default group, which a turn
+    poses) and refuses another world size: answered with the launcher's rank 0 of 2 in the turn of a world of 1, it
+    resumed rank 0's half and SC31 failed, "2 samples lost", where ``check --world-size 2`` passes it."""
+    exit_, report = one_torchrun(f"{HERE / 'ranked_loaders.py'}:asks_its_dp_group", ["--clause", "SC31", *EXAMPLE],
+                                 tmp_path)
+    assert _status(report, "SC31") == "not-judged", report
+    message = _message(report, "SC31")
+    assert "get_rank(group) of a group of its own" in message and "--phase resume" in message, message
+    assert exit_[0] == 1, exit_[1]  # a run that judged nothing is no pass
+
+
+@pytest.mark.launcher
 def test_a_rank_too_slow_for_the_timeout_is_not_judged_though_the_other_waits_for_it_in_a_collective(
         tmp_path: Path) -> None:
     """Rank 0, the leader, outlasts the 2 s timeout before its checkpoint, every batch answering, and leaves the

@@ -47,3 +47,21 @@ def test_a_collective_in_a_turn_is_refused_as_not_judgeable_and_works_again_afte
         dist.all_reduce(torch.ones(1))  # the launcher's group again
     finally:
         dist.destroy_process_group()
+
+
+def test_another_group_asked_in_a_turn_is_refused_as_not_judgeable_and_answers_again_after() -> None:
+    """A turn poses the default group alone: a data-parallel group the loader made and cached would say the
+    launcher's rank and size, and a correct loader that asks it failed SC31 falsely."""
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # type: ignore[attr-defined]
+    try:
+        dp_group = dist.new_group(backend="gloo")
+        with posing_as(2, 3):
+            assert dist.get_rank(dist.group.WORLD) == 2  # the default group, named, is posed
+            with pytest.raises(CollectiveInTurn, match=r"get_world_size\(group\) of a group of its own") as refused:
+                dist.get_world_size(dp_group)
+            assert "--phase resume in a launch of 3 ranks" in str(refused.value)
+            with pytest.raises(CollectiveInTurn, match="new_group"):
+                dist.new_group(backend="gloo")
+        assert (dist.get_rank(dp_group), dist.get_world_size(dp_group)) == (0, 1)
+    finally:
+        dist.destroy_process_group()
