@@ -41,6 +41,17 @@ def asks_a_missing_process_group(error: BaseException) -> bool:
     return any("/torch/distributed/" in name for name in files[-3:])
 
 
+#: The variables a launcher (torchrun) sets for each rank, which a factory may read instead of the config's rank.
+LAUNCHER_VARIABLES = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                                "MASTER_PORT"})
+
+
+def reads_a_launcher_variable(error: BaseException) -> str | None:
+    """The launcher's variable whose absence ``error`` is (``os.environ["RANK"]``'s KeyError), or None."""
+    name = error.args[0] if isinstance(error, KeyError) and error.args else None
+    return name if isinstance(name, str) and name in LAUNCHER_VARIABLES else None
+
+
 class FactoryProblem(Exception):
     """The factory cannot build a loader at all; the message is one line for the user."""
 
@@ -117,12 +128,17 @@ class Handler:
                 if hasattr(loader, "__iter__"):
                     again = steps.fresh(self.factory, config)
         except LoaderError as e:
-            if asks_a_missing_process_group(e.error):
-                # A trainer's builder often takes its rank from torch.distributed, which a one-rank check does
-                # not start: the hint about the config space below would send such a user the wrong way.
-                return (f"the factory raised {type(e.error).__name__}: {e.error} on {config.as_code()}: it asks "
-                        "torch.distributed (dist.get_rank(), a DistributedSampler without rank=), whose process "
-                        "group a check on one rank does not start. Build the loader from config.rank and "
+            variable = reads_a_launcher_variable(e.error)
+            if variable is not None or asks_a_missing_process_group(e.error):
+                # A trainer's builder often takes its rank from torch.distributed, or from torchrun's RANK, which
+                # a one-rank check does not start or set: the hint about the config space below would send such
+                # a user the wrong way.
+                asks = (f"it reads {variable} from the environment, which torchrun sets and a check on one rank "
+                        "does not" if variable is not None else
+                        "it asks torch.distributed (dist.get_rank(), a DistributedSampler without rank=), whose "
+                        "process group a check on one rank does not start")
+                return (f"the factory raised {type(e.error).__name__}: {e.error} on {config.as_code()}: {asks}. "
+                        "Build the loader from config.rank and "
                         f"config.world_size (0 and 1 here; a check on N ranks gives each rank its own), or check it "
                         f"on ranks: {Hint('world_size', 2)}")
             # Which config, and both ways out: a stranger's factory often asks what only some configs allow

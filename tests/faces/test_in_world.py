@@ -192,6 +192,36 @@ def test_in_a_launchers_world_every_rank_builds_its_first_loaders_inside_the_dec
     assert report["world_size"] == 2 and _status(report, "SC03") == "passed", _message(report, "SC03")
 
 
+#: A user's script that makes its world itself (``file://``, its own ranks, no launcher's variables) and checks in it.
+OWN_WORLD_SCRIPT = """
+import sys
+import torch.distributed as dist
+from stateful_contract.distributed import run_in_world
+
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=int(sys.argv[2]), world_size=2)
+code = run_in_world(sys.argv[3:])
+print("the script's group is still up:", dist.is_initialized())
+dist.destroy_process_group()
+sys.exit(code)
+"""
+
+
+@pytest.mark.launcher
+def test_a_script_that_made_its_own_world_checks_in_it_and_keeps_its_group(tmp_path: Path) -> None:
+    """`run_in_world` joins the script's default group: ``run`` once called ``init_process_group`` again and
+    every rank died with "trying to initialize the default process group twice!"."""
+    script, report = tmp_path / "own_world.py", tmp_path / "own.json"
+    script.write_text(OWN_WORLD_SCRIPT)
+    commands = [([sys.executable, str(script), str(tmp_path / "init"), str(rank), ONE_AHEAD, "--clause", "SC30",
+                  "--json", str(report), *EXAMPLE], {}) for rank in (0, 1)]
+    exits = _launch(commands, tmp_path / "marker")
+    assert [code for code, _ in exits] == [1, 1], exits  # the one-ahead preloader fails on several ranks
+    assert all("the script's group is still up: True" in out for _, out in exits), exits
+    verdict = json.loads(report.read_text())
+    assert verdict["world_size"] == 2 and _status(verdict, "SC30") == "failed", verdict
+    assert processes_of(tmp_path / "marker") == []
+
+
 @pytest.mark.launcher
 def test_a_rank_that_dies_is_named_and_no_process_is_left(tmp_path: Path) -> None:
     exits, report = slurm(f"{DISTRIBUTED_TESTS}:dies_on_rank_1", ["--clause", "SC30", *EXAMPLE],
@@ -291,6 +321,20 @@ def test_a_collective_in_an_sc31_turn_leaves_sc31_not_judged_instead_of_hanging(
                                  tmp_path)
     assert _status(report, "SC31") == "not-judged", report
     assert "torch.distributed.barrier" in _message(report, "SC31") and "--phase resume" in _message(report, "SC31")
+    assert exit_[0] == 1, exit_[1]  # a run that judged nothing is no pass
+
+
+@pytest.mark.launcher
+def test_a_rank_too_slow_for_the_timeout_is_not_judged_though_the_other_waits_for_it_in_a_collective(
+        tmp_path: Path) -> None:
+    """Rank 0, the leader, outlasts the 2 s timeout before its checkpoint, every batch answering, and leaves the
+    example; rank 1 waits for it in SC30's DCP save. The verdict is rank 0's (too slow: not judged), not
+    "rank 1 stopped answering" (`RankExecutor.left_behind`)."""
+    exit_, report = one_torchrun(f"{DISTRIBUTED_TESTS}:slow_on_rank_0", [
+        "--clause", "SC30", "--timeout", "2", "--config", "LoaderConfig(dataset_size=24, batch_size=1)",
+        "--position", "Position(epoch=0, batches=9)"], tmp_path)
+    assert _status(report, "SC30") == "not-judged", _message(report, "SC30")
+    assert "kept answering" in _message(report, "SC30"), _message(report, "SC30")
     assert exit_[0] == 1, exit_[1]  # a run that judged nothing is no pass
 
 

@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -157,6 +157,33 @@ def sleeps_on_rank_1(config: LoaderConfig) -> Any:
     if config.rank == 1:
         time.sleep(3600)
     return reference_wrapper(config)
+
+
+class _SlowBatches:
+    """The reference wrapper, 0.3 s a batch from its second loader of a config on: correct, but slower than a
+    2 s example timeout (the first, the uninterrupted run that gives the rank's epoch lengths, is quick)."""
+
+    built: ClassVar[dict[str, int]] = {}
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.loader = reference_wrapper(config)
+        self.built[config.as_code()] = self.built.get(config.as_code(), 0) + 1
+        self.pause = 0.3 if self.built[config.as_code()] > 1 else 0.0
+
+    def __iter__(self) -> Any:
+        for batch in self.loader:
+            time.sleep(self.pause)
+            yield batch
+
+    def state_dict(self) -> Any:
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        self.loader.load_state_dict(state)
+
+
+def slow_on_rank_0(config: LoaderConfig) -> Any:
+    return _SlowBatches(config) if config.rank == 0 else reference_wrapper(config)
 
 
 def blocks_on_rank_1(config: LoaderConfig) -> Any:
@@ -309,6 +336,25 @@ def test_the_rank_spec_reads_back_from_the_launch_file_as_it_was_written() -> No
     assert RankSpec.from_json(json.loads(json.dumps(dataclasses.asdict(spec)))) == spec
 
 
+def test_a_check_on_ranks_called_in_a_world_already_says_it_ran_in_one_of_its_own(tmp_path: Path) -> None:
+    """From a script that made its world, every rank calling `check_world` starts a world of its own (N checks of
+    N ranks): the report says so, and what checks in the script's world."""
+    import torch.distributed as dist
+
+    from stateful_contract.isolation.ranks import rank_executor
+    from stateful_contract.profiles import get_profile
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        ranks = rank_executor(REFERENCE, world_size=2, factory_import="", alignment=None, timeout=None,
+                              profile=get_profile("dev"), clauses=1)
+        ranks.close()  # no rank was started: none to stop
+    finally:
+        dist.destroy_process_group()
+    assert any("rank 0 of a torch.distributed world of 1 already" in note and "run_in_world" in note
+               for note in ranks.notes), ranks.notes
+
+
 def test_the_ranks_run_the_checker_s_own_copy_of_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not a copy in the working directory (``python -m`` would put it first on ``sys.path``):
     ranks of another version answer the checker's commands with errors that name nothing."""
@@ -353,6 +399,20 @@ def test_a_rank_that_sleeps_fails_its_example_within_the_timeout() -> None:
     assert sc30.status == "failed"
     assert "rank 1" in sc30.message and "did not finish within 2 s" in sc30.message
     assert charge.seconds < 60, charge.seconds
+
+
+@pytest.mark.acceptance
+def test_a_rank_too_slow_for_the_timeout_is_not_judged_though_the_others_wait_for_it_in_a_collective() -> None:
+    # 12 batches a rank. Rank 0 outlasts the 2 s timeout before its checkpoint (2.7 s), every batch answering: it is only slow, and leaves
+    # the example. Rank 1, quick, waits for it in SC30's DCP save, where no alarm reaches: the checker ends
+    # rank 1, and the verdict is rank 0's (not judged), not "rank 1 stopped answering" (a false FAIL).
+    report = check_world(target("slow_on_rank_0"), world_size=2, clauses=["SC30"], timeout=2,
+                         replay=(LoaderConfig(dataset_size=24, batch_size=1), Position(epoch=0, batches=9)))
+    sc30 = report["SC30"]
+    assert sc30.status == "not-judged", sc30.message
+    assert "kept answering" in sc30.message and "timeout=" in sc30.message, sc30.message
+    assert "rank 0 ended this example early" in "\n".join(sc30.notes), sc30.notes
+    assert "rank 1 (" in "\n".join(sc30.notes) and "checkpoint" in "\n".join(sc30.notes), sc30.notes
 
 
 def test_a_rank_that_hangs_for_good_is_killed_with_every_process_of_the_run(tmp_path: Path) -> None:

@@ -103,6 +103,25 @@ def test_a_factory_that_asks_torch_distributed_on_one_rank_is_told_what_to_do_in
     assert "world_size=2" in str(told.value) and "persistent_workers" not in str(told.value)
 
 
+def reads_torchrun_s_rank(config):
+    """A torchrun script's builder: its rank from the launcher's variables."""
+    import os
+
+    from torch.utils.data import DistributedSampler
+
+    return DistributedSampler(config.dataset, num_replicas=int(os.environ["WORLD_SIZE"]), rank=int(os.environ["RANK"]))
+
+
+def test_a_factory_that_reads_torchrun_s_rank_on_one_rank_is_told_what_to_do_instead(monkeypatch):
+    # Once told to narrow the config space, as above.
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(FactoryError, match=r"reads (WORLD_SIZE|RANK) from the environment, which torchrun sets .* "
+                                           r"config\.rank and config\.world_size") as told:
+        check(reads_torchrun_s_rank, clauses=["SC01"])
+    assert "world_size=2" in str(told.value) and "persistent_workers" not in str(told.value)
+
+
 def test_expected_failures_are_strict():
     report = check(zoo.CustomObjectInState, clauses=["SC17", "SC15"], space=IN_PROCESS,
                    expected_failures={"SC17": "state holds a dataclass", "SC15": "stale declaration"})

@@ -110,8 +110,11 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.phase != "run" and not args.dir:
         parser.error(f"--phase {args.phase} needs --dir, the directory both launches share")
-    os.environ.update(launcher_env(os.environ, master_addr=args.master_addr, master_port=args.master_port))
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+    # A script that made its world itself (`main` called after its own init_process_group) is in it already.
+    own_world = dist.is_initialized()
+    if not own_world:
+        os.environ.update(launcher_env(os.environ, master_addr=args.master_addr, master_port=args.master_port))
+    if not own_world and ("RANK" not in os.environ or "WORLD_SIZE" not in os.environ):
         phases.say("no launcher's world here (RANK and WORLD_SIZE are unset, and no SLURM_PROCID or "
                    "OMPI_COMM_WORLD_RANK): start it with torchrun, srun or mpirun, or use "
                    "'python -m stateful_contract.distributed TARGET --world-size N', which starts its own")
@@ -127,7 +130,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return repeated  # the save failed (or never finished): its verdict again, nothing to resume
     ignore_set_vital()  # torchdata's deprecation warning, once per loader, on every rank
     keep = bool(args.dir)  # without --dir, rank 0 makes a private directory and tells the others (`join`)
-    backend = args.backend or default_backend()
+    backend = str(dist.get_backend()) if own_world else args.backend or default_backend()
     # The group gives up on a rank gone silent after this long; the engine ends hangs inside examples sooner.
     timeout = default_run_timeout(get_profile(args.profile), 40) + 60
     world = join(Path(args.dir).resolve() if keep else None, backend=backend, timeout=timeout)
@@ -197,7 +200,7 @@ def _main(argv: Sequence[str] | None) -> int:
             shutil.rmtree(run_dir, ignore_errors=True)
         return code
     finally:
-        if dist.is_initialized():
+        if dist.is_initialized() and not own_world:  # the script's own world is the script's to end
             dist.destroy_process_group()
 
 

@@ -15,6 +15,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
+
 from ...config import LoaderConfig
 from ...profiles import Profile
 from ...search.plans import Alignment
@@ -38,7 +40,14 @@ def rank_executor(target: str, **options: Any) -> Ranks | InWorld:
     """The multi-rank executor: the world this process joined (`InWorld.joined`), which takes the example's
     options alone, else a `Ranks` of its own (``options``: its keywords)."""
     if InWorld.joined is None:
-        return Ranks(target, **options)
+        ranks = Ranks(target, **options)
+        if dist.is_available() and dist.is_initialized():  # a script's world: every rank calling this starts one
+            ranks.notes.append(
+                f"this process is rank {dist.get_rank()} of a torch.distributed world of {dist.get_world_size()} "
+                f"already, and the check ran in a world of {ranks.world_size} ranks of its own, as it does from "
+                "every rank that calls it; to check in your world, call "
+                "stateful_contract.distributed.run_in_world([TARGET, ...]) on every rank")
+        return ranks
     world, mode, launch = InWorld.joined
     return InWorld(target, world=world, mode=mode, launch=launch,
                    **{name: options[name] for name in ("factory_import", "alignment", "timeout", "consume",
@@ -96,7 +105,9 @@ class Ranks(RankExecutor):
     def _down(self, *, timed_out: bool) -> LaunchOutcome:
         """Kill what is left of the phase and say what happened to it."""
         assert self._phase is not None
+        answered = dict(self._phase.answers)
         outcome = self._spared(self._phase).down(timed_out=timed_out, timeout=self.run_timeout)
+        outcome.answered = answered
         for rank in range(len(self._phase.procs)):  # read; a stale one would look hung later
             board_path(self.run_dir, rank).unlink(missing_ok=True)
         self._phase, self._run_limit = None, None  # the next command starts the phase again, with a new run limit

@@ -145,12 +145,32 @@ class RankExecutor:
         try:
             runs: list[ExampleRun] = self._call(("run", clause, config, plan, self.load_form, by_rank))
         except WorldDown as e:
-            return [self._crashed(clause, e.outcome, config, plan)]
+            return [self.left_behind(e.outcome) or self._crashed(clause, e.outcome, config, plan)]
         hint = ""
         if isinstance(plan, Checkpoint):
             hint = (f"\n\n# The same example on real ranks ({self.where_hint}):\n"
                     f"# {self.rerun_example(clause, config, plan)}")
         return [replace(r, reproduction=r.reproduction + hint) for r in runs]
+
+    @staticmethod
+    def left_behind(down: LaunchOutcome) -> ExampleRun | None:
+        """The run of a rank whose example ended early (its loader raised out of the scenario, or its example
+        timeout interrupted it) while the others, alive, stopped answering: they wait for it in a collective
+        it never joins (the DCP save or load of SC30's next step), so its run is the cause. A rank stuck there
+        cannot be interrupted, and blaming it failed a correct loader as hung where the rank that left first
+        had been only too slow for the timeout (not judged). None: no answered rank ended early."""
+        if down.failures or not (down.timed_out or down.hung or down.command_limit):
+            return None  # a rank died: an early answer may be its consequence (`order_failures` judges)
+        for rank, answer in sorted(down.answered.items()):
+            for run in answer if isinstance(answer, list) else [answer]:  # in-world turns: a list
+                if isinstance(run, ExampleRun) and run.outcome is not None and run.outcome.status != "passed":
+                    stuck = ", ".join(f"rank {r} ({doing})" for r, doing in sorted(down.doing.items())
+                                      if r not in down.answered)
+                    run.outcome.notes.append(f"rank {rank} ended this example early, and the other ranks waited for "
+                                             f"it in a collective it never joined: {stuck or 'the others'}; the "
+                                             "checker ended them")
+                    return run
+        return None
 
     def rerun_example(self, clause: ClauseLike, config: LoaderConfig, plan: Checkpoint) -> str:
         """The command that runs this one example on these ranks again."""

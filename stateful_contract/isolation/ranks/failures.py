@@ -11,6 +11,7 @@ import math
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..processes import death, describe_exit, growth, hang, no_answer
 
@@ -131,6 +132,8 @@ class LaunchOutcome:
     #: In-world: the ranks whose process on this host has ended.
     gone: list[int] = field(default_factory=list)
     error: str = ""
+    #: What ranks had answered when the run was given up on, by rank (`RankExecutor.left_behind` reads it).
+    answered: dict[int, Any] = field(default_factory=dict)
 
     @property
     def rank(self) -> int:

@@ -88,7 +88,13 @@ def default_backend() -> str:
 def join(run_dir: Path | None, *, backend: str, timeout: float) -> World:
     """Join the launcher's world through ``env://``: this rank's `World`, its gloo group beside, in ``run_dir``
     (None: a private one, `private_run_dir`). ``timeout`` bounds the group's collectives (a rank gone for
-    good); `InWorld` ends hangs inside an example."""
+    good); `InWorld` ends hangs inside an example. A process that made its world itself (a script's own
+    ``init_process_group``: ``file://``, a ``TCPStore``, SLURM's variables mapped by hand) is in it already:
+    its default group is the world, as it made it (its backend and timeout, not ``backend``'s)."""
+    if dist.is_initialized():  # `init_process_group` again raised "trying to initialize ... twice!"
+        limit = datetime.timedelta(seconds=timeout)
+        beside: Any = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo", timeout=limit)
+        return _world(dist.get_rank(), dist.get_world_size(), run_dir, beside)
     env = os.environ
     rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
     local_rank = int(env.get("LOCAL_RANK", "0"))
@@ -112,6 +118,10 @@ def join(run_dir: Path | None, *, backend: str, timeout: float) -> World:
         dist.init_process_group(backend, init_method="env://", timeout=limit)
     # A gloo group for Python objects; the default group already is one on gloo.
     group: Any = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=limit)
+    return _world(rank, size, run_dir, group)
+
+
+def _world(rank: int, size: int, run_dir: Path | None, group: Any) -> World:
     run_dir = private_run_dir(rank, group) if run_dir is None else run_dir
     (run_dir / "status").mkdir(parents=True, exist_ok=True)
     return World(rank, size, run_dir, group=group)  # its status log says where it runs (`local_pids`)
@@ -216,6 +226,7 @@ class InWorld(RankExecutor):
     def _broken(self, waited: float) -> LaunchOutcome:
         down = self._outcome(None)
         down.timed_out = True  # `wait` says why: a rank hung, or the command's own limit passed
+        down.answered = {0: self.world.answer}
         return down
 
     def _outcome(self, error: BaseException | None) -> LaunchOutcome:

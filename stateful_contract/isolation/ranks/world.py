@@ -47,6 +47,8 @@ class World:
     #: The gloo group commands and answers travel through (None: the default group, gloo too): beside an
     #: nccl or hccl group, a gloo one carries Python objects, as DCP does.
     group: Any = None
+    #: Leader: its own answer to the command in flight (`call`), which the gather may never deliver.
+    answer: Any = None
 
     def __post_init__(self) -> None:
         status.install(status.Board(board_path(self.run_dir, self.rank)))  # read if the rank dies or hangs
@@ -58,7 +60,7 @@ class World:
         ``wait(answered)`` returns once it has (each ``answered()`` looks up to `POLL` s) or raises."""
         assert self.rank == 0, "only rank 0 leads"
         dist.broadcast_object_list([command], src=0, group=self.group)
-        mine = handler(command)
+        self.answer = mine = handler(command)
         gathered: list[Any] = [None] * self.world_size
         failed: list[BaseException] = []
 
