@@ -9,7 +9,8 @@ loaders is ``consume(loader)``, and their ``state_dict`` and ``load_state_dict``
 The state is taken as the trainer's save takes it: after its step, by when the background work the pipeline
 started for the last batch (a preloader's thread fetching the next one) has finished. So before each
 ``state_dict()`` the threads started inside the last ``iter()`` or ``next()`` are waited for (`SETTLE`
-seconds at most; one still running then, a long-lived producer, is not waited for again). Otherwise the
+seconds at most, for all of them together; one still running then, a long-lived producer, is not waited for
+again; multiprocessing's queue feeder threads, which a worker loader starts, are not the pipeline's). Otherwise the
 verdict would depend on how the checker's threads were scheduled, not on the pipeline.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +34,14 @@ Consume = Callable[[Any], Iterable[Any]]
 SETTLE = 2.0
 
 
+#: multiprocessing's own threads, which a worker loader's queues start (one per queue, living as long as it): they
+#: forward puts to a pipe and never fetch a batch, so a state waits for none of them (it waited `SETTLE` seconds
+#: for each, 4 s per worker loader of 2 workers, and a dev check with --consume took 12 times as long).
+_NOT_THE_PIPELINES = frozenset({"QueueFeederThread"})
+
+
 def _threads() -> set[threading.Thread]:
-    return set(threading.enumerate())
+    return {t for t in threading.enumerate() if t.name not in _NOT_THE_PIPELINES}
 
 
 class Drawn:
@@ -71,8 +79,9 @@ class Drawn:
         return self.loader.load_state_dict
 
     def _settle(self) -> None:
+        deadline = time.monotonic() + SETTLE  # one wait for them all, not SETTLE seconds each
         for thread in self._started:
-            thread.join(SETTLE)
+            thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 self._long_lived.add(thread)
         self._started = set()

@@ -159,6 +159,9 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
                         before=None if before is None else _units(before, by_sample))
     first = next((i for i, (a, b) in enumerate(zip(expected, got)) if _fingerprint(a) != _fingerprint(b)),
                  min(len(expected), len(got)))
+    if first >= len(expected):  # it went on past every batch due (not cut): what it yields past them is surplus
+        return _counted([], _units(got[first:], by_sample), unit, epoch, getattr(expected, "start", None),
+                        [], got[first:])
     where = expected.epoch_of(first) if isinstance(expected, Segment) else None
     stop = expected.epoch_end(first) if isinstance(expected, Segment) else len(expected)
     epoch = where[0] if where is not None else epoch

@@ -186,7 +186,7 @@ GENERATOR_ITER = (
 #: The same, where the generator is the declared consumption's (``--consume``): the fix is in that function.
 GENERATOR_CONSUME = (
     "Hint: observed on a fresh loader driven to the same point: its state right after that iter() is the "
-    "state it had before it, so the new pass had not started. The declared consumption, {name}(loader), is a "
+    "state it had before it, so the new pass had not started. The declared consumption draws through {name}(), a "
     "generator function, and nothing in a generator runs until the first next(): a state taken right after "
     "iter() is still the one the previous pass left (a pass cut short, or an epoch already ended), not the "
     "new pass's. If that is what this failure comes from, start the loader's iterator when {name} is called "
@@ -197,12 +197,15 @@ GENERATOR_CONSUME = (
 def _a_generator_of_its_own(loader: Any, it: Any) -> str | None:
     """Which hint fits ``iter(loader)``: `GENERATOR_ITER` for a generator of the loader's own ``__iter__`` or of
     another method of its class (``return self._run()``, as common as a generator ``__iter__``),
-    `GENERATOR_CONSUME` for one of the declared consumption's own function (a drawn loader's iterator); None
-    for any other shape, whose fix the hints do not show."""
+    `GENERATOR_CONSUME` for a generator function's, not yet started, that the declared consumption returned (a
+    drawn loader's iterator); None for any other shape, whose fix the hints do not show."""
     if isinstance(loader, Drawn) and isinstance(it, Watched):
-        inner, consume = it.inner, loader.consume
-        if inspect.isgenerator(inner) and inner.gi_code is getattr(consume, "__code__", None):
-            return GENERATOR_CONSUME.format(name=getattr(consume, "__name__", "consume"))
+        # A generator function's body has not run (a pytest class's consume method may return one of another
+        # function's); a generator expression has: it called iter(loader) as it was made, eagerly.
+        inner = it.inner
+        if (inspect.isgenerator(inner) and inspect.getgeneratorstate(inner) == inspect.GEN_CREATED
+                and inner.gi_code.co_name != "<genexpr>"):
+            return GENERATOR_CONSUME.format(name=inner.gi_code.co_name)
         return None
     if not inspect.isgenerator(it):
         return None

@@ -35,6 +35,11 @@ def to_device(loader: Any) -> Iterator[Any]:
         yield dict(batch)
 
 
+def delegating(loader: Any) -> Iterator[Any]:
+    """A pytest class's ``consume`` method returning another function's generator."""
+    return to_device(loader)
+
+
 def to_device_eager(loader: Any) -> Iterator[Any]:
     it = iter(loader)
     return (dict(batch) for batch in it)
@@ -45,11 +50,17 @@ def _sc22(consume: Any) -> Any:
                  replay=(ONE, RIGHT_AFTER_A_NEW_ITER))["SC22"]
 
 
-def test_a_generator_consumption_failing_right_after_iter_is_told_why_and_how_to_fix_it() -> None:
-    lazy = _sc22(to_device)
+@pytest.mark.parametrize("consume", [to_device, delegating])
+def test_a_generator_consumption_failing_right_after_iter_is_told_why_and_how_to_fix_it(consume: Any) -> None:
+    lazy = _sc22(consume)
     assert lazy.status == "failed", lazy.message
-    assert "The declared consumption, to_device(loader), is a generator function" in lazy.got, lazy.got
+    assert "The declared consumption draws through to_device(), a generator function" in lazy.got, lazy.got
     assert "start the loader's iterator when to_device is called" in lazy.got
     assert "Its __iter__ is a generator function" not in lazy.got  # the loader is not the one to fix
-    # The fix the hint shows: the same point resumes exactly once the consumption starts the pass.
+
+
+
+def test_the_fix_the_hint_shows_resumes_exactly() -> None:
+    """The same point resumes exactly once the consumption starts the pass (a generator expression over
+    iter(loader), which is eager)."""
     assert _sc22(to_device_eager).status == "passed"

@@ -124,6 +124,15 @@ def test_the_resumed_passes_decide_between_a_loss_and_a_repeat() -> None:
     assert stream_impact(expected, skipped).counts == {"lost": 1}
 
 
+def test_a_resumed_stream_that_goes_on_past_the_uninterrupted_one_counts_what_it_yields_again() -> None:
+    """SC22's resumed cut-short run compares as one list: its batches past the reference's end were counted
+    over an empty stretch and read "batch contents changed: 0 batches of the same samples differ"."""
+    expected = _batches((6, 7), (0, 1), (2, 3))
+    longer = stream_impact(expected, [*expected, *_batches((0, 1, 2), (3, 4, 5))])
+    assert (longer.kind, longer.counts, longer.unit) == ("silent", {"repeated": 6}, "sample"), longer.describe()
+    assert stream_impact([1, 2], [1, 2, 3]).counts == {"repeated": 1}
+
+
 def test_batches_without_an_index_are_counted_as_batches() -> None:
     impact = stream_impact([1, 2, 3, 4], [1, 3, 4, 5])
     assert (impact.unit, impact.counts) == ("batch", {"lost": 1})
