@@ -352,6 +352,22 @@ def test_a_rank_too_slow_for_the_timeout_is_not_judged_though_the_other_waits_fo
 
 
 @pytest.mark.launcher
+def test_a_follower_whose_loader_hangs_before_a_collective_fails_on_its_rank_and_the_launch_ends(
+        tmp_path: Path) -> None:
+    """Rank 1 hangs in ``state_dict()`` and leaves the example at its alarm; rank 0, the leader, waits in SC30's
+    DCP save for it. Before session 35 rank 1's next command met rank 0's pending collective on one group and
+    the launch hung past 5 minutes; now the scenario's collectives have a group of their own that gives up
+    after a command's limit (64 s at --timeout 2), and the verdict is rank 1's hang."""
+    exit_, report = one_torchrun(f"{DISTRIBUTED_TESTS}:hangs_in_state_dict_on_rank_1", [
+        "--clause", "SC30", "--timeout", "2", "--config", "LoaderConfig(dataset_size=24, batch_size=1)",
+        "--position", "Position(epoch=0, batches=9)"], tmp_path)
+    message = _message(report, "SC30")
+    assert _status(report, "SC30") == "failed", message
+    assert "Failed on rank 1 of 2" in message and "hung during loader.state_dict()" in message, message
+    assert exit_[0] == 1, exit_[1]
+
+
+@pytest.mark.launcher
 def test_a_restart_saves_exits_on_purpose_and_the_agents_restart_resumes_and_passes(tmp_path: Path) -> None:
     exit_, report = one_torchrun(REFERENCE, ["--phase", "restart", "--dir", str(tmp_path / "d"), "--clause", "SC30",
                                              *EXAMPLE], tmp_path, "--max-restarts", "1")

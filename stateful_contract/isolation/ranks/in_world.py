@@ -93,8 +93,7 @@ def join(run_dir: Path | None, *, backend: str, timeout: float) -> World:
     its default group is the world, as it made it (its backend and timeout, not ``backend``'s)."""
     if dist.is_initialized():  # `init_process_group` again raised "trying to initialize ... twice!"
         limit = datetime.timedelta(seconds=timeout)
-        beside: Any = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo", timeout=limit)
-        return _world(dist.get_rank(), dist.get_world_size(), run_dir, beside)
+        return _world(dist.get_rank(), dist.get_world_size(), run_dir, dist.new_group(backend="gloo", timeout=limit))
     env = os.environ
     rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
     local_rank = int(env.get("LOCAL_RANK", "0"))
@@ -116,15 +115,15 @@ def join(run_dir: Path | None, *, backend: str, timeout: float) -> World:
         dist.init_process_group(backend, store=prefixed, rank=rank, world_size=size, timeout=limit)
     else:
         dist.init_process_group(backend, init_method="env://", timeout=limit)
-    # A gloo group for Python objects; the default group already is one on gloo.
-    group: Any = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=limit)
-    return _world(rank, size, run_dir, group)
+    return _world(rank, size, run_dir, dist.new_group(backend="gloo", timeout=limit))
 
 
 def _world(rank: int, size: int, run_dir: Path | None, group: Any) -> World:
+    """``group``: the commands' gloo group, apart from the default group even on gloo: a rank that left an
+    example early gathers its answer there, where it once met the others' pending collective of the example."""
     run_dir = private_run_dir(rank, group) if run_dir is None else run_dir
     (run_dir / "status").mkdir(parents=True, exist_ok=True)
-    return World(rank, size, run_dir, group=group)  # its status log says where it runs (`local_pids`)
+    return World(rank, size, run_dir, group=group, launcher_owned=True)  # its status log: where it runs (`local_pids`)
 
 
 def private_run_dir(rank: int, group: Any) -> Path:
@@ -211,8 +210,13 @@ class InWorld(RankExecutor):
         sent = command if size == width else ("as_ranks", size, command)
         if command[0] == "run" and self.mode == "save":
             self.ran.append((command[1].id, command[2], command[3]))
+        # The watch counts from the broadcast: a follower's example begun while rank 0 ran its own was counted
+        # in full wall time until it began, and a follower slower than its timeout, starved, was called hung
+        # before its own alarm (charged) could say it was only slow. Readings begin after rank 0's own run, so
+        # the charge errs short there: a hang is named up to a timeout later, never a slow rank sooner.
+        began = time.monotonic()
         try:  # the gather in a thread: rank 0 watches the status logs for a hung rank meanwhile
-            gathered = self.world.call(sent, self.handler, lambda answered: self.wait(answered, time.monotonic()))
+            gathered = self.world.call(sent, self.handler, lambda answered: self.wait(answered, began))
         except WorldDown as e:
             self.down = e.outcome
             raise
