@@ -317,6 +317,21 @@ def asks_torch_distributed(config: LoaderConfig) -> RefusesAnotherWorld:
     return RefusesAnotherWorld(config)
 
 
+#: Tensor-parallel degree of `tensor_parallel_replicas`.
+TP = 2
+
+
+def tensor_parallel_replicas(config: LoaderConfig) -> RefusesAnotherWorld:
+    """A world of data-parallel x tensor-parallel ranks (tp = 2): the loader is built for the *data-parallel* rank
+    (``rank // tp`` of ``world_size // tp``), so the tp ranks of one dp rank yield the same batches and save the
+    same state, as torchtitan's ``ParallelAwareDataloader`` keyed by ``dp_rank`` (pytorch/torchtitan@571662f0,
+    torchtitan/components/dataloader.py: "Store state only for dp rank to avoid replicating the same state across
+    other dimensions"); a world size tp does not divide is refused at build, as the trainer's mesh refuses it."""
+    if config.world_size % TP:
+        raise ValueError(f"world size {config.world_size} is not divisible by the tensor-parallel degree {TP}")
+    return RefusesAnotherWorld(replace(config, rank=config.rank // TP, world_size=config.world_size // TP))
+
+
 _DP_GROUP: Any = None
 
 

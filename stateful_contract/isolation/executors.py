@@ -17,7 +17,7 @@ from ..repro import status, steps
 from ..repro.consumption import loader_class
 from ..repro.guard import LoaderHung, LoaderSlow, current_children, deadline, reap_children
 from ..repro.impact import loud
-from ..repro.outcome import Outcome, outcome_of
+from ..repro.outcome import Outcome, last_frame, outcome_of
 from ..repro.recording import recording
 from ..repro.steps import Factory, LoaderError, LoadForm
 from ..search.example import ClauseLike, ExampleRun, LoadFormProbe, recorded_program, run_example
@@ -67,6 +67,10 @@ class StartFailed(Exception):
 #: What a crash while building and probing the first loader is reported under: no clause.
 BUILDING = cast(ClauseLike, SimpleNamespace(id="", heading=""))
 
+
+
+#: What a factory raises whatever its config: a module, a name or an attribute of the code that is not there.
+_NOT_THE_CONFIGS = (ImportError, NameError, SyntaxError)
 
 
 #: The config a loader is first built from: 4 batches per epoch (the last one short),
@@ -141,6 +145,11 @@ class Handler:
                         "Build the loader from config.rank and "
                         f"config.world_size (0 and 1 here; a check on N ranks gives each rank its own), or check it "
                         f"on ranks: {Hint('world_size', 2)}")
+            if isinstance(e.error, _NOT_THE_CONFIGS):
+                # A module or name that is not there fails every config: the advice about the config would send
+                # the user to narrow a space that is not the cause.
+                return (f"the factory raised {type(e.error).__name__}: {e.error}{last_frame(e.error)}: it cannot "
+                        "build a loader for any config; fix the import or name it needs (-v prints the traceback)")
             # Which config, and both ways out: a stranger's factory often asks what only some configs allow
             # (persistent_workers=True raises with num_workers=0).
             return (f"the factory raised {type(e.error).__name__}: {e.error} on {config.as_code()}, the config "

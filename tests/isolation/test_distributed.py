@@ -323,6 +323,21 @@ def test_under_the_per_rank_file_declaration_sc30_still_fails_a_state_that_forge
     assert "--checkpoint-layout per-rank-files" in sc30.reproduction
 
 
+@pytest.mark.acceptance
+@pytest.mark.parametrize("clause", ["SC30", "SC31"])
+def test_tensor_parallel_replicas_that_yield_the_same_batches_pass(clause: str) -> None:
+    """2 ranks of one data-parallel rank (tp = 2): every sample comes twice in the uninterrupted run, so twice
+    after the resume is none repeated (SC30); a world of 1 or 3 is refused at build (SC31, naming the size)."""
+    from world_checks import on_two_ranks
+
+    from stateful_contract.repro.advice import advisories
+
+    _, result = on_two_ranks(ranked_target("tensor_parallel_replicas"), clause,
+                             LoaderConfig(dataset_size=6, batch_size=1, shuffle=True), batches=2)
+    assert result.status == "passed", result.message
+    assert not advisories(result.notes), result.notes  # SC31's refusal names the world size
+
+
 # --- ranks that raise, die or hang ------------------------------------------------------
 
 

@@ -95,3 +95,21 @@ def test_a_factory_for_worker_configs_only_is_built_inside_its_space_and_told_ho
     report = check(persistent_workers_always, profile="dev", clauses=["SC03"], isolation="in-process",
                    space=ConfigSpace(num_workers=(1, 2)))
     assert report["SC03"].status == "passed", report["SC03"].message
+
+
+def imports_what_is_not_there(config: LoaderConfig) -> Any:
+    from stateful_contract.reference.prefetch import NoSuchLoader  # type: ignore[attr-defined]
+
+    return NoSuchLoader(config)
+
+
+def test_a_factory_that_fails_every_config_is_not_sent_to_narrow_the_space() -> None:
+    """An ImportError is no config's: the advice to narrow the space sent a user the wrong way."""
+    from stateful_contract.run.check import FactoryError
+
+    with pytest.raises(FactoryError) as refused:
+        check(imports_what_is_not_there, profile="dev", clauses=["SC03"], isolation="in-process")
+    said = str(refused.value)
+    assert "ImportError: cannot import name 'NoSuchLoader'" in said
+    assert "in imports_what_is_not_there)" in said  # where it was raised
+    assert "cannot build a loader for any config" in said and "narrow the space" not in said
