@@ -23,7 +23,7 @@ from ..config import LoaderConfig
 from ..repro.compare import first_difference, sample_ids, stream_difference
 from ..repro.endless import describe, stream_losses
 from ..repro.exception_text import exception_text
-from ..repro.guard import LoaderHung
+from ..repro.guard import LoaderHung, LoaderSlow
 from ..repro.impact import Impact, losses
 from ..repro.recording import asserts, unrecorded
 from ..repro.state_steps import load_checkpoint, save_checkpoint
@@ -76,14 +76,17 @@ def _dcp_load(world: World, path: Path, key: str, template: Any) -> Any:
 
 @contextlib.contextmanager
 def _given_up(world: World, call: str) -> Iterator[None]:
-    """A wait in ``call`` past this rank's example timeout (its alarm, run once the collective returned), or
-    one its group gave up (`World.steps_group`, in a launcher's world), is no verdict of this rank's: its loader
-    was not called, another rank was slower or left the example before joining, and that rank's run says why
-    (`search.loop.judge_runs` puts a failure before this "not judged")."""
+    """A wait in ``call`` past this rank's example timeout (its alarm, run once the collective returned) with
+    its loader quiet for most of the example, or one its group gave up (`World.steps_group`, in a launcher's
+    world), is no verdict of this rank's: another rank was slower or left the example before joining, and that
+    rank's run says why (`search.loop.judge_runs` puts its run first). A rank whose own loader answered late in
+    the example (`LoaderSlow`) is the slow one, and says so."""
     waited = f"rank {world.rank} waited in {call} for another rank"
     try:
         yield
-    except LoaderHung as e:  # LoaderSlow too: either is the other ranks', not this rank's loader's
+    except LoaderSlow:
+        raise  # its loader answered in the later half of the example: this rank is the slow one
+    except LoaderHung as e:  # its loader quiet for most of the example: it was waiting here, for another rank
         raise WaitedForARank(f"{waited} until its example timeout had passed ({e.seconds:g} s): another rank was "
                            "slower or left the example early; its own verdict says which") from None
     except Exception as e:
