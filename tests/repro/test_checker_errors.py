@@ -45,6 +45,18 @@ def test_an_error_raised_elsewhere_keeps_its_verdict() -> None:
     assert outcome.status == "failed" and outcome.expected == "a verdict that replays"
 
 
+def test_the_engines_own_verdicts_raised_in_the_package_are_not_its_bugs() -> None:
+    """A violation is raised by the package's code too: it must shrink and fail as before."""
+    from stateful_contract.clauses.judgements import same_stream
+
+    try:
+        same_stream([1, 2], [1, 3], clause_id="SC10", context="")  # raises in clauses/judgements.py
+    except AssertionError as e:
+        assert raised_in_the_checker(e) is None
+    else:
+        raise AssertionError("same_stream passed two different streams")
+
+
 def test_the_address_is_pyprojects() -> None:
     from pathlib import Path
 
