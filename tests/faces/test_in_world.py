@@ -219,6 +219,12 @@ def test_a_script_that_made_its_own_world_checks_in_it_and_keeps_its_group(tmp_p
     assert all("the script's group is still up: True" in out for _, out in exits), exits
     verdict = json.loads(report.read_text())
     assert verdict["world_size"] == 2 and _status(verdict, "SC30") == "failed", verdict
+    # Its rerun hint is the call in the user's script, not a launcher this user never ran (it said torchrun).
+    reproduction = str(next(r["reproduction"] for r in verdict["clauses"] if r["id"] == "SC30"))
+    assert "stateful_contract.distributed.run_in_world([" in reproduction, reproduction
+    assert "torchrun" not in reproduction and "srun" not in reproduction, reproduction
+    notes = " ".join(verdict["notes"])
+    assert "the world your script made (run_in_world)" in notes and "launcher" not in notes, notes
     assert processes_of(tmp_path / "marker") == []
 
 
