@@ -54,6 +54,8 @@ class RankExecutor:
     #: Where the ranks keep their status logs (`board_path`).
     run_dir: Path
     load_form: LoadForm = "positional"
+    #: The rerun's arguments that keep what each rank left, and what they keep (a crash's reproduction).
+    keep_logs: tuple[tuple[str, ...], str] = (("--run-dir", "DIR"), "keeps each rank's logs in DIR/logs")
     #: Said in a reproduction of where the same example runs again.
     where_hint = "torch.distributed, gloo, fresh processes"
     #: What the ranks' processes may gain during one command (None: no limit; `wait`).
@@ -194,7 +196,8 @@ class RankExecutor:
                  plan: Any = None) -> ExampleRun:
         what = down.describe()
         rank = down.rank
-        rerun = f"{self.rerun(clause.id, ['--run-dir', 'DIR'])}  # keeps each rank's logs in DIR/logs"
+        keep, kept = self.keep_logs
+        rerun = f"{self.rerun(clause.id, keep)}  # {kept}"
         if config is not None and isinstance(plan, Checkpoint):
             rerun = self.rerun_example(clause, config, plan)
         program = down.programs.get(rank, "")

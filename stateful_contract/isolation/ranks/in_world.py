@@ -168,6 +168,8 @@ class InWorld(RankExecutor):
     """Rank 0's executor: every example on every rank of the joined world."""
 
     where_hint = "torch.distributed, in the world your launcher starts"
+    #: ``run`` has no ``--run-dir`` (it refused the flag the crash's hint named): its ``--dir`` is kept.
+    keep_logs = (("--dir", "DIR"), "keeps the run's directory: each rank's status log in DIR/status")
     #: The world this rank joined, its mode (``run``, ``save``, ``resume``) and the user's launch line
     #: (``srun --ntasks 4 python``): set by `stateful_contract.distributed` around its check (`rank_executor`).
     joined: ClassVar[tuple[World, str, str] | None] = None
