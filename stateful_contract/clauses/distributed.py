@@ -12,7 +12,7 @@ import functools
 import io
 import pickle
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -22,11 +22,13 @@ import torch
 from ..config import LoaderConfig
 from ..repro.compare import first_difference, sample_ids, stream_difference
 from ..repro.endless import describe, stream_losses
+from ..repro.exception_text import exception_text
+from ..repro.guard import LoaderHung
 from ..repro.impact import Impact, losses
 from ..repro.recording import asserts, unrecorded
 from ..repro.state_steps import load_checkpoint, save_checkpoint
-from ..repro.steps import LoaderError, Position, checkpoint, uninterrupted
-from ..search.example import Example
+from ..repro.steps import LoaderError, NotJudgeable, Position, WaitedForARank, checkpoint, uninterrupted
+from ..search.example import Example, World
 from ..search.plans import Checkpoint, checkpoint_plan, position_on_rank
 from .rank_streams import RankResume, every_rank_resumed, example_folder, window
 from .registry import LOAD, clause
@@ -44,6 +46,8 @@ VIA_SHARED = "torch.distributed.checkpoint, one key shared by every rank"
 SHARED_REFUSAL = (" (under one DCP key shared by every rank, where DCP gives every rank one copy: or "
                   "refuse a state that is not its rank's, with an exception naming the rank)")
 _NAMES_A_RANK = re.compile(r"rank", re.IGNORECASE)
+#: What gloo says when a collective's group timeout passed (a TCP read, a recv, a barrier).
+_TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)
 
 
 @asserts("assert_same_stream")
@@ -52,20 +56,40 @@ def _own_stream(expected: list[Any], resumed: list[Any]) -> str | None:
     return stream_difference(expected, resumed)
 
 
-def _dcp_save(path: Path, tree: dict[str, Any]) -> None:
+def _dcp_save(world: World, path: Path, tree: dict[str, Any]) -> None:
     """``torch.distributed.checkpoint.save(tree)`` (a collective)."""
     from torch.distributed.checkpoint.state_dict_saver import save
 
-    save(tree, checkpoint_id=str(path))
+    with _given_up(world, "torch.distributed.checkpoint.save"):
+        save(tree, checkpoint_id=str(path), process_group=world.collectives)
 
 
-def _dcp_load(path: Path, key: str, template: Any) -> Any:
+def _dcp_load(world: World, path: Path, key: str, template: Any) -> Any:
     """``torch.distributed.checkpoint.load({key: template})``, into a copy of the template (a collective)."""
     from torch.distributed.checkpoint.state_dict_loader import load
 
     wanted: dict[str, Any] = {key: copy.deepcopy(template)}
-    load(wanted, checkpoint_id=str(path))
+    with _given_up(world, "torch.distributed.checkpoint.load"):
+        load(wanted, checkpoint_id=str(path), process_group=world.collectives)
     return wanted[key]
+
+
+@contextlib.contextmanager
+def _given_up(world: World, call: str) -> Iterator[None]:
+    """A wait in ``call`` past this rank's example timeout (its alarm, run once the collective returned), or
+    one its group gave up (`World.steps_group`, in a launcher's world), is no verdict of this rank's: its loader
+    was not called, another rank was slower or left the example before joining, and that rank's run says why
+    (`search.loop.judge_runs` puts a failure before this "not judged")."""
+    waited = f"rank {world.rank} waited in {call} for another rank"
+    try:
+        yield
+    except LoaderHung as e:  # LoaderSlow too: either is the other ranks', not this rank's loader's
+        raise WaitedForARank(f"{waited} until its example timeout had passed ({e.seconds:g} s): another rank was "
+                           "slower or left the example early; its own verdict says which") from None
+    except Exception as e:
+        if world.collectives is None or not _TIMED_OUT.search(str(e)):
+            raise
+        raise WaitedForARank(f"{waited} that did not join it, and gave up: {exception_text(e)}") from e
 
 
 def _leaves(state: Any, prefix: str = "") -> dict[str, Any]:
@@ -104,6 +128,8 @@ def _read_and_resume(example: Example, result: RankResume, expected: list[Any], 
     """The state ``read()`` returns, resumed and compared (None where it raised: ``failed`` says so)."""
     try:
         state = read()
+    except NotJudgeable:
+        raise
     except Exception as e:
         result.error = f"{failed}: {type(e).__name__}: {e}"
         return None
@@ -120,7 +146,9 @@ def _from_shared_key(example: Example, folder: Path, state: Any, expected: list[
     result = RankResume(world.rank, via=via)
     world.status("loading the state with torch.distributed.checkpoint (one shared key)")
     try:
-        loaded = _dcp_load(folder / "dcp-shared", "dataloader", state if state is not None else {})
+        loaded = _dcp_load(world, folder / "dcp-shared", "dataloader", state if state is not None else {})
+    except NotJudgeable:
+        raise
     except Exception as e:
         result.error = f"torch.distributed.checkpoint.load failed: {type(e).__name__}: {e}"
         return result, None
@@ -210,7 +238,7 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint, *,
         return [from_file]
     from_dcp = RankResume(rank, via=f"{VIA_DCP}, resumed in a fresh process")
     world.status("loading the state with torch.distributed.checkpoint")
-    _read_and_resume(example, from_dcp, expected, lambda: _rank_key_state(folder, rank),
+    _read_and_resume(example, from_dcp, expected, lambda: _rank_key_state(world, folder, rank),
                      "torch.distributed.checkpoint.load failed")
     from_shared, other = _from_shared_key(example, folder, own, expected,
                                           f"{VIA_SHARED}, resumed in a fresh process")
@@ -221,9 +249,9 @@ def resume_in_fresh_processes(example: Example, plan: Checkpoint, *,
     return [from_file, from_dcp, from_shared]
 
 
-def _rank_key_state(folder: Path, rank: int) -> Any:
+def _rank_key_state(world: World, folder: Path, rank: int) -> Any:
     """This rank's state, from its own DCP key (a collective: every rank loads)."""
-    payload = _dcp_load(folder / "dcp", "train_dataloader", {f"rank_{rank}": b""})[f"rank_{rank}"]
+    payload = _dcp_load(world, folder / "dcp", "train_dataloader", {f"rank_{rank}": b""})[f"rank_{rank}"]
     return pickle.loads(payload.getvalue() if isinstance(payload, io.BytesIO) else payload)
 
 
@@ -269,10 +297,12 @@ def every_rank_resumes(example: Example, plan: Checkpoint, *,
         return [result]
     # Collectives: every rank saves, even one whose loader failed (with an empty payload).
     world.status("saving the state with torch.distributed.checkpoint")
-    _dcp_save(folder / "dcp", {"train_dataloader": {f"rank_{world.rank}": payload}})
+    _dcp_save(world, folder / "dcp", {"train_dataloader": {f"rank_{world.rank}": payload}})
     world.status("saving the state with torch.distributed.checkpoint (one shared key)")
     try:
-        _dcp_save(folder / "dcp-shared", {"dataloader": state if state is not None else {}})
+        _dcp_save(world, folder / "dcp-shared", {"dataloader": state if state is not None else {}})
+    except NotJudgeable:
+        raise
     except Exception as e:  # DCP raises on every rank alike (it gathers the errors): none loads
         from_shared = RankResume(world.rank, via=f"{VIA_SHARED}, resumed in the saving process",
                                  error=f"torch.distributed.checkpoint.save failed: {type(e).__name__}: {e}")

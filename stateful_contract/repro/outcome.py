@@ -13,6 +13,7 @@ from typing import Any, Literal
 from ..links import ISSUES
 from ..spellings import Hint
 from .impact import Impact, loud, where_of
+from .socket_dir import socket_dir_problem
 
 # steps (and through it the config's datasets) imports torch: imported by the two functions that map a
 # running example's end, so that an `Outcome` (every saved report holds some) reads without torch.
@@ -181,6 +182,8 @@ def outcome_of(error: BaseException, *, heading: str, rank: int | None = None,
         expected, got = "each example to finish", (
             f"the loader hung{f' during {during}' if during else ''}: {error}; the run went on with the next clause "
             f"({Hint('timeout')} sets the limit)")
+        if error.had_children and (cause := socket_dir_problem()):  # said on the workers' stderr alone
+            got += f"; likely cause: {cause}"
         trace = ""
         impact = loud(during, "hangs: the job stops")  # a hang at resume stops the job as a crash does
     elif isinstance(error, EndlessPass):

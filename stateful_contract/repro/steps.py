@@ -25,9 +25,29 @@ from .guard import answered, collect
 from .recording import bound, recorded
 from .vocabulary import Point, batch_count
 
-__all__ = ["RESUME_EPOCHS", "EndlessPass", "LoadForm", "LoaderError", "NotJudgeable", "PassEnded", "Position", "advance",
-           "checkpoint", "epoch_lengths", "fresh", "is_the_loaders", "iterate_on", "load", "references_kept",
-           "state_of", "stream", "stream_calling_state_dict", "take", "uninterrupted"]
+__all__ = [
+    "RESUME_EPOCHS",
+    "EndlessPass",
+    "LoadForm",
+    "LoaderError",
+    "NotJudgeable",
+    "PassEnded",
+    "Position",
+    "WaitedForARank",
+    "advance",
+    "checkpoint",
+    "epoch_lengths",
+    "fresh",
+    "is_the_loaders",
+    "iterate_on",
+    "load",
+    "references_kept",
+    "state_of",
+    "stream",
+    "stream_calling_state_dict",
+    "take",
+    "uninterrupted",
+]
 
 LoadForm = Literal["positional", "keyword"]
 Factory = Callable[[LoaderConfig], Any]
@@ -35,6 +55,11 @@ Factory = Callable[[LoaderConfig], Any]
 
 class NotJudgeable(Exception):
     """The clause cannot be judged for this loader; the message points at the clause that can."""
+
+
+class WaitedForARank(NotJudgeable):
+    """This rank waited in one of the scenario's collectives for another rank, past its time: that rank's run
+    holds the example's verdict (`search.loop.judge_runs`)."""
 
 
 class EndlessPass(Exception):

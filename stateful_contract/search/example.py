@@ -34,6 +34,8 @@ class World(Protocol):
     rank: int
     world_size: int
     workdir: Path
+    #: The process group of the scenario's own collectives (DCP's save and load; None: the default group).
+    collectives: Any
 
     def status(self, doing: str) -> None: ...
 
@@ -137,6 +139,8 @@ class ExampleRun:
     #: The uninterrupted run's first pass did not end (`steps.EndlessPass`): the check goes on with the
     #: loader as an endless stream (`run.clause_loop`).
     endless: bool = False
+    #: It ended waiting for another rank in a collective (`steps.WaitedForARank`): the others' runs say why.
+    waited: bool = False
 
 
 def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,
@@ -166,6 +170,7 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
         run.final = (isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
                      or raised_in_the_checker(e) is not None)  # the checker's own bug: no smaller example helps
         run.endless = isinstance(e, steps.EndlessPass)
+        run.waited = isinstance(e, steps.WaitedForARank)
     run.advisories = advised
     run.reproduction = program.source(config.as_code())
     run.seconds = time.perf_counter() - started

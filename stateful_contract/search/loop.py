@@ -124,9 +124,13 @@ def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfi
             shown = getattr(v, "reproduce_on", 0) or 0
             return dataclasses.replace(runs[shown], outcome=v.plain())
         return None
-    first = failed[0]
+    # A rank that waited in a collective for another, past its time, has no verdict of its own; and a failure
+    # comes before a "not judged" (a rank too slow for the timeout beside one that failed).
+    first = min(failed, key=lambda r: (r.waited, r.outcome is not None and r.outcome.status == "not-judged"))
     if len(runs) > 1:
-        statuses = ", ".join(f"rank {r.rank} {'failed' if r.outcome else 'passed'}" for r in runs)
+        statuses = ", ".join(f"rank {r.rank} " + ("passed" if r.outcome is None else "waited for another rank"
+                                                    if r.waited else r.outcome.status.replace("-", " "))
+                             for r in runs)
         assert first.outcome is not None
         first.outcome.notes.append(f"per rank: {statuses}")
     return first

@@ -186,6 +186,22 @@ def slow_on_rank_0(config: LoaderConfig) -> Any:
     return _SlowBatches(config) if config.rank == 0 else reference_wrapper(config)
 
 
+class _HangsInStateDict(_SlowBatches):
+    """Hangs in Python (the alarm reaches it) when asked for its state: before SC30's DCP save, which every
+    other rank then waits in for it."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.pause = 0.0
+
+    def state_dict(self) -> Any:
+        time.sleep(3600)
+
+
+def hangs_in_state_dict_on_rank_1(config: LoaderConfig) -> Any:
+    return _HangsInStateDict(config) if config.rank == 1 else reference_wrapper(config)
+
+
 def blocks_on_rank_1(config: LoaderConfig) -> Any:
     """Hangs where no Python-level timeout reaches: the example alarm signal is blocked."""
     if config.rank == 1:
@@ -428,6 +444,18 @@ def test_a_rank_too_slow_for_the_timeout_is_not_judged_though_the_others_wait_fo
     assert "kept answering" in sc30.message and "timeout=" in sc30.message, sc30.message
     assert "rank 0 ended this example early" in "\n".join(sc30.notes), sc30.notes
     assert "rank 1 (" in "\n".join(sc30.notes) and "checkpoint" in "\n".join(sc30.notes), sc30.notes
+
+
+@pytest.mark.acceptance
+def test_a_rank_whose_loader_hangs_before_a_collective_is_named_not_the_rank_waiting_in_it() -> None:
+    # Rank 1 hangs in state_dict() and leaves at its alarm; rank 0 waits in SC30's DCP save for it, where no
+    # alarm reaches, and is the one killed. Until session 35 the message blamed rank 0 ("stopped answering").
+    report = check_world(target("hangs_in_state_dict_on_rank_1"), world_size=2, clauses=["SC30"], timeout=2,
+                         replay=(LoaderConfig(dataset_size=24, batch_size=1), Position(epoch=0, batches=9)))
+    sc30 = report["SC30"]
+    assert sc30.status == "failed", sc30.message
+    assert "Failed on rank 1 of 2" in sc30.message and "hung during loader.state_dict()" in sc30.message, sc30.message
+    assert "rank 1 ended this example early" in "\n".join(sc30.notes), sc30.notes
 
 
 def test_a_rank_that_hangs_for_good_is_killed_with_every_process_of_the_run(tmp_path: Path) -> None:

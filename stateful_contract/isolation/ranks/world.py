@@ -30,7 +30,7 @@ from ...repro.guard import frozen
 from ...spellings import Face, current
 from .. import executors
 from ..noise import ignore_set_vital
-from ..supervised import POLL
+from ..supervised import POLL, command_limit
 from .launch import JOINING, SPEC_FILE, STOP, board_path
 from .turns import posing_as
 
@@ -44,11 +44,14 @@ class World:
     rank: int
     world_size: int
     run_dir: Path
-    #: The gloo group commands and answers travel through (None: the default group, gloo too): beside an
-    #: nccl or hccl group, a gloo one carries Python objects, as DCP does.
+    #: The gloo group commands and answers travel through (None: the default group, a self-launched world's):
+    #: in a launcher's world one of its own, beside the default group of any backend (`in_world._world`).
     group: Any = None
     #: Leader: its own answer to the command in flight (`call`), which the gather may never deliver.
     answer: Any = None
+    #: The user's launcher started this world (`in_world.join`): no checker outside can end a rank stuck in a
+    #: collective, so the scenarios' own collectives get a group that gives up (`steps_group`).
+    launcher_owned: bool = False
 
     def __post_init__(self) -> None:
         status.install(status.Board(board_path(self.run_dir, self.rank)))  # read if the rank dies or hangs
@@ -81,6 +84,18 @@ class World:
         if failed:
             raise failed[0]
         return gathered
+
+    def steps_group(self, timeout: float | None) -> Any:
+        """The group the scenarios' own collectives run in (SC30's DCP save and load): None, the default
+        group, where the checker ends a stuck rank from outside (`Ranks`); in a launcher's world, a gloo group
+        of its own, made on every rank at once (`Handler`), that gives up after a command's limit. A rank that
+        leaves an example early (its loader hung in Python, its example timeout) leaves the others waiting
+        there; on the default group the leader waited in C for the launcher's group timeout (27 min at the ci
+        profile), and a follower's next collective met the leader's pending one instead."""
+        if not self.launcher_owned:
+            return None
+        seconds = command_limit(timeout) or 86400.0
+        return dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=seconds))
 
     def share(self, value: Any = None) -> Any:
         """Rank 0's ``value`` on every rank (the others pass nothing)."""
@@ -189,6 +204,7 @@ class Handler(executors.Handler):
         face, owner = spec.face
         self.face = (cast(Face, face), owner)
         self.place = world
+        self.collectives = world.steps_group(spec.timeout)
         self.on(world.rank, world.world_size)
 
     def on(self, rank: int, world_size: int) -> None:
@@ -196,7 +212,7 @@ class Handler(executors.Handler):
         run's directory, shared by every rank, and this process's status log."""
         self.rank, self.world_size = rank, world_size
         self.world = SimpleNamespace(rank=rank, world_size=world_size, workdir=self.place.run_dir,
-                                     status=status.note)
+                                     status=status.note, collectives=self.collectives)
         self.workdir = self.place.run_dir / "scratch" / f"rank{rank}"  # apart from the other ranks' files
 
     def config(self, config: LoaderConfig) -> LoaderConfig:
