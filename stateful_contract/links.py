@@ -6,10 +6,13 @@ anchor cited exists.
 
 from __future__ import annotations
 
-__all__ = ["DOCS", "doc"]
+__all__ = ["DOCS", "ISSUES", "doc"]
 
 #: The published docs: ``[project.urls] Documentation`` in pyproject.toml.
 DOCS = "https://github.com/stateful-contract/stateful-contract/tree/main/docs"
+
+#: Where a bug of the checker is reported: ``[project.urls] Issues`` in pyproject.toml.
+ISSUES = "https://github.com/stateful-contract/stateful-contract/issues"
 
 
 def doc(page: str, anchor: str = "") -> str:

@@ -43,6 +43,8 @@ class LoaderHung(BaseException):
             "waited for a CPU is not counted)")
         super().__init__(f"the example did not finish within {seconds:g} s{starved}")
         self.seconds = seconds
+        #: The loader's process had child processes (DataLoader workers) when it was called hung.
+        self.had_children = False
 
 
 class LoaderSlow(LoaderHung):
@@ -118,7 +120,9 @@ def deadline(seconds: float | None) -> Iterator[None]:
         quiet = now - max(_last_answer, started)
         if quiet < (now - started) / 2:
             raise LoaderSlow(seconds, waited=now - started, quiet=quiet)
-        raise LoaderHung(seconds, waited=now - started)
+        hung = LoaderHung(seconds, waited=now - started)
+        hung.had_children = bool(current_children())  # its workers: a cause only they print may be named
+        raise hung
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     arm()

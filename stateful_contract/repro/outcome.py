@@ -4,18 +4,22 @@ example (a `ClauseViolation`, a `LoaderError`, a hang) to it, the same for every
 from __future__ import annotations
 
 import functools
+import os
 import traceback
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any, Literal
 
+from ..links import ISSUES
 from ..spellings import Hint
 from .impact import Impact, loud, where_of
+from .socket_dir import socket_dir_problem
 
 # steps (and through it the config's datasets) imports torch: imported by the two functions that map a
 # running example's end, so that an `Outcome` (every saved report holds some) reads without torch.
 
 __all__ = ["LOADER_CALLS", "ClauseViolation", "Impact", "Outcome", "Status", "last_frame", "outcome_of",
-           "unjudged_by"]
+           "raised_in_the_checker", "unjudged_by"]
 
 #: What an example expected when the loader (or its factory) raised instead of letting it judge anything.
 LOADER_CALLS = "every call the contract makes on the loader to succeed"
@@ -113,6 +117,27 @@ def last_frame(error: BaseException) -> str:
     return f" (at {last.filename}:{last.lineno} in {last.name})"
 
 
+#: The package's own folder: an exception whose last frame is in it was raised by the checker's code.
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+def raised_in_the_checker(error: BaseException) -> str | None:
+    """``path:line in fn`` where ``error`` was raised, when that is the package's own code and ``error`` none
+    of the engine's own verdicts (a violation, the loader's exception, a hang, a pass that never ends), else
+    None."""
+    from .guard import LoaderHung, LoaderSlow
+    from .steps import EndlessPass, LoaderError, NotJudgeable, PassEnded
+
+    if isinstance(error, (ClauseViolation, NotJudgeable, LoaderSlow, LoaderHung, EndlessPass, PassEnded,
+                          LoaderError)):
+        return None
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames or not str(Path(frames[-1].filename).resolve()).startswith(_PACKAGE):
+        return None
+    last = frames[-1]
+    return f"{last.filename}:{last.lineno} in {last.name}"
+
+
 def unjudged_by(expected: str, got: str, killed_by: str) -> str:
     """What ended a failed clause's example before its statement could be judged (the loader or its factory
     raised, hung, or took its process down), in one line; "" when the clause judged and found it false."""
@@ -157,6 +182,8 @@ def outcome_of(error: BaseException, *, heading: str, rank: int | None = None,
         expected, got = "each example to finish", (
             f"the loader hung{f' during {during}' if during else ''}: {error}; the run went on with the next clause "
             f"({Hint('timeout')} sets the limit)")
+        if error.had_children and (cause := socket_dir_problem()):  # said on the workers' stderr alone
+            got += f"; likely cause: {cause}"
         trace = ""
         impact = loud(during, "hangs: the job stops")  # a hang at resume stops the job as a crash does
     elif isinstance(error, EndlessPass):
@@ -174,6 +201,12 @@ def outcome_of(error: BaseException, *, heading: str, rank: int | None = None,
         tb = "".join(traceback.format_exception(type(error.error), error.error, error.error.__traceback__))
         trace = f"\n\nTraceback of the loader's exception:\n{tb.rstrip()}"
         impact = loud(error.step, f"raises {type(error.error).__name__}")
+    elif (inside := raised_in_the_checker(error)) is not None:
+        # Not the loader's: every call into the loader is a step, and what it raises comes as a LoaderError.
+        why = (f"stateful-contract itself raised {type(error).__name__}: {error} (at {inside}): a bug of the "
+               f"checker, not a verdict on the loader; please report it with this message ({ISSUES})")
+        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return Outcome("not-judged", got=why, detail=f"{why}\n\nTraceback:\n{tb.rstrip()}", rank=rank)
     else:  # Hypothesis' own verdicts (a flaky loader), or a bug of the loader outside any step
         expected, got, trace = "a verdict that replays", f"{type(error).__name__}: {error}", ""
         during = _call_in_progress(error)

@@ -17,7 +17,7 @@ from ..repro.compare import Segment
 from ..repro.consumption import Drawn, Watched
 from ..repro.endless import StreamSegment
 from ..repro.guard import LoaderHung, deadline
-from ..repro.outcome import ClauseViolation, Outcome, outcome_of
+from ..repro.outcome import ClauseViolation, Outcome, outcome_of, raised_in_the_checker
 from ..repro.recording import Program, recording
 from ..repro.steps import RESUME_EPOCHS, Factory, LoaderError, LoadForm, Position
 from ..repro.vocabulary import Point, into_window
@@ -167,7 +167,8 @@ def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan
                                  world_size=world.world_size if world is not None else 1)
         # A hang would be waited out again by every shrink step; a loader that cannot be judged,
         # or that never ends a pass, stays so in any smaller example.
-        run.final = isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
+        run.final = (isinstance(e, (LoaderHung, steps.NotJudgeable, steps.EndlessPass))
+                     or raised_in_the_checker(e) is not None)  # the checker's own bug: no smaller example helps
         run.endless = isinstance(e, steps.EndlessPass)
         run.waited = isinstance(e, steps.WaitedForARank)
     run.advisories = advised

@@ -9,8 +9,10 @@ profile on one clause, and the slower launches are the fewest that show each poi
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -23,8 +25,10 @@ from typing import Any
 
 import pytest
 
+from stateful_contract.faces.distributed.in_world import _parser as run_parser
 from stateful_contract.isolation.processes import MARKER_ENV, kill_session, processes_of
-from stateful_contract.isolation.ranks.in_world import first_host, launcher_env
+from stateful_contract.isolation.ranks.failures import LaunchOutcome
+from stateful_contract.isolation.ranks.in_world import OWN_WORLD, InWorld, first_host, launcher_env
 from stateful_contract.repro.progress import Clock
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
@@ -141,6 +145,30 @@ def test_slurm_and_open_mpi_variables_become_the_env_init_ones() -> None:
 # --- two nodes under torchrun -----------------------------------------------------------
 
 
+class _Clause:
+    id, heading = "SC30", "SC30 resume-matches-uninterrupted-distributed"
+
+    def scenario(self, example: Any, plan: Any) -> Any:
+        raise AssertionError("a crash's hint runs no scenario")
+
+
+@pytest.mark.parametrize("launch", ["torchrun --nproc-per-node 2", OWN_WORLD], ids=["torchrun", "own-world"])
+def test_a_crash_rerun_hint_in_a_world_is_a_line_run_accepts(launch: str) -> None:
+    """A rank gone before an example had a plan: its hint named ``--run-dir DIR``, which ``run`` refused."""
+    executor = object.__new__(InWorld)  # the hint reads no world: none is made
+    executor.target, executor.launch, executor.world_size = "my_pkg.loaders:factory", launch, 2
+    reproduction = executor._crashed(_Clause(), LaunchOutcome(in_world=True, error="gone")).reproduction
+    if launch == OWN_WORLD:
+        call = reproduction.split("run_in_world(", 1)[1].split(")  #", 1)[0]
+        argv = ast.literal_eval(call)
+        assert "torchrun" not in reproduction, reproduction
+    else:
+        assert reproduction.startswith(f"{launch} -m stateful_contract.distributed run "), reproduction
+        argv = shlex.split(reproduction.split(" run ", 1)[1].split("  #", 1)[0])
+    args = run_parser().parse_args(argv)  # SystemExit (exit 2) on a flag run does not take
+    assert (args.target, args.clauses, args.dir) == ("my_pkg.loaders:factory", ["SC30"], "DIR"), args
+
+
 @pytest.mark.launcher
 def test_a_correct_wrapper_passes_on_two_nodes_and_every_agent_exits_0(tmp_path: Path) -> None:
     exits, report = two_nodes(REFERENCE, ["--clause", "SC30", *EXAMPLE], tmp_path)
@@ -219,6 +247,12 @@ def test_a_script_that_made_its_own_world_checks_in_it_and_keeps_its_group(tmp_p
     assert all("the script's group is still up: True" in out for _, out in exits), exits
     verdict = json.loads(report.read_text())
     assert verdict["world_size"] == 2 and _status(verdict, "SC30") == "failed", verdict
+    # Its rerun hint is the call in the user's script, not a launcher this user never ran (it said torchrun).
+    reproduction = str(next(r["reproduction"] for r in verdict["clauses"] if r["id"] == "SC30"))
+    assert "stateful_contract.distributed.run_in_world([" in reproduction, reproduction
+    assert "torchrun" not in reproduction and "srun" not in reproduction, reproduction
+    notes = " ".join(verdict["notes"])
+    assert "the world your script made (run_in_world)" in notes and "launcher" not in notes, notes
     assert processes_of(tmp_path / "marker") == []
 
 

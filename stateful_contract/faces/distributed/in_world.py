@@ -135,7 +135,7 @@ def _main(argv: Sequence[str] | None) -> int:
     timeout = default_run_timeout(get_profile(args.profile), 40) + 60
     world = join(Path(args.dir).resolve() if keep else None, backend=backend, timeout=timeout)
     run_dir = world.run_dir
-    launch = launch_line(os.environ, world.world_size)
+    launch = launch_line(os.environ, world.world_size, own_world=own_world)
     try:
         if world.rank != 0:
             code = int(follow(world)[1])
@@ -166,7 +166,8 @@ def _main(argv: Sequence[str] | None) -> int:
         finally:
             InWorld.joined = None
         if report is not None:
-            report.notes.append(f"backend {backend} (commands on a gloo group), launched as: {launch}")
+            report.notes.append(f"backend {backend} (commands on a gloo group), "
+                                + (f"in {launch}" if own_world else f"launched as: {launch}"))
             cli.write_report(report, args)  # rank 0's, with --json, --junit or --markdown where given
         if InWorld.last is not None and InWorld.last.down:
             # A rank is gone or stuck: no verdict can reach it. The ranks left on this host are ended here

@@ -4,7 +4,7 @@ rank and watches their status logs while it waits (`wait`); how a command reache
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,18 @@ from .failures import LaunchOutcome
 from .launch import board_path
 from .world import RankSpec
 
-__all__ = ["RankExecutor", "WorldDown"]
+__all__ = ["RankExecutor", "WorldDown", "shell_words"]
+
+
+def shell_words(arguments: Sequence[str]) -> str:
+    """``arguments`` as a command line's tail, each after a space: a word a shell would split or expand in double
+    quotes (``--config "LoaderConfig(dataset_size=2)"``), plain words as they are."""
+    def quoted(word: str) -> str:
+        if word and all(c.isalnum() or c in "_-.,:/=+@%" for c in word):
+            return word
+        return '"' + "".join("\\" + c if c in '\\"$`' else c for c in word) + '"'
+
+    return "".join(f" {quoted(word)}" for word in arguments)
 
 
 class WorldDown(Exception):
@@ -43,6 +54,8 @@ class RankExecutor:
     #: Where the ranks keep their status logs (`board_path`).
     run_dir: Path
     load_form: LoadForm = "positional"
+    #: The rerun's arguments that keep what each rank left, and what they keep (a crash's reproduction).
+    keep_logs: tuple[tuple[str, ...], str] = (("--run-dir", "DIR"), "keeps each rank's logs in DIR/logs")
     #: Said in a reproduction of where the same example runs again.
     where_hint = "torch.distributed, gloo, fresh processes"
     #: What the ranks' processes may gain during one command (None: no limit; `wait`).
@@ -97,10 +110,10 @@ class RankExecutor:
                 down.command_limit = command_seconds
             raise WorldDown(down)
 
-    def rerun(self, clause_id: str) -> str:
-        """The command that runs ``clause_id`` on these ranks again."""
+    def rerun(self, clause_id: str, arguments: Sequence[str] = ()) -> str:
+        """The command that runs ``clause_id`` on these ranks again, with ``arguments`` (``--config C``) after it."""
         return (f"python -m stateful_contract.distributed {self.target} --world-size {self.world_size} "
-                f"--clause {clause_id}")
+                f"--clause {clause_id}{shell_words(arguments)}")
 
     def start(self) -> None:
         try:
@@ -175,16 +188,16 @@ class RankExecutor:
     def rerun_example(self, clause: ClauseLike, config: LoaderConfig, plan: Checkpoint) -> str:
         """The command that runs this one example on these ranks again."""
         base = replace(config, rank=0, world_size=1)
-        declared = "".join(f" {OPTIONS[name].flag}" + ("" if value is True else f" {value}")
-                           for name, value in getattr(clause, "given", ()) if value not in (None, False))
-        return (f"{self.rerun(clause.id)}{declared} --config \"{base.as_code()}\" "
-                f"--position \"{plan.position.as_code()}\"")
+        declared = [word for name, value in getattr(clause, "given", ()) if value not in (None, False)
+                    for word in (OPTIONS[name].flag, *(() if value is True else (str(value),)))]
+        return self.rerun(clause.id, [*declared, "--config", base.as_code(), "--position", plan.position.as_code()])
 
     def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
                  plan: Any = None) -> ExampleRun:
         what = down.describe()
         rank = down.rank
-        rerun = f"{self.rerun(clause.id)} --run-dir DIR  # keeps each rank's logs in DIR/logs"
+        keep, kept = self.keep_logs
+        rerun = f"{self.rerun(clause.id, keep)}  # {kept}"
         if config is not None and isinstance(plan, Checkpoint):
             rerun = self.rerun_example(clause, config, plan)
         program = down.programs.get(rank, "")

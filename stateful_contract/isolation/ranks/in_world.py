@@ -14,7 +14,7 @@ import re
 import stat
 import tempfile
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,12 +27,12 @@ from ...repro.guard import frozen
 from ...search.plans import Alignment
 from ..executors import PROBE_CONFIG
 from ..processes import alive
-from .executor import RankExecutor, WorldDown
+from .executor import RankExecutor, WorldDown, shell_words
 from .failures import LaunchOutcome
 from .launch import where_ranks_were
 from .world import Handler, World, local_pids
 
-__all__ = ["InWorld", "default_backend", "first_host", "follow", "join", "launch_line", "launcher_env", "private_dir",
+__all__ = ["OWN_WORLD", "InWorld", "default_backend", "first_host", "follow", "join", "launch_line", "launcher_env", "private_dir",
            "private_run_dir"]
 
 #: ``MASTER_PORT`` when the launcher gives none (SLURM and Open MPI do not): torchrun's default.
@@ -66,9 +66,16 @@ def launcher_env(env: Mapping[str, str], *, master_addr: str | None = None,
             "MASTER_PORT": master_port or env.get("MASTER_PORT", DEFAULT_PORT)}
 
 
-def launch_line(env: Mapping[str, str], world_size: int) -> str:
+#: The "launch line" of a world a script made itself (`run_in_world` after its own ``init_process_group``): its
+#: rerun hints are that call in the script, not a launcher's command (`InWorld.rerun`).
+OWN_WORLD = "your script's own world (run_in_world on every rank)"
+
+
+def launch_line(env: Mapping[str, str], world_size: int, *, own_world: bool = False) -> str:
     """How the user launched this world, as a rerun hint writes it: ``torchrun --nnodes 2 --nproc-per-node 2 ...``,
-    ``srun --ntasks 4 python``."""
+    ``srun --ntasks 4 python``; `OWN_WORLD` for a script's own (its variables, if any, are the script's to map)."""
+    if own_world:
+        return OWN_WORLD
     if "TORCHELASTIC_RUN_ID" in env:
         nodes, per_node = env.get("GROUP_WORLD_SIZE", "1"), env.get("LOCAL_WORLD_SIZE", world_size)
         return f"torchrun --nnodes {nodes} --nproc-per-node {per_node}" + (" ..." if nodes != "1" else "")
@@ -161,6 +168,8 @@ class InWorld(RankExecutor):
     """Rank 0's executor: every example on every rank of the joined world."""
 
     where_hint = "torch.distributed, in the world your launcher starts"
+    #: ``run`` has no ``--run-dir`` (it refused the flag the crash's hint named): its ``--dir`` is kept.
+    keep_logs = (("--dir", "DIR"), "keeps the run's directory: each rank's status log in DIR/status")
     #: The world this rank joined, its mode (``run``, ``save``, ``resume``) and the user's launch line
     #: (``srun --ntasks 4 python``): set by `stateful_contract.distributed` around its check (`rank_executor`).
     joined: ClassVar[tuple[World, str, str] | None] = None
@@ -176,6 +185,8 @@ class InWorld(RankExecutor):
         self.mode = mode
         self.world_size = self.live_world_size = world.world_size
         self.launch = launch
+        if launch == OWN_WORLD:
+            self.where_hint = "torch.distributed, in the world your script makes, with run_in_world on every rank"
         #: (clause id, config, plan) of every example run, for the save phase's manifest.
         self.ran: list[tuple[str, Any, Any]] = []
         world.share(self.spec)
@@ -190,8 +201,13 @@ class InWorld(RankExecutor):
                               "judges them in fresh processes")
         InWorld.last = self
 
-    def rerun(self, clause_id: str) -> str:
-        return f"{self.launch} -m stateful_contract.distributed run {self.target} --clause {clause_id}"
+    def rerun(self, clause_id: str, arguments: Sequence[str] = ()) -> str:
+        argv = [self.target, "--clause", clause_id, *arguments]
+        if self.launch == OWN_WORLD:  # the user's script, not a launcher: the same call there, on every rank
+            return (f"stateful_contract.distributed.run_in_world({argv!r})  "
+                    "# in your script, on every rank, after its init_process_group")
+        return f"{self.launch} -m stateful_contract.distributed run {self.target} --clause {clause_id}" + \
+            shell_words(arguments)
 
     def restart_place(self, worlds: tuple[int | None, ...]) -> str | None:
         """Where the fresh-process half ran, for its note (`stateful_contract.run.clause_loop`)."""
@@ -250,6 +266,7 @@ class InWorld(RankExecutor):
 
     def close(self) -> None:
         self._kept.close()
-        where = {"run": "in the world its launcher started", "save": "saving into the shared directory",
+        where = {"run": "in the world your script made (run_in_world)" if self.launch == OWN_WORLD else
+                 "in the world its launcher started", "save": "saving into the shared directory",
                  "resume": "resuming from the shared directory"}[self.mode]
         self.notes.append(f"{self.world_size} ranks on torch.distributed, {where} ({self.run_dir})")
