@@ -31,6 +31,7 @@ def test_the_cause_is_named_only_when_the_temporary_directory_is_too_long(tmp_pa
     os.rmdir(short)
 
 
+@pytest.mark.acceptance  # a hang waited out (about 20 s of CPU): the README's command stays under 7 minutes on 2 cores
 def test_a_correct_worker_loader_hung_by_a_long_tmpdir_is_told_why(tmp_path: Path) -> None:
     """A single-rank supervised check of the reference loader with one worker: "the loader hung" alone sent
     its user to look for a bug in a correct loader."""

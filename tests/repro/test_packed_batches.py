@@ -21,6 +21,7 @@ def test_a_negative_index_is_padding_not_a_sample() -> None:
     assert sample_ids([row, {"index": torch.tensor([[2, -1], [1, -1]])}], integers=True) == [3, 0, 2, 1]
 
 
+@pytest.mark.acceptance  # a whole dev search (8 s): the README's command stays under 7 minutes on 2 cores
 def test_a_correct_packing_loader_is_judged_by_its_samples_and_passes() -> None:
     """Before, SC42 took the pad -1 for a sample of a dataset of the loader's own and judged nothing."""
     report = check(PackedRows, clauses=["SC10", "SC42"], strict=True, profile="dev", seed=0, space=IN_PROCESS)
