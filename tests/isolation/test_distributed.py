@@ -435,15 +435,19 @@ def test_a_rank_that_sleeps_fails_its_example_within_the_timeout() -> None:
     assert charge.seconds < 60, charge.seconds
 
 
+def sc30_at_batch_9_of_12(name: str, timeout: float) -> Any:
+    """SC30 of this file's loader ``name`` on 2 ranks of 12 batches each, checkpointed after batch 9."""
+    return check_world(target(name), world_size=2, clauses=["SC30"], timeout=timeout,
+                       replay=(LoaderConfig(dataset_size=24, batch_size=1), Position(epoch=0, batches=9)))["SC30"]
+
+
 @pytest.mark.acceptance
 def test_a_rank_too_slow_for_the_timeout_is_not_judged_though_the_others_wait_for_it_in_a_collective() -> None:
     # 12 batches a rank. Rank 0 outlasts the 2 s timeout at its checkpoint (2.7 s), every batch answering: it is
     # only slow, and leaves the example (before SC30's DCP save, or in it when starved). Rank 1, quick, waits for
     # it there, where no alarm reaches: the checker ends rank 1, and the verdict is rank 0's (not judged), not
     # "rank 1 stopped answering" (a false FAIL).
-    report = check_world(target("slow_on_rank_0"), world_size=2, clauses=["SC30"], timeout=2,
-                         replay=(LoaderConfig(dataset_size=24, batch_size=1), Position(epoch=0, batches=9)))
-    sc30 = report["SC30"]
+    sc30 = sc30_at_batch_9_of_12("slow_on_rank_0", timeout=2)
     assert sc30.status == "not-judged", sc30.message
     assert "kept answering" in sc30.message and "timeout=" in sc30.message, sc30.message
     assert "Failed on" not in sc30.message and "stopped answering" not in sc30.message, sc30.message
@@ -453,9 +457,9 @@ def test_a_rank_too_slow_for_the_timeout_is_not_judged_though_the_others_wait_fo
 def test_a_rank_whose_loader_hangs_before_a_collective_is_named_not_the_rank_waiting_in_it() -> None:
     # Rank 1 hangs in state_dict() and leaves at its alarm; rank 0 waits in SC30's DCP save for it, where no
     # alarm reaches, and is the one killed. Until session 35 the message blamed rank 0 ("stopped answering").
-    report = check_world(target("hangs_in_state_dict_on_rank_1"), world_size=2, clauses=["SC30"], timeout=2,
-                         replay=(LoaderConfig(dataset_size=24, batch_size=1), Position(epoch=0, batches=9)))
-    sc30 = report["SC30"]
+    # 5 s: a hang is told from slowness by a silence of half the example's wall time, so the hang must begin
+    # in its first half; under load the 9 batches before it took over 1 s of a 2 s limit ("too slow", once).
+    sc30 = sc30_at_batch_9_of_12("hangs_in_state_dict_on_rank_1", timeout=5)
     assert sc30.status == "failed", sc30.message
     assert "Failed on rank 1 of 2" in sc30.message and "hung during loader.state_dict()" in sc30.message, sc30.message
     assert "rank 1 ended this example early" in "\n".join(sc30.notes), sc30.notes
