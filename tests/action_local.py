@@ -96,8 +96,10 @@ def _outputs(path: Path) -> dict[str, str]:
 
 
 def run_action(inputs: dict[str, str], workdir: Path, *, skip: tuple[str, ...] = (),
-               env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run action.yml's steps in ``workdir`` with ``env`` (this process's environment by default)."""
+               env: dict[str, str] | None = None, runner_dir: Path | None = None) -> dict[str, Any]:
+    """Run action.yml's steps in ``workdir`` with ``env`` (this process's environment by default); the runner's
+    files (``RUNNER_TEMP``, the step summary) in ``runner_dir``, a new temporary directory by default, which
+    is left for the caller to read (a test passes its ``tmp_path``: 140 were left in /tmp by session 35)."""
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     assert action["runs"]["using"] == "composite"
     declared = action["inputs"]
@@ -109,7 +111,8 @@ def run_action(inputs: dict[str, str], workdir: Path, *, skip: tuple[str, ...] =
         raise Unsupported(f"required inputs missing: {missing}")
     context: dict[str, Any] = {"inputs": {k: str(v.get("default", "")) for k, v in declared.items()} | inputs,
                                "action_path": ROOT, "steps": {}, "failed": False}
-    runner = Path(tempfile.mkdtemp(prefix="action-local-"))
+    runner = runner_dir if runner_dir is not None else Path(tempfile.mkdtemp(prefix="action-local-"))
+    runner.mkdir(parents=True, exist_ok=True)
     summary = runner / "step_summary.md"
     summary.touch()
     record: dict[str, Any] = {"steps": [], "artifacts": [], "summary": str(summary)}

@@ -62,7 +62,7 @@ def _run_the_action(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     # torch is already here; the CPU index is the action's default, the machine's index works as well.
     record = action_local.run_action({"target": "contract.py:factory", "profile": "dev", "args": ARGS,
-                                      "torch-index-url": ""}, repo, env=env)
+                                      "torch-index-url": ""}, repo, env=env, runner_dir=base / "runner")
     return {"repo": repo, "env": env, "record": record, "venv": venv}
 
 
@@ -105,7 +105,7 @@ def test_the_job_summary_renders_as_a_table_with_the_reproduction(runner: dict[s
 
 def test_a_target_that_cannot_be_checked_says_so_in_the_summary(runner: dict[str, Any], tmp_path: Path) -> None:
     record = action_local.run_action({"target": "contract.py:nothing", "name": "broken"}, runner["repo"],
-                                     skip=("install",), env=runner["env"])
+                                     skip=("install",), env=runner["env"], runner_dir=tmp_path / "runner")
     assert record["outputs"]["verdict"] == "error" and record["outputs"]["exit-code"] == "2"
     assert "could not be checked" in Path(record["summary"]).read_text()
     assert record["failed"]
