@@ -125,11 +125,10 @@ def raised_in_the_checker(error: BaseException) -> str | None:
     """``path:line in fn`` where ``error`` was raised, when that is the package's own code and ``error`` none
     of the engine's own verdicts (a violation, the loader's exception, a hang, a pass that never ends), else
     None."""
-    from .guard import LoaderHung, LoaderSlow
+    from .guard import LoaderHung  # LoaderSlow is one
     from .steps import EndlessPass, LoaderError, NotJudgeable, PassEnded
 
-    if isinstance(error, (ClauseViolation, NotJudgeable, LoaderSlow, LoaderHung, EndlessPass, PassEnded,
-                          LoaderError)):
+    if isinstance(error, (ClauseViolation, NotJudgeable, LoaderHung, EndlessPass, PassEnded, LoaderError)):
         return None
     frames = traceback.extract_tb(error.__traceback__)
     if not frames or not str(Path(frames[-1].filename).resolve()).startswith(_PACKAGE):

@@ -66,8 +66,8 @@ class Ranks(RankExecutor):
         if "<locals>" in target or "<lambda>" in target:
             raise TargetError(f"{target!r}: with world_size > 1 every rank imports the factory by name, so it "
                               "must be a module-level function (package.module:factory or path/to/file.py:factory)")
-        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume)
-        self.spec = dataclasses.replace(self.spec, probe_config=probe_config)  # read back by `RankSpec.from_json`
+        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume,
+                         probe_config=probe_config)
         self.world_size = self.live_world_size = world_size
         self.memory_limit = memory_limit or None
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)

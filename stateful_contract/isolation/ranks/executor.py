@@ -17,7 +17,7 @@ from ...repro.steps import LoadForm
 from ...search.example import ClauseLike, ExampleRun, LoadFormProbe
 from ...search.plans import Alignment, Checkpoint, RankLengths
 from ...spellings import OPTIONS
-from ..executors import BUILDING, FactoryProblem, StartFailed
+from ..executors import BUILDING, PROBE_CONFIG, FactoryProblem, StartFailed
 from ..supervised import RunLimit, command_limit, watch
 from .failures import LaunchOutcome
 from .launch import board_path
@@ -62,7 +62,7 @@ class RankExecutor:
     memory_limit: int | None = None
 
     def __init__(self, target: str, *, factory_import: str, alignment: Alignment, timeout: float | None,
-                 consume: str | None = None) -> None:
+                 consume: str | None = None, probe_config: LoaderConfig = PROBE_CONFIG) -> None:
         from ..target import load_consume, load_target
 
         module_part, sep, attr = target.rpartition(":")
@@ -73,7 +73,8 @@ class RankExecutor:
         if consume is not None:
             load_consume(consume)
         self.timeout = timeout
-        self.spec = RankSpec(self.target, factory_import, alignment, timeout, consume)
+        # Every rank's, in the run's launch.json (`RankSpec.from_json`) or through `World.share`.
+        self.spec = RankSpec(self.target, factory_import, alignment, timeout, consume, probe_config=probe_config)
         self.notes: list[str] = []
         #: Every rank's epoch lengths (`lengths`; plans are drawn from their shortest), by config and world size.
         self._lengths: dict[tuple[str, int], list[list[int]]] = {}

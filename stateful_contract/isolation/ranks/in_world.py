@@ -7,7 +7,6 @@ What replaces a restart (``mode``, `Handler.as_ranks`): docs/distributed.md, "In
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import os
 import re
@@ -179,8 +178,8 @@ class InWorld(RankExecutor):
     def __init__(self, target: str, *, world: World, mode: str, factory_import: str, alignment: Alignment,
                  timeout: float | None, launch: str = "torchrun --nproc-per-node N", consume: str | None = None,
                  probe_config: LoaderConfig = PROBE_CONFIG) -> None:
-        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume)
-        self.spec = dataclasses.replace(self.spec, probe_config=probe_config)  # every rank's, through `share` below
+        super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume,
+                         probe_config=probe_config)
         self.world, self.run_dir = world, world.run_dir
         self.mode = mode
         self.world_size = self.live_world_size = world.world_size
@@ -206,8 +205,7 @@ class InWorld(RankExecutor):
         if self.launch == OWN_WORLD:  # the user's script, not a launcher: the same call there, on every rank
             return (f"stateful_contract.distributed.run_in_world({argv!r})  "
                     "# in your script, on every rank, after its init_process_group")
-        return f"{self.launch} -m stateful_contract.distributed run {self.target} --clause {clause_id}" + \
-            shell_words(arguments)
+        return f"{self.launch} -m stateful_contract.distributed run{shell_words(argv)}"
 
     def restart_place(self, worlds: tuple[int | None, ...]) -> str | None:
         """Where the fresh-process half ran, for its note (`stateful_contract.run.clause_loop`)."""
