@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -60,6 +60,10 @@ class LoaderSlow(LoaderHung):
 _last_answer = 0.0
 #: Calls into the loader begun and not returned (`answering`): the alarm found the loader inside one.
 _calls = 0
+#: Set by an alarm that gave a running call patience (`deadline`): run as that call returns, it raises
+#: `LoaderSlow` there. Waiting for the patience to run out instead let a slow rank go on into a collective
+#: (SC30's DCP save) that the other ranks, their own alarms past, had left: stuck where no alarm reaches.
+_on_return: Callable[[], None] | None = None
 
 
 def answered() -> None:
@@ -72,7 +76,7 @@ def answered() -> None:
 def answering() -> Iterator[None]:
     """Around one call into the loader (`steps._user`): it began (`answered`), it is running (an alarm that
     finds it here waits for it: `deadline`), it returned or raised (`answered`)."""
-    global _calls
+    global _calls, _on_return
     answered()
     _calls += 1
     try:
@@ -80,6 +84,9 @@ def answering() -> Iterator[None]:
     finally:
         _calls -= 1
         answered()
+    if _calls == 0 and (slow := _on_return) is not None:  # it returned within its patience: only slow
+        _on_return = None
+        slow()
 
 
 def can_interrupt() -> bool:
@@ -148,6 +155,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
             if not _calls:  # between calls: the loader answers
                 raise LoaderSlow(seconds, waited=now - started, quiet=quiet)
             waited_on = _last_answer
+            set_on_return(lambda: _raise(LoaderSlow(seconds, waited=time.monotonic() - started, quiet=quiet)))
             more = patience(seconds, quiet * min(1.0, charged / max(now - started, 1e-9)))
             limit = charged + more
             ends = now + more
@@ -167,9 +175,20 @@ def deadline(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        set_on_return(None)
         status.deadline(0.0, 0.0)
         if outer_due is not None:
             signal.setitimer(signal.ITIMER_REAL, max(outer_due - time.monotonic(), 1e-4), outer_interval)
+
+
+def set_on_return(action: Callable[[], None] | None) -> None:
+    """What the next return of an outermost call into the loader runs (`answering`; None: nothing)."""
+    global _on_return
+    _on_return = action
+
+
+def _raise(error: BaseException) -> None:
+    raise error
 
 
 def patience(seconds: float, silent: float) -> float:

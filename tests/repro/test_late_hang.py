@@ -9,6 +9,7 @@ call now gives that call the rest of half the limit (charged): returned by then,
 from __future__ import annotations
 
 import time
+import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -106,3 +107,31 @@ def test_patience_is_at_most_half_the_limit() -> None:
     assert guard.patience(10.0, 0.0) == 5.0
     assert guard.patience(10.0, 4.0) == pytest.approx(1.0)
     assert guard.patience(10.0, 7.0) == guard.MIN_RECHECK
+
+
+def test_a_call_given_patience_that_returns_is_called_slow_as_it_returns_not_later() -> None:
+    """Waiting for the patience to run out let a slow rank go on into SC30's DCP save, which the other ranks,
+    their own alarms past, had left: it stayed stuck there, where no alarm reaches, and was killed as hung."""
+    returned: list[int] = []
+    guard.set_on_return(lambda: returned.append(guard._calls))
+    try:
+        with answering():
+            with answering():  # a nested call's return is not the call the alarm waited for
+                pass
+            assert not returned
+        assert returned == [0]
+        with answering():  # run once
+            pass
+        assert returned == [0]
+    finally:
+        guard.set_on_return(None)
+
+
+def test_slow_is_raised_from_the_return_of_the_call_given_patience() -> None:
+    started = time.monotonic()
+    with pytest.raises(LoaderSlow) as slow, deadline(1.0):
+        while time.monotonic() - started < 0.7:
+            call(0.1)  # answers
+        call(0.45)  # from 0.3 s before the limit to 0.15 s after it: well within half the limit
+        time.sleep(3600)  # the checker's own work after it: never reached
+    assert "answering" in [frame.name for frame in traceback.extract_tb(slow.value.__traceback__)]
