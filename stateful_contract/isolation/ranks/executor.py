@@ -175,16 +175,18 @@ class RankExecutor:
         had been only too slow for the timeout (not judged). None: no answered rank ended early."""
         if down.failures or not (down.timed_out or down.hung or down.command_limit):
             return None  # a rank died: an early answer may be its consequence (`order_failures` judges)
-        for rank, answer in sorted(down.answered.items()):
-            for run in answer if isinstance(answer, list) else [answer]:  # in-world turns: a list
-                if isinstance(run, ExampleRun) and run.outcome is not None and run.outcome.status != "passed":
-                    stuck = ", ".join(f"rank {r} ({doing})" for r, doing in sorted(down.doing.items())
-                                      if r not in down.answered)
-                    run.outcome.notes.append(f"rank {rank} ended this example early, and the other ranks waited for "
-                                             f"it in a collective it never joined: {stuck or 'the others'}; the "
-                                             "checker ended them")
-                    return run
-        return None
+        early = [(rank, run) for rank, answer in sorted(down.answered.items())
+                 for run in (answer if isinstance(answer, list) else [answer])  # in-world turns: a list
+                 if isinstance(run, ExampleRun) and run.outcome is not None and run.outcome.status != "passed"]
+        if not early:
+            return None
+        # As `search.loop.judge_runs` does: one that only waited for another rank in a collective comes last.
+        rank, run = min(early, key=lambda found: found[1].waited)
+        assert run.outcome is not None
+        stuck = ", ".join(f"rank {r} ({doing})" for r, doing in sorted(down.doing.items()) if r not in down.answered)
+        run.outcome.notes.append(f"rank {rank} ended this example early, and the other ranks waited for it in a "
+                                 f"collective it never joined: {stuck or 'the others'}; the checker ended them")
+        return run
 
     def rerun_example(self, clause: ClauseLike, config: LoaderConfig, plan: Checkpoint) -> str:
         """The command that runs this one example on these ranks again."""
