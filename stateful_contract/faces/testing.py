@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, final
 
@@ -62,6 +63,7 @@ class StatefulLoaderContract:
     fixed_global_batch: ClassVar[bool] = CheckOptions.fixed_global_batch
     joins_uneven_inputs: ClassVar[bool] = CheckOptions.joins_uneven_inputs
     checkpoint_layout: ClassVar[CheckpointLayout | None] = CheckOptions.checkpoint_layout
+    trainer_shape: ClassVar[Sequence[str]] = CheckOptions.trainer_shape
     endless: ClassVar[bool] = CheckOptions.endless
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
