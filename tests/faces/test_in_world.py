@@ -85,11 +85,12 @@ def _clean_env() -> dict[str, str]:
 def two_nodes(target: str, args: list[str], tmp: Path) -> tuple[list[tuple[int | None, str]], dict[str, Any]]:
     """Two torchrun agents (2 processes each) on 127.0.0.1, as two nodes; their exits and rank 0's report."""
     port, report = _free_port(), tmp / "report.json"
-    commands = [([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
-                  "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-                  "--rdzv-id", f"in-world-{port}", "--local-addr", "127.0.0.1", "--monitor-interval", "0.1",
-                  "-m", "stateful_contract.distributed", "run", target, "--json", str(report), *args], {})
-                 for node in (0, 1)]
+    commands: list[tuple[list[str], dict[str, str]]] = [
+        ([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+         "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+         "--rdzv-id", f"in-world-{port}", "--local-addr", "127.0.0.1", "--monitor-interval", "0.1",
+         "-m", "stateful_contract.distributed", "run", target, "--json", str(report), *args], {})
+        for node in (0, 1)]
     exits = _launch([(c, {}) for c, _ in commands], tmp / "marker")
     return exits, json.loads(report.read_text()) if report.is_file() else {}
 
@@ -240,8 +241,9 @@ def test_a_script_that_made_its_own_world_checks_in_it_and_keeps_its_group(tmp_p
     every rank died with "trying to initialize the default process group twice!"."""
     script, report = tmp_path / "own_world.py", tmp_path / "own.json"
     script.write_text(OWN_WORLD_SCRIPT)
-    commands = [([sys.executable, str(script), str(tmp_path / "init"), str(rank), ONE_AHEAD, "--clause", "SC30",
-                  "--json", str(report), *EXAMPLE], {}) for rank in (0, 1)]
+    commands: list[tuple[list[str], dict[str, str]]] = [
+        ([sys.executable, str(script), str(tmp_path / "init"), str(rank), ONE_AHEAD, "--clause", "SC30",
+         "--json", str(report), *EXAMPLE], {}) for rank in (0, 1)]
     exits = _launch(commands, tmp_path / "marker")
     assert [code for code, _ in exits] == [1, 1], exits  # the one-ahead preloader fails on several ranks
     assert all("the script's group is still up: True" in out for _, out in exits), exits
