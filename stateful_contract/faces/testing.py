@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import sys
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, final
 
@@ -64,6 +65,7 @@ class StatefulLoaderContract:
     fixed_global_batch: ClassVar[bool] = CheckOptions.fixed_global_batch
     joins_uneven_inputs: ClassVar[bool] = CheckOptions.joins_uneven_inputs
     checkpoint_layout: ClassVar[CheckpointLayout | None] = CheckOptions.checkpoint_layout
+    trainer_shape: ClassVar[Sequence[str]] = CheckOptions.trainer_shape
     endless: ClassVar[bool] = CheckOptions.endless
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
