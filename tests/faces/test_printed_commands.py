@@ -228,6 +228,7 @@ def test_every_hint_spelled_for_the_command_line_parses_after_check(tmp_path: Pa
         "checkpoint_alignment": "window", "epoch_hook": "reshuffle", "space": ("num_workers=0,2",),
         "consume": "zoo:epoch_loader", "strict": True, "endless": True, "world_size": 2,
         "fixed_global_batch": True, "joins_uneven_inputs": True, "checkpoint_layout": "per-rank-files",
+        "trainer_shape": "loads-fresh",
         "timeout": 30, "run_timeout": 600, "run_dir": str(tmp_path), "memory_limit": "2G", "isolation": True,
         "jobs": 2, "exitfirst": True, "seed": 7}
     assert set(values) == set(OPTIONS), "a new option: give it a value here"
