@@ -29,6 +29,7 @@ from stateful_contract.faces.distributed.in_world import _parser as run_parser
 from stateful_contract.isolation.processes import MARKER_ENV, kill_session, processes_of
 from stateful_contract.isolation.ranks.failures import LaunchOutcome
 from stateful_contract.isolation.ranks.in_world import OWN_WORLD, InWorld, first_host, launcher_env
+from stateful_contract.isolation.ranks.world import RankSpec
 from stateful_contract.repro.progress import Clock
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
@@ -158,6 +159,7 @@ def test_a_crash_rerun_hint_in_a_world_is_a_line_run_accepts(launch: str) -> Non
     """A rank gone before an example had a plan: its hint named ``--run-dir DIR``, which ``run`` refused."""
     executor = object.__new__(InWorld)  # the hint reads no world: none is made
     executor.target, executor.launch, executor.world_size = "my_pkg.loaders:factory", launch, 2
+    executor.spec = RankSpec(executor.target, "", "epoch", None)  # the check declared its checkpoint policy
     reproduction = executor._crashed(_Clause(), LaunchOutcome(in_world=True, error="gone")).reproduction
     if launch == OWN_WORLD:
         call = reproduction.split("run_in_world(", 1)[1].split(")  #", 1)[0]
@@ -168,6 +170,7 @@ def test_a_crash_rerun_hint_in_a_world_is_a_line_run_accepts(launch: str) -> Non
         argv = shlex.split(reproduction.split(" run ", 1)[1].split("  #", 1)[0])
     args = run_parser().parse_args(argv)  # SystemExit (exit 2) on a flag run does not take
     assert (args.target, args.clauses, args.dir) == ("my_pkg.loaders:factory", ["SC30"], "DIR"), args
+    assert args.checkpoint_alignment == "epoch", args  # rerun under the policy the check declared
 
 
 @pytest.mark.launcher
