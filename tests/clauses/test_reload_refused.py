@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from zoo import EpochLoader, LazyNewPass, OffByOneResume
 
-from stateful_contract import ConfigSpace, check
+from stateful_contract import ConfigSpace, Report, check
 
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")
 
@@ -61,6 +61,7 @@ def test_declared_a_trainer_that_loads_only_into_fresh_loaders_sc20_is_not_judge
     assert report["SC13"].status == "passed"  # the other clauses judge as ever
     assert report.verdict == "pass"
     assert any(n.startswith("declared: the trainer's shape is loads-fresh") for n in report.notes)
+    assert Report.from_dict(report.to_dict()).trainer_shape == ["loads-fresh"]  # the JSON, and so the badge
 
 
 class RefusesReloadAndResumesLate(LoadsOnlyBeforeIter, OffByOneResume):
