@@ -138,6 +138,9 @@ def deadline(seconds: float | None) -> Iterator[None]:
             charged = clock.sample()
         except Exception:  # the clock cannot be read here: wall time, as the limit was
             charged = limit
+        # The supervisor counts on from this reading (`supervised.watch`): its own clock, read every half
+        # second over the same processes, charges a starved group more than this one read at the alarm.
+        status.charged(time.monotonic(), charged)
         if limit - charged > 1e-3:  # the processes waited for a CPU: not yet charged the limit
             ends = now + max(limit - charged, MIN_RECHECK)
             arm()

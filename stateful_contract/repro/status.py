@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Board", "BoardView", "calling", "command", "deadline", "install", "note", "read", "watch", "writer"]
+__all__ = ["Board", "BoardView", "calling", "charged", "command", "deadline", "install", "note", "read", "watch", "writer"]
 
 _LEAVE = b'{"in_call": false}\n'
 
@@ -71,6 +71,9 @@ class Board:
     def deadline(self, started: float, seconds: float, patience: float = 0.0) -> None:
         self._write({"deadline": [started, seconds, patience] if seconds > 0 else None})
 
+    def charged(self, at: float, seconds: float) -> None:
+        self._write({"charged": [at, seconds]})
+
     def close(self) -> None:
         os.close(self._fd)
 
@@ -88,6 +91,8 @@ class BoardView:
     deadline: tuple[float, float] | None = None
     #: Charged seconds past it that the example's alarm gave a call it found running (`guard.patience`).
     patience: float = 0.0
+    #: The example alarm's last reading of its clock (``time.monotonic()`` when read, seconds charged), if any.
+    charged: tuple[float, float] | None = None
     #: The process that wrote the log (0: none yet), and its host.
     pid: int = 0
     host: str = ""
@@ -139,7 +144,9 @@ def read(path: Path) -> BoardView:
     return BoardView(command=state.get("command", ""), call=state.get("call", ""),
                      in_call=bool(state.get("in_call")), program=state.get("program", ""),
                      deadline=(deadline[0], deadline[1]) if deadline else None,
-                     patience=float(deadline[2]) if deadline and len(deadline) > 2 else 0.0, pid=opened.get("pid", 0),
+                     patience=float(deadline[2]) if deadline and len(deadline) > 2 else 0.0,
+                     charged=(reading[0], reading[1]) if (reading := state.get("charged")) else None,
+                     pid=opened.get("pid", 0),
                      host=opened.get("host", ""))
 
 
@@ -173,6 +180,12 @@ def deadline(started: float, seconds: float, patience: float = 0.0) -> None:
     its alarm gave a call it found running ``patience`` charged seconds more."""
     if _BOARD is not None:
         _BOARD.deadline(started, seconds, patience)
+
+
+def charged(at: float, seconds: float) -> None:
+    """The example's alarm read its clock at ``at`` (``time.monotonic()``): ``seconds`` charged so far."""
+    if _BOARD is not None:
+        _BOARD.charged(at, seconds)
 
 
 def command(text: str) -> None:

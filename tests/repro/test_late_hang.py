@@ -95,7 +95,7 @@ def test_the_supervisor_waits_the_patience_the_alarm_gave(patience: float) -> No
             return self.charged
 
     sent = time.monotonic()
-    board = SimpleNamespace(deadline=(sent, 0.5), patience=patience, pid=0, host="")
+    board = SimpleNamespace(deadline=(sent, 0.5), patience=patience, charged=None, pid=0, host="")
     stall = supervised._watch(lambda: time.sleep(supervised.POLL) or False, lambda: [board], Clock(), sent=sent,
                               timeout=0.5, memory_limit=None, command_seconds=None, limit=None, baseline=None)
     assert stall is not None and stall.timeout == 0.5
@@ -135,3 +135,36 @@ def test_slow_is_raised_from_the_return_of_the_call_given_patience() -> None:
         call(0.45)  # from 0.3 s before the limit to 0.15 s after it: well within half the limit
         time.sleep(3600)  # the checker's own work after it: never reached
     assert "answering" in [frame.name for frame in traceback.extract_tb(slow.value.__traceback__)]
+
+
+def test_the_supervisor_counts_on_from_the_ranks_own_alarm_not_past_it() -> None:
+    """Read every half second, the watch's clock charged a starved group of ranks more than a rank's alarm,
+    read once at the limit, charged the same processes (a thread's wait is taken off per interval, at most its
+    length): the watch called rank 0, stuck in a collective, hung before rank 1's own alarm had ended rank 1's
+    hang, and the verdict named the rank that waited. It counts on from the last reading any alarm of the host
+    made (`status.charged`)."""
+
+    class Clock:  # this watch's reading: wall time
+        def __init__(self) -> None:
+            self.began = time.monotonic()
+            self.charged = 0.0
+
+        def sample(self) -> float:
+            self.charged = time.monotonic() - self.began
+            return self.charged
+
+    sent = time.monotonic()
+    stuck = SimpleNamespace(deadline=(sent, 0.5), patience=0.0, charged=None, pid=1, host="")
+    alarmed = SimpleNamespace(deadline=(sent, 0.5), patience=0.0, charged=None, pid=1, host="")
+
+    def answered() -> bool:
+        time.sleep(supervised.POLL)
+        if alarmed.charged is None and time.monotonic() > sent + 1.0:
+            alarmed.charged = (time.monotonic(), 0.2)  # rank 1's alarm: at 1 s of wall time, charged 0.2 s
+        return False
+
+    stall = supervised._watch(answered, lambda: [stuck, alarmed], Clock(), sent=sent, timeout=0.5,
+                              memory_limit=None, command_seconds=None, limit=None, baseline=None)
+    assert stall is not None and stall.timeout == 0.5
+    # Its own clock would have passed the limit and grace (1.5 s) at 1.5 s; from the alarm's reading, at 2.3 s.
+    assert 0.2 + 1.0 + (0.5 + supervised.grace(0.5) - 0.2) <= stall.waited < 4, stall
