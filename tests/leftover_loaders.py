@@ -8,9 +8,35 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import psutil
+
 from stateful_contract import LoaderConfig
+
+#: A directory the loader writes, before it misbehaves, the /dev/shm names its processes hold (a file per
+#: process): the test then knows which names were this run's, on a machine where other runs make the same kinds.
+RECORD_ENV = "LEFTOVER_RECORD"
+
+
+def record_shared_memory() -> None:
+    """Write the /dev/shm names this process and its workers map (by inode: glibc maps a semaphore under a
+    temporary name it unlinks) or, torch's, created (``torch_<pid>_...``) to `RECORD_ENV`'s directory."""
+    if not (folder := os.environ.get(RECORD_ENV)):
+        return
+    pids = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+    inodes = set()
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/maps").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        inodes |= {int(f[4]) for f in (line.split(maxsplit=5) for line in lines)
+                   if len(f) == 6 and f[5].startswith("/dev/shm/")}
+    names = [entry.name for entry in os.scandir("/dev/shm") if entry.name.startswith(("sem.mp-", "torch_")) and (
+        entry.inode() in inodes or any(entry.name.startswith(f"torch_{pid}_") for pid in pids))]
+    Path(folder, f"{os.getpid()}.txt").write_text("\n".join(names), encoding="utf-8")
 
 
 class WorkerLoader:
@@ -24,6 +50,7 @@ class WorkerLoader:
     def __iter__(self) -> Iterator[Any]:
         for batch in self.base:
             if self.resumed:
+                record_shared_memory()
                 self.misbehave()
             yield batch
 
@@ -39,6 +66,20 @@ class WorkerLoader:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.base.load_state_dict(state_dict)
         self.resumed = True
+
+
+#: Iterators a `KeepsWorkers` loader left running: a user's cache, or a reference cycle not yet collected.
+_RUNNING: list[Any] = []
+
+
+class KeepsWorkers(WorkerLoader):
+    """Correct, but each iterator it started stays referenced, so its workers run until the process ends:
+    the checker's supervised child (or rank) ends with live workers, which it terminates or kills."""
+
+    def __iter__(self) -> Iterator[Any]:
+        it = iter(self.base)
+        _RUNNING.append(it)
+        yield from it
 
 
 class Hangs(WorkerLoader):
@@ -60,6 +101,10 @@ class Grows(WorkerLoader):
 
 def correct(config: LoaderConfig) -> WorkerLoader:
     return WorkerLoader(config)
+
+
+def keeps_workers(config: LoaderConfig) -> WorkerLoader:
+    return KeepsWorkers(config)
 
 
 def hangs(config: LoaderConfig) -> WorkerLoader:

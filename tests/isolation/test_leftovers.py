@@ -4,14 +4,13 @@ SIGKILL runs no finalizer: a killed DataLoader worker's ``pymp-*`` directory sta
 semaphores (``spawn``) and ``file_system`` tensors whose owners (the resource tracker, ``torch_shm_manager``)
 died in the same sweep stayed in /dev/shm. A CI runner checking every push collected them without bound (753
 ``pymp-*`` directories and 426 semaphores on this project's own machine). Each kind of run is counted here in
-a TMPDIR of its own (docs/supervision.md, "Nothing is left behind", has the table before and after).
+a TMPDIR of its own (docs/supervision.md, "What a check leaves on the machine", has the table before and after).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -19,15 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+from leftover_loaders import RECORD_ENV
 
 from stateful_contract.isolation.leftovers import SHARED_MEMORY, private_tmpdir
 from stateful_contract.isolation.processes import kill_session
 
 LOADERS = str(Path(__file__).parents[1] / "leftover_loaders.py")
 REFERENCE = "stateful_contract.reference.factories"
-
-#: The /dev/shm names a run's processes create (multiprocessing's semaphores, torch's file_system tensors).
-_OURS = re.compile(r"sem\.mp-.*|torch_\d+_.*")
 
 #: A process in a session of its own that maps three things and sleeps: a named (``spawn``) semaphore and a
 #: ``file_system`` tensor of its own, and a semaphore it shares with a process it forked into another session.
@@ -91,33 +88,40 @@ def test_a_temporary_directory_too_long_for_a_socket_is_not_made_longer(monkeypa
     assert os.listdir(edge) == []
 
 
-def _shm() -> set[str]:
-    return {name for name in os.listdir(SHARED_MEMORY) if _OURS.fullmatch(name)} if SHARED_MEMORY.is_dir() else set()
+def _left(tmp: Path, record: Path) -> list[str]:
+    """What a run left in its TMPDIR, and the /dev/shm names its loader recorded (`RECORD_ENV`) still there."""
+    held = {name for text in record.glob("*.txt") for name in text.read_text(encoding="utf-8").split()}
+    return sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*")) + sorted(
+        name for name in held if (SHARED_MEMORY / name).exists())
 
 
-def _left(tmp: Path, before: set[str]) -> list[str]:
-    """What a run left in its TMPDIR, and the semaphores and tensors that appeared in /dev/shm meanwhile."""
-    return sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*")) + sorted(_shm() - before)
+def _recorded(record: Path) -> int:
+    return sum(len(text.read_text(encoding="utf-8").split()) for text in record.glob("*.txt"))
 
 
 def _check(*args: str) -> list[str]:
     return [sys.executable, "-m", "stateful_contract", "check", *args]
 
 
-#: Each kind of run: its command (its loader's workers killed by the checker but in the first) and exit status.
-KINDS = {
-    "passes": (_check(f"{LOADERS}:correct", "--clause", "SC10", "--profile", "dev"), 0),
-    "fails": (_check(f"{REFERENCE}:mindspeed_wrapper", "--profile", "dev", "--config-space", "num_workers=2"), 1),
-    "hangs": (_check(f"{LOADERS}:hangs", "--clause", "SC10", "--profile", "dev", "--timeout", "5"), 1),
-    "exits": (_check(f"{LOADERS}:exits", "--clause", "SC10", "--profile", "dev", "--timeout", "5"), 1),
+#: Each kind of run: its command and exit statuses. A passing loader's workers are still running when the
+#: checker ends its process (`leftover_loaders.KeepsWorkers`), as a user's cache or a reference cycle leaves them:
+#: a full run of the reference wrapper left 7 directories once and none another time, as its garbage was collected.
+KINDS: dict[str, tuple[list[str], set[int]]] = {
+    "passes": (_check(f"{LOADERS}:keeps_workers", "--clause", "SC10", "--profile", "dev"), {0}),
+    "fails": (_check(f"{REFERENCE}:mindspeed_wrapper", "--profile", "dev", "--config-space", "num_workers=2"), {1}),
+    "hangs": (_check(f"{LOADERS}:hangs", "--clause", "SC10", "--profile", "dev", "--timeout", "5"), {1}),
+    "exits": (_check(f"{LOADERS}:exits", "--clause", "SC10", "--profile", "dev", "--timeout", "5"), {1}),
     "grows": (_check(f"{LOADERS}:grows", "--clause", "SC10", "--profile", "dev", "--timeout", "20",
-                     "--memory-limit", "1G"), 1),
+                     "--memory-limit", "1G"), {1}),
+    # Spawned workers start in seconds under load: the hang after the first batch may come too late in the
+    # example to be told from slowness (not judged, 5; docs/supervision.md, "Slow is not hung"). Either way
+    # the checker kills the loader's processes, which is what is counted here.
     "hangs, spawned workers": (_check(f"{LOADERS}:hangs_spawned", "--clause", "SC10", "--profile", "dev",
-                                      "--timeout", "5"), 1),
+                                      "--timeout", "20"), {1, 5}),
     "hangs, file_system sharing": (_check(f"{LOADERS}:hangs_file_system", "--clause", "SC10", "--profile", "dev",
-                                          "--timeout", "5"), 1),
-    "two ranks": (_check(f"{REFERENCE}:reference_wrapper", "--clause", "SC30", "--profile", "dev",
-                         "--world-size", "2", "--config-space", "num_workers=2"), 0),
+                                          "--timeout", "5"), {1}),
+    "two ranks": (_check(f"{LOADERS}:keeps_workers", "--clause", "SC30", "--profile", "dev",
+                         "--world-size", "2"), {0}),
 }
 
 
@@ -126,11 +130,13 @@ KINDS = {
 def test_a_check_leaves_nothing_behind(kind: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     command, status = KINDS[kind]
     tmp = tmp_path_factory.mktemp("t")  # short: a socket's path under it must fit
-    before = _shm()
-    done = subprocess.run(command, env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == status, done.stdout + done.stderr
-    assert _left(tmp, before) == [], done.stdout
+    record = tmp_path_factory.mktemp("record")
+    done = subprocess.run(command, env={**os.environ, "TMPDIR": str(tmp), RECORD_ENV: str(record)},
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode in status, done.stdout + done.stderr
+    assert _left(tmp, record) == [], done.stdout
+    if "spawned" in kind or "file_system" in kind:  # what the kill left in /dev/shm was looked at
+        assert _recorded(record), "the loader recorded no semaphore or tensor in /dev/shm"
 
 
 @pytest.mark.acceptance
@@ -139,20 +145,19 @@ def test_a_pytest_run_of_the_mixin_leaves_nothing_behind(tmp_path_factory: pytes
     (here / "test_loader.py").write_text(
         "from stateful_contract.testing import StatefulLoaderContract\n\n\n"
         "class TestLoader(StatefulLoaderContract):\n    profile = 'dev'\n\n"
-        "    def make_loader(self, config):\n        return config.stateful_dataloader(num_workers=2)\n",
+        "    def make_loader(self, config):\n        import runpy\n"
+        f"        return runpy.run_path({LOADERS!r})['keeps_workers'](config)\n",
         encoding="utf-8")
-    before = _shm()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "SC10",
                            "test_loader.py"], cwd=here, env={**os.environ, "TMPDIR": str(tmp)},
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _left(tmp, before) == [], done.stdout
+    assert _left(tmp, here / "nothing") == [], done.stdout
 
 
 @pytest.mark.acceptance
 def test_a_check_ended_by_ctrl_c_leaves_nothing_behind(tmp_path_factory: pytest.TempPathFactory) -> None:
     tmp = tmp_path_factory.mktemp("t")
-    before = _shm()
     proc = subprocess.Popen(_check(f"{LOADERS}:hangs", "--clause", "SC10", "--profile", "dev", "--timeout", "60"),
                             env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -163,4 +168,4 @@ def test_a_check_ended_by_ctrl_c_leaves_nothing_behind(tmp_path_factory: pytest.
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0, out
-    assert _left(tmp, before) == [], out
+    assert _left(tmp, tmp / "nothing") == [], out
