@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 
 from .spellings import Hint
 
-__all__ = ["CONTRACT_VERSION", "TIERS", "Tier", "TierInfo", "policy_words", "title"]
+__all__ = ["CONTRACT_VERSION", "TIERS", "Tier", "TierInfo", "policy_words", "shape_words", "title"]
 
 #: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
 CONTRACT_VERSION = "2.2"
@@ -66,6 +66,11 @@ class Versioned(Protocol):
 def title(report: Versioned) -> str:
     """``StatefulLoader contract v1``: which contract, which version of it."""
     return f"StatefulLoader contract v{report.contract_version}"
+
+
+def shape_words(shape: list[str] | tuple[str, ...]) -> str:
+    """A declared trainer's shape in the words the Markdown and the badge use ("" for none)."""
+    return f"trainer {', '.join(shape)}" if shape else ""
 
 
 def policy_words(alignment: str | None) -> str:

@@ -78,8 +78,9 @@ class Clause:
     #: What the user declared of their trainer that this clause's scenarios and judgements take as
     #: keywords (`CheckOptions` fields, e.g. ``fixed_global_batch``); bound once per check (`declared`).
     reads: tuple[str, ...] = ()
-    #: A declaration (a `CheckOptions` field) under which the clause does not apply, and why, in the
-    #: words of its reason: e.g. ``("joins_uneven_inputs", "the trainer handles uneven inputs")``.
+    #: A declaration (a `CheckOptions` field, or ``field=fact`` for one fact of a declared set such as
+    #: ``trainer_shape=loads-fresh``) under which the clause does not apply, and why, in the words of its
+    #: reason: e.g. ``("joins_uneven_inputs", "the trainer handles uneven inputs")``.
     waived_by: tuple[str, str] | None = None
     #: Why ``waived_by``'s declaration does not waive the clause on an endless stream ("" when it does), in
     #: words that follow "SC32 is judged though joins_uneven_inputs is declared: ".
@@ -155,7 +156,7 @@ class Clause:
     def waived(self, facts: Mapping[str, Any], *, endless: bool = False) -> str | None:
         """Why the clause does not apply to this check (a declaration says so), or None; on an ``endless``
         stream, None where the declaration does not reach it (`judged_on_endless`)."""
-        if self.waived_by is None or not facts.get(self.waived_by[0]) or (endless and self.judged_on_endless):
+        if self.waived_by is None or not _declares(facts, self.waived_by[0]) or (endless and self.judged_on_endless):
             return None
         return f"does not apply: {self.waived_by[1]} (declared)"
 
@@ -165,6 +166,14 @@ class Clause:
 
 
 _REGISTRY: dict[str, Clause] = {}
+
+
+def _declares(facts: Mapping[str, Any], declaration: str) -> bool:
+    """Whether ``facts`` (the check's declarations) hold ``declaration``: a field given (true), or with
+    ``field=fact``, that fact among the field's."""
+    name, _, fact = declaration.partition("=")
+    value = facts.get(name)
+    return bool(value) if not fact else fact in (value or ())
 
 
 def _bound(fn: Any, given: Mapping[str, Any]) -> Any:

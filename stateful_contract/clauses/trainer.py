@@ -26,8 +26,12 @@ from ..spellings import Hint
 from ..trainer_view import TrainerView
 from .judgements import same_epochs, same_stream
 from .registry import RESUMES, clause, violated
+from .trainer_shape import TRAINER_SHAPES
 
 __all__ = ["CutShort", "Reload"]  # plans a replay builds; each clause registers itself
+
+#: The fact of a trainer's shape under which SC20 is not judged: the trainer never reloads into a used loader.
+FRESH_ONLY = "loads-fresh"
 
 
 @clause("SC19", "template-then-load-resumes", tier="trainer", kills=15, cost=12, plan=checkpoint_plan, needs=RESUMES)
@@ -70,7 +74,8 @@ def _reload_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, 
     return Reload(position, used)
 
 
-@clause("SC20", "reload-into-a-used-loader", tier="trainer", kills=13, cost=9, plan=_reload_plan, needs=RESUMES)
+@clause("SC20", "reload-into-a-used-loader", tier="trainer", kills=13, cost=9, plan=_reload_plan, needs=RESUMES,
+        waived_by=(f"trainer_shape={FRESH_ONLY}", TRAINER_SHAPES[FRESH_ONLY]))
 def reload_into_a_used_loader(example: Example, plan: Reload) -> None:
     """`load_state_dict(saved)` on a loader that already iterated (some batches, whole epochs, an
     open iterator, persistent workers) resumes exactly from `saved`."""
@@ -97,15 +102,13 @@ def _refused_reload(error: LoaderError, context: str) -> ClauseViolation:
                  "StatefulDataLoader does (a rollback after a loss spike, a retry, an evaluation pass, then resume)",
         got=(f"{error}{last_frame(error.error)}: a trainer that reloads into the loader it has stops here. If "
              "yours builds a fresh loader before every load (Lightning restores the state before the first "
-             f"iter()), it never makes this call: declare it, {Hint('expected_failures', {'SC20': _FRESH_ONLY})}"),
+             f"iter()), it never makes this call: declare it, {Hint('trainer_shape', FRESH_ONLY)}, and SC20 is "
+             "not judged"),
         impact=loud(error.step, f"raises {type(error.error).__name__}"))
     tb = "".join(traceback.format_exception(type(error.error), error.error, error.error.__traceback__))
     failure.detail = f"\n\nTraceback of the loader's exception:\n{tb.rstrip()}"
     return failure
 
-
-#: The reason a declared SC20 failure gives, as the hint spells it.
-_FRESH_ONLY = "loads only into a freshly built loader"
 
 
 @clause("SC21", "set-epoch-loop-resumes-epoch-by-epoch", tier="trainer", kills=11, plan=epoch_loop_plan, needs=RESUMES,

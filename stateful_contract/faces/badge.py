@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report.results import JUDGED_STATUSES, ClauseResult, Report
-from ..terms import TIERS, policy_words, title  # not report.render, not .clauses: a badge reads without torch
+from ..terms import TIERS, policy_words, shape_words, title  # not report.render: a badge reads without torch
 
 __all__ = ["add_arguments", "badge_color", "badge_label", "badge_message", "endpoint_json", "impact_hint",
            "render_svg", "run", "svg_badge", "text_width", "write_badge"]
@@ -121,6 +121,8 @@ def badge_message(report: Report) -> str:
         message += " except " + _named(deviations)
     if report.checkpoint_alignment:  # the declared checkpoint policy
         message += ", " + policy_words(report.checkpoint_alignment)
+    if report.trainer_shape:  # the declared trainer's shape: a clause it waives was not judged
+        message += ", " + shape_words(report.trainer_shape)
     if report.endless:  # what was judged: one endless stream, not epochs
         message += ", endless stream"
     strict = _ran(report, _MENTIONED_TIERS)
@@ -136,7 +138,8 @@ def badge_color(report: Report) -> str:
         return "lightgrey"
     if any(r.is_failure for r in core):
         return "red"
-    if report.checkpoint_alignment is not None or any(r.status == "expected-failure" for r in core):
+    if (report.checkpoint_alignment is not None or report.trainer_shape
+            or any(r.status == "expected-failure" for r in core)):
         return "yellowgreen"
     return "brightgreen"
 

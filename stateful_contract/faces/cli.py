@@ -25,7 +25,6 @@ import sys
 import time
 import traceback
 import warnings
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -40,6 +39,7 @@ from ..run.check import CheckInterrupted, FactoryError, check
 from ..run.options import CheckOptions, OptionError, UnknownClauseWarning
 from ..spellings import OPTIONS, speaking
 from . import badge, export, flags, replay
+from .live import QUIET_HELP, Live
 
 __all__ = ["EXIT_NOT_JUDGED", "exit_status", "main"]
 
@@ -51,39 +51,6 @@ DEMO_TARGETS = (
     ("MindSpeed-MM wrapper", "stateful_contract.reference.factories:mindspeed_wrapper"),
     ("reference wrapper", "stateful_contract.reference.factories:reference_wrapper"),
 )
-
-
-class _Live:
-    """Progress on stderr: a live line on a terminal; elsewhere (a CI log, where a line per clause
-    is only noise before the report) one summary line once the check is done."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.ended: dict[str, str] = {}
-        self.started = time.monotonic()  # the summary gives wall time: clauses judged side by side overlap
-
-    def __call__(self, event: Any) -> None:
-        if event.status is not None:
-            self.ended[event.clause_id] = event.status
-        if self.tty:  # the line is cleared when the clause ends
-            running = f"  running {event.clause_id} {event.name}: example {event.done}/{event.total}"
-            self.stream.write("\r\033[K" + (running if event.status is None else ""))
-            self.stream.flush()
-
-    def finish(self, report: Any) -> None:
-        """The summary line, where no live line was shown (nothing on a terminal). It counts the clauses the
-        report's table shows, so it says what the verdict says; the prerequisites a selected clause needed,
-        which held and the table leaves out, are named apart (they took part of the time)."""
-        shown = [result for result, _ in ran(report)]
-        if self.tty or not shown:
-            return
-        counts = Counter(SHOWN[result.status] for result in shown)
-        held = sum(1 for cid, status in self.ended.items() if status == "passed" and report[cid].status == "skipped")
-        self.stream.write(f"  checked {plural(len(shown), 'clause')} in {time.monotonic() - self.started:.1f} s: "
-                          + ", ".join(f"{n} {said}" for said, n in counts.items())
-                          + (f" (after {plural(held, 'prerequisite')}, which held)" if held else "") + "\n")
-        self.stream.flush()
 
 
 @contextlib.contextmanager
@@ -117,11 +84,13 @@ def run_check(args: argparse.Namespace) -> int:
     except UnknownClauseWarning as e:
         return _usage(str(e))
     status = 0
-    live = None if args.quiet else _Live(sys.stderr)
+    live = None if args.quiet else Live(sys.stderr)
     with _stopped_by_sigterm() as terminated:
         try:
             report = check(args.target, options, progress=live, replay=example)
         except (TargetError, FactoryError) as e:
+            if live is not None:
+                live.stop()
             if args.verbose:
                 traceback.print_exc()
             return _usage(str(e))
@@ -186,7 +155,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     for label, target in DEMO_TARGETS:
         print(f"checking the {label} ({target}) ...", file=sys.stderr)
         started = time.perf_counter()
-        live = None if args.quiet else _Live(sys.stderr)
+        live = None if args.quiet else Live(sys.stderr)
         reports.append(check(target, profile=args.profile, progress=live))
         if live is not None:
             live.finish(reports[-1])
@@ -229,7 +198,7 @@ def add_check_arguments(p: argparse.ArgumentParser, **defaults: Any) -> None:
     flags.add_options(p, list(OPTIONS), **defaults)  # flags and help from the one table, `spellings.OPTIONS`
     replay.add_example_arguments(p)
     add_output_arguments(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    p.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=run_check)
 
 
@@ -255,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="MindSpeed-MM's broken wrapper and the reference one, side by side")
     flags.add_options(d, ["profile"])
-    d.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    d.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     d.set_defaults(func=_cmd_demo)
 
     sub.add_parser("clauses", help="list the clauses").set_defaults(func=_cmd_clauses)

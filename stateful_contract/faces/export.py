@@ -24,6 +24,7 @@ from ..report.render import (
 from ..report.results import Report
 from ..repro.advice import advisories
 from ..search.coverage import POINT_PREFIX
+from ..terms import shape_words
 
 __all__ = ["junit_xml", "markdown_summary", "write_junit", "write_markdown"]
 
@@ -100,6 +101,8 @@ def markdown_summary(report: Report) -> str:
         facts.append(f"{report.world_size} ranks")
     if report.checkpoint_alignment:  # the declared checkpoint policy
         facts.append(policy_words(report.checkpoint_alignment))
+    if report.trainer_shape:  # the declared trainer's shape
+        facts.append(f"declared {shape_words(report.trainer_shape)}")
     if report.consume:
         facts.append(f"batches drawn through `{report.consume}(loader)`, states from the loader")
     if report.endless:

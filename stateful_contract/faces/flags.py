@@ -80,6 +80,7 @@ _READ: dict[str, tuple[dict[str, Any], Any]] = {
     "fixed_global_batch": (_SWITCH, None),
     "joins_uneven_inputs": (_SWITCH, None),
     "checkpoint_layout": ({"choices": list(get_args(CheckpointLayout))}, None),
+    "trainer_shape": ({"action": "append", "default": [], "metavar": "FACT"}, lambda facts: ",".join(facts)),
     "timeout": ({"type": float, "metavar": "S"}, None),
     "run_timeout": ({"type": float, "metavar": "S"}, None),
     "run_dir": ({"metavar": "DIR"}, None),

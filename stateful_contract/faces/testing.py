@@ -7,8 +7,10 @@ reads the verdict of its clause from that one report.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, final
 
@@ -27,6 +29,7 @@ from ..run.check import FactoryError, check
 from ..run.options import CheckOptions, ExpectedFailures
 from ..search.plans import Alignment
 from ..spellings import speaking
+from .live import LOGGER, Live
 from .pytest_plugin import MARKER, REPORTS, clause_tests, hypothesis_seed, run_options, xdist_jobs
 
 __all__ = ["StatefulLoaderContract", "class_options", "judge"]
@@ -62,6 +65,7 @@ class StatefulLoaderContract:
     fixed_global_batch: ClassVar[bool] = CheckOptions.fixed_global_batch
     joins_uneven_inputs: ClassVar[bool] = CheckOptions.joins_uneven_inputs
     checkpoint_layout: ClassVar[CheckpointLayout | None] = CheckOptions.checkpoint_layout
+    trainer_shape: ClassVar[Sequence[str]] = CheckOptions.trainer_shape
     endless: ClassVar[bool] = CheckOptions.endless
 
     def make_loader(self, config: LoaderConfig) -> StatefulLoader:
@@ -114,8 +118,14 @@ class StatefulLoaderContract:
         if callable(consume):
             options = options.replace(consume=factory if isinstance(factory, str) else consume)
         try:
+            # Progress to the log, not between pytest's own lines: live with --log-cli-level INFO (faces/live.py).
+            live = Live(say=logging.getLogger(LOGGER).info)
             with speaking("pytest", cls.__qualname__):  # hints name the class's attributes, not CLI options
-                report = check(factory, options, target=request.node.nodeid, factory_import=factory_import)
+                try:
+                    report = check(factory, options, target=request.node.nodeid, factory_import=factory_import,
+                                   progress=live)
+                finally:
+                    live.stop()
         except FactoryError as e:
             # No loader at all: one clear line on every test, not a traceback into the engine.
             pytest.fail(f"{cls.__qualname__}.make_loader cannot build a loader: {e}", pytrace=False)

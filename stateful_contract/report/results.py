@@ -60,6 +60,10 @@ REPORT_FORMAT = 11
 #: as they were written.
 REPORT_FORMAT = 12
 
+#: 13: ``trainer_shape``, the declared facts of the trainer's shape (``["loads-fresh"]``; empty when none): the
+#: clauses they waive are ``not-judged``, their message starting "does not apply: your trainer".
+REPORT_FORMAT = 13
+
 _OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
 
 
@@ -158,6 +162,9 @@ class Report:
     #: ``"declared"`` or ``"found"``: the loader's passes never end, and it was checked as one endless stream
     #: (the clauses that need a pass to end are not judged, saying so); None: its passes end.
     endless: str | None = None
+    #: The declared trainer's shape (`stateful_contract.clauses.trainer_shape.TRAINER_SHAPES` facts): a clause
+    #: that judges only calls such a trainer never makes was not judged, saying so; empty: none declared.
+    trainer_shape: list[str] = field(default_factory=list)
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:

@@ -167,7 +167,7 @@ def check(
                     checkpoint_alignment=None if alignment is None else str(alignment),
                     consume=None if consume is None else consume_spec or describe_factory(consume),
                     notes=notes, interrupted=interrupted, stopped_at=run.stopped_at,
-                    endless=run.endless)
+                    endless=run.endless, trainer_shape=list(opts.trainer_shape))
     left = [r.id for r in report.results if r.status == "not-judged" and r.id in selected]
     if interrupted and left:
         report.notes.append(f"to judge only the clauses left: {Hint('clauses', tuple(left))}")

@@ -260,15 +260,16 @@ class _Run:
             self.judge_apart(apart)
 
     def waive(self, c: Clause) -> bool:
-        """Record ``c`` as skipped when a declaration waives it for this check (`Clause.waived`); say so when
-        the declaration was given but the stream is endless, where it does not reach ``c``."""
+        """Record ``c`` as not judged when a declaration waives it for this check (`Clause.waived`): the trainer
+        never makes the calls it judges, so it neither failed nor passed. Say so when the declaration was given
+        but the stream is endless, where it does not reach ``c``."""
         why = c.waived(self.options.declarations, endless=self.endless is not None)
         if why is None:
             if self.endless is not None and c.waived(self.options.declarations) is not None and c.waived_by:
                 note = f"{c.id} is judged though {c.waived_by[0]} is declared: {c.judged_on_endless}"
                 self.notes += [] if note in self.notes else [note]
             return False
-        self.record(c, Outcome("skipped", detail=why), 0.0)
+        self.record(c, Outcome("not-judged", detail=why), 0.0)
         self.notes.append(f"{c.id} {why}")
         return True
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, get_args
 from ..clauses import CLAUSES, default_selection
 from ..clauses.distributed import CheckpointLayout
 from ..clauses.registry import TIERS, lookup
+from ..clauses.trainer_shape import TRAINER_SHAPES, shape_of
 from ..config import ConfigSpace
 from ..isolation.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ..profiles import DEFAULT_PROFILE, PROFILES
@@ -126,6 +127,9 @@ class CheckOptions:
     #: How the trainer saves the loader's state on several ranks (SC30): None, every way trainers do;
     #: ``"per-rank-files"``: each rank ``torch.save``s its own file, as MindSpeed-MM does.
     checkpoint_layout: CheckpointLayout | None = None
+    #: What the trainer does with its loader (`TRAINER_SHAPES`: ``("loads-fresh",)``, or ``"loads-fresh"`` as a
+    #: command line gives it): a clause that judges only calls such a trainer never makes is not judged.
+    trainer_shape: Sequence[str] = ()
     #: How the trainer draws batches: ``"module:function"`` (or the function) mapping the loader to the
     #: iterator it consumes (a preloader, say); every batch is then drawn through it and every state taken
     #: from the loader at that instant, as the trainer's save does (docs/quickstart.md, "A preloader").
@@ -181,6 +185,12 @@ class CheckOptions:
         if self.checkpoint_layout not in (None, *get_args(CheckpointLayout)):
             raise OptionError("checkpoint_layout", f"takes one of {', '.join(get_args(CheckpointLayout))} or "
                                                    f"None (every layout), got {self.checkpoint_layout!r}")
+        try:
+            put("trainer_shape", shape_of(self.trainer_shape))
+        except (TypeError, ValueError) as e:
+            raise OptionError("trainer_shape", str(e) if isinstance(e, ValueError) else
+                              f"takes facts of the trainer's shape ({', '.join(TRAINER_SHAPES)}), got "
+                              f"{self.trainer_shape!r}") from None
         if self.consume is not None and not (callable(self.consume) or (
                 isinstance(self.consume, str) and ":" in self.consume.strip(":"))):
             raise OptionError("consume", "takes 'module:function' (or the function itself): the loader -> the "
@@ -227,8 +237,8 @@ class CheckOptions:
     @property
     def declared_notes(self) -> list[str]:
         """What the report says of each declaration given (``declared: ...``)."""
-        return [f"declared: {text.format(value=value)}" for name, text in DECLARATIONS.items()
-                if (value := getattr(self, name)) not in (None, False)]
+        return [f"declared: {text.format(value=', '.join(value) if isinstance(value, tuple) else value)}"
+                for name, text in DECLARATIONS.items() if (value := getattr(self, name)) not in (None, False, ())]
 
     @property
     def selected(self) -> list[str]:
@@ -260,6 +270,7 @@ class CheckKeywords(TypedDict, total=False):
     fixed_global_batch: bool
     joins_uneven_inputs: bool
     checkpoint_layout: CheckpointLayout | None
+    trainer_shape: Sequence[str]
     consume: str | Callable[[Any], Any] | None
     endless: bool
 
@@ -271,6 +282,8 @@ DECLARATIONS = {
                           "resume M ranks with per-rank batch = global / M",
     "joins_uneven_inputs": "the trainer handles ranks with uneven batch counts (DDP's Join): SC32 does not apply",
     "checkpoint_layout": "the trainer saves the loader's state as {value}: SC30 judges that layout alone",
+    "trainer_shape": "the trainer's shape is {value}: a clause that judges only calls such a trainer never makes "
+                     "is not judged, and says why",
 }
 
 

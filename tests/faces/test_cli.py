@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from charged import run as run_charged
@@ -104,17 +105,28 @@ def test_a_multi_rank_clause_on_one_process_exits_2_saying_how_to_run_it(capsys)
     assert "needs at least 2 ranks (multi-rank: run with --world-size 2)" in capsys.readouterr().err
 
 
-def test_python_dash_m_and_one_progress_line_where_stderr_is_no_terminal():
+def test_python_dash_m_and_a_line_per_clause_where_stderr_is_no_terminal():
     proc = run_charged(
         [sys.executable, "-m", "stateful_contract", "check", "stateful_contract.reference.factories:mindspeed_wrapper",
          "--clause", "SC02"], capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 1
-    # A pipe is no terminal: no line per clause, one summary line (live progress is for terminals).
-    assert "running SC" not in proc.stderr
+    # A pipe is no terminal: no live line, a line per clause as it is judged (SC02's prerequisite SC01 too), and
+    # the summary; the report is on stdout alone.
+    assert "running SC" not in proc.stderr and "\r" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("  checked 1 clause in ") and "1 FAILED" in lines[0], lines
-    assert "takes 1 positional argument but 2 were given" in proc.stdout
+    assert [line.split()[:3] for line in lines[:-1]] == [["SC01", "implements-protocol", "passed"],
+                                                         ["SC02", "load-accepts-positional-state", "FAILED"]], lines
+    assert lines[-1].startswith("  checked 1 clause in ") and "1 FAILED" in lines[-1], lines
+    assert "takes 1 positional argument but 2 were given" in proc.stdout and "checked" not in proc.stdout
+
+
+def test_json_to_stdout_stays_json_with_progress_on(tmp_path):
+    proc = run_charged([sys.executable, "-m", "stateful_contract", "check", f"{ZOO}:epoch_loader", "--clause", "SC01",
+                        "--json", "-"], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["verdict"] == "pass"
+    assert "SC01 implements-protocol" in proc.stderr.splitlines()[0], proc.stderr
 
 
 def test_the_badge_subcommand_turns_a_report_into_svg_and_endpoint(tmp_path):

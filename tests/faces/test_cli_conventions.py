@@ -47,7 +47,7 @@ def test_the_summary_line_counts_the_clauses_the_report_shows(capsys: pytest.Cap
     assert main(["check", f"{ZOO}:epoch_loader", "--clause", "SC21", "--profile", "dev"]) == EXIT_NOT_JUDGED
     captured = capsys.readouterr()
     assert "no clause came to a verdict" in captured.out, captured.out
-    summary = captured.err.strip().splitlines()[-1]
+    summary = captured.err.splitlines()[-1].strip()
     assert re.fullmatch(r"checked 1 clause in \d+\.\d s: 1 not judged \(after 2 prerequisites, which held\)",
                         summary), summary
 
@@ -69,6 +69,29 @@ def test_a_run_that_judges_nothing_is_a_skip_in_pytest_not_a_pass(pytester: pyte
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*: not-judged, 1 clause, profile dev", "*SC21 not-judged*has no set_epoch*"])
     assert json.loads((pytester.path / "r.json").read_text())["verdict"] == "not-judged"
+
+
+def test_pytest_shows_a_line_per_clause_in_its_live_log_and_none_between_its_own(pytester: pytest.Pytester) -> None:
+    """A class's check runs in its first test's setup: minutes of silence on two ranks. The line per clause goes
+    to the log, which ``--log-cli-level INFO`` shows as it comes; without it pytest's rows stay as they are."""
+    pytester.makepyfile(test_epoch=textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT / "tests")!r})
+        from stateful_contract.testing import StatefulLoaderContract
+        from zoo import OffByOneResume
+
+        class TestOffByOne(StatefulLoaderContract):
+            profile = "dev"
+
+            def make_loader(self, config):
+                return OffByOneResume(config)
+    """))
+    live = pytester.runpytest("-k", "SC01", "--log-cli-level", "INFO", "-p", "no:cacheprovider")
+    live.assert_outcomes(passed=1)
+    live.stdout.re_match_lines([r"INFO +stateful_contract\.progress:.* SC01 implements-protocol +passed +\d+\.\d\d s$"])
+    quiet = pytester.runpytest("-q", "-k", "SC01", "-p", "no:cacheprovider")
+    quiet.assert_outcomes(passed=1)
+    assert "implements-protocol" not in quiet.stdout.str() + quiet.stderr.str(), quiet.stdout.str()
 
 
 def test_json_dash_writes_the_report_to_stdout_and_the_text_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
@@ -123,7 +146,7 @@ def test_counts_take_the_singular() -> None:
     proc = run_charged([sys.executable, "-m", "stateful_contract", "check", f"{ZOO}:epoch_loader",
                         "--clause", "SC01"], capture_output=True, text=True, timeout=120, cwd=ROOT / "tests")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("checked 1 clause in "), proc.stderr
+    assert proc.stderr.splitlines()[-1].strip().startswith("checked 1 clause in "), proc.stderr
     assert "1 examples" not in proc.stdout and " 1 example" in proc.stdout, proc.stdout
 
 

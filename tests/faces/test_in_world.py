@@ -29,6 +29,7 @@ from stateful_contract.faces.distributed.in_world import _parser as run_parser
 from stateful_contract.isolation.processes import MARKER_ENV, kill_session, processes_of
 from stateful_contract.isolation.ranks.failures import LaunchOutcome
 from stateful_contract.isolation.ranks.in_world import OWN_WORLD, InWorld, first_host, launcher_env
+from stateful_contract.isolation.ranks.world import RankSpec
 from stateful_contract.repro.progress import Clock
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
@@ -85,11 +86,12 @@ def _clean_env() -> dict[str, str]:
 def two_nodes(target: str, args: list[str], tmp: Path) -> tuple[list[tuple[int | None, str]], dict[str, Any]]:
     """Two torchrun agents (2 processes each) on 127.0.0.1, as two nodes; their exits and rank 0's report."""
     port, report = _free_port(), tmp / "report.json"
-    commands = [([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
-                  "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-                  "--rdzv-id", f"in-world-{port}", "--local-addr", "127.0.0.1", "--monitor-interval", "0.1",
-                  "-m", "stateful_contract.distributed", "run", target, "--json", str(report), *args], {})
-                 for node in (0, 1)]
+    commands: list[tuple[list[str], dict[str, str]]] = [
+        ([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+         "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+         "--rdzv-id", f"in-world-{port}", "--local-addr", "127.0.0.1", "--monitor-interval", "0.1",
+         "-m", "stateful_contract.distributed", "run", target, "--json", str(report), *args], {})
+        for node in (0, 1)]
     exits = _launch([(c, {}) for c, _ in commands], tmp / "marker")
     return exits, json.loads(report.read_text()) if report.is_file() else {}
 
@@ -157,6 +159,7 @@ def test_a_crash_rerun_hint_in_a_world_is_a_line_run_accepts(launch: str) -> Non
     """A rank gone before an example had a plan: its hint named ``--run-dir DIR``, which ``run`` refused."""
     executor = object.__new__(InWorld)  # the hint reads no world: none is made
     executor.target, executor.launch, executor.world_size = "my_pkg.loaders:factory", launch, 2
+    executor.spec = RankSpec(executor.target, "", "epoch", None)  # the check declared its checkpoint policy
     reproduction = executor._crashed(_Clause(), LaunchOutcome(in_world=True, error="gone")).reproduction
     if launch == OWN_WORLD:
         call = reproduction.split("run_in_world(", 1)[1].split(")  #", 1)[0]
@@ -167,6 +170,7 @@ def test_a_crash_rerun_hint_in_a_world_is_a_line_run_accepts(launch: str) -> Non
         argv = shlex.split(reproduction.split(" run ", 1)[1].split("  #", 1)[0])
     args = run_parser().parse_args(argv)  # SystemExit (exit 2) on a flag run does not take
     assert (args.target, args.clauses, args.dir) == ("my_pkg.loaders:factory", ["SC30"], "DIR"), args
+    assert args.checkpoint_alignment == "epoch", args  # rerun under the policy the check declared
 
 
 @pytest.mark.launcher
@@ -240,8 +244,9 @@ def test_a_script_that_made_its_own_world_checks_in_it_and_keeps_its_group(tmp_p
     every rank died with "trying to initialize the default process group twice!"."""
     script, report = tmp_path / "own_world.py", tmp_path / "own.json"
     script.write_text(OWN_WORLD_SCRIPT)
-    commands = [([sys.executable, str(script), str(tmp_path / "init"), str(rank), ONE_AHEAD, "--clause", "SC30",
-                  "--json", str(report), *EXAMPLE], {}) for rank in (0, 1)]
+    commands: list[tuple[list[str], dict[str, str]]] = [
+        ([sys.executable, str(script), str(tmp_path / "init"), str(rank), ONE_AHEAD, "--clause", "SC30",
+         "--json", str(report), *EXAMPLE], {}) for rank in (0, 1)]
     exits = _launch(commands, tmp_path / "marker")
     assert [code for code, _ in exits] == [1, 1], exits  # the one-ahead preloader fails on several ranks
     assert all("the script's group is still up: True" in out for _, out in exits), exits

@@ -72,6 +72,15 @@ def test_a_checkpoint_alignment_alone_is_a_deviation(alignment: str, message: st
     assert (badge_message(report), badge_color(report)) == (message, "yellowgreen")
 
 
+def test_a_declared_trainer_shape_is_a_deviation_the_badge_names() -> None:
+    # SC20 was not judged because the trainer declared it loads only into fresh loaders: passing, but not in
+    # every way StatefulDataLoader is, so not bright green (a check with nothing declared is, as before).
+    report = make_report({"SC20": "not-judged"})
+    report.trainer_shape = ["loads-fresh"]
+    assert (badge_message(report), badge_color(report)) == ("passing, trainer loads-fresh", "yellowgreen")
+    assert badge_color(make_report()) == "brightgreen"
+
+
 def test_failing_names_the_first_clause_and_counts_the_rest_including_stale_declarations() -> None:
     report = make_report({"SC02": "failed", "SC10": "failed", "SC17": "unexpected-pass", "SC11": "not-judged"})
     assert badge_message(report) == "failing SC02 +2"

@@ -23,7 +23,7 @@ from ...spellings import speaking
 from .. import cli
 from . import in_world
 
-__all__ = ["main"]
+__all__ = ["main", "parser"]
 
 #: The clause judged when none is named: each rank resumes its own state (docs/distributed.md).
 DEFAULT_CLAUSE = "SC30"
@@ -34,14 +34,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command's parser (``run`` has its own: `in_world`): ``check``'s, on two ranks by default."""
+    made = cli.Parser(prog="python -m stateful_contract.distributed", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_check_arguments(made, world_size=2)
+    return made
+
+
 def _main(argv: Sequence[str] | None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["run"]:  # inside a world the user's launcher started
         in_world.exit_now(in_world.main(given[1:]))
-    parser = cli.Parser(prog="python -m stateful_contract.distributed", description=__doc__,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_check_arguments(parser, world_size=2)
-    args = parser.parse_args(given)
+    args = parser().parse_args(given)
     args.clauses = args.clauses or [DEFAULT_CLAUSE]  # not argparse's default: --clause appends to it
     return args.func(args)  # type: ignore[no-any-return]
 

@@ -46,6 +46,7 @@ from ...run.check import CheckInterrupted, FactoryError, check
 from ...run.options import DECLARATIONS, CheckOptions, OptionError
 from ...spellings import speaking
 from .. import cli, flags, replay
+from ..live import QUIET_HELP, Live
 from . import phases
 
 __all__ = ["exit_now", "main"]
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     flags.add_options(parser, RUN_OPTIONS)
     replay.add_example_arguments(parser)
     cli.add_output_arguments(parser)  # rank 0 writes the report
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)  # rank 0 shows it
     parser.add_argument("--backend", help="the world's backend (default: hccl with torch_npu, nccl with CUDA, "
                                           "else gloo); commands travel through a gloo group beside it")
     parser.add_argument("--phase", choices=("run", "save", "resume", "restart"), default="run",
@@ -86,15 +88,21 @@ def _parser() -> argparse.ArgumentParser:
 def _judge(args: argparse.Namespace, world: Any, run_dir: Path) -> Report:
     """Rank 0: the report."""
     options = CheckOptions(**flags.options_of(args), world_size=world.world_size, run_dir=run_dir)
+    live = None if args.quiet else Live(sys.stderr)  # as `stateful-contract check` shows it, from rank 0
     try:
         if args.phase == "resume":
-            report = phases.resume(world.world_size, run_dir, args.target, options)
+            report = phases.resume(world.world_size, run_dir, args.target, options, progress=live)
         else:
-            report = check(args.target, options, replay=replay.example_of(args))
+            report = check(args.target, options, replay=replay.example_of(args), progress=live)
     except CheckInterrupted as e:
         report = e.report
         report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
                             "the job was cancelled; the launcher's error summary names the rank")
+    finally:
+        if live is not None:
+            live.stop()
+    if live is not None:
+        live.finish(report)
     if args.phase == "save" and InWorld.last is not None:
         phases.write_manifest(run_dir, InWorld.last, report)
     return report

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ...clauses import clause
 from ...isolation.ranks.in_world import InWorld
 from ...report.results import DEFERRED_TO_A_LATER_LAUNCH, Report
-from ...run.check import check
+from ...run.check import Progress, check
 from ...run.fresh import fresh_worlds
 from ...run.options import CheckOptions
 from ...run.resumed import Resumed
@@ -63,7 +63,8 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
                 "them (--phase resume)")
 
 
-def resume(size: int, run_dir: Path, target: str, options: CheckOptions) -> Report:
+def resume(size: int, run_dir: Path, target: str, options: CheckOptions,
+           progress: Callable[[Progress], None] | None = None) -> Report:
     """Rank 0 of the resume launch, of ``size`` ranks: every saved example resumed by ``target`` (the saving
     factory, or another, as a fix is tried on the states a job left) on this world's ranks, judged by `check`."""
     manifest = read_manifest(run_dir)
@@ -72,7 +73,7 @@ def resume(size: int, run_dir: Path, target: str, options: CheckOptions) -> Repo
     # The options of the check the save launch ran: its world size selects the multi-rank clauses.
     options = options.replace(clauses=wanted, checkpoint_alignment=manifest["alignment"], world_size=saved)
     report = check(target, options, factory_import=manifest["factory_import"],
-                   replay=Resumed(examples, saved_on=saved, where=str(run_dir)))
+                   replay=Resumed(examples, saved_on=saved, where=str(run_dir)), progress=progress)
     notes = [f"resumed {sum(len(examples.get(c, [])) for c in wanted)} examples saved on {saved} ranks "
              f"in {run_dir}, on {size} ranks in a fresh launch"]
     if report.target != manifest["target"]:

@@ -112,9 +112,11 @@ class RankExecutor:
             raise WorldDown(down)
 
     def rerun(self, clause_id: str, arguments: Sequence[str] = ()) -> str:
-        """The command that runs ``clause_id`` on these ranks again, with ``arguments`` (``--config C``) after it."""
-        return (f"python -m stateful_contract.distributed {self.target} --world-size {self.world_size} "
-                f"--clause {clause_id}{shell_words(arguments)}")
+        """The command that runs ``clause_id`` on these ranks again, with ``arguments`` (``--config C``) after it;
+        none (`BUILDING`: the ranks went down building their first loader) names no clause, as any clause does."""
+        chosen = ["--clause", clause_id] if clause_id else []
+        return (f"python -m stateful_contract.distributed {self.target} --world-size {self.world_size}"
+                f"{shell_words([*chosen, *arguments])}")
 
     def start(self) -> None:
         try:
@@ -193,14 +195,22 @@ class RankExecutor:
         base = replace(config, rank=0, world_size=1)
         declared = [word for name, value in getattr(clause, "given", ()) if value not in (None, False)
                     for word in (OPTIONS[name].flag, *(() if value is True else (str(value),)))]
-        return self.rerun(clause.id, [*declared, "--config", base.as_code(), "--position", plan.position.as_code()])
+        return self.rerun(clause.id, [*declared, *self.checked_as(), "--config", base.as_code(),
+                                      "--position", plan.position.as_code()])
+
+    def checked_as(self) -> list[str]:
+        """The options of the check that change what an example runs, as flags for a rerun: without them a
+        pasted line drew batches without the declared consumption, or judged under another checkpoint policy."""
+        alignment, consume = self.spec.alignment, self.spec.consume
+        return [*(("--checkpoint-alignment", str(alignment)) if alignment is not None else ()),
+                *(("--consume", consume) if consume else ())]
 
     def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
                  plan: Any = None) -> ExampleRun:
         what = down.describe()
         rank = down.rank
         keep, kept = self.keep_logs
-        rerun = f"{self.rerun(clause.id, keep)}  # {kept}"
+        rerun = f"{self.rerun(clause.id, [*self.checked_as(), *keep])}  # {kept}"
         if config is not None and isinstance(plan, Checkpoint):
             rerun = self.rerun_example(clause, config, plan)
         program = down.programs.get(rank, "")

@@ -201,7 +201,7 @@ class InWorld(RankExecutor):
         InWorld.last = self
 
     def rerun(self, clause_id: str, arguments: Sequence[str] = ()) -> str:
-        argv = [self.target, "--clause", clause_id, *arguments]
+        argv = [self.target, *(["--clause", clause_id] if clause_id else []), *arguments]  # none: `BUILDING`
         if self.launch == OWN_WORLD:  # the user's script, not a launcher: the same call there, on every rank
             return (f"stateful_contract.distributed.run_in_world({argv!r})  "
                     "# in your script, on every rank, after its init_process_group")
