@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
+import numpy.random  # noqa: F401  # before any worker forks: a worker that imports it itself once raised
+import psutil  # KeyError in importlib's module lock (torchdata's worker seeds numpy), under the pytest mixin
 
 from stateful_contract import LoaderConfig
 
@@ -68,17 +69,17 @@ class WorkerLoader:
         self.resumed = True
 
 
-#: Iterators a `KeepsWorkers` loader left running: a user's cache, or a reference cycle not yet collected.
+#: The last iterator a `KeepsWorkers` loader started: a user's cache, or a reference cycle not yet collected.
 _RUNNING: list[Any] = []
 
 
 class KeepsWorkers(WorkerLoader):
-    """Correct, but each iterator it started stays referenced, so its workers run until the process ends:
-    the checker's supervised child (or rank) ends with live workers, which it terminates or kills."""
+    """Correct, but the last iterator it started stays referenced, so its two workers run until the process
+    ends: the checker's supervised child (or rank) ends with live workers, which it terminates or kills."""
 
     def __iter__(self) -> Iterator[Any]:
         it = iter(self.base)
-        _RUNNING.append(it)
+        _RUNNING[:] = [it]
         yield from it
 
 
