@@ -161,7 +161,9 @@ def _watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardVie
                     continue
                 marks[rank, started] = progress.charge_at(read, started, clock.charged - max(0.0, now - started))
             mark = marks[rank, started]
-            if clock.charged - mark > seconds + grace(seconds) and now > started + seconds + grace(seconds):
+            # The alarm may have given a call it found running more time (`guard.patience`): as much here.
+            allowed = seconds + board.patience + grace(seconds)
+            if clock.charged - mark > allowed and now > started + allowed:
                 return Stall(rank, now - started, seconds)
         if limit is not None and limit.passed(clock.charged, now):  # the run's, named first when both passed
             return Stall(0, now - sent)

@@ -15,13 +15,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
 from . import progress, status
 
-__all__ = ["LoaderHung", "LoaderSlow", "answered", "can_interrupt", "collect", "ctrl_c_kept", "deadline", "frozen", "quick_worker_shutdown",
+__all__ = ["LoaderHung", "LoaderSlow", "answered", "answering", "can_interrupt", "collect", "ctrl_c_kept", "deadline", "frozen", "quick_worker_shutdown",
            "raise_lost_ctrl_c", "reap_children", "sigint_ignored"]
 
 #: A `KeyboardInterrupt` swallowed inside `ctrl_c_kept`, not yet raised again by `raise_lost_ctrl_c`.
@@ -58,12 +58,35 @@ class LoaderSlow(LoaderHung):
 
 #: When the loader last showed life (``time.monotonic()``): a call into it began or returned (`answered`).
 _last_answer = 0.0
+#: Calls into the loader begun and not returned (`answering`): the alarm found the loader inside one.
+_calls = 0
+#: Set by an alarm that gave a running call patience (`deadline`): run as that call returns, it raises
+#: `LoaderSlow` there. Waiting for the patience to run out instead let a slow rank go on into a collective
+#: (SC30's DCP save) that the other ranks, their own alarms past, had left: stuck where no alarm reaches.
+_on_return: Callable[[], None] | None = None
 
 
 def answered() -> None:
     """A call into the loader begins or returns now (`steps._user`): the loader is not hung (`deadline`)."""
     global _last_answer
     _last_answer = time.monotonic()
+
+
+@contextlib.contextmanager
+def answering() -> Iterator[None]:
+    """Around one call into the loader (`steps._user`): it began (`answered`), it is running (an alarm that
+    finds it here waits for it: `deadline`), it returned or raised (`answered`)."""
+    global _calls, _on_return
+    answered()
+    _calls += 1
+    try:
+        yield
+    finally:
+        _calls -= 1
+        answered()
+    if _calls == 0 and (slow := _on_return) is not None:  # it returned within its patience: only slow
+        _on_return = None
+        slow()
 
 
 def can_interrupt() -> bool:
@@ -94,8 +117,13 @@ def deadline(seconds: float | None) -> Iterator[None]:
         due = ends if outer_due is None else min(ends, outer_due)
         signal.setitimer(signal.ITIMER_REAL, max(due - time.monotonic(), 1e-4), 1.0)
 
+    #: The charge the alarm waits for: ``seconds``, then, for a call that began late, the call's patience.
+    limit = seconds
+    #: `_last_answer` when the alarm found the loader in a call and gave it patience (None: it has not).
+    waited_on: float | None = None
+
     def on_alarm(signum: int, frame: FrameType | None) -> None:
-        nonlocal outer_due, ends
+        nonlocal outer_due, ends, limit, waited_on
         now = time.monotonic()
         if outer_due is not None and now >= outer_due - 1e-3:
             # The outer timer's moment: its handler decides (pytest-timeout fails the test).
@@ -107,34 +135,67 @@ def deadline(seconds: float | None) -> Iterator[None]:
             arm()
             return
         try:
-            remaining = seconds - clock.sample()
+            charged = clock.sample()
         except Exception:  # the clock cannot be read here: wall time, as the limit was
-            remaining = 0.0
-        if remaining > 1e-3:  # the processes waited for a CPU: not yet charged the limit
-            ends = now + max(remaining, MIN_RECHECK)
+            charged = limit
+        if limit - charged > 1e-3:  # the processes waited for a CPU: not yet charged the limit
+            ends = now + max(limit - charged, MIN_RECHECK)
             arm()
             return
         # Hung, or only slow? A hung loader is silent from the call it hangs in on; a slow one answers call
-        # after call. Silent for less than half the example's wall time (the same share of its charge when
-        # the load starved it evenly) is slow: the example is not judged, not failed as a hang.
+        # after call. Silent for at least half the example's wall time (the same share of its charge when the
+        # load starved it evenly) is hung. Inside a call that began later, the call is given the rest of half
+        # the limit, charged (`patience`): a loader that hangs for good after many batches is silent for less
+        # than half the example when the limit comes, and was called slow, whatever the timeout.
         quiet = now - max(_last_answer, started)
-        if quiet < (now - started) / 2:
-            raise LoaderSlow(seconds, waited=now - started, quiet=quiet)
+        if waited_on is not None:  # the call's patience ran out: it returned meanwhile (slow), or it did not
+            if _last_answer != waited_on:
+                raise LoaderSlow(seconds, waited=now - started, quiet=quiet)
+        elif quiet < (now - started) / 2:
+            if not _calls:  # between calls: the loader answers
+                raise LoaderSlow(seconds, waited=now - started, quiet=quiet)
+            waited_on = _last_answer
+            set_on_return(lambda: _raise(LoaderSlow(seconds, waited=time.monotonic() - started, quiet=quiet)))
+            more = patience(seconds, quiet * min(1.0, charged / max(now - started, 1e-9)))
+            limit = charged + more
+            ends = now + more
+            status.deadline(announced, seconds, more)  # the supervisor waits as long (`supervised.watch`)
+            arm()
+            return
         hung = LoaderHung(seconds, waited=now - started)
         hung.had_children = bool(current_children())  # its workers: a cause only they print may be named
         raise hung
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
+    announced = time.monotonic()
     arm()
-    status.deadline(time.monotonic(), seconds)  # a supervisor ends what this alarm cannot
+    status.deadline(announced, seconds)  # a supervisor ends what this alarm cannot
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        set_on_return(None)
         status.deadline(0.0, 0.0)
         if outer_due is not None:
             signal.setitimer(signal.ITIMER_REAL, max(outer_due - time.monotonic(), 1e-4), outer_interval)
+
+
+def set_on_return(action: Callable[[], None] | None) -> None:
+    """What the next return of an outermost call into the loader runs (`answering`; None: nothing)."""
+    global _on_return
+    _on_return = action
+
+
+def _raise(error: BaseException) -> None:
+    raise error
+
+
+def patience(seconds: float, silent: float) -> float:
+    """Charged seconds past the limit an alarm gives a call that has been silent ``silent`` charged seconds,
+    so that it is silent for half the limit before it is called hung: a call that returns within them was
+    only slow. Never more than half the limit (a supervisor allows it: `supervised.watch`)."""
+    return max(seconds / 2 - silent, MIN_RECHECK)
 
 
 def _call(handler: Any, signum: int, frame: FrameType | None) -> None:

@@ -68,8 +68,8 @@ class Board:
             self._write({"program": source})
         self._program = source
 
-    def deadline(self, started: float, seconds: float) -> None:
-        self._write({"deadline": [started, seconds] if seconds > 0 else None})
+    def deadline(self, started: float, seconds: float, patience: float = 0.0) -> None:
+        self._write({"deadline": [started, seconds, patience] if seconds > 0 else None})
 
     def close(self) -> None:
         os.close(self._fd)
@@ -86,6 +86,8 @@ class BoardView:
     program: str = ""
     #: The example timeout running (``time.monotonic()`` start, seconds), if any.
     deadline: tuple[float, float] | None = None
+    #: Charged seconds past it that the example's alarm gave a call it found running (`guard.patience`).
+    patience: float = 0.0
     #: The process that wrote the log (0: none yet), and its host.
     pid: int = 0
     host: str = ""
@@ -136,7 +138,8 @@ def read(path: Path) -> BoardView:
     deadline, opened = state.get("deadline"), json.loads(first) if first.endswith(b"\n") else {}
     return BoardView(command=state.get("command", ""), call=state.get("call", ""),
                      in_call=bool(state.get("in_call")), program=state.get("program", ""),
-                     deadline=(deadline[0], deadline[1]) if deadline else None, pid=opened.get("pid", 0),
+                     deadline=(deadline[0], deadline[1]) if deadline else None,
+                     patience=float(deadline[2]) if deadline and len(deadline) > 2 else 0.0, pid=opened.get("pid", 0),
                      host=opened.get("host", ""))
 
 
@@ -165,10 +168,11 @@ def calling(label: str) -> contextlib.AbstractContextManager[None]:
     return _NOTHING if _BOARD is None else _BOARD(label)
 
 
-def deadline(started: float, seconds: float) -> None:
-    """An example timeout of ``seconds`` began at ``started`` (``time.monotonic()``; 0 seconds: it ended)."""
+def deadline(started: float, seconds: float, patience: float = 0.0) -> None:
+    """An example timeout of ``seconds`` began at ``started`` (``time.monotonic()``; 0 seconds: it ended), and
+    its alarm gave a call it found running ``patience`` charged seconds more."""
     if _BOARD is not None:
-        _BOARD.deadline(started, seconds)
+        _BOARD.deadline(started, seconds, patience)
 
 
 def command(text: str) -> None:

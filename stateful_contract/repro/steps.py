@@ -21,7 +21,7 @@ from . import status
 from .compare import Segment, batch_ids
 from .consumption import loader_class
 from .exception_text import exception_text
-from .guard import answered, collect
+from .guard import answering, collect
 from .recording import bound, recorded
 from .vocabulary import Point, batch_count
 
@@ -126,8 +126,9 @@ _NEWEST: contextvars.ContextVar[tuple[LoaderConfig, type] | None] = contextvars.
 
 
 def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    with status.calling(step):  # a supervisor names this call if the process dies in it
-        answered()  # the example timeout tells a hung loader from a slow one by these (`guard.deadline`)
+    # A supervisor names this call if the process dies in it; the example timeout tells a hung loader from a
+    # slow one by where and when calls began and returned (`guard.deadline`).
+    with status.calling(step), answering():
         try:
             return fn(*args, **kwargs)
         except BaseException as e:
@@ -136,8 +137,6 @@ def _user(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                 # refusing a call of the loader's (a collective in an in-world turn: isolation/ranks/turns.py)
                 raise
             raise LoaderError(step, e) from e
-        finally:
-            answered()
 
 
 def is_the_loaders(error: BaseException) -> bool:

@@ -7,6 +7,7 @@ its user of a harm their training run never meets (docs/supervision.md, "Slow is
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -28,6 +29,30 @@ class SlowButCorrect(EpochLoader):
     def __iter__(self) -> Any:
         for batch in super().__iter__():
             time.sleep(0.05)
+            yield batch
+
+
+class SlowerButCorrect(EpochLoader):
+    """Resumes exactly, 0.4 s a batch: slower than a remote read, each call well within half a 2 s timeout."""
+
+    def __iter__(self) -> Any:
+        for batch in super().__iter__():
+            time.sleep(0.4)
+            yield batch
+
+
+#: When each process first asked `HangsLate` for a batch.
+_first_batch: dict[int, float] = {}
+
+
+class HangsLate(EpochLoader):
+    """Answers batch after batch, 0.05 s each, then hangs for good 1.4 s after its process's first batch: in
+    the last third of an example under a 2 s timeout. Its training run would stall forever at that batch."""
+
+    def __iter__(self) -> Any:
+        for batch in super().__iter__():
+            first = _first_batch.setdefault(os.getpid(), time.monotonic())
+            time.sleep(3600 if time.monotonic() - first > 1.4 else 0.05)
             yield batch
 
 
@@ -64,3 +89,22 @@ def test_a_loader_that_stops_answering_still_fails_as_hung(isolation: str) -> No
     assert result.status == "failed", result.message
     assert result.killed_by == "timeout"
     assert "hangs: the job stops" in str(result.impact), result.impact
+
+
+def test_a_loader_that_hangs_late_in_an_example_fails_as_hung_not_too_slow() -> None:
+    """Until session 36 the alarm found it silent for less than half the example and said "too slow for this
+    timeout, raise --timeout": with any timeout the same, while the user's job would stall at that batch."""
+    report = check(HangsLate, clauses=["SC10"], timeout=2, space=LONG, profile="dev")
+    result = report["SC18"]  # the first clause that runs a whole pass meets the hang; SC10 is "see SC18"
+    assert result.status == "failed", result.message
+    assert report["SC10"].status == "not-judged" and "see SC18" in report["SC10"].message, report["SC10"].message
+    assert result.killed_by == "timeout"
+    assert "hangs: the job stops" in str(result.impact), result.impact
+    assert "hung during next(iter(loader))" in result.got, result.got
+
+
+def test_a_loader_at_0_4_s_a_batch_is_not_judged_under_a_2_s_timeout() -> None:
+    """The patience an alarm gives a running call (half the limit) is far more than one slow call takes."""
+    result = check(SlowerButCorrect, clauses=["SC10"], timeout=2, space=LONG, profile="dev")["SC10"]
+    assert result.status == "not-judged", result.message
+    assert "kept answering" in result.detail, result.detail

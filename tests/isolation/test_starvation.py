@@ -412,7 +412,7 @@ def test_a_watcher_that_sees_an_example_late_charges_its_start_on_the_clock_not_
             return self.charged
 
     sent = time.monotonic()
-    board = SimpleNamespace(deadline=(sent + 0.05, 1.0), pid=0, host="")
+    board = SimpleNamespace(deadline=(sent + 0.05, 1.0), patience=0.0, pid=0, host="")
     looks = iter([3.0, 0.3, 0.3])  # the watcher's first look comes 3 s late; then it answers
 
     def answered() -> bool:
