@@ -191,8 +191,7 @@ class Supervised(OneProcess):
         self.timeout = timeout or None
         self.memory_limit = memory_limit or None
         self.notes: list[str] = []
-        self.run_dir = Path(tempfile.mkdtemp(prefix="stateful-contract-"))
-        self.tmp_dir = private_tmpdir()  # the children's TMPDIR: `close` removes what killed ones left there
+        self.run_dir, self.tmp_dir = Path(tempfile.mkdtemp(prefix="stateful-contract-")), private_tmpdir()
         #: What answers the commands in the child; its ``workdir``, the examples' files, a sibling shares.
         self.handler = Handler(factory, factory_import, alignment, self.timeout, self.run_dir / "scratch",
                                probe_config=probe_config)
@@ -360,7 +359,7 @@ class Supervised(OneProcess):
         if restarts := self._crashes.total():
             self.notes.append(f"the loader's process crashed or hung {restarts} time{'s' if restarts != 1 else ''}; "
                               "each time the check went on in a fresh one")
-        remove_tmpdir(self.run_dir, self.tmp_dir)
+        remove_tmpdir(self.run_dir, self.tmp_dir)  # and the children's TMPDIR, with what killed ones left
 
 
 class PendingSibling:
