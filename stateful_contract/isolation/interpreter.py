@@ -30,6 +30,7 @@ import psutil
 from ..repro import status, steps
 from ..repro.guard import current_children
 from .executors import Handler
+from .leftovers import use_tmpdir
 from .noise import ignore_set_vital
 from .processes import MARKER_ENV, alive, die_with_parent, start_python
 from .target import FILE_MODULE_PREFIX
@@ -214,6 +215,8 @@ class ChildSpec:
     board: Path
     fault_file: Path
     parent_pid: int
+    #: The TMPDIR of the loader's processes (`leftovers.private_tmpdir`; None: the checker's).
+    tmp_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,7 @@ def child_main(conn: Connection, other_end: Connection | None, spec: ChildSpec) 
     os.setsid()  # Ctrl-C reaches the supervisor only, which kills the session as one
     die_with_parent(spec.parent_pid)
     os.environ[MARKER_ENV] = str(spec.run_dir)
+    use_tmpdir(spec.tmp_dir)  # where a killed worker's pymp-* directory is removed with the run's
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     import torch

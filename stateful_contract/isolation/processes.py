@@ -13,19 +13,24 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
 import psutil
 
+from .leftovers import mapped_shared_memory, unlink_orphans
+
 __all__ = ["CRASH_SIGNALS", "MARKER_ENV", "alive", "anon_rss", "death", "describe_exit", "die_with_parent",
-           "fault_excerpt", "gained", "growth", "hang", "kill_marked", "kill_session", "no_answer", "processes_of",
-           "size", "start_python"]
+           "fault_excerpt", "gained", "growth", "hang", "kill_marked", "kill_session", "kill_sessions", "no_answer",
+           "processes_of", "size", "start_python"]
 
 #: Environment variable every process of a run carries (value: the run directory): stragglers that left
 #: the process group are found and killed by it.
 MARKER_ENV = "STATEFUL_CONTRACT_RUN"
+
+#: The process torch starts for its ``file_system`` sharing (torch/lib/libshm), by its name.
+TORCH_SHM_MANAGER = "torch_shm_manager"
 
 #: Signals with which a program kills itself (a crash), as opposed to being stopped from outside.
 CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT,
@@ -128,14 +133,38 @@ def gained(root: int, baseline: dict[int, int]) -> int:
 def kill_session(sid: int, marker: Path | None = None, wait: float = 2.0) -> None:
     """Kill session ``sid`` (its process group, then any member or marked process left), and wait up to
     ``wait`` seconds until none is alive."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(sid, signal.SIGKILL)
-    _kill_all(lambda p: os.getsid(p.pid) == sid or _marked(p, marker), wait)
+    kill_sessions((sid,), marker, wait=wait)
 
 
 def kill_marked(marker: Path, spare: frozenset[int] = frozenset(), wait: float = 2.0) -> None:
     """Kill every live process carrying ``marker``'s `MARKER_ENV` but ``spare``; wait as `kill_session`."""
-    _kill_all(lambda p: p.pid not in spare and _marked(p, marker), wait)
+    kill_sessions((), marker, spare, wait)
+
+
+def kill_sessions(sids: Collection[int], marker: Path | None = None, spare: frozenset[int] = frozenset(),
+                  wait: float = 2.0) -> None:
+    """Kill sessions ``sids`` (each one's process group, then any member left) and every process carrying
+    ``marker``'s `MARKER_ENV`, but ``spare``; wait up to ``wait`` seconds until none is alive. Then unlink
+    the ``/dev/shm`` names they mapped or created that no live process maps (`leftovers`): SIGKILL runs no
+    finalizer, and their resource tracker, which would unlink a semaphore, died with them. A
+    ``torch_shm_manager`` (a session of its own, the marker) is killed last: once its clients are gone it
+    unlinks the ``file_system`` tensors they registered and exits (measured, torch 2.13), which a kill forbids."""
+    def select(p: psutil.Process) -> bool:
+        return p.pid not in spare and (os.getsid(p.pid) in sids or _marked(p, marker))
+
+    def but_managers(p: psutil.Process) -> bool:
+        return select(p) and p.name() != TORCH_SHM_MANAGER
+
+    theirs = mapped_shared_memory(p.pid for p in _alive(select))  # read while they live: then it is gone
+    for sid in sids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(sid, signal.SIGKILL)
+    _kill_all(but_managers, wait)
+    limit = time.monotonic() + wait
+    while _alive(select) and time.monotonic() < limit:
+        time.sleep(0.02)
+    _kill_all(select, wait)
+    unlink_orphans(theirs)
 
 
 def _kill_all(select: Callable[[psutil.Process], bool], wait: float) -> None:

@@ -8,7 +8,6 @@ import contextlib
 import multiprocessing
 import os
 import pickle
-import shutil
 import signal
 import socket
 import sys
@@ -34,6 +33,7 @@ from ..spellings import Hint
 from . import interpreter
 from .executors import BUILDING, PROBE_CONFIG, FactoryProblem, Handler, OneProcess, StartFailed
 from .interpreter import ChildSpec, EngineError, child_main
+from .leftovers import private_tmpdir, remove_tmpdir
 from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
 
 __all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling", "RunLimit",
@@ -200,7 +200,7 @@ class Supervised(OneProcess):
         self.timeout = timeout or None
         self.memory_limit = memory_limit or None
         self.notes: list[str] = []
-        self.run_dir = Path(tempfile.mkdtemp(prefix="stateful-contract-"))
+        self.run_dir, self.tmp_dir = Path(tempfile.mkdtemp(prefix="stateful-contract-")), private_tmpdir()
         #: What answers the commands in the child; its ``workdir``, the examples' files, a sibling shares.
         self.handler = Handler(factory, factory_import, alignment, self.timeout, self.run_dir / "scratch",
                                probe_config=probe_config)
@@ -219,7 +219,7 @@ class Supervised(OneProcess):
     def _spawn(self) -> None:
         n = self._children = self._children + 1
         self._spec = ChildSpec(self.handler, self.run_dir, self.run_dir / f"board-{n}",
-                               self.run_dir / f"fault-{n}.txt", os.getpid())
+                               self.run_dir / f"fault-{n}.txt", os.getpid(), self.tmp_dir)
         for stream in (sys.stdout, sys.stderr):  # or the child would print the parent's buffered text again
             with contextlib.suppress(Exception):
                 stream.flush()
@@ -368,7 +368,7 @@ class Supervised(OneProcess):
         if restarts := self._crashes.total():
             self.notes.append(f"the loader's process crashed or hung {restarts} time{'s' if restarts != 1 else ''}; "
                               "each time the check went on in a fresh one")
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        remove_tmpdir(self.run_dir, self.tmp_dir)  # and the children's TMPDIR, with what killed ones left
 
 
 class PendingSibling:

@@ -17,13 +17,13 @@ import tempfile
 __all__ = ["socket_dir_problem"]
 
 
-def socket_dir_problem() -> str:
-    """Why worker processes cannot pass batches under this process's TMPDIR, said for a stranger; "" when they
-    can (or the platform has no AF_UNIX). Binds nothing: the address is one in a directory that does not
-    exist, so a path short enough fails with FileNotFoundError before any file is made."""
+def socket_dir_problem(temp: str | None = None) -> str:
+    """Why worker processes cannot pass batches under this process's TMPDIR (or ``temp``), said for a stranger;
+    "" when they can (or the platform has no AF_UNIX). Binds nothing: the address is one in a directory that
+    does not exist, so a path short enough fails with FileNotFoundError before any file is made."""
     if not hasattr(socket, "AF_UNIX"):
         return ""
-    temp = tempfile.gettempdir()
+    temp = tempfile.gettempdir() if temp is None else temp
     # As long as multiprocessing's own: mkdtemp(prefix="pymp-") and mktemp(prefix="listener-"), 8 random letters each.
     address = os.path.join(temp, "pymp-" + "0" * 8, "listener-" + "0" * 8)
     with socket.socket(socket.AF_UNIX) as probe:

@@ -169,9 +169,14 @@ def test_a_crash_in_the_new_interpreter_is_reported_with_its_signal_and_step():
     assert "SIGSEGV" in result.message and "load_state_dict" in result.message, result.message
 
 
+#: This test process's temporary directory, read on import: the loader's processes have one of their run's own
+#: (docs/supervision.md, "What a check leaves on the machine"), removed before this test reads what they wrote.
+_SHARED_TEMP = Path(tempfile.gettempdir())
+
+
 def _parents_seen(checker: int) -> Path:
     """Where `RecordsItsParent` writes, one file per checker process (suites run side by side here)."""
-    return Path(tempfile.gettempdir()) / f"stateful-contract-fresh-parents-{checker}"
+    return _SHARED_TEMP / f"stateful-contract-fresh-parents-{checker}"
 
 
 class RecordsItsParent(zoo.EpochLoader):

@@ -21,6 +21,7 @@ from ...config import LoaderConfig
 from ...profiles import Profile
 from ...search.plans import Alignment
 from ..executors import PROBE_CONFIG
+from ..leftovers import private_tmpdir, remove_tmpdir
 from ..supervised import DEFAULT_MEMORY_LIMIT, RunLimit
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
@@ -74,6 +75,8 @@ class Ranks(RankExecutor):
         self.keep = run_dir is not None
         self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        #: The ranks' TMPDIR, removed by `close` with what killed ranks and workers left there (`leftovers`).
+        self.tmp_dir = private_tmpdir()
         self._phase: Phase | None = None
         #: Idle phases by world size (`restart`): the check's own while another size runs, and each other size's
         #: last one, which saved no state a later clause resumes (only the check's own ranks search).
@@ -94,7 +97,8 @@ class Ranks(RankExecutor):
         name = phase if (n := self._phases.count(phase)) == 1 else f"{phase}{n}"
         self._done[name] = False
         self._phase = Phase.start(self.run_dir, name, self.live_world_size,
-                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout})
+                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout},
+                                  tmp_dir=self.tmp_dir)
         return self._phase
 
     def _spared(self, phase: Phase) -> Phase:
@@ -186,6 +190,7 @@ class Ranks(RankExecutor):
         if started:
             self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), each started as torchrun starts "
                               f"a rank; phases {' + '.join(n for n, clean in self._done.items() if clean) or 'none'}")
+        remove_tmpdir(self.tmp_dir)
         if self.keep:
             self.notes.append(f"run files kept in {self.run_dir}")
         elif self._interrupted:  # deleting a search's saved examples took 4 s at load 28: not on a Ctrl-C's clock

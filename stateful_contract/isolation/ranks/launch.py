@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import pickle
-import signal
 import socket
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from typing import Any
 import psutil
 
 from ...repro import status
-from ..processes import fault_excerpt, kill_marked, start_python
+from ..processes import fault_excerpt, kill_sessions, start_python
 from .failures import LaunchOutcome, RankFailure, order_failures
 
 __all__ = ["JOINING", "SPEC_FILE", "STOP", "Phase", "board_path", "of_caller", "torchrun_env", "where_ranks_were"]
@@ -113,7 +112,9 @@ class Phase:
     store: Any = None
 
     @classmethod
-    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any]) -> Phase:
+    def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any],
+              tmp_dir: Path | None = None) -> Phase:
+        """The ranks, started; ``tmp_dir``: their TMPDIR (`leftovers.private_tmpdir`; None: the checker's)."""
         (run_dir / "status").mkdir(parents=True, exist_ok=True)
         (run_dir / SPEC_FILE).write_text(json.dumps({**spec, "process": of_caller()}), encoding="utf-8")
         logs = run_dir / "logs" / name
@@ -123,6 +124,8 @@ class Phase:
             error_file = logs / "attempt_0" / str(rank) / "error.json"
             error_file.parent.mkdir(parents=True, exist_ok=True)
             env = torchrun_env(rank, world_size, store.port, f"{run_dir.name}-{name}", error_file)
+            if tmp_dir is not None:
+                env["TMPDIR"] = str(tmp_dir)
             with open(error_file.with_name("stderr.log"), "wb") as out:
                 procs.append(start_python("stateful_contract.isolation.ranks.world:rank_main", str(run_dir), name,
                                           str(theirs.fileno()), env=env, pass_fds=(theirs.fileno(),),
@@ -185,15 +188,13 @@ class Phase:
         """End every rank, its workers, and anything else carrying the run's marker but a parked phase's."""
         for conn in self.conns:
             conn.close()
-        for proc in self.procs:
-            if proc.poll() is None:  # torchrun starts each rank in a session of its own: one signal each
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
         spare: set[int] = set()
         for proc in (proc for other in self.beside for proc in other.procs):
             with contextlib.suppress(psutil.Error):
                 spare |= {proc.pid, *(p.pid for p in psutil.Process(proc.pid).children(recursive=True))}
-        kill_marked(self.run_dir, frozenset(spare))  # one sweep for what left its session (a rank's daemon, say)
+        # torchrun starts each rank in a session of its own: one signal each (a reaped rank's pid may be another's
+        # now); then one sweep for what left its session (a rank's daemon, say), and what they left in /dev/shm.
+        kill_sessions([proc.pid for proc in self.procs if proc.poll() is None], self.run_dir, frozenset(spare))
         for rank, proc in enumerate(self.procs):
             proc.wait()
             self.exited_at.setdefault(rank, time.time())
