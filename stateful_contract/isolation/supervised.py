@@ -152,10 +152,8 @@ def _watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardVie
         if now >= next_progress:
             next_progress = now + PROGRESS_EVERY
             read.append((time.monotonic(), clock.sample()))
-        # Each alarm's last reading of its clock (its log's index: when its example began, when read, charged).
-        alarms = {rank: (board.deadline[0], *board.charged) for rank, board in enumerate(boards)
-                  if board.deadline is not None and board.charged is not None and board.charged[0] >= board.deadline[0]
-                  and _here(board) and (rank, board.deadline[0]) in marks}
+        alarms = [(marks[r, b.deadline[0]], *b.charged) for r, b in enumerate(boards) if b.deadline and b.charged and
+                  b.charged[0] >= b.deadline[0] and _here(b) and (r, b.deadline[0]) in marks]
         for rank, board in enumerate(boards):
             if not timeout or board.deadline is None:
                 continue
@@ -164,15 +162,8 @@ def _watch(answered: Callable[[], bool], logs: Callable[[], list[status.BoardVie
                 if started >= read[-1][0]:  # not read since it began: the next reading says what its start cost
                     continue
                 marks[rank, started] = progress.charge_at(read, started, clock.charged - max(0.0, now - started))
-            mark = marks[rank, started]
-            spent = clock.charged - mark
-            if _here(board):  # the ranks on a host charge one group: any of their alarms read its clock
-                for other, (began, at, charged) in alarms.items():
-                    since = clock.charged - progress.charge_at(read, at, mark) if at < read[-1][0] else 0.0
-                    spent = min(spent, charged + marks[other, began] - mark + since)
-            # The alarm may have given a call it found running more time (`guard.patience`): as much here.
-            allowed = seconds + board.patience + grace(seconds)
-            if spent > allowed and now > started + allowed:
+            spent = progress.counted_on(clock.charged, marks[rank, started], alarms if _here(board) else [], read)
+            if spent > (allowed := seconds + board.patience + grace(seconds)) and now > started + allowed:
                 return Stall(rank, now - started, seconds)
         if limit is not None and limit.passed(clock.charged, now):  # the run's, named first when both passed
             return Stall(0, now - sent)

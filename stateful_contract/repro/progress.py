@@ -33,7 +33,7 @@ from multiprocessing import util
 
 import psutil
 
-__all__ = ["Clock", "RunLimit", "charge_at", "measures", "share_with"]
+__all__ = ["Clock", "RunLimit", "charge_at", "counted_on", "measures", "share_with"]
 
 #: Seconds between two looks for the loader's new processes (a look walks the machine's process table, ~10 ms
 #: with 130 processes); a process first seen later is charged from its start, so nothing is lost between looks.
@@ -298,6 +298,21 @@ def charge_at(read: list[tuple[float, float]], when: float, before: float) -> fl
         return before
     (t0, c0), (t1, c1) = next((a, b) for a, b in itertools.pairwise(read) if a[0] <= when < b[0])
     return c0 + (c1 - c0) * (when - t0) / max(t1 - t0, 1e-9)
+
+
+def counted_on(charged: float, mark: float, alarms: Iterable[tuple[float, float, float]],
+               read: list[tuple[float, float]]) -> float:
+    """What a watch's clock, ``charged`` by now and ``mark`` when an example began, says the example was charged;
+    or, if less, what an example alarm's own reading of the same processes' clock says, counted on by the watch's
+    since: ``alarms`` (the watch's mark when that alarm's example began, when it read, what it read). A charge is
+    not additive over intervals (each takes the threads' run-queue waits off, summed, up to its length): read
+    every half second, a starved group is charged more than read once at the limit, and the watch called a
+    starved rank hung before its own alarm (docs/supervision.md, "A busy machine is not a hang")."""
+    spent = charged - mark
+    for began, at, theirs in alarms:
+        since = charged - charge_at(read, at, mark) if at < read[-1][0] else 0.0
+        spent = min(spent, theirs + began - mark + since)
+    return spent
 
 
 def _uptime() -> float:
