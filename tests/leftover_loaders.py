@@ -78,6 +78,11 @@ class KeepsWorkers(WorkerLoader):
     ends: the checker's supervised child (or rank) ends with live workers, which it terminates or kills."""
 
     def __iter__(self) -> Iterator[Any]:
+        # The previous iterator goes first: started beside it, the new workers were forked while its queues'
+        # feeder threads ran, and a child forked amid another thread's import can block for good (a rank of
+        # the two-rank kind hung in next(iter(loader)) in CI; a worker under the mixin raised KeyError in
+        # importlib's module lock). This loader's point is the last iterator left running at the end.
+        _RUNNING.clear()
         it = iter(self.base)
         _RUNNING[:] = [it]
         yield from it
