@@ -17,7 +17,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 import zoo
@@ -32,6 +32,7 @@ from stateful_contract.links import DOCS
 from stateful_contract.repro.epoch_compare import lost_epoch
 from stateful_contract.repro.epoch_steps import LoopPoint
 from stateful_contract.repro.steps import Position
+from stateful_contract.run.clause_loop import Progress
 from stateful_contract.search.example import GENERATOR_ITER
 from stateful_contract.search.plans import Checkpoint
 from stateful_contract.spellings import OPTIONS, Hint, speaking
@@ -309,13 +310,6 @@ def test_quiet_shows_no_progress(capfd: Any) -> None:
     assert err == "" and "Verdict: PASS" in out, err
 
 
-class _Event(NamedTuple):
-    clause_id: str
-    name: str
-    done: int
-    total: int
-    status: str | None = None
-    seconds: float = 0.0
 
 
 def test_a_log_silent_for_a_heartbeat_is_told_what_still_runs() -> None:
@@ -323,10 +317,10 @@ def test_a_log_silent_for_a_heartbeat_is_told_what_still_runs() -> None:
     reader or by a CI system that ends jobs silent for 10 minutes."""
     said: list[str] = []
     live = Live(say=said.append, heartbeat=0.3)
-    live(_Event("SC10", "resume-continues-the-stream", 0, 1))
-    live(_Event("SC10", "resume-continues-the-stream", 3, 40))
+    live(Progress("SC10", "resume-continues-the-stream", 0, 1))
+    live(Progress("SC10", "resume-continues-the-stream", 3, 40))
     time.sleep(1.0)
-    live(_Event("SC10", "resume-continues-the-stream", 1, 1, "passed", 1.0))
+    live(Progress("SC10", "resume-continues-the-stream", 1, 1, "passed", 1.0))
     live.stop()
     time.sleep(0.5)
     beats = [line for line in said if "still running" in line]

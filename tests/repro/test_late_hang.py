@@ -22,6 +22,19 @@ from stateful_contract.repro.guard import LoaderHung, LoaderSlow, answering, can
 pytestmark = pytest.mark.skipif(not can_interrupt(), reason="SIGALRM timers: POSIX main thread only")
 
 
+class WallClock:
+    """A `progress.Clock` that charges wall time: the loader's processes never wait for a CPU (a hang, or a
+    watch's own reading)."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.charged = 0.0
+
+    def sample(self) -> float:
+        self.charged = time.monotonic() - self.began
+        return self.charged
+
+
 def call(seconds: float) -> None:
     """One call into a loader that takes ``seconds``."""
     with answering():
@@ -85,18 +98,9 @@ def test_the_alarm_tells_the_supervisor_the_patience_it_gave(tmp_path: Path) -> 
 def test_the_supervisor_waits_the_patience_the_alarm_gave(patience: float) -> None:
     """`supervised.watch` ends what the alarm cannot after the timeout and its grace, and the patience."""
 
-    class Clock:  # the loader's processes, charged wall time (a hang)
-        def __init__(self) -> None:
-            self.began = time.monotonic()
-            self.charged = 0.0
-
-        def sample(self) -> float:
-            self.charged = time.monotonic() - self.began
-            return self.charged
-
     sent = time.monotonic()
     board = SimpleNamespace(deadline=(sent, 0.5), patience=patience, charged=None, pid=0, host="")
-    stall = supervised._watch(lambda: time.sleep(supervised.POLL) or False, lambda: [board], Clock(), sent=sent,
+    stall = supervised._watch(lambda: time.sleep(supervised.POLL) or False, lambda: [board], WallClock(), sent=sent,
                               timeout=0.5, memory_limit=None, command_seconds=None, limit=None, baseline=None)
     assert stall is not None and stall.timeout == 0.5
     allowed = 0.5 + patience + supervised.grace(0.5)
@@ -144,15 +148,6 @@ def test_the_supervisor_counts_on_from_the_ranks_own_alarm_not_past_it() -> None
     hang, and the verdict named the rank that waited. It counts on from the last reading any alarm of the host
     made (`status.charged`)."""
 
-    class Clock:  # this watch's reading: wall time
-        def __init__(self) -> None:
-            self.began = time.monotonic()
-            self.charged = 0.0
-
-        def sample(self) -> float:
-            self.charged = time.monotonic() - self.began
-            return self.charged
-
     sent = time.monotonic()
     stuck = SimpleNamespace(deadline=(sent, 0.5), patience=0.0, charged=None, pid=1, host="")
     alarmed = SimpleNamespace(deadline=(sent, 0.5), patience=0.0, charged=None, pid=1, host="")
@@ -163,7 +158,7 @@ def test_the_supervisor_counts_on_from_the_ranks_own_alarm_not_past_it() -> None
             alarmed.charged = (time.monotonic(), 0.2)  # rank 1's alarm: at 1 s of wall time, charged 0.2 s
         return False
 
-    stall = supervised._watch(answered, lambda: [stuck, alarmed], Clock(), sent=sent, timeout=0.5,
+    stall = supervised._watch(answered, lambda: [stuck, alarmed], WallClock(), sent=sent, timeout=0.5,
                               memory_limit=None, command_seconds=None, limit=None, baseline=None)
     assert stall is not None and stall.timeout == 0.5
     # Its own clock would have passed the limit and grace (1.5 s) at 1.5 s; from the alarm's reading, at 2.3 s.
