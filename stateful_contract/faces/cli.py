@@ -32,6 +32,7 @@ from typing import Any, NoReturn, TextIO
 from .._version import __version__
 from ..clauses import CLAUSES, CONTRACT_VERSION
 from ..isolation.target import TargetError
+from ..isolation.workspace import leave
 from ..report.render import SHOWN, plural, ran, render_failures, render_report, story, summary_line
 from ..report.results import same_causes
 from ..repro.guard import sigint_ignored
@@ -249,6 +250,7 @@ def entry() -> NoReturn:
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
+        leave(end_children=True)  # os._exit runs no finalizer: the check's files, and an in-process loader's workers
         os._exit(code)
     sys.exit(code)
 

@@ -9,8 +9,8 @@ unlinked by ``torch_shm_manager``, killed too). On a CI runner checking every pu
 (docs/supervision.md, "Nothing is left behind", has the counts).
 
 Two remedies, each attributing by the run's own processes, never by a name alone (another user's or another
-run's files look the same): the loader's processes get a temporary directory of their own (`private_tmpdir`),
-removed with everything in it when the run ends; and the ``/dev/shm`` names the killed processes mapped
+run's files look the same): the loader's processes get a temporary directory of their own
+(`workspace.private_tmpdir`), removed with everything in it when the run ends; and the ``/dev/shm`` names the killed processes mapped
 (``/proc/<pid>/maps``) or created (torch's names carry the pid) are unlinked once no live process maps them.
 """
 
@@ -24,9 +24,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..repro.socket_dir import socket_dir_problem
-
-__all__ = ["SHARED_MEMORY", "mapped_shared_memory", "private_tmpdir", "remove_tmpdir", "unlink_orphans",
+__all__ = ["SHARED_MEMORY", "mapped_shared_memory", "remove_tmpdir", "restore_tmpdir", "unlink_orphans",
            "use_tmpdir"]
 
 #: Where POSIX shared memory and named semaphores live (Linux).
@@ -38,31 +36,30 @@ SHARED_MEMORY = Path("/dev/shm")
 _OURS = re.compile(r"(sem\.mp-[a-z0-9_]{8}|torch_(\d+)_\d+_\d+)")
 
 
-def private_tmpdir() -> Path | None:
-    """A new directory under the user's temporary directory for the loader's processes' own (their TMPDIR),
-    which `remove_tmpdir` empties when the run ends whatever killed them. None when a multiprocessing socket
-    under it would be too long where one under the user's fits (`socket_dir_problem`): the loader must not hang
-    in the check where it would not in training; under a TMPDIR too long already it keeps the user's, whose
-    hang the check explains."""
-    path = tempfile.mkdtemp(prefix="sc-")  # 12 bytes more than the user's: most TMPDIRs have 50 to spare
-    if socket_dir_problem(path):
-        os.rmdir(path)
-        return None
-    return Path(path)
-
-
-def use_tmpdir(path: Path | None) -> None:
+def use_tmpdir(path: Path | None) -> tuple[str | None, str | None]:
     """In a loader's process: its temporary files (``tempfile``, ``multiprocessing``'s ``pymp-*``, torch's)
     go under ``path``, and so do those of the processes it starts (fork or exec). A forked process inherits
-    ``tempfile.tempdir`` from the checker, which read TMPDIR long before: the variable alone is not enough."""
+    ``tempfile.tempdir`` from the checker, which read TMPDIR long before: the variable alone is not enough.
+    What they were, for `restore_tmpdir`."""
+    was = os.environ.get("TMPDIR"), tempfile.tempdir
     if path is not None:
         os.environ["TMPDIR"] = str(path)
         tempfile.tempdir = str(path)
+    return was
+
+
+def restore_tmpdir(was: tuple[str | None, str | None]) -> None:
+    """Undo `use_tmpdir` (``was``: what it returned), in a process that goes on after the loader ran in it."""
+    variable, tempfile.tempdir = was
+    if variable is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = variable
 
 
 def remove_tmpdir(*paths: Path | None) -> None:
-    """Remove each of ``paths`` (`private_tmpdir`, a run's directory) with whatever the loader's processes left
-    in it."""
+    """Remove each of ``paths`` (`workspace.private_tmpdir`, a run's directory) with whatever the loader's
+    processes left in it."""
     for path in paths:
         if path is not None:
             shutil.rmtree(path, ignore_errors=True)

@@ -21,9 +21,10 @@ import psutil
 
 from .leftovers import mapped_shared_memory, unlink_orphans
 
-__all__ = ["CRASH_SIGNALS", "MARKER_ENV", "alive", "anon_rss", "death", "describe_exit", "die_with_parent",
-           "fault_excerpt", "gained", "growth", "hang", "kill_marked", "kill_session", "kill_sessions", "no_answer",
-           "processes_of", "size", "start_python"]
+__all__ = ["CRASH_SIGNALS", "MARKER_ENV", "alive", "anon_rss", "death", "descendants", "describe_exit",
+           "die_with_parent", "fault_excerpt", "gained", "growth", "hang", "kill_descendants", "kill_marked",
+           "kill_marked_under", "kill_processes", "kill_session", "kill_sessions", "no_answer", "processes_of",
+           "size", "start_python"]
 
 #: Environment variable every process of a run carries (value: the run directory): stragglers that left
 #: the process group are found and killed by it.
@@ -144,22 +145,64 @@ def kill_marked(marker: Path, spare: frozenset[int] = frozenset(), wait: float =
 def kill_sessions(sids: Collection[int], marker: Path | None = None, spare: frozenset[int] = frozenset(),
                   wait: float = 2.0) -> None:
     """Kill sessions ``sids`` (each one's process group, then any member left) and every process carrying
-    ``marker``'s `MARKER_ENV`, but ``spare``; wait up to ``wait`` seconds until none is alive. Then unlink
-    the ``/dev/shm`` names they mapped or created that no live process maps (`leftovers`): SIGKILL runs no
-    finalizer, and their resource tracker, which would unlink a semaphore, died with them. A
-    ``torch_shm_manager`` (a session of its own, the marker) is killed last: once its clients are gone it
-    unlinks the ``file_system`` tensors they registered and exits (measured, torch 2.13), which a kill forbids."""
+    ``marker``'s `MARKER_ENV`, but ``spare``; wait up to ``wait`` seconds until none is alive, then unlink the
+    ``/dev/shm`` names they alone held (`_kill`)."""
     def select(p: psutil.Process) -> bool:
         return p.pid not in spare and (os.getsid(p.pid) in sids or _marked(p, marker))
 
-    def but_managers(p: psutil.Process) -> bool:
-        return select(p) and p.name() != TORCH_SHM_MANAGER
+    _kill(select, wait, groups=sids)
+
+
+def kill_marked_under(folder: Path, wait: float = 2.0) -> None:
+    """Kill every live process whose `MARKER_ENV` names a run directory under ``folder`` (the workspace of a
+    checker that was killed: its loader's processes that outlived it), as `_kill` kills."""
+    under = f"{folder}{os.sep}"
+    _kill(lambda p: p.environ().get(MARKER_ENV, "").startswith(under), wait)
+
+
+def descendants(pids: Collection[int]) -> set[int]:
+    """The live descendants of ``pids``."""
+    found = set()
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            found |= {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    return found
+
+
+def kill_processes(pids: Collection[int], wait: float = 2.0) -> None:
+    """Kill those of ``pids`` still alive, as `_kill` kills."""
+    if pids:
+        _kill(lambda p: p.pid in pids, wait)
+
+
+def kill_descendants(wait: float = 2.0) -> None:
+    """Kill this process's descendants (a loader's workers still running when it leaves with ``os._exit``), as
+    `_kill` kills, but the janitors (`_janitor`): this process maps what they would unlink too, so they are left
+    to unlink it once it is gone, and then leave by themselves."""
+    pids = descendants([os.getpid()])
+    _kill(lambda p: p.pid in pids and not _janitor(p), wait)
+
+
+def _janitor(p: psutil.Process) -> bool:
+    """A process that unlinks its clients' shared memory once the last of them is gone, and then exits:
+    ``torch_shm_manager`` (``file_system`` tensors) and multiprocessing's resource tracker (the named semaphores
+    of a ``spawn`` or ``forkserver`` context, CPython 3.11 Lib/multiprocessing/resource_tracker.py ``main``)."""
+    return p.name() == TORCH_SHM_MANAGER or "multiprocessing.resource_tracker" in " ".join(p.cmdline())
+
+
+def _kill(select: Callable[[psutil.Process], bool], wait: float, groups: Collection[int] = ()) -> None:
+    """Kill process groups ``groups`` and what ``select`` picks, the janitors (`_janitor`) last: given up to
+    ``wait`` seconds to unlink what their killed clients registered and leave, which a kill forbids (measured,
+    torch 2.13). Then unlink the ``/dev/shm`` names the killed processes mapped or created that no live process
+    maps (`leftovers`): SIGKILL runs no finalizer."""
+    def but_janitors(p: psutil.Process) -> bool:
+        return select(p) and not _janitor(p)
 
     theirs = mapped_shared_memory(p.pid for p in _alive(select))  # read while they live: then it is gone
-    for sid in sids:
+    for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(sid, signal.SIGKILL)
-    _kill_all(but_managers, wait)
+            os.killpg(group, signal.SIGKILL)
+    _kill_all(but_janitors, wait)
     limit = time.monotonic() + wait
     while _alive(select) and time.monotonic() < limit:
         time.sleep(0.02)

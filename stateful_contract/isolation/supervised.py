@@ -11,13 +11,11 @@ import pickle
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Any, Literal
 
 from ..config import LoaderConfig
@@ -33,8 +31,9 @@ from ..spellings import Hint
 from . import interpreter
 from .executors import BUILDING, PROBE_CONFIG, FactoryProblem, Handler, OneProcess, StartFailed
 from .interpreter import ChildSpec, EngineError, child_main
-from .leftovers import private_tmpdir, remove_tmpdir
+from .leftovers import remove_tmpdir
 from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
+from .workspace import new_dir, private_tmpdir
 
 __all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling", "RunLimit",
            "Supervised", "choose_isolation", "command_limit", "grace", "supported", "watch"]
@@ -191,7 +190,7 @@ class Supervised(OneProcess):
         self.timeout = timeout or None
         self.memory_limit = memory_limit or None
         self.notes: list[str] = []
-        self.run_dir, self.tmp_dir = Path(tempfile.mkdtemp(prefix="stateful-contract-")), private_tmpdir()
+        self.run_dir, self.tmp_dir = new_dir("run-"), private_tmpdir()  # in the process's workspace
         #: What answers the commands in the child; its ``workdir``, the examples' files, a sibling shares.
         self.handler = Handler(factory, factory_import, alignment, self.timeout, self.run_dir / "scratch",
                                probe_config=probe_config)

@@ -29,6 +29,7 @@ from ..isolation.target import (
     load_consume,
     load_target,
 )
+from ..isolation.workspace import workspace
 from ..profiles import get_profile
 from ..report.results import Report
 from ..repro.consumption import drawn_through
@@ -220,7 +221,7 @@ def no_hypothesis_files() -> Iterator[Path]:
         _warn_home_moved()
     previous_env = os.environ.get(STORAGE_ENV)
     prefix = "stateful-contract-hypothesis-"
-    with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=workspace(), ignore_cleanup_errors=True) as tmp:
         home = Path(tmp) / ".hypothesis"
         if previous_home is not None:
             configuration.set_hypothesis_home_dir(home)

@@ -64,7 +64,7 @@ def left_behind(mark: str) -> list[int]:
 def cleaning_up(p: Any) -> bool:
     """A process deleting a run's files (`Ranks.close` after a Ctrl-C)."""
     command = p.cmdline()
-    return command[:3] == ["rm", "-rf", "--"] and Path(command[-1]).name.startswith("stateful-contract-")
+    return command[:3] == ["rm", "-rf", "--"] and Path(command[-1]).name.startswith("ranks-")
 
 
 def let_the_cleanup_finish(pids: list[int], timeout: float = 120) -> None:

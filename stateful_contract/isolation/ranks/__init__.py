@@ -6,10 +6,10 @@ multi-rank check runs" and "Ranks that raise, die or hang").
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -21,8 +21,9 @@ from ...config import LoaderConfig
 from ...profiles import Profile
 from ...search.plans import Alignment
 from ..executors import PROBE_CONFIG
-from ..leftovers import private_tmpdir, remove_tmpdir
+from ..leftovers import remove_tmpdir
 from ..supervised import DEFAULT_MEMORY_LIMIT, RunLimit
+from ..workspace import new_dir, private_tmpdir
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
 from .in_world import InWorld
@@ -73,7 +74,7 @@ class Ranks(RankExecutor):
         self.memory_limit = memory_limit or None
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)
         self.keep = run_dir is not None
-        self.run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="stateful-contract-"))
+        self.run_dir = Path(run_dir) if run_dir is not None else new_dir("ranks-")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         #: The ranks' TMPDIR, removed by `close` with what killed ranks and workers left there (`leftovers`).
         self.tmp_dir = private_tmpdir()
@@ -194,6 +195,8 @@ class Ranks(RankExecutor):
         if self.keep:
             self.notes.append(f"run files kept in {self.run_dir}")
         elif self._interrupted:  # deleting a search's saved examples took 4 s at load 28: not on a Ctrl-C's clock
+            with contextlib.suppress(OSError):  # out of the workspace, which the interrupted check removes at once
+                self.run_dir = self.run_dir.rename(self.run_dir.parent.parent / self.run_dir.name)
             subprocess.Popen(["rm", "-rf", "--", str(self.run_dir)], start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         else:

@@ -1,0 +1,140 @@
+"""One directory per checker process for everything a check makes on disk, and its removal however the process ends.
+
+Every directory a check makes (a run's directory, the TMPDIR of the loader's processes, Hypothesis' home) is made
+in this process's workspace, ``$TMPDIR/sc-XXXXXXXX`` (`workspace`), so one removal takes them all and whatever the
+loader's processes left there: at the process's normal end, after ``multiprocessing`` has ended its daemonic
+children (DataLoader workers of a loader still referenced: their ``pymp-*`` directories are in it); before an
+``os._exit`` (`leave`: the command line interrupted, a rank in a launcher's world); and, for a checker killed by
+SIGKILL (a CI job's timeout), by the next check on the machine (`sweep`).
+
+A workspace is abandoned when no process holds the lock of its `LOCK` file: ``fcntl.flock``, which the kernel
+releases when its holder dies however it dies, and which other pid namespaces sharing the directory see too (a
+dead pid could be a live check in another container; a live pid, a reused one). Only this user's directories
+are looked at, and a live check's never (it holds its lock). What ran under an abandoned workspace is found by
+its run marker (`processes.MARKER_ENV` names a run directory inside it): a DataLoader worker started by
+``spawn`` while its parent died (its watchdog took the orphan's new parent for its own, measured: torchdata
+0.11) outlives the check for good, and with it the resource tracker that would unlink its semaphores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+from multiprocessing import util
+from pathlib import Path
+
+from ..repro.socket_dir import socket_dir_problem
+from .processes import kill_descendants, kill_marked_under
+
+__all__ = ["LOCK", "PREFIX", "leave", "new_dir", "private_tmpdir", "sweep", "workspace"]
+
+#: A workspace's name: short, as the loader's TMPDIR inside it must leave room for a socket's path.
+PREFIX = "sc-"
+#: The file whose ``flock`` the workspace's checker holds while it lives; a workspace without it is not swept.
+LOCK = ".stateful-contract-lock"
+
+#: This process's workspace, the descriptor holding its lock, and the process that made it (a forked process
+#: uses its parent's workspace and never removes it).
+_made: tuple[Path, int, int] | None = None
+
+
+def workspace() -> Path:
+    """This process's workspace, made on first use (after sweeping the abandoned ones, `sweep`) under the
+    user's temporary directory, locked until the process ends, and removed then (`leave`)."""
+    global _made
+    if _made is not None and _made[0].is_dir():
+        return _made[0]
+    if _made is not None and _made[2] == os.getpid():  # removed under it (by hand): a new one, the old lock let go
+        with contextlib.suppress(OSError):
+            os.close(_made[1])
+    tmp = Path(tempfile.gettempdir())
+    sweep(tmp)
+    path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=tmp))
+    # Locked before it has its name: a sweep never sees the lock file free while this process lives.
+    fd = os.open(path / f"{LOCK}.new", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(path / f"{LOCK}.new", path / LOCK)
+    _made = (path, fd, os.getpid())
+    # After multiprocessing's own exit function has ended its daemonic children and removed its pymp-* directory
+    # (exitpriority -100): finalizers run from the highest priority down.
+    util.Finalize(None, leave, exitpriority=-200)
+    return path
+
+
+def _forget_lock() -> None:
+    """In a forked child: close its copy of the lock's descriptor, so that a process the check forked (a loader's
+    worker orphaned for good) does not keep the workspace of a killed checker from being swept."""
+    if _made is not None and _made[2] != os.getpid():
+        with contextlib.suppress(OSError):
+            os.close(_made[1])
+
+
+os.register_at_fork(after_in_child=_forget_lock)
+
+
+def new_dir(prefix: str) -> Path:
+    """A new directory in the workspace (a run's directory, Hypothesis' home), removed with it at the latest."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=workspace()))
+
+
+def private_tmpdir() -> Path | None:
+    """A new directory in the workspace for the loader's processes' temporary files (their TMPDIR), which the
+    caller removes when the run ends whatever killed them. None when a multiprocessing socket under it would
+    be too long where one under the user's fits (`socket_dir_problem`): the loader must not hang in the check
+    where it would not in training; under a TMPDIR too long already it keeps the user's, whose hang the check
+    explains."""
+    path = tempfile.mkdtemp(prefix="", dir=workspace())  # 21 bytes more than the user's: most have 50 to spare
+    if socket_dir_problem(path):
+        os.rmdir(path)
+        return None
+    return Path(path)
+
+
+def sweep(tmp: Path | None = None) -> list[Path]:
+    """Remove the abandoned workspaces of this user in ``tmp`` (None: where this process's is, else the user's
+    temporary directory), their lock free: their checker is dead; after killing the processes that ran under
+    them (`processes.kill_marked_under`). The workspaces removed."""
+    if tmp is None:
+        tmp = _made[0].parent if _made is not None else Path(tempfile.gettempdir())
+    candidates: list[Path] = []
+    with contextlib.suppress(OSError), os.scandir(tmp) as entries:
+        candidates = [Path(e.path) for e in entries if e.name.startswith(PREFIX) and e.is_dir(follow_symlinks=False)]
+    removed = []
+    for path in candidates:
+        try:
+            if path.lstat().st_uid != os.getuid():
+                continue
+            fd = os.open(path / LOCK, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:  # not a workspace (no lock file), or removed meanwhile
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a live check's
+            os.close(fd)
+            continue
+        try:
+            kill_marked_under(path)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def leave(*, end_children: bool = False) -> None:
+    """Remove this process's workspace with everything in it (its maker only; at its normal end, by itself).
+    ``end_children``: a process about to leave with ``os._exit``, which runs no finalizer, first kills its
+    descendants (a loader's workers still running, `processes.kill_descendants`), whose files are in it."""
+    global _made
+    if end_children:
+        kill_descendants()
+    if _made is None or _made[2] != os.getpid():
+        return
+    path, fd, _ = _made
+    _made = None
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.close(fd)
