@@ -39,7 +39,7 @@ CHECKERS_OWN = {
                 "and ended after the run",
     HYPOTHESIS_HOME: "Hypothesis' home, a temporary directory of the check's",
     OUT_ENV: "this test's: where the contract's ranks write what they saw",
-    "TMPDIR": "a directory of the run's own under the user's (`isolation.leftovers.private_tmpdir`), removed with "
+    "TMPDIR": "a directory of the run's own under the user's (`isolation.workspace.private_tmpdir`), removed with "
               "what killed ranks and workers left there (docs/supervision.md, \"What a check leaves on the machine\")",
 }
 
@@ -111,8 +111,9 @@ def test_a_rank_sees_what_a_torchrun_rank_sees(world_size: int, tmp_path: Path) 
             else:
                 assert ours[key] == value, (rank, key, ours[key], value)
         assert not {k for k in given if k not in contract["environ"] or k not in torchrun["environ"]}
-        # The one variable the checker sets to a value of its own: a directory of the run's, under the user's.
-        assert Path(contract["environ"]["TMPDIR"]).name.startswith("sc-"), contract["environ"]["TMPDIR"]
+        # The one variable the checker sets to a value of its own: a directory of the run's, in the checker's
+        # workspace under the user's.
+        assert Path(contract["environ"]["TMPDIR"]).parent.name.startswith("sc-"), contract["environ"]["TMPDIR"]
         # Where the user's code is: the directory both commands ran in, and the same import path to it (the
         # probe's folder first, as `python script.py` and the checker's path target put it; no working
         # directory or checker's folder ahead of it).

@@ -45,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
 def _main(argv: Sequence[str] | None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["run"]:  # inside a world the user's launcher started
-        in_world.exit_now(in_world.main(given[1:]))
+        in_world.exit_now(in_world.main(given[1:], own_process=True))
     args = parser().parse_args(given)
     args.clauses = args.clauses or [DEFAULT_CLAUSE]  # not argparse's default: --clause appends to it
     return args.func(args)  # type: ignore[no-any-return]

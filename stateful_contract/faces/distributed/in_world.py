@@ -34,12 +34,14 @@ from typing import Any, NoReturn
 
 import torch.distributed as dist
 
+from ...isolation.leftovers import use_tmpdir
 from ...isolation.noise import ignore_set_vital
-from ...isolation.processes import alive
+from ...isolation.processes import alive, descendants, kill_processes
 from ...isolation.ranks import default_run_timeout
 from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launch_line, launcher_env
 from ...isolation.ranks.world import local_pids
 from ...isolation.target import TargetError
+from ...isolation.workspace import leave, private_tmpdir, sweep
 from ...profiles import get_profile
 from ...report.results import Report
 from ...run.check import CheckInterrupted, FactoryError, check
@@ -108,12 +110,15 @@ def _judge(args: argparse.Namespace, world: Any, run_dir: Path) -> Report:
     return report
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
+    """``own_process``: this process is the command's (``python -m stateful_contract.distributed run``), not a
+    user's script's (`run_in_world`): the loader's temporary files go to a directory of the rank's own, and the
+    loader's processes still running when the rank leaves are the check's to end (`exit_now`)."""
     with speaking("cli"):  # every rank's hints name a command line's options
-        return _main(argv)
+        return _main(argv, own_process)
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, own_process: bool) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.phase != "run" and not args.dir:
@@ -143,6 +148,8 @@ def _main(argv: Sequence[str] | None) -> int:
     timeout = default_run_timeout(get_profile(args.profile), 40) + 60
     world = join(Path(args.dir).resolve() if keep else None, backend=backend, timeout=timeout)
     run_dir = world.run_dir
+    if own_process:  # after `join`: the run's directory stays where a rank on another host can make it too
+        use_tmpdir(private_tmpdir())  # in the rank's workspace, removed as it leaves (`exit_now`)
     launch = launch_line(os.environ, world.world_size, own_world=own_world)
     try:
         if world.rank != 0:
@@ -181,10 +188,14 @@ def _main(argv: Sequence[str] | None) -> int:
             # A rank is gone or stuck: no verdict can reach it. The ranks left on this host are ended here
             # (a launcher would, but srun and mpirun may wait for a stuck one); exiting tells the launcher.
             sys.stdout.flush()
+            stuck = [pid for rank, pid in local_pids(run_dir, world.world_size).items() if rank and alive(pid)]
+            workers = descendants(stuck)  # read before they are orphaned: then nothing says whose they were
             _local_ranks_ended(run_dir, world.world_size, (signal.SIGTERM, signal.SIGKILL), seconds=1.0)
+            kill_processes(workers)  # an orphaned worker whose directory is swept prints tracebacks as it exits
+            sweep()  # the workspaces of the ranks just ended, whose exit could not remove them
             if not keep:  # os._exit runs no cleanup: the private directory went with it (56 in /tmp, 2026-12-07)
                 shutil.rmtree(run_dir, ignore_errors=True)
-            os._exit(code or 1)
+            exit_now(code or 1, end_children=own_process)
         if restarting and args.phase == "save":
             if report is not None:  # for the attempts the agent starts next
                 report.to_json(run_dir / phases.SAVE_REPORT)
@@ -195,7 +206,7 @@ def _main(argv: Sequence[str] | None) -> int:
         def stopped(signum: int, frame: Any) -> NoReturn:
             if not keep:
                 shutil.rmtree(run_dir, ignore_errors=True)
-            exit_now(code)
+            exit_now(code, end_children=own_process)
 
         # The launcher stops rank 0 (SIGTERM) as soon as another rank exits with a failure (or, restarting, on
         # purpose): rank 0 then leaves as it would have, not with a KeyboardInterrupt's traceback.
@@ -228,12 +239,16 @@ def _local_ranks_ended(run_dir: Path, world_size: int, signals: Sequence[int], s
             time.sleep(0.05)
 
 
-def exit_now(code: int) -> NoReturn:
+def exit_now(code: int, *, end_children: bool = True) -> NoReturn:
     """End the rank with ``code`` once its output is flushed, without the interpreter's teardown: there, the
     destructors of gloo's and the store's C++ threads may find them running and abort the process ("terminate
     called without an active exception", SIGABRT; once in many launches under load), and the launcher then
-    reports a crash where the verdict was ``code``."""
+    reports a crash where the verdict was ``code``. No finalizer runs either: the rank removes its workspace
+    itself (`workspace.leave`), after ending its loaders' workers still running (``end_children``; not a user's
+    script's): ended by the launcher's SIGTERM or SIGKILL to the rank's group, they kept their ``pymp-*``
+    directories (a passing check on 2 ranks left 84, docs/supervision.md)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    leave(end_children=end_children)
     os._exit(code)
