@@ -122,6 +122,7 @@ def launchers(session: nox.Session) -> None:
                                                 "-m", "launcher",
                                                 "tests/faces/test_in_world.py", "tests/reference/test_mindspeed_scenario.py",
                                                 "tests/isolation/test_supervision.py", "tests/isolation/test_rank_process.py",
+                                                "tests/isolation/test_leftovers.py",
                                                 "tests/isolation/test_starvation.py"]),
                 env={"STATEFUL_CONTRACT_SCENARIO": "full"})
 

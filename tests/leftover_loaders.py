@@ -35,23 +35,30 @@ def record_shared_memory() -> None:
             continue
         inodes |= {int(f[4]) for f in (line.split(maxsplit=5) for line in lines)
                    if len(f) == 6 and f[5].startswith("/dev/shm/")}
-    names = [entry.name for entry in os.scandir("/dev/shm") if entry.name.startswith(("sem.mp-", "torch_")) and (
-        entry.inode() in inodes or any(entry.name.startswith(f"torch_{pid}_") for pid in pids))]
-    Path(folder, f"{os.getpid()}.txt").write_text("\n".join(names), encoding="utf-8")
+    names = {entry.name for entry in os.scandir("/dev/shm") if entry.name.startswith(("sem.mp-", "torch_")) and (
+        entry.inode() in inodes or any(entry.name.startswith(f"torch_{pid}_") for pid in pids))}
+    record = Path(folder, f"{os.getpid()}.txt")
+    if record.is_file():  # what this process recorded before: each must be gone at the end too
+        names |= set(record.read_text(encoding="utf-8").split())
+    record.write_text("\n".join(sorted(names)), encoding="utf-8")
 
 
 class WorkerLoader:
     """A StatefulDataLoader with two workers (``context``: their start method); `misbehave` runs at every
-    batch after a ``load_state_dict``."""
+    batch after a ``load_state_dict``. What its processes hold in /dev/shm is recorded at the first batch of
+    every pass, and at every batch after a resume, before it misbehaves: recorded only there, a check whose
+    verdict came before that batch had recorded nothing (spawned workers start in seconds under load, and a
+    first ``next()`` silent for half the timeout is a hang: docs/supervision.md, "Slow is not hung")."""
 
     def __init__(self, config: LoaderConfig, context: str = "fork") -> None:
         self.base = config.stateful_dataloader(num_workers=2, multiprocessing_context=context)
         self.resumed = False
 
     def __iter__(self) -> Iterator[Any]:
-        for batch in self.base:
-            if self.resumed:
+        for n, batch in enumerate(self.base):
+            if n == 0 or self.resumed:
                 record_shared_memory()
+            if self.resumed:
                 self.misbehave()
             yield batch
 
