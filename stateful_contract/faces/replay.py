@@ -177,7 +177,8 @@ def replay(report: Report, clause_id: str, *, target: str | None = None, timeout
     _with_pytest_pythonpath(target)
     return check(target, profile=report.profile, clauses=[result.id],
                  checkpoint_alignment=alignment_of(report.checkpoint_alignment), strict=report.strict,
-                 world_size=report.world_size, timeout=timeout, replay=(config, plan), consume=report.consume)
+                 world_size=report.world_size, timeout=timeout, replay=(config, plan), consume=report.consume,
+                 trainer_shape=report.trainer_shape)
 
 
 def add_example_arguments(parser: argparse.ArgumentParser) -> None:

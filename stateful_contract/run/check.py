@@ -34,6 +34,7 @@ from ..report.results import Report
 from ..repro.consumption import drawn_through
 from ..repro.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ..search.loop import Executor
+from ..search.plans import SavePoints
 from ..spellings import Hint
 from .clause_loop import Progress, _Run
 from .options import CheckKeywords, CheckOptions
@@ -120,7 +121,7 @@ def check(
             raise TypeError("a multi-rank check needs the factory (and a declared consumption) as a "
                             "'module:function' or 'path/file.py:function' string: every rank process imports it by name")
         executor = rank_executor(spec, world_size=world_size, factory_import=factory_import, alignment=alignment,
-                                 consume=consume_spec, probe_config=probe_config,
+                                 consume=consume_spec, probe_config=probe_config, trainer_shape=opts.trainer_shape,
                                  timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=opts.run_dir,
                                  run_timeout=opts.run_timeout, memory_limit=opts.memory_limit)
     else:
@@ -136,8 +137,12 @@ def check(
                      "and a crash or an uninterruptible hang would have ended the check")
     seed = opts.seed if replay is not None else prof.draw_seed(opts.seed)
     # A run given its seed keeps no failures and tries none it kept, as a seeded Hypothesis test (search/saved.py).
+    # Those kept where the trainer saves anywhere are not tried where it declared it saves at fewer points (a
+    # failure right after iter() is none for a trainer that never saves there): each has its own.
+    saves = opts.save_points
+    database_key = target if saves == SavePoints() else f"{target} {saves!r}"
     run = _Run(executor, opts, notes=notes, seed=seed, progress=progress, replay=replay, make_executor=make_executor,
-               database_key=target if opts.seed is None else None)
+               database_key=database_key if opts.seed is None else None)
     interrupted = False
     try:
         # The process-wide settings a run needs, restored afterwards: everything alive now (torch,

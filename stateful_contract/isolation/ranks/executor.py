@@ -62,7 +62,8 @@ class RankExecutor:
     memory_limit: int | None = None
 
     def __init__(self, target: str, *, factory_import: str, alignment: Alignment, timeout: float | None,
-                 consume: str | None = None, probe_config: LoaderConfig = PROBE_CONFIG) -> None:
+                 consume: str | None = None, probe_config: LoaderConfig = PROBE_CONFIG,
+                 trainer_shape: Sequence[str] = ()) -> None:
         from ..target import load_consume, load_target
 
         module_part, sep, attr = target.rpartition(":")
@@ -73,6 +74,8 @@ class RankExecutor:
         if consume is not None:
             load_consume(consume)
         self.timeout = timeout
+        #: The declared trainer's shape: where the plans drew no checkpoint (a rerun of a search says it again).
+        self.trainer_shape = tuple(trainer_shape)
         # Every rank's, in the run's launch.json (`RankSpec.from_json`) or through `World.share`.
         self.spec = RankSpec(self.target, factory_import, alignment, timeout, consume, probe_config=probe_config)
         self.notes: list[str] = []
@@ -200,10 +203,12 @@ class RankExecutor:
 
     def checked_as(self) -> list[str]:
         """The options of the check that change what an example runs, as flags for a rerun: without them a
-        pasted line drew batches without the declared consumption, or judged under another checkpoint policy."""
+        pasted line drew batches without the declared consumption, or judged under another checkpoint policy, or
+        drew checkpoints where the declared trainer never saves."""
         alignment, consume = self.spec.alignment, self.spec.consume
         return [*(("--checkpoint-alignment", str(alignment)) if alignment is not None else ()),
-                *(("--consume", consume) if consume else ())]
+                *(("--consume", consume) if consume else ()),
+                *(word for fact in self.trainer_shape for word in ("--trainer-shape", fact))]
 
     def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
                  plan: Any = None) -> ExampleRun:

@@ -177,9 +177,9 @@ class InWorld(RankExecutor):
 
     def __init__(self, target: str, *, world: World, mode: str, factory_import: str, alignment: Alignment,
                  timeout: float | None, launch: str = "torchrun --nproc-per-node N", consume: str | None = None,
-                 probe_config: LoaderConfig = PROBE_CONFIG) -> None:
+                 probe_config: LoaderConfig = PROBE_CONFIG, trainer_shape: Sequence[str] = ()) -> None:
         super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume,
-                         probe_config=probe_config)
+                         probe_config=probe_config, trainer_shape=trainer_shape)
         self.world, self.run_dir = world, world.run_dir
         self.mode = mode
         self.world_size = self.live_world_size = world.world_size
