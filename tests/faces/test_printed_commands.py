@@ -326,6 +326,21 @@ def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     return "\n".join(texts), out
 
 
+def test_a_rerun_of_a_search_on_ranks_gives_the_declared_trainer_shape_again(tmp_path: Path) -> None:
+    """A crash's rerun on ranks repeats the clause's search: it draws where the check drew only with the shape
+    given again (``iter-then-next`` narrows the checkpoints every plan draws: `RankExecutor.checked_as`)."""
+    from stateful_contract.isolation.ranks import Ranks
+    from stateful_contract.profiles import get_profile
+
+    ranks = Ranks("zoo:epoch_loader", world_size=2, factory_import="", alignment=None, timeout=5.0,
+                  profile=get_profile("dev"), clauses=1, run_dir=tmp_path, trainer_shape=("iter-then-next",))
+    line = ranks.rerun("SC22", [*ranks.checked_as(), *ranks.keep_logs[0]])
+    ranks.close()  # none started: its temporary directory goes
+    (parsed,) = assert_every_command_works(line, TESTS)
+    assert parsed.args.trainer_shape == ["iter-then-next"], line
+    assert CheckOptions(**flags.options_of(parsed.args)).trainer_shape == ("iter-then-next",)
+
+
 @pytest.mark.launcher  # three two-rank launches through the command line (a minute under load)
 def test_what_the_distributed_command_prints_parses_and_its_rerun_line_runs(two_ranks: tuple[str, Path]) -> None:
     text, out = two_ranks
