@@ -46,7 +46,7 @@ from ...run.check import CheckInterrupted, FactoryError, check
 from ...run.options import DECLARATIONS, CheckOptions, OptionError
 from ...spellings import speaking
 from .. import cli, flags, replay
-from ..live import QUIET_HELP, Live
+from ..live import QUIET_HELP, shown
 from . import phases
 
 __all__ = ["exit_now", "main"]
@@ -88,20 +88,16 @@ def _parser() -> argparse.ArgumentParser:
 def _judge(args: argparse.Namespace, world: Any, run_dir: Path) -> Report:
     """Rank 0: the report."""
     options = CheckOptions(**flags.options_of(args), world_size=world.world_size, run_dir=run_dir)
-    live = None if args.quiet else Live(sys.stderr)  # as `stateful-contract check` shows it, from rank 0
-    try:
-        if args.phase == "resume":
-            report = phases.resume(world.world_size, run_dir, args.target, options, progress=live)
-        else:
-            report = check(args.target, options, replay=replay.example_of(args), progress=live)
-    except CheckInterrupted as e:
-        report = e.report
-        report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
-                            "the job was cancelled; the launcher's error summary names the rank")
-    finally:
-        if live is not None:
-            live.stop()
-    if live is not None:
+    with shown(args.quiet) as live:  # as `stateful-contract check` shows it, from rank 0
+        try:
+            if args.phase == "resume":
+                report = phases.resume(world.world_size, run_dir, args.target, options, progress=live)
+            else:
+                report = check(args.target, options, replay=replay.example_of(args), progress=live)
+        except CheckInterrupted as e:
+            report = e.report
+            report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
+                                "the job was cancelled; the launcher's error summary names the rank")
         live.finish(report)
     if args.phase == "save" and InWorld.last is not None:
         phases.write_manifest(run_dir, InWorld.last, report)
