@@ -50,9 +50,9 @@ def rank_executor(target: str, **options: Any) -> Ranks | InWorld:
                 "stateful_contract.distributed.run_in_world([TARGET, ...]) on every rank")
         return ranks
     world, mode, launch = InWorld.joined
-    return InWorld(target, world=world, mode=mode, launch=launch,
+    return InWorld(target, world=world, mode=mode, launch=launch, trainer_shape=options.get("trainer_shape", ()),
                    **{name: options[name] for name in ("factory_import", "alignment", "timeout", "consume",
-                                                       "probe_config", "trainer_shape")})
+                                                       "probe_config")})
 
 
 class Ranks(RankExecutor):
