@@ -19,8 +19,8 @@ from ..repro.vocabulary import at_window_boundary
 from .checkpoint_space import CHECKPOINT_EPOCHS  # re-exported
 
 __all__ = ["CHECKPOINT_EPOCHS", "EPOCH", "WHOLE_STREAM_EPOCHS", "Alignment", "Checkpoint", "Hops", "RankLengths",
-           "StateCalls", "checkpoint_plan", "draw_position", "epoch_ends_only", "expected_bounds", "hops_plan",
-           "on_rank",
+           "StateCalls", "allowed_batches", "checkpoint_plan", "draw_position", "epoch_ends_only", "expected_bounds",
+           "hops_plan", "on_rank",
            "position_on_rank", "snapshot_plan", "state_calls_plan", "stream_position", "window_of"]
 
 assert REFERENCE_EPOCHS >= CHECKPOINT_EPOCHS + 2, "the reference must cover two epochs past any checkpoint"
@@ -50,8 +50,9 @@ def epoch_ends_only(alignment: Alignment) -> bool:
     return alignment == EPOCH
 
 
-def _allowed_batches(n: int, window: int) -> list[int]:
-    """Batch counts within an epoch of ``n`` batches at which a checkpoint may be taken."""
+def allowed_batches(n: int, window: int) -> list[int]:
+    """Batch counts within an epoch of ``n`` batches at which a checkpoint may be taken (every plan that picks one
+    inside an epoch picks among these)."""
     return [k for k in range(n + 1) if at_window_boundary(k, window) or k == n]
 
 
@@ -74,7 +75,7 @@ def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig,
         return _epoch_end(data, lengths, allow_before_iter)
     epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
     n = lengths[epoch]
-    allowed = _allowed_batches(n, window_of(alignment, config))
+    allowed = allowed_batches(n, window_of(alignment, config))
     # With several workers, batches are handed out round-robin: a bug in a worker-count-dependent offset
     # shows only after a batch count the worker count does not divide, and a worker example is costly, so
     # each one asks for such a point half the time.
@@ -171,7 +172,7 @@ def hops_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, ali
     # The stream indices where a hop may checkpoint, over the first `CHECKPOINT_EPOCHS` + 1 epochs (of an
     # endless stream, its first half: two epochs of the dataset follow the last hop too).
     points = sorted({p for e, n in enumerate(lengths[:CHECKPOINT_EPOCHS + 1])
-                     for k in _allowed_batches(n, window) if (p := sum(lengths[:e]) + k) >= start
+                     for k in allowed_batches(n, window) if (p := sum(lengths[:e]) + k) >= start
                      and not (config.endless and p > checkpoint_span(lengths))})
     hops = data.draw(st.integers(1, 2), label="further hops")
     stops = [start]
