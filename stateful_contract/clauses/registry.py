@@ -85,8 +85,6 @@ class Clause:
     #: Why ``waived_by``'s declaration does not waive the clause on an endless stream ("" when it does), in
     #: words that follow "SC32 is judged though joins_uneven_inputs is declared: ".
     judged_on_endless: str = ""
-    #: The declarations bound to it (`declared`), for a rerun command to give them again.
-    given: tuple[tuple[str, Any], ...] = ()
     #: Why it does not apply to an endless stream (`LoaderConfig.endless`: a pass never ends); "" when it
     #: is judged there as well (docs/clauses.md, "Endless streams").
     not_on_endless: str = ""
@@ -149,7 +147,6 @@ class Clause:
             return self
         restart = self.after_restart
         return replace(self, scenario=_bound(self.scenario, given), world=_bound(self.world, given),
-                       given=tuple(given.items()),
                        after_restart=None if restart is None else (_bound(restart[0], given),
                                                                    _bound(restart[1], given)))
 

@@ -32,7 +32,7 @@ from ..repro.steps import (
 )
 from ..repro.vocabulary import at_window_boundary
 from ..search.example import Example
-from ..search.plans import SavePoints, draw_position
+from ..search.plans import SavePoints, allowed_batches, draw_position
 from ..spellings import Hint
 from .judgements import same_stream
 from .rank_streams import id_list
@@ -76,7 +76,12 @@ def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderC
     if saves.epoch_ends_only:  # the first epoch's end, where a trainer saving at epoch ends saves first
         return WorkerChange(Position(0, lengths[0], after_stop=True) if position.before_iter else position, workers)
     if position.epoch == 0 and position.batches == 0 and lengths[0] > 0:
-        position = Position(0, data.draw(st.integers(1, lengths[0]), label="batches before the checkpoint"))
+        # Only where the policy lets the trainer save (a window's end, or the epoch's): a mid-window point would
+        # fail a loader exact at every point its trainer saves at. Drawn as an index from 1, so that without a
+        # policy (every count allowed) the examples are those of the draw among counts 1..n.
+        counts = [k for k in allowed_batches(lengths[0], saves.window(config)) if k]
+        k = data.draw(st.integers(1, len(counts)), label="batches before the checkpoint")
+        position = Position(0, counts[k - 1])
     return WorkerChange(position, workers)
 
 

@@ -114,6 +114,7 @@ def check(
     # The first loaders are built from the probe config moved into the declared space, as SC01-SC03's is, on
     # every rank too.
     probe_config = opts.space.fitted(PROBE_CONFIG)
+    seed = opts.seed if replay is not None else prof.draw_seed(opts.seed)
     if world_size > 1:
         from ..isolation.ranks import rank_executor
 
@@ -121,9 +122,10 @@ def check(
             raise TypeError("a multi-rank check needs the factory (and a declared consumption) as a "
                             "'module:function' or 'path/file.py:function' string: every rank process imports it by name")
         executor = rank_executor(spec, world_size=world_size, factory_import=factory_import, alignment=alignment,
-                                 consume=consume_spec, probe_config=probe_config, trainer_shape=opts.trainer_shape,
+                                 consume=consume_spec, probe_config=probe_config,
                                  timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=opts.run_dir,
-                                 run_timeout=opts.run_timeout, memory_limit=opts.memory_limit)
+                                 run_timeout=opts.run_timeout, memory_limit=opts.memory_limit,
+                                 carried=opts.carried(seed))  # what its rerun lines give again
     else:
         one_rank: Callable[[], Executor] = (
             functools.partial(Supervised, factory, factory_import, alignment, example_timeout, opts.memory_limit,
@@ -135,7 +137,6 @@ def check(
     if isinstance(executor, InProcess):
         notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "
                      "and a crash or an uninterruptible hang would have ended the check")
-    seed = opts.seed if replay is not None else prof.draw_seed(opts.seed)
     # A run given its seed keeps no failures and tries none it kept, as a seeded Hypothesis test (search/saved.py).
     # Those kept where the trainer saves anywhere are not tried where it declared it saves at fewer points (a
     # failure right after iter() is none for a trainer that never saves there): each has its own.
@@ -172,7 +173,7 @@ def check(
                     checkpoint_alignment=None if alignment is None else str(alignment),
                     consume=None if consume is None else consume_spec or describe_factory(consume),
                     notes=notes, interrupted=interrupted, stopped_at=run.stopped_at,
-                    endless=run.endless, trainer_shape=list(opts.trainer_shape))
+                    endless=run.endless, trainer_shape=list(opts.trainer_shape), options=opts.carried(seed))
     left = [r.id for r in report.results if r.status == "not-judged" and r.id in selected]
     if interrupted and left:
         report.notes.append(f"to judge only the clauses left: {Hint('clauses', tuple(left))}")

@@ -11,6 +11,7 @@ whichever face gave it, and an expected failure naming no clause is warned about
 from __future__ import annotations
 
 import dataclasses
+import functools
 import keyword
 import os
 import warnings
@@ -29,7 +30,7 @@ from ..isolation.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ..profiles import DEFAULT_PROFILE, PROFILES
 from ..repro.epoch_steps import DEFAULT_HOOK
 from ..search.plans import Alignment, SavePoints
-from ..spellings import Hint
+from ..spellings import NOT_CARRIED, OPTIONS, Hint, size_text
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -246,6 +247,37 @@ class CheckOptions:
         return [f"declared: {text.format(value=', '.join(value) if isinstance(value, tuple) else value)}"
                 for name, text in DECLARATIONS.items() if (value := getattr(self, name)) not in (None, False, ())]
 
+    def carried(self, seed: int | None = None) -> dict[str, list[str]]:
+        """What a printed rerun of this check gives again: each option that changes what it judges (every one of
+        `spellings.OPTIONS` but `spellings.NOT_CARRIED`), set away from its default, as its command-line words,
+        by keyword: ``{"profile": ["--profile", "dev"], "timeout": ["--timeout", "30"]}``. ``seed``: the one the
+        search drew where these options left it to the profile. A consumption given as a function has no words
+        (a multi-rank check, the only one that prints reruns, takes its ``module:function``)."""
+        default = _default_options()
+        carried: dict[str, list[str]] = {}
+        for name, option in OPTIONS.items():
+            value = seed if name == "seed" and self.seed is None else getattr(self, name)
+            if name in NOT_CARRIED or value == getattr(default, name) or callable(value):
+                continue
+            flag = option.flag
+            if isinstance(value, bool) or name == "isolation":  # a switch: --strict, --in-process
+                words = [flag] if value in (True, "in-process") else []
+            elif isinstance(value, Mapping):  # the expected failures: ID=REASON each
+                words = [word for cid, reason in value.items() for word in (flag, f"{cid}={reason}")]
+            elif isinstance(value, ConfigSpace):
+                words = [flag, *value.as_items()] if value.as_items() else []
+            elif isinstance(value, tuple):  # the trainer's shape: one fact a flag
+                words = [word for fact in value for word in (flag, str(fact))]
+            elif name == "memory_limit":
+                words = [flag, "none" if value is None else size_text(value)]
+            elif isinstance(value, float):
+                words = [flag, f"{value:g}"]
+            else:
+                words = [flag, str(value)]
+            if words:
+                carried[name] = words
+        return carried
+
     @property
     def selected(self) -> list[str]:
         """The clause IDs the check judges: the named ones, or every clause of the tiers that apply."""
@@ -291,6 +323,12 @@ DECLARATIONS = {
     "trainer_shape": "the trainer's shape is {value}: a clause that judges only calls such a trainer never makes "
                      "is not judged, and says why, and no checkpoint is drawn where such a trainer never saves",
 }
+
+
+@functools.cache
+def _default_options() -> CheckOptions:
+    """The options of a check given none (what `CheckOptions.carried` leaves out)."""
+    return CheckOptions()
 
 
 def _whole(value: object, least: int) -> bool:

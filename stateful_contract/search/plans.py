@@ -19,8 +19,8 @@ from ..repro.vocabulary import Point, at_window_boundary
 from .checkpoint_space import CHECKPOINT_EPOCHS  # re-exported
 
 __all__ = ["ANYWHERE", "CHECKPOINT_EPOCHS", "EPOCH", "WHOLE_STREAM_EPOCHS", "Alignment", "Checkpoint", "Hops",
-           "RankLengths", "SavePoints", "StateCalls", "checkpoint_plan", "draw_position", "epoch_ends_only", "expected_bounds", "hops_plan",
-           "on_rank",
+           "RankLengths", "SavePoints", "StateCalls", "allowed_batches", "checkpoint_plan", "draw_position",
+           "epoch_ends_only", "expected_bounds", "hops_plan", "on_rank",
            "position_on_rank", "snapshot_plan", "state_calls_plan", "stream_position", "window_of"]
 
 assert REFERENCE_EPOCHS >= CHECKPOINT_EPOCHS + 2, "the reference must cover two epochs past any checkpoint"
@@ -79,8 +79,9 @@ class SavePoints:
 ANYWHERE = SavePoints()
 
 
-def _allowed_batches(n: int, window: int) -> list[int]:
-    """Batch counts within an epoch of ``n`` batches at which a checkpoint may be taken."""
+def allowed_batches(n: int, window: int) -> list[int]:
+    """Batch counts within an epoch of ``n`` batches at which a checkpoint may be taken (every plan that picks one
+    inside an epoch picks among these)."""
     return [k for k in range(n + 1) if at_window_boundary(k, window) or k == n]
 
 
@@ -103,7 +104,7 @@ def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig,
         return _epoch_end(data, lengths, allow_before_iter)
     epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
     n = lengths[epoch]
-    allowed = _allowed_batches(n, saves.window(config))
+    allowed = allowed_batches(n, saves.window(config))
     if not saves.after_iter and n and not (epoch == 0 and allow_before_iter):
         allowed = [k for k in allowed if k]  # no batch yet is only ever after iter() here (`_off_iter`)
     # With several workers, batches are handed out round-robin: a bug in a worker-count-dependent offset
@@ -215,7 +216,7 @@ def hops_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, sav
     # The stream indices where a hop may checkpoint, over the first `CHECKPOINT_EPOCHS` + 1 epochs (of an
     # endless stream, its first half: two epochs of the dataset follow the last hop too).
     points = sorted({p for e, n in enumerate(lengths[:CHECKPOINT_EPOCHS + 1])
-                     for k in _allowed_batches(n, window) if (p := sum(lengths[:e]) + k) >= start
+                     for k in allowed_batches(n, window) if (p := sum(lengths[:e]) + k) >= start
                      and not (config.endless and p > checkpoint_span(lengths))})
     hops = data.draw(st.integers(1, 2), label="further hops")
     stops = [start]

@@ -91,6 +91,25 @@ def test_every_position_drawn_under_the_epoch_policy_is_an_epoch_end() -> None:
     drawn()
 
 
+def test_every_worker_change_drawn_under_a_window_policy_is_at_a_window_boundary() -> None:
+    """SC23 moves a checkpoint drawn before epoch 0's first batch to one after some batches: it chose any count,
+    so under ``--checkpoint-alignment window`` (Hugging Face's Trainer saves after an optimizer step) it failed a
+    loader exact at every window boundary, at a mid-window point the trainer never saves at."""
+    lengths, config = [5, 5, 5, 5, 5, 5], LoaderConfig(grad_acc_step=2, num_workers=0)
+    sc23 = next(c for c in CLAUSES if c.id == "SC23")
+
+    @settings(max_examples=200, database=None)
+    @given(st.data())
+    def drawn(data: st.DataObject) -> None:
+        change = sc23.draw_plan(data, lengths, config, "window")
+        assert change is not None
+        p = change.position
+        assert p.batches % 2 == 0 or p.batches == lengths[p.epoch], p
+        assert p.epoch or p.batches, p  # the point of the redraw: at least one batch before the checkpoint
+
+    drawn()
+
+
 def _report(alignment: str | None, statuses: dict[str, str]) -> Report:
     results = [ClauseResult(statuses.get(c.id, "skipped"), id=c.id, name=c.name, tier=c.tier)  # type: ignore[arg-type]
                for c in CLAUSES]

@@ -43,8 +43,8 @@ from ...isolation.target import TargetError
 from ...profiles import get_profile
 from ...report.results import Report
 from ...run.check import CheckInterrupted, FactoryError, check
-from ...run.options import DECLARATIONS, CheckOptions, OptionError
-from ...spellings import speaking
+from ...run.options import CheckOptions, OptionError
+from ...spellings import OF_ITS_OWN_PROCESSES, OPTIONS, speaking
 from .. import cli, flags, replay
 from ..live import QUIET_HELP, shown
 from . import phases
@@ -53,12 +53,12 @@ __all__ = ["exit_now", "main"]
 
 
 #: `check`'s options `run` takes: those the engine on rank 0 reads (what is searched, judged and declared). Not
-#: the ones of a world the check starts itself (``--world-size``, ``--run-dir``, ``--run-timeout``: the launcher's
-#: world and ``--dir`` stand for them), nor of the checker's processes (``--memory-limit``, ``--in-process``,
-#: ``--jobs``). Without ``--config-space`` a loader built for part of the space (``persistent_workers=True``)
-#: could not be checked in its world at all, though the refusal told its user to narrow the space.
-RUN_OPTIONS = ["profile", "clauses", "timeout", "space", "expected_failures", "checkpoint_alignment", "epoch_hook",
-               "consume", "strict", "endless", "exitfirst", "seed", *DECLARATIONS]
+#: the ones of the processes a check starts itself (`spellings.OF_ITS_OWN_PROCESSES`: ``--world-size``,
+#: ``--run-dir``, ``--run-timeout``, for which the launcher's world and ``--dir`` stand, ``--memory-limit``,
+#: ``--in-process``, ``--jobs``). Without ``--config-space`` a loader built for part of the space
+#: (``persistent_workers=True``) could not be checked in its world at all, though the refusal told its user to
+#: narrow the space.
+RUN_OPTIONS = [keyword for keyword in OPTIONS if keyword not in OF_ITS_OWN_PROCESSES]
 
 
 def _parser() -> argparse.ArgumentParser:
