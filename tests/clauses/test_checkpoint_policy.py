@@ -101,7 +101,7 @@ def test_every_worker_change_drawn_under_a_window_policy_is_at_a_window_boundary
     @settings(max_examples=200, database=None)
     @given(st.data())
     def drawn(data: st.DataObject) -> None:
-        change = sc23.draw_plan(data, lengths, config, "window")
+        change = sc23.draw_plan(data, lengths, config, SavePoints("window"))
         assert change is not None
         p = change.position
         assert p.batches % 2 == 0 or p.batches == lengths[p.epoch], p
