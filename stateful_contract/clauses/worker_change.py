@@ -19,6 +19,7 @@ from ..config import ConfigSpace, LoaderConfig
 from ..links import doc
 from ..repro.advice import advise
 from ..repro.compare import sample_ids, stream_difference
+from ..repro.endless import checkpoint_span
 from ..repro.impact import loud, samples_impact
 from ..repro.steps import (
     RESUME_EPOCHS,
@@ -79,7 +80,9 @@ def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderC
         # Only where the policy lets the trainer save (a window's end, or the epoch's): a mid-window point would
         # fail a loader exact at every point its trainer saves at. Drawn as an index from 1, so that without a
         # policy (every count allowed) the examples are those of the draw among counts 1..n.
-        counts = [k for k in allowed_batches(lengths[0], saves.window(config)) if k]
+        # An endless stream's one pass: a checkpoint in its first half, as every plan draws one (`checkpoint_span`).
+        first = checkpoint_span(lengths) if config.endless else lengths[0]
+        counts = [k for k in allowed_batches(first, saves.window(config)) if k] or [first]
         k = data.draw(st.integers(1, len(counts)), label="batches before the checkpoint")
         position = Position(0, counts[k - 1])
     return WorkerChange(position, workers)
@@ -94,7 +97,7 @@ def _mid_epoch_change(lengths: list[int], saves: SavePoints, *, config: LoaderCo
     """A checkpoint inside the first epoch, near its middle, where neither the batches so far nor those left
     are a multiple of the larger worker count (where one exists): a per-worker offset shows in the first, a
     rest of the epoch re-dealt or trimmed to whole rounds of workers (F26) in the second."""
-    n = lengths[0]
+    n = lengths[0]  # of an endless stream its one pass: the middle is where its checkpoints end (`checkpoint_span`)
     # The policy's checkpoint nearest the middle: the first epoch's end; so too in an epoch of no batch,
     # where the only other point is right after its iter(), when the trainer never saves there.
     if saves.epoch_ends_only or (n == 0 and not saves.after_iter):
@@ -187,9 +190,7 @@ def resume_with_other_workers(example: Example, plan: WorkerChange,
 
 
 @clause("SC23", "worker-count-change-is-exact-or-refused", tier="trainer", kills=13, cost=6, plan=_worker_change_plan,
-        needs=RESUMES, budget="workers", explicit=worker_change_examples,
-        not_on_endless=("its judgement holds the rest of the interrupted epoch to the samples still due in it, "
-                        "and an endless pass never ends that epoch"))
+        needs=RESUMES, budget="workers", explicit=worker_change_examples)
 def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange | None) -> None:
     """A state resumed with another `num_workers` either continues the stream exactly or is refused
     (an exception at `load_state_dict`, `iter()` or the first `next()`, before any batch); never a
@@ -226,6 +227,10 @@ def _exact_with_the_new_count(example: Example, plan: WorkerChange, state: Any,
                               new_run: tuple[list[Any], list[int]]) -> None:
     """For a loader whose order depends on ``num_workers``: the rest of the interrupted epoch holds
     exactly the samples still due (in any order), and each later epoch is the new count's."""
+    if example.config.endless:
+        raise NotJudgeable("the endless stream's order depends on num_workers, so the resumed stream cannot be held "
+                           "to the uninterrupted one, and an endless pass never ends the interrupted epoch that the "
+                           "samples still due would be counted to")
     p, where, program = plan.position, plan.context(example.config), example.program
     reference, lengths = example.reference()
     new_reference, new_lengths = new_run
