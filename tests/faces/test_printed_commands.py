@@ -7,7 +7,8 @@ options a message names (`spellings.Hint`). Each is checked as a user uses it, p
 the shell splits it (`shlex`), parsed by its command's own argparse parser (torchrun's too), its option values
 read as the command reads them (`CheckOptions`, ``--config``/``--position``), its target imported. The lines
 are gathered from what the faces print for broken loaders (the text report, the JSON, JUnit and Markdown
-outputs), and a few are run.
+outputs), and a few are run. Each rerun gives again every option of the check that changes what it judges
+(`CheckOptions.carried`): read back from the line, they are the check's own.
 """
 
 from __future__ import annotations

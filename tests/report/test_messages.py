@@ -343,9 +343,11 @@ def test_a_check_that_raises_leaves_no_heartbeat_behind(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(live, "Live", lambda *args, **kwargs: Live(*args, **{**kwargs, "heartbeat": 0.05}))
 
-    def raising(*args: Any, progress: Any, **kwargs: Any) -> None:
+    def raising(*args: Any, progress: Live, **kwargs: Any) -> None:
         progress(Progress("SC10", "resume-continues-the-stream", 0, 40))
-        time.sleep(0.2)  # long enough for a beat or two while it runs
+        waited = time.monotonic() + 30
+        while progress.said == progress.started and time.monotonic() < waited:  # until it has beaten once
+            time.sleep(0.01)
         raise RuntimeError("a bug in the engine")
 
     monkeypatch.setattr(cli, "check", raising)
