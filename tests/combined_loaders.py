@@ -7,6 +7,12 @@ again until every loader has run out once, and the state is each loader's own. W
 pass is not in it, so a loader resumed at its pass's end starts over where the uninterrupted run moves on: the
 resumed epoch is cut short and its samples are lost, silently (SC10). Its samples are ``("short", i)`` and
 ``("long", i)`` (`stateful_contract.repro.compare.batch_ids`).
+
+`BatchIdxRestartsAtResume` is what Lightning 2.x's CombinedLoader yields, ``(batch, batch_idx, dataloader_idx)``
+(lightning 2.6.6, measured through the real class): ``batch_idx`` counts from 0 at every ``iter()``, a resumed
+pass's too, and is in no state. A batch of the resumed pass has the same samples and another ``batch_idx``: SC10
+fails it (a loop that steps its optimizer on ``batch_idx % accumulate`` shifts its windows), as batches of other
+contents, which carry no sample index to count.
 """
 
 from __future__ import annotations
@@ -58,3 +64,21 @@ class MaxSizeCycleForgetsWhoRanOut:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         for loader, state in zip(self.loaders.values(), state_dict["combined_loader"]):
             loader.load_state_dict(state)
+
+
+class BatchIdxRestartsAtResume:
+    """One torchdata loader's batches as ``(batch, batch_idx, 0)``, ``batch_idx`` counted from 0 at every ``iter()``;
+    the state is the loader's."""
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.loader = config.stateful_dataloader()
+
+    def __iter__(self) -> Iterator[tuple[Any, int, int]]:
+        it = iter(self.loader)  # started here, as StatefulDataLoader.__iter__ does: a state after iter() is the pass's
+        return ((batch, i, 0) for i, batch in enumerate(it))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.loader.state_dict()  # type: ignore[no-any-return]
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.loader.load_state_dict(state_dict)

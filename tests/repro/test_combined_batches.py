@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from combined_loaders import MaxSizeCycleForgetsWhoRanOut
+from combined_loaders import BatchIdxRestartsAtResume, MaxSizeCycleForgetsWhoRanOut
 
 from stateful_contract import ConfigSpace, check
 from stateful_contract.repro.compare import batch_ids, describe_batch, sample_ids
@@ -39,3 +39,15 @@ def test_a_combined_loader_that_forgets_who_ran_out_loses_samples_by_name() -> N
     assert result.impact.unit == "sample", result.impact
     assert "drop_last" not in result.message, result.message
     assert "('short', " in result.message or "('long', " in result.message, result.message
+
+
+def test_a_batch_whose_counter_restarts_reads_as_changed_contents_not_as_lost_and_never_yielded() -> None:
+    """Lightning's (batch, batch_idx, dataloader_idx) after a resume: the same samples, batch_idx from 0. Counted in
+    whole batches, each was "lost" and, in the same message, "never yielded (drop_last's tail), not the resume's"."""
+    result = check(BatchIdxRestartsAtResume, clauses=["SC10"], profile="dev", seed=0,
+                   space=ConfigSpace(num_workers=(0,)))["SC10"]
+    assert result.status == "failed", result.message
+    assert result.impact is not None and result.impact.unit == "batch", result.impact
+    assert set(result.impact.counts) == {"changed"}, result.impact
+    assert result.impact.what.startswith("batch contents changed"), result.impact
+    assert "drop_last" not in result.message, result.message
