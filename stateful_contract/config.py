@@ -326,10 +326,9 @@ def _space_values(name: str, text: str, *, least: int) -> tuple[int, ...]:
 class ConfigSpace:
     """The part of the configuration space a check explores.
 
-    Narrow it when an implementation only supports part of it (a loader without
-    worker support: ``num_workers=(0,)``). Ranges are inclusive ``(low, high)``. A command
-    line writes it as `parse` reads it: ``num_workers=0,2 grad_acc_step=1..8``.
-    """
+    Narrow it when an implementation only supports part of it (a loader without worker support:
+    ``num_workers=(0,)``). Ranges are inclusive ``(low, high)``. A command line writes it as `parse` reads
+    it (`as_items` writes it so): ``num_workers=0,2 grad_acc_step=1..8``."""
 
     num_workers: tuple[int, ...] = (0, 1, 2)
     dataset_size: tuple[int, int] = (1, 24)
@@ -381,6 +380,11 @@ class ConfigSpace:
                 raise ValueError(f"names {name} twice ({item!r})")
             given[name] = _space_values(name, values, least=_SPACE_FIELDS[name])
         return cls(**{name: given.get(name, getattr(defaults, name)) for name in _SPACE_FIELDS})
+
+    def as_items(self) -> list[str]:
+        """The ``NAME=VALUES`` items `parse` reads back into this space: the fields narrowed (not `endless`)."""
+        return [f"{name}={','.join(map(str, value)) if name == 'num_workers' else '{}..{}'.format(*value)}"
+                for name in _SPACE_FIELDS if (value := getattr(self, name)) != getattr(ConfigSpace, name)]
 
     def configs(self, *, workers: bool, rank: int = 0, world_size: int = 1,
                 ranks: int = 1) -> st.SearchStrategy[LoaderConfig]:

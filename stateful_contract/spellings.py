@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["OPTIONS", "Face", "Hint", "Option", "current", "speaking"]
+__all__ = ["NOT_CARRIED", "OF_ITS_OWN_PROCESSES", "OPTIONS", "SIZE_UNITS", "Face", "Hint", "Option", "current",
+           "size_text", "speaking"]
 
 Face = Literal["python", "cli", "pytest"]
 
@@ -90,7 +91,9 @@ OPTIONS: dict[str, Option] = {o.keyword: o for o in (
            "torch.saves its own, as MindSpeed-MM): SC30 judges that layout alone"),
     Option("trainer_shape", ("--trainer-shape",),
            "declare what the trainer does with its loader, so that a clause judging only calls it never makes is "
-           "not judged: loads-fresh, it loads a checkpoint only into a freshly built loader (SC20 not judged)"),
+           "not judged: loads-fresh, it loads a checkpoint only into a freshly built loader (SC20 not judged); "
+           "iter-then-next, it draws each pass's first batch at once after iter() (no checkpoint drawn between "
+           "the two)"),
     Option("timeout", ("--timeout",), "seconds per example (0: none)"),
     Option("run_timeout", ("--run-timeout",), "seconds a multi-rank run may take, start-up included, before every "
                                               "process of it is killed (default: from the profile's budget)"),
@@ -105,6 +108,24 @@ OPTIONS: dict[str, Option] = {o.keyword: o for o in (
                                                "first); the report names the clauses not run"),
     Option("seed", ("--seed",), "seed the search (the report records it; dev and thorough draw one otherwise)"),
 )}
+
+#: The options a printed rerun of a check does not give again, and why. Every other option of `OPTIONS` changes
+#: what a check judges (its examples, their limits, the declarations, the verdict on a declared failure), so
+#: every line that reruns a check (a multi-rank example's, a crash's, the in-world one's) and a replay of its
+#: report give it again when it was set (`stateful_contract.run.options.CheckOptions.carried`): a pasted line
+#: that judged under another profile, space or timeout than the run that printed it might not reproduce it.
+NOT_CARRIED = {
+    "clauses": "a rerun names the clause it runs again",
+    "world_size": "a rerun names its world: the one that failed, or its launcher's",
+    "run_dir": "where a run keeps its files, not what it judges (a crash's rerun names one to keep them in)",
+    "jobs": "the verdicts do not depend on it",
+    "exitfirst": "a rerun runs one clause, after what it needs",
+}
+
+#: The options of the processes a check starts itself (its ranks, the children it supervises): a check inside
+#: a launcher's world (``python -m stateful_contract.distributed run``) runs in the launcher's processes and
+#: takes none of them.
+OF_ITS_OWN_PROCESSES = ("world_size", "run_timeout", "run_dir", "memory_limit", "isolation", "jobs")
 
 #: The pytest mixin's attribute where it is not the keyword.
 _ATTRIBUTE = {"space": "config_space"}
@@ -181,3 +202,13 @@ def _literal(value: object) -> str:
     if isinstance(value, tuple):
         value = list(value)
     return json.dumps(value)
+
+
+#: The units a size is written in (``--memory-limit 4G``), each 1024 times the one before.
+SIZE_UNITS = " KMGT"
+
+
+def size_text(size: int) -> str:
+    """``4 << 30`` -> ``4G``: the largest unit that writes ``size`` whole (as ``--memory-limit`` reads it back)."""
+    power = next(p for p in range(len(SIZE_UNITS) - 1, -1, -1) if size % (1 << (10 * p)) == 0)
+    return f"{size >> (10 * power)}{SIZE_UNITS[power].strip()}"

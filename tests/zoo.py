@@ -621,3 +621,9 @@ class FirstPassStartsLate(EpochLoader):
 
 
 KILLS[FirstPassStartsLate] = "SC42"
+
+
+class EndlessRescalesOffsetByWorkers(RescalesOffsetByWorkers, Endless):
+    """SC23 on an endless stream: `Endless` (correct: it cycles epoch after epoch), its offset rescaled to
+    another worker count as `RescalesOffsetByWorkers`'s is. Resumed with another ``num_workers`` it jumps
+    ahead or back in the stream, silently; before, SC23 did not apply to an endless stream and never saw it."""

@@ -20,7 +20,7 @@ from ..repro.epoch_steps import DEFAULT_HOOK
 from ..repro.impact import Impact
 from ..repro.outcome import ClauseViolation
 from ..search.loop import Budget
-from ..search.plans import Alignment, epoch_ends_only
+from ..search.plans import Alignment, SavePoints, epoch_ends_only
 from ..terms import CONTRACT_VERSION, TIERS, Tier  # re-exported: the facts a report is read with
 
 __all__ = ["CONTRACT_VERSION", "LOAD", "RESUMES", "TIERS", "Clause", "all_clauses", "clause",
@@ -32,11 +32,11 @@ LOAD = "load"
 RESUMES = ("SC01", LOAD, "SC18")
 
 F = TypeVar("F", bound=Callable[..., Any])
-PlanDrawer = Callable[[Any, list[int], LoaderConfig, Alignment], Any]
+PlanDrawer = Callable[[Any, list[int], LoaderConfig, SavePoints], Any]
 WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], None]
 #: A clause's explicit examples over a space: each a config and how its plan follows from the
-#: uninterrupted run's epoch lengths (and the checkpoint alignment).
-ExplicitExamples = Callable[[Any], Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]]
+#: uninterrupted run's epoch lengths (and where the trainer saves).
+ExplicitExamples = Callable[[Any], Sequence[tuple[LoaderConfig, Callable[[list[int], SavePoints], Any]]]]
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,6 @@ class Clause:
     #: Why ``waived_by``'s declaration does not waive the clause on an endless stream ("" when it does), in
     #: words that follow "SC32 is judged though joins_uneven_inputs is declared: ".
     judged_on_endless: str = ""
-    #: The declarations bound to it (`declared`), for a rerun command to give them again.
-    given: tuple[tuple[str, Any], ...] = ()
     #: Why it does not apply to an endless stream (`LoaderConfig.endless`: a pass never ends); "" when it
     #: is judged there as well (docs/clauses.md, "Endless streams").
     not_on_endless: str = ""
@@ -119,16 +117,16 @@ class Clause:
     def skip_reason(self) -> str:
         return TIERS[self.tier].skip_text
 
-    def explicit_examples(self, space: Any) -> Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]:
+    def explicit_examples(self, space: Any) -> Sequence[tuple[LoaderConfig, Callable[[list[int], SavePoints], Any]]]:
         return () if self.explicit is None else self.explicit(space)
 
-    def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+    def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, saves: SavePoints,
                   space: Any = None, epoch_hook: str = DEFAULT_HOOK) -> Any:
         assert self.plan is not None, "the search draws a plan only for a clause that has one (has_plan)"
         # A plan that reaches beyond the config (the space, the trainer's call at each epoch) names it.
         wanted = inspect.signature(self.plan).parameters
         extra = {name: value for name, value in (("space", space), ("epoch_hook", epoch_hook)) if name in wanted}
-        return self.plan(data, lengths, config, alignment, **extra)
+        return self.plan(data, lengths, config, saves, **extra)
 
     def restarted(self) -> Clause | None:
         """The clause as its fresh-process half runs (None when it has none)."""
@@ -149,7 +147,6 @@ class Clause:
             return self
         restart = self.after_restart
         return replace(self, scenario=_bound(self.scenario, given), world=_bound(self.world, given),
-                       given=tuple(given.items()),
                        after_restart=None if restart is None else (_bound(restart[0], given),
                                                                    _bound(restart[1], given)))
 

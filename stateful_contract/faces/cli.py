@@ -40,7 +40,7 @@ from ..run.check import CheckInterrupted, FactoryError, check
 from ..run.options import CheckOptions, OptionError, UnknownClauseWarning
 from ..spellings import OPTIONS, speaking
 from . import badge, export, flags, replay
-from .live import QUIET_HELP, Live
+from .live import QUIET_HELP, shown
 
 __all__ = ["EXIT_NOT_JUDGED", "exit_status", "main"]
 
@@ -85,20 +85,18 @@ def run_check(args: argparse.Namespace) -> int:
     except UnknownClauseWarning as e:
         return _usage(str(e))
     status = 0
-    live = None if args.quiet else Live(sys.stderr)
-    with _stopped_by_sigterm() as terminated:
+    # The heartbeat stops on every way out of the block, a check that raises included (faces/live.py).
+    with _stopped_by_sigterm() as terminated, shown(args.quiet) as live:
         try:
             report = check(args.target, options, progress=live, replay=example)
         except (TargetError, FactoryError) as e:
-            if live is not None:
-                live.stop()
+            live.stop()  # the usage error follows, not a heartbeat
             if args.verbose:
                 traceback.print_exc()
             return _usage(str(e))
         except CheckInterrupted as e:
             report = e.report
             status = 128 + (terminated[0] if terminated else signal.SIGINT)
-    if live is not None:
         live.finish(report)
     with sigint_ignored() if status else contextlib.nullcontext():  # a second Ctrl-C must not cut the report short
         write_report(report, args)
@@ -156,9 +154,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     for label, target in DEMO_TARGETS:
         print(f"checking the {label} ({target}) ...", file=sys.stderr)
         started = time.perf_counter()
-        live = None if args.quiet else Live(sys.stderr)
-        reports.append(check(target, profile=args.profile, progress=live))
-        if live is not None:
+        with shown(args.quiet) as live:
+            reports.append(check(target, profile=args.profile, progress=live))
             live.finish(reports[-1])
         print(f"  done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     width = 45

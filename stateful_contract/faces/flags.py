@@ -18,18 +18,11 @@ from ..config import ConfigSpace
 from ..isolation.supervised import DEFAULT_MEMORY_LIMIT
 from ..profiles import DEFAULT_PROFILE, PROFILES
 from ..run.options import CheckOptions, OptionError
-from ..spellings import OPTIONS
+from ..spellings import OPTIONS, SIZE_UNITS, size_text
 
 __all__ = ["add_options", "options_of", "said", "size_text"]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
-_UNITS = " KMGT"
-
-
-def size_text(size: int) -> str:
-    """``4 << 30`` -> ``4G``: the largest unit that writes ``size`` whole (as `_memory` reads it back)."""
-    power = next(p for p in range(len(_UNITS) - 1, -1, -1) if size % (1 << (10 * p)) == 0)
-    return f"{size >> (10 * power)}{_UNITS[power].strip()}"
 
 
 def _memory(value: str) -> int | None:
@@ -40,7 +33,7 @@ def _memory(value: str) -> int | None:
     if found is None:
         raise OptionError("memory_limit", f"takes a size such as 4G or 512M, or 'none', got {value!r}")
     number, unit = float(found.group(1)), found.group(2).upper()
-    return int(number * (1 << (10 * _UNITS.index(unit or " ")))) or None
+    return int(number * (1 << (10 * SIZE_UNITS.index(unit or " ")))) or None
 
 
 def _space(items: Sequence[str] | None) -> ConfigSpace:

@@ -10,6 +10,7 @@ otherwise: written between pytest's own, they would break its lines.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter
@@ -18,7 +19,7 @@ from typing import Any, TextIO
 
 from ..report.render import SHOWN, plural, ran
 
-__all__ = ["HEARTBEAT", "LOGGER", "QUIET_HELP", "Live"]
+__all__ = ["HEARTBEAT", "LOGGER", "QUIET_HELP", "Live", "shown"]
 
 #: Seconds without a line after which a log is told what is still running.
 HEARTBEAT = 60.0
@@ -34,13 +35,16 @@ class Live:
     """The progress callback of `check` (`stateful_contract.run.check.Progress` events), shown on ``stream``: a
     live line if it is a terminal, else the lines a log keeps (one per clause, as the report's table writes
     it: id, name, status, seconds; the heartbeat; a summary once done). ``say``: where those lines go
-    instead of ``stream`` (the pytest mixin's log). `stop` (or `finish`) ends the heartbeat's thread."""
+    instead of ``stream`` (the pytest mixin's log). `stop` (or `finish`) ends the heartbeat's thread; every face
+    holds it in a ``with`` block around its check, so that a check that raises (a bug, an error of the user's
+    that escapes the engine) stops it too: a heartbeat left running would go on printing "still running" into
+    whatever the process does next (the rest of a pytest session, a script that called the CLI)."""
 
     def __init__(self, stream: TextIO | None = None, *, heartbeat: float = HEARTBEAT,
-                 say: Callable[[str], None] | None = None) -> None:
-        self.stream = stream
-        self.tty = say is None and stream is not None and stream.isatty()
-        self.write_line = say or self._write
+                 say: Callable[[str], None] | None = None, quiet: bool = False) -> None:
+        self.stream = None if quiet else stream
+        self.tty = say is None and self.stream is not None and self.stream.isatty()
+        self.write_line = (lambda line: None) if quiet else say or self._write
         self.ended: dict[str, str] = {}
         self.started = time.monotonic()  # the summary gives wall time: clauses judged side by side overlap
         #: The clauses running now (several with --jobs): their last event, and when each began.
@@ -49,7 +53,7 @@ class Live:
         self.said = self.started
         self.heartbeat = heartbeat
         self.stopped = threading.Event()
-        if not self.tty:
+        if not (self.tty or quiet):
             threading.Thread(target=self._beat, name="stateful-contract-heartbeat", daemon=True).start()
 
     def __call__(self, event: Any) -> None:
@@ -90,6 +94,12 @@ class Live:
                 self._say(f"  ... still running: {', '.join(running) or 'starting the loader'} "
                           f"({now - self.started:.0f} s since the check began)")
 
+    def __enter__(self) -> Live:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         """No more lines: the report follows (or the check ended without one)."""
         with self.lock:
@@ -108,3 +118,8 @@ class Live:
         self.write_line(f"  checked {plural(len(shown), 'clause')} in {time.monotonic() - self.started:.1f} s: "
                         + ", ".join(f"{n} {said}" for said, n in counts.items())
                         + (f" (after {plural(held, 'prerequisite')}, which held)" if held else ""))
+
+
+def shown(quiet: bool) -> Live:
+    """A command line's progress, on stderr (the report goes to stdout); ``--quiet``: none, and no heartbeat."""
+    return Live(sys.stderr, quiet=quiet)

@@ -25,12 +25,12 @@ from ..report.render import render_result
 from ..report.results import ClauseResult, Report
 from ..repro.steps import Position
 from ..run.check import FactoryError, check
-from ..run.options import OptionError, alignment_of
+from ..run.options import CheckOptions, OptionError, alignment_of
 from ..search.plans import Checkpoint
 from . import flags
 
-__all__ = ["ReplayError", "add_arguments", "add_example_arguments", "example_of", "known_classes", "parse_example",
-           "parse_value", "pytest_pythonpath", "replay", "run", "target_of"]
+__all__ = ["ReplayError", "add_arguments", "add_example_arguments", "example_of", "known_classes", "options_of",
+           "parse_example", "parse_value", "pytest_pythonpath", "replay", "run", "target_of"]
 
 
 class ReplayError(Exception):
@@ -175,9 +175,30 @@ def replay(report: Report, clause_id: str, *, target: str | None = None, timeout
     config, plan = parse_example(result)
     target = target or target_of(report)
     _with_pytest_pythonpath(target)
-    return check(target, profile=report.profile, clauses=[result.id],
-                 checkpoint_alignment=alignment_of(report.checkpoint_alignment), strict=report.strict,
-                 world_size=report.world_size, timeout=timeout, replay=(config, plan), consume=report.consume)
+    options = options_of(report)
+    if timeout is not None:
+        options = options.replace(timeout=timeout)
+    return check(target, options, clauses=[result.id], replay=(config, plan))
+
+
+def options_of(report: Report) -> CheckOptions:
+    """The options the check that wrote ``report`` judged under, as far as it kept them: its ``options`` (every
+    one that changes a verdict, `CheckOptions.carried`), read as a command line reads them, over what its own
+    fields say (all an older report keeps: the profile, policy, consumption, trainer's shape, endless declaration,
+    strict tier)."""
+    given: dict[str, Any] = {
+        "profile": report.profile, "checkpoint_alignment": alignment_of(report.checkpoint_alignment),
+        "strict": report.strict, "world_size": report.world_size, "consume": report.consume,
+        "trainer_shape": tuple(report.trainer_shape), "endless": report.endless == "declared"}
+    if report.options:
+        parser = argparse.ArgumentParser(prog="the report's options", add_help=False, exit_on_error=False)
+        flags.add_options(parser, list(report.options))
+        words = [word for kept in report.options.values() for word in kept]
+        try:
+            given.update(flags.options_of(parser.parse_args(words)))
+        except (argparse.ArgumentError, SystemExit) as e:
+            raise ReplayError(f"the report's options {words} do not read: {e}") from None
+    return CheckOptions(**given)
 
 
 def add_example_arguments(parser: argparse.ArgumentParser) -> None:
@@ -221,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     before, result = recorded[args.clause], again[args.clause]
     print(f"replaying {result.id} {result.name} on {again.target}\n  config: {before.config}\n"
           f"  plan:   {before.plan or '(none)'}")
-    if result.status == "failed":
+    if result.status in ("failed", "expected-failure"):  # under the report's declaration, still declared
         print(f"{result.id} fails again:\n{render_result(result)}")
         return 1
     if result.status == "not-judged":

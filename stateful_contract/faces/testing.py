@@ -118,14 +118,11 @@ class StatefulLoaderContract:
         if callable(consume):
             options = options.replace(consume=factory if isinstance(factory, str) else consume)
         try:
-            # Progress to the log, not between pytest's own lines: live with --log-cli-level INFO (faces/live.py).
-            live = Live(say=logging.getLogger(LOGGER).info)
-            with speaking("pytest", cls.__qualname__):  # hints name the class's attributes, not CLI options
-                try:
-                    report = check(factory, options, target=request.node.nodeid, factory_import=factory_import,
-                                   progress=live)
-                finally:
-                    live.stop()
+            # Progress to the log, not between pytest's own lines: live with --log-cli-level INFO (faces/live.py);
+            # hints name the class's attributes, not CLI options.
+            with Live(say=logging.getLogger(LOGGER).info) as live, speaking("pytest", cls.__qualname__):
+                report = check(factory, options, target=request.node.nodeid, factory_import=factory_import,
+                               progress=live)
         except FactoryError as e:
             # No loader at all: one clear line on every test, not a traceback into the engine.
             pytest.fail(f"{cls.__qualname__}.make_loader cannot build a loader: {e}", pytrace=False)

@@ -64,6 +64,11 @@ REPORT_FORMAT = 12
 #: clauses they waive are ``not-judged``, their message starting "does not apply: your trainer".
 REPORT_FORMAT = 13
 
+#: 14: ``options``, the check's options that change what it judges (`CheckOptions.carried`: each set away from its
+#: default, as its command-line words by keyword, ``{"timeout": ["--timeout", "30"]}``), which a replay of the
+#: report runs under; null in older reports, whose replays read the fields above.
+REPORT_FORMAT = 14
+
 _OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
 
 
@@ -163,8 +168,13 @@ class Report:
     #: (the clauses that need a pass to end are not judged, saying so); None: its passes end.
     endless: str | None = None
     #: The declared trainer's shape (`stateful_contract.clauses.trainer_shape.TRAINER_SHAPES` facts): a clause
-    #: that judges only calls such a trainer never makes was not judged, saying so; empty: none declared.
+    #: that judges only calls such a trainer never makes was not judged, saying so, and no checkpoint was drawn
+    #: where such a trainer never saves (``iter-then-next``); empty: none declared.
     trainer_shape: list[str] = field(default_factory=list)
+    #: The check's options that change what it judges, set away from their defaults, as a command line gives them
+    #: (`stateful_contract.run.options.CheckOptions.carried`): what ``stateful-contract replay`` runs the recorded
+    #: example under. None: a report before format 14.
+    options: dict[str, list[str]] | None = None
 
     def __getitem__(self, clause_id: str) -> ClauseResult:
         for r in self.results:

@@ -199,9 +199,41 @@ def batch_ids(batch: Any) -> list[Any] | None:
     A negative index is padding, not a sample: a packed batch pads its rows to one length, per-sample fields
     with a negative fill (torchtune's ``PackedDataset`` pads labels with -100), and no dataset has a sample
     -1. Counted as samples, one padded pack made "8 samples lost" of one, and SC42 took the fill for a
-    dataset of the loader's own."""
-    if not isinstance(batch, Mapping) or "index" not in batch:
+    dataset of the loader's own.
+
+    A batch of several loaders' batches by name (Lightning's ``CombinedLoader`` yields ``{"a": batch_a, "b":
+    batch_b}``, ``None`` for one that ran out) has the samples of each, named by its path: ``("a", 3)`` is
+    sample 3 of ``a``'s batch, never ``b``'s sample 3, which may be another dataset's. Counted as whole
+    batches instead, a resume that shifted one loader's cycle read as "batches lost" plus batches "the
+    uninterrupted run never yields (drop_last's tail)"; ids that are not ints leave the clauses that count the
+    config's samples (SC23, SC30, SC31, SC42) not judged, as before."""
+    if not isinstance(batch, Mapping):
         return None
+    if "index" not in batch:
+        parts = _named_batches(batch, ())
+        return None if not parts else [(*path, i) for path, part in parts for i in _own_ids(part)]
+    return _own_ids(batch)
+
+
+def _named_batches(batch: Mapping[Any, Any], path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], Any]] | None:
+    """The batches with an ``index`` field inside a mapping of batches, each with its key path; None where any
+    value is neither such a batch, a mapping of them, nor None (then the mapping is one batch of fields)."""
+    found: list[tuple[tuple[Any, ...], Any]] = []
+    for key, value in batch.items():
+        if value is None:
+            continue  # a loader that ran out (Lightning's max_size mode)
+        if not isinstance(value, Mapping):
+            return None
+        if "index" in value:
+            found.append(((*path, key), value))
+        elif (inner := _named_batches(value, (*path, key))) is None:
+            return None
+        else:
+            found.extend(inner)
+    return found
+
+
+def _own_ids(batch: Mapping[str, Any]) -> list[Any]:
     index = batch["index"]
     if isinstance(index, torch.Tensor) or _is_array(index):
         index = index.flatten().tolist()

@@ -261,6 +261,8 @@ def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None,
             due = set(e) | set(before)
             unskipped = sum(1 for u in surplus if u not in due)
         lost, repeated = sum((Counter(e) - Counter(g)).values()), sum(surplus.values()) - unskipped
+    if unit == "batch" and unskipped:
+        return _batches_changed(lost, repeated, unskipped, where, epoch, at)
     if lost or repeated:
         impact = losses(lost, repeated, unit=unit, epoch=epoch, at=at)
         if unskipped:
@@ -274,6 +276,24 @@ def _counted(e: list[Hashable], g: list[Hashable], unit: str, epoch: int | None,
     changed = sum(_fingerprint(a) != _fingerprint(b) for a, b in zip(e_batches, g_batches))
     return Impact("silent", f"batch contents changed: {_plural(changed, 'batch')} of the same samples differ"
                   f"{where}", counts={"changed": changed}, unit="batch", epoch=epoch, at=at)
+
+
+def _batches_changed(lost: int, repeated: int, changed: int, where: str, epoch: int | None,
+                     at: int | None) -> Impact:
+    """Counted in whole batches (no sample index to count), a batch the uninterrupted run never yields in the
+    epoch is one whose contents changed, standing for a batch due: not a loss beside a batch of drop_last's
+    tail (that excuse is about samples). Lightning's CombinedLoader restarts its batch_idx at a resume: every
+    batch after it was "lost", and "never yielded, not the resume's", in one message."""
+    lost -= min(lost, changed)
+    counts = {k: v for k, v in (("lost", lost), ("repeated", repeated), ("changed", changed)) if v}
+    if lost or repeated:
+        impact = losses(lost, repeated, unit="batch", epoch=epoch, at=at)
+        impact.what += f" (and {_plural(changed, 'batch')} of other contents than the uninterrupted run's)"
+        impact.counts = counts
+        return impact
+    differ = "differs" if changed == 1 else "differ"
+    return Impact("silent", f"batch contents changed: {_plural(changed, 'batch')} {differ} from the uninterrupted "
+                  f"run's{where}", counts=counts, unit="batch", epoch=epoch, at=at)
 
 
 def _uninterrupted_skips(n: int, unit: str, *, lead: bool = True) -> str:

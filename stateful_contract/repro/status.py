@@ -144,7 +144,7 @@ def read(path: Path) -> BoardView:
     return BoardView(command=state.get("command", ""), call=state.get("call", ""),
                      in_call=bool(state.get("in_call")), program=state.get("program", ""),
                      deadline=(deadline[0], deadline[1]) if deadline else None,
-                     patience=float(deadline[2]) if deadline and len(deadline) > 2 else 0.0,
+                     patience=float(deadline[2]) if deadline else 0.0,
                      charged=(reading[0], reading[1]) if (reading := state.get("charged")) else None,
                      pid=opened.get("pid", 0),
                      host=opened.get("host", ""))

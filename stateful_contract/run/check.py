@@ -35,6 +35,7 @@ from ..report.results import Report
 from ..repro.consumption import drawn_through
 from ..repro.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ..search.loop import Executor
+from ..search.plans import SavePoints
 from ..spellings import Hint
 from .clause_loop import Progress, _Run
 from .options import CheckKeywords, CheckOptions
@@ -114,6 +115,7 @@ def check(
     # The first loaders are built from the probe config moved into the declared space, as SC01-SC03's is, on
     # every rank too.
     probe_config = opts.space.fitted(PROBE_CONFIG)
+    seed = opts.seed if replay is not None else prof.draw_seed(opts.seed)
     if world_size > 1:
         from ..isolation.ranks import rank_executor
 
@@ -123,7 +125,8 @@ def check(
         executor = rank_executor(spec, world_size=world_size, factory_import=factory_import, alignment=alignment,
                                  consume=consume_spec, probe_config=probe_config,
                                  timeout=example_timeout, profile=prof, clauses=len(selected), run_dir=opts.run_dir,
-                                 run_timeout=opts.run_timeout, memory_limit=opts.memory_limit)
+                                 run_timeout=opts.run_timeout, memory_limit=opts.memory_limit,
+                                 carried=opts.carried(seed))  # what its rerun lines give again
     else:
         one_rank: Callable[[], Executor] = (
             functools.partial(Supervised, factory, factory_import, alignment, example_timeout, opts.memory_limit,
@@ -135,10 +138,13 @@ def check(
     if isinstance(executor, InProcess):
         notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "
                      "and a crash or an uninterruptible hang would have ended the check")
-    seed = opts.seed if replay is not None else prof.draw_seed(opts.seed)
     # A run given its seed keeps no failures and tries none it kept, as a seeded Hypothesis test (search/saved.py).
+    # Those kept where the trainer saves anywhere are not tried where it declared it saves at fewer points (a
+    # failure right after iter() is none for a trainer that never saves there): each has its own.
+    saves = opts.save_points
+    database_key = target if saves == SavePoints() else f"{target} {saves!r}"
     run = _Run(executor, opts, notes=notes, seed=seed, progress=progress, replay=replay, make_executor=make_executor,
-               database_key=target if opts.seed is None else None)
+               database_key=database_key if opts.seed is None else None)
     interrupted = False
     try:
         # The process-wide settings a run needs, restored afterwards: everything alive now (torch,
@@ -168,7 +174,7 @@ def check(
                     checkpoint_alignment=None if alignment is None else str(alignment),
                     consume=None if consume is None else consume_spec or describe_factory(consume),
                     notes=notes, interrupted=interrupted, stopped_at=run.stopped_at,
-                    endless=run.endless, trainer_shape=list(opts.trainer_shape))
+                    endless=run.endless, trainer_shape=list(opts.trainer_shape), options=opts.carried(seed))
     left = [r.id for r in report.results if r.status == "not-judged" and r.id in selected]
     if interrupted and left:
         report.notes.append(f"to judge only the clauses left: {Hint('clauses', tuple(left))}")

@@ -11,6 +11,7 @@ whichever face gave it, and an expected failure naming no clause is warned about
 from __future__ import annotations
 
 import dataclasses
+import functools
 import keyword
 import os
 import warnings
@@ -23,13 +24,13 @@ from typing import TYPE_CHECKING, Any, TypedDict, get_args
 from ..clauses import CLAUSES, default_selection
 from ..clauses.distributed import CheckpointLayout
 from ..clauses.registry import TIERS, lookup
-from ..clauses.trainer_shape import TRAINER_SHAPES, shape_of
+from ..clauses.trainer_shape import TRAINER_SHAPES, save_points, shape_of
 from ..config import ConfigSpace
 from ..isolation.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ..profiles import DEFAULT_PROFILE, PROFILES
 from ..repro.epoch_steps import DEFAULT_HOOK
-from ..search.plans import Alignment
-from ..spellings import Hint
+from ..search.plans import Alignment, SavePoints
+from ..spellings import NOT_CARRIED, OPTIONS, Hint, size_text
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -235,10 +236,47 @@ class CheckOptions:
         return {name: getattr(self, name) for name in DECLARATIONS}
 
     @property
+    def save_points(self) -> SavePoints:
+        """Where the trainer saves, as the checkpoint policy and the trainer's shape declare it: every plan of
+        the check draws its checkpoints there."""
+        return save_points(self.checkpoint_alignment, self.trainer_shape)
+
+    @property
     def declared_notes(self) -> list[str]:
         """What the report says of each declaration given (``declared: ...``)."""
         return [f"declared: {text.format(value=', '.join(value) if isinstance(value, tuple) else value)}"
                 for name, text in DECLARATIONS.items() if (value := getattr(self, name)) not in (None, False, ())]
+
+    def carried(self, seed: int | None = None) -> dict[str, list[str]]:
+        """What a printed rerun of this check gives again: each option that changes what it judges (every one of
+        `spellings.OPTIONS` but `spellings.NOT_CARRIED`), set away from its default, as its command-line words,
+        by keyword: ``{"profile": ["--profile", "dev"], "timeout": ["--timeout", "30"]}``. ``seed``: the one the
+        search drew where these options left it to the profile. A consumption given as a function has no words
+        (a multi-rank check, the only one that prints reruns, takes its ``module:function``)."""
+        default = _default_options()
+        carried: dict[str, list[str]] = {}
+        for name, option in OPTIONS.items():
+            value = seed if name == "seed" and self.seed is None else getattr(self, name)
+            if name in NOT_CARRIED or value == getattr(default, name) or callable(value):
+                continue
+            flag = option.flag
+            if isinstance(value, bool) or name == "isolation":  # a switch: --strict, --in-process
+                words = [flag] if value in (True, "in-process") else []
+            elif isinstance(value, Mapping):  # the expected failures: ID=REASON each
+                words = [word for cid, reason in value.items() for word in (flag, f"{cid}={reason}")]
+            elif isinstance(value, ConfigSpace):
+                words = [flag, *value.as_items()] if value.as_items() else []
+            elif isinstance(value, tuple):  # the trainer's shape: one fact a flag
+                words = [word for fact in value for word in (flag, str(fact))]
+            elif name == "memory_limit":
+                words = [flag, "none" if value is None else size_text(value)]
+            elif isinstance(value, float):
+                words = [flag, f"{value:g}"]
+            else:
+                words = [flag, str(value)]
+            if words:
+                carried[name] = words
+        return carried
 
     @property
     def selected(self) -> list[str]:
@@ -283,8 +321,14 @@ DECLARATIONS = {
     "joins_uneven_inputs": "the trainer handles ranks with uneven batch counts (DDP's Join): SC32 does not apply",
     "checkpoint_layout": "the trainer saves the loader's state as {value}: SC30 judges that layout alone",
     "trainer_shape": "the trainer's shape is {value}: a clause that judges only calls such a trainer never makes "
-                     "is not judged, and says why",
+                     "is not judged, and says why, and no checkpoint is drawn where such a trainer never saves",
 }
+
+
+@functools.cache
+def _default_options() -> CheckOptions:
+    """The options of a check given none (what `CheckOptions.carried` leaves out)."""
+    return CheckOptions()
 
 
 def _whole(value: object, least: int) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from stateful_contract import CheckOptions
 from stateful_contract.faces.distributed.in_world import _parser as run_parser
 from stateful_contract.isolation.processes import MARKER_ENV, kill_session, processes_of
 from stateful_contract.isolation.ranks.failures import LaunchOutcome
@@ -160,6 +161,7 @@ def test_a_crash_rerun_hint_in_a_world_is_a_line_run_accepts(launch: str) -> Non
     executor = object.__new__(InWorld)  # the hint reads no world: none is made
     executor.target, executor.launch, executor.world_size = "my_pkg.loaders:factory", launch, 2
     executor.spec = RankSpec(executor.target, "", "epoch", None)  # the check declared its checkpoint policy
+    executor.carried = CheckOptions(checkpoint_alignment="epoch", memory_limit=None).carried()  # run takes no limit
     reproduction = executor._crashed(_Clause(), LaunchOutcome(in_world=True, error="gone")).reproduction
     if launch == OWN_WORLD:
         call = reproduction.split("run_in_world(", 1)[1].split(")  #", 1)[0]

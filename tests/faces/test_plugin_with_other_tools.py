@@ -364,6 +364,7 @@ def test_a_loadgroup_run_puts_a_contract_class_on_one_worker_and_the_users_group
 # --- pytest-timeout -------------------------------------------------------------------------
 
 
+@pytest.mark.acceptance  # pytest in pytest running a check, then a hang (32 s at load 12)
 def test_pytest_timeout_still_fires_after_a_check(pytester: pytest.Pytester) -> None:
     """The engine's per-example alarm must leave pytest-timeout's (signal method) pending."""
     pytester.makepyfile(test_timeout=HEADER + """

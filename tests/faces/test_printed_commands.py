@@ -7,7 +7,8 @@ options a message names (`spellings.Hint`). Each is checked as a user uses it, p
 the shell splits it (`shlex`), parsed by its command's own argparse parser (torchrun's too), its option values
 read as the command reads them (`CheckOptions`, ``--config``/``--position``), its target imported. The lines
 are gathered from what the faces print for broken loaders (the text report, the JSON, JUnit and Markdown
-outputs), and a few are run.
+outputs), and a few are run. Each rerun gives again every option of the check that changes what it judges
+(`CheckOptions.carried`): read back from the line, they are the check's own.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,15 +35,16 @@ import torch.distributed.run as torchrun
 import zoo
 import zoo_kills
 
-from stateful_contract import CheckOptions
+from stateful_contract import CheckOptions, ConfigSpace, Report
 from stateful_contract.faces import cli, export, flags, replay
 from stateful_contract.faces.distributed import __main__ as distributed
 from stateful_contract.faces.distributed import in_world
+from stateful_contract.isolation.ranks import Ranks
 from stateful_contract.isolation.ranks.in_world import OWN_WORLD, InWorld, launch_line
 from stateful_contract.isolation.target import load_target
 from stateful_contract.report.render import render_report
 from stateful_contract.run.options import UnknownClauseWarning
-from stateful_contract.spellings import OPTIONS, Hint, speaking
+from stateful_contract.spellings import NOT_CARRIED, OF_ITS_OWN_PROCESSES, OPTIONS, Hint, speaking
 
 pytest_plugins = ["pytester"]
 
@@ -244,6 +245,13 @@ def test_every_hint_spelled_for_the_command_line_parses_after_check(tmp_path: Pa
             assert_every_command_works(f"stateful-contract check zoo:epoch_loader {setting}", TESTS)
 
 
+def _in_world(launch: str, carried: dict[str, list[str]] | None = None) -> InWorld:
+    """An in-world executor as far as its rerun lines read it: no world is joined."""
+    executor = object.__new__(InWorld)
+    executor.target, executor.launch, executor.world_size, executor.carried = RANKED, launch, 4, carried or {}
+    return executor
+
+
 def test_the_in_world_rerun_lines_are_lines_each_launcher_and_run_accept() -> None:
     """`InWorld.rerun` on every launch line `launch_line` writes (torchrun on one node and on several, srun,
     mpirun, a script's own world), with an example's arguments."""
@@ -253,19 +261,74 @@ def test_the_in_world_rerun_lines_are_lines_each_launcher_and_run_accept() -> No
             {"TORCHELASTIC_RUN_ID": "1", "GROUP_WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"},
             {"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}, {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4"},
             {}]
-    lines = [InWorld.rerun(SimpleNamespace(launch=launch_line(env, 4), target=RANKED), "SC30", example)  # type: ignore[arg-type]
-             for env in envs]
+    lines = [_in_world(launch_line(env, 4)).rerun("SC30", example) for env in envs]
     for line in lines:
         (parsed,) = assert_every_command_works(line, TESTS)
         assert parsed.program == "run" and parsed.args.clauses == ["SC30"], line
         assert replay.example_of(parsed.args) is not None and parsed.args.checkpoint_layout == "per-rank-files"
-    building = InWorld.rerun(SimpleNamespace(launch=launch_line(envs[0], 4), target=RANKED), "",  # type: ignore[arg-type]
-                             ["--dir", "DIR"])  # the ranks went down building their first loader: no clause yet
+    building = _in_world(launch_line(envs[0], 4)).rerun("", ["--dir", "DIR"])  # gone building the first loaders
     (parsed,) = assert_every_command_works(building, TESTS)
     assert not parsed.args.clauses and parsed.args.dir == "DIR", building
-    own = InWorld.rerun(SimpleNamespace(launch=OWN_WORLD, target=RANKED), "SC30", example)  # type: ignore[arg-type]
+    own = _in_world(OWN_WORLD).rerun("SC30", example)
     argv = ast.literal_eval(own.partition("run_in_world(")[2].partition(")  #")[0])
     check_values(Parsed("run", _parsed_by(in_world._parser(), argv, own), []), own, TESTS)
+
+
+#: A check's options, each set away from its default (`CheckOptions` values, as a face gives them).
+EVERY_OPTION_SET: dict[str, Any] = {
+    "profile": "dev", "clauses": ("SC30",), "expected_failures": {"SC20": "a fresh loader's only", "SC22": "lazy iter"},
+    "checkpoint_alignment": 4, "epoch_hook": "reshuffle", "space": ConfigSpace.parse("num_workers=0,2 batch_size=2..3"),
+    "consume": "zoo:epoch_loader", "strict": True, "endless": True, "world_size": 3, "fixed_global_batch": True,
+    "joins_uneven_inputs": True, "checkpoint_layout": "per-rank-files", "trainer_shape": ("loads-fresh", "iter-then-next"),
+    "timeout": 12.5, "run_timeout": 600, "run_dir": "/tmp/kept", "memory_limit": 3 << 30, "isolation": "in-process",
+    "jobs": 2, "exitfirst": True, "seed": 7}
+
+
+def _read_back(parsed: Parsed) -> CheckOptions:
+    given = flags.options_of(parsed.args)
+    return CheckOptions(**({**given, "world_size": 2} if parsed.program == "run" else given))
+
+
+def test_every_rerun_line_gives_again_every_option_that_changes_what_is_judged() -> None:
+    """`spellings.NOT_CARRIED` is the one list of the options a rerun leaves out; every other one set on the
+    check, read back from the line each writer prints (the distributed command's, the in-world one under each
+    launcher), is the check's own, and the options the line leaves out are those. A line without them
+    judged under another profile, space, timeout or declaration than the run that printed it."""
+    assert set(EVERY_OPTION_SET) == set(OPTIONS), "a new option: give it a value here"
+    original = CheckOptions(**EVERY_OPTION_SET)
+    carried = original.carried()
+    assert set(carried) == set(OPTIONS) - set(NOT_CARRIED), carried
+    ranks = object.__new__(Ranks)
+    ranks.target, ranks.world_size, ranks.carried = RANKED, 3, carried
+    lines = [ranks.rerun("SC30", ["--config", "LoaderConfig(dataset_size=2)", "--position", "Position(epoch=0)"]),
+             ranks.rerun("", ["--run-dir", "DIR"])]
+    for env in ({"TORCHELASTIC_RUN_ID": "1", "LOCAL_WORLD_SIZE": "3"}, {"SLURM_PROCID": "0", "SLURM_NTASKS": "3"}):
+        lines.append(_in_world(launch_line(env, 3), carried).rerun("SC30"))
+    for line in lines:
+        (parsed,) = assert_every_command_works(line, TESTS)
+        again = _read_back(parsed)
+        taken = set(carried) - (set(OF_ITS_OWN_PROCESSES) if parsed.program == "run" else set())
+        assert {name: getattr(again, name) for name in taken} == {name: getattr(original, name) for name in taken}, line
+        assert again.carried().keys() == taken, line  # and nothing else: what it leaves out is left at its default
+
+
+def test_a_replay_runs_under_the_options_its_report_recorded_and_an_older_report_under_its_fields() -> None:
+    """``stateful-contract replay`` reads the report's options as a command line reads them; a report from before
+    they were recorded (format 13) still replays under the trainer's shape it declared."""
+    original = CheckOptions(**{**EVERY_OPTION_SET, "world_size": 1, "clauses": None})
+    recorded = Report("zoo:OffByOneResume", [], profile="dev", options=original.carried())
+    again = replay.options_of(recorded)
+    assert again.carried() == original.carried(), again
+    older = Report("zoo:OffByOneResume", [], profile="dev", checkpoint_alignment="window", strict=True,
+                   trainer_shape=["loads-fresh"], endless="declared")
+    assert replay.options_of(older).carried() == {
+        "profile": ["--profile", "dev"], "checkpoint_alignment": ["--checkpoint-alignment", "window"],
+        "strict": ["--strict"], "endless": ["--endless"], "trainer_shape": ["--trainer-shape", "loads-fresh"]}
+
+
+#: The single-rank check's options (beside its clauses and declarations): none the default.
+SINGLE_RANK_OPTIONS = ["--profile", "dev", "--seed", "1", "--timeout", "45", "--config-space", "num_workers=0",
+                       "dataset_size=2..12", "--trainer-shape", "loads-fresh", "--memory-limit", "3G"]
 
 
 @pytest.fixture(scope="module")
@@ -274,8 +337,8 @@ def single_rank(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     out = tmp_path_factory.mktemp("single")
     said = io.StringIO()
     with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said), _in(TESTS):
-        code = cli.main(["check", "zoo:OffByOneResume", "--clause", "SC01,SC10,SC11", "--profile", "dev",
-                         "--seed", "1", "--expect-fail", "SC01=declared so that it passes unexpectedly",
+        code = cli.main(["check", "zoo:OffByOneResume", "--clause", "SC01,SC10,SC11", *SINGLE_RANK_OPTIONS,
+                         "--expect-fail", "SC01=declared so that it passes unexpectedly",
                          "--json", str(out / "REPORT.json"), "--junit", str(out / "r.xml"),
                          "--markdown", str(out / "r.md")])
     assert code == 1, said.getvalue()
@@ -307,6 +370,19 @@ def test_what_the_cli_prints_for_a_broken_loader_parses_and_the_replay_line_runs
     with _in(TESTS):
         assert cli.main(["replay", str(out / replays[0].args.report), replays[0].args.clause]) == 1
     assert "replaying SC10 resume-continues-the-stream" in capsys.readouterr().out
+    # under the options the check ran under (the replay's own report records them as the check's did)
+    recorded = Report.from_json(out / replays[0].args.report)
+    given = flags.options_of(cli._parser().parse_args(["check", "zoo:OffByOneResume", *SINGLE_RANK_OPTIONS]))
+    assert recorded.options == {**CheckOptions(**given).carried(), **{"expected_failures": [
+        "--expect-fail", "SC01=declared so that it passes unexpectedly"]}}, recorded.options
+    with _in(TESTS):
+        again = replay.replay(recorded, "SC10")
+    assert again["SC10"].status == "failed" and again.options == recorded.options, again.options
+
+
+#: The two-rank checks' options (beside the clause): none the default.
+TWO_RANK_OPTIONS = ["--checkpoint-alignment", "epoch", "--profile", "dev", "--seed", "2", "--timeout", "60",
+                    "--config-space", "num_workers=0", "--trainer-shape", "loads-fresh", "--memory-limit", "3G"]
 
 
 @pytest.fixture(scope="module")
@@ -319,7 +395,7 @@ def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     texts = []
     for target, name in ((RANKED, "ranked"), ("crashing.py:factory", "crash")):
         done = subprocess.run([sys.executable, "-m", "stateful_contract.distributed", target, "--clause", "SC30",
-                               "--checkpoint-alignment", "epoch", "--quiet", "--json", f"{name}.json"],
+                               *TWO_RANK_OPTIONS, "--quiet", "--json", f"{name}.json"],
                               cwd=out, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 1, done.stdout + done.stderr
         texts += [done.stdout, done.stderr, *_strings(json.loads((out / f"{name}.json").read_text()))]
@@ -333,13 +409,18 @@ def test_what_the_distributed_command_prints_parses_and_its_rerun_line_runs(two_
     reruns = [p for p in parsed if p.program == "distributed"]
     assert any(p.args.config for p in reruns), text  # the same example on real ranks
     assert any(p.args.run_dir == "DIR" for p in reruns), text  # the crash's: keep the run's files
-    # each under the checkpoint policy the check declared, and naming no clause for a crash before any clause
-    assert all(p.args.checkpoint_alignment == "epoch" for p in reruns), text
+    # each under every option of the check that changes what is judged (the report records them)
+    recorded = Report.from_json(out / "ranked.json").options
+    assert recorded and set(recorded) >= {"checkpoint_alignment", "profile", "seed", "timeout", "space",
+                                          "trainer_shape", "memory_limit"}, recorded
+    assert all(_read_back(p).carried() == recorded for p in reruns), text
     example = next(c for c in commands_in(text) if "--config" in c)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([*shlex.split(example.replace("python", sys.executable, 1)), "--quiet"], cwd=out, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([*shlex.split(example.replace("python", sys.executable, 1)), "--quiet", "--json",
+                           "again.json"], cwd=out, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1 and "SC30 every-rank-resumes" in done.stdout, done.stdout + done.stderr
+    again = Report.from_json(out / "again.json")  # the same verdict, under the same options
+    assert again["SC30"].status == "failed" and again.options == recorded, again.options
 
 
 @pytest.mark.parametrize("loader", [pytest.param(loader, marks=zoo_kills.group(loader)) for loader in zoo.KILLS])

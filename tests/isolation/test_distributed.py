@@ -421,7 +421,7 @@ def test_a_rank_that_dies_in_an_example_is_given_the_command_that_runs_that_exam
     assert sc30.status == "failed" and "rank 1 exited with code 3" in sc30.message, sc30.message
     again = sc30.reproduction.rpartition("# The run again, on real ranks:\n# ")[2]
     assert again.startswith("python -m stateful_contract.distributed "), sc30.reproduction
-    assert '--clause SC30 --config "LoaderConfig(' in again and '--position "Position(' in again, again
+    assert "--clause SC30 " in again and ' --config "LoaderConfig(' in again and '--position "Position(' in again, again
     assert processes_of(tmp_path / "run") == []
 
 

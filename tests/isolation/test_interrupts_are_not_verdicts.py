@@ -38,6 +38,7 @@ def test_check_over_its_time_limit(isolation):
 """
 
 
+@pytest.mark.acceptance  # pytest in pytest running a check until pytest-timeout's signal (45 s at load 12)
 def test_pytest_timeouts_signal_ends_the_check_and_is_no_verdict(tmp_path: Path) -> None:
     pytest.importorskip("pytest_timeout")
     (tmp_path / "test_inner.py").write_text("import pytest\n" + INNER, encoding="utf-8")

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from charged import run as run_charged
 from hypothesis import configuration
 
@@ -55,6 +56,7 @@ def test_the_cli_writes_only_its_report(tmp_path: Path) -> None:
     assert contents(tmp_path) == ["report.json"]
 
 
+@pytest.mark.acceptance  # pytest in pytest running a whole check (68 s at load 12); the CLI's twin stays in the README's suite
 def test_the_pytest_mixin_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "test_loader.py").write_text(MIXIN_TEST, encoding="utf-8")
     done = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "SC10", "test_loader.py"], tmp_path)

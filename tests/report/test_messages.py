@@ -14,6 +14,7 @@ import io
 import re
 import shlex
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -329,6 +330,37 @@ def test_a_log_silent_for_a_heartbeat_is_told_what_still_runs() -> None:
     assert len(beats) <= 3 and said[-1].split()[:3] == ["SC10", "resume-continues-the-stream", "passed"], said
     assert live.stopped.is_set()  # and no line after the stop: the report follows
     assert len(said) == len(beats) + 1, said
+
+
+@pytest.mark.parametrize("command", [["check", "zoo:OffByOneResume", "--clause", "SC10"], ["demo"]],
+                         ids=["check", "demo"])
+def test_a_check_that_raises_leaves_no_heartbeat_behind(monkeypatch: pytest.MonkeyPatch, capfd: Any,
+                                                         command: list[str]) -> None:
+    """A check that raises mid-run (here, after its first clause began) takes its heartbeat down with it: a
+    thread left beating would print "still running" into whatever the process does next (the rest of a pytest
+    session, a script that called the command line)."""
+    from stateful_contract.faces import cli, live
+
+    monkeypatch.setattr(live, "Live", lambda *args, **kwargs: Live(*args, **{**kwargs, "heartbeat": 0.05}))
+
+    def raising(*args: Any, progress: Live, **kwargs: Any) -> None:
+        progress(Progress("SC10", "resume-continues-the-stream", 0, 40))
+        waited = time.monotonic() + 30
+        while progress.said == progress.started and time.monotonic() < waited:  # until it has beaten once
+            time.sleep(0.01)
+        raise RuntimeError("a bug in the engine")
+
+    monkeypatch.setattr(cli, "check", raising)
+    with pytest.raises(RuntimeError, match="a bug in the engine"):
+        main(command)
+    beating = [t for t in threading.enumerate() if t.name == "stateful-contract-heartbeat"]
+    for thread in beating:
+        thread.join(timeout=1.0)
+    assert not any(t.is_alive() for t in beating), "the heartbeat's thread outlived the check that raised"
+    said_before = capfd.readouterr().err
+    assert "still running: SC10" in said_before, said_before  # it did beat while the check ran
+    time.sleep(0.3)
+    assert "still running" not in capfd.readouterr().err
 
 
 def test_a_log_shows_no_set_vital_warning(capfd: Any) -> None:

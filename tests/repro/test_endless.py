@@ -26,7 +26,7 @@ from stateful_contract.search.plans import Checkpoint
 IN_PROCESS = ConfigSpace(num_workers=(0,))
 ROOT = Path(__file__).resolve().parents[2]
 #: Clauses that need a pass to end (docs/clauses.md, "Endless streams").
-NOT_ON_ENDLESS = ("SC21", "SC22", "SC23")
+NOT_ON_ENDLESS = ("SC21", "SC22")
 
 
 def test_a_cycling_loader_is_found_endless_and_passes_the_resume_clauses_with_no_declaration() -> None:
@@ -51,6 +51,27 @@ def test_a_cycling_loader_passes_the_default_profile() -> None:
     assert report.passed and report.endless == "found", [r.message for r in report.results if r.is_failure]
     for cid in NOT_ON_ENDLESS:
         assert "does not apply to an endless stream" in report[cid].message
+
+
+def test_a_worker_count_change_is_judged_on_an_endless_stream() -> None:
+    """SC23 did not apply to an endless stream: a cycling loader resumed with another num_workers (DeepSpeed's
+    RepeatingLoader, Megatron's cyclic loader, a trainer restarted on a host with fewer cores) went unjudged."""
+    broken = check(zoo.EndlessRescalesOffsetByWorkers, clauses=["SC23"], space=zoo_kills.space_for("SC23"),
+                   profile="dev", seed=0)["SC23"]
+    assert broken.status == "failed", broken.message
+    assert broken.impact is not None and broken.impact.kind == "silent", broken.impact
+    assert "num_workers" in broken.context, broken.context
+    correct = check(zoo.Endless, clauses=["SC23"], space=zoo_kills.space_for("SC23"), profile="dev", seed=0,
+                    endless=True)["SC23"]
+    assert correct.status == "passed", correct.message
+    # An order that depends on num_workers: no epoch end in the stream to count the samples still due to.
+    ordered = check(EndlessWorkerOrdered, clauses=["SC23"], space=zoo_kills.space_for("SC23"), profile="dev",
+                    seed=0, endless=True)["SC23"]
+    assert ordered.status == "not-judged" and "order depends on num_workers" in ordered.message, ordered.message
+
+
+class EndlessWorkerOrdered(zoo.WorkerOrderedEpochs, zoo.Endless):
+    """The zoo's `WorkerOrderedEpochs` (its epoch order depends on num_workers), cycling without end."""
 
 
 def _sc10(config: LoaderConfig, position: Position) -> Report:

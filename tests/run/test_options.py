@@ -201,6 +201,21 @@ def test_without_a_failure_exitfirst_changes_nothing() -> None:
     assert [(r.id, r.status) for r in plain.results] == [(r.id, r.status) for r in first.results]
 
 
+@pytest.mark.parametrize("loader, verdict", [(zoo.OffByOneResume, "fail"), (zoo.epoch_loader, "pass")])
+def test_a_prerequisite_passing_against_its_declaration_is_told_and_stops_no_run(loader: Any, verdict: str) -> None:
+    """SC01 runs for SC10 only, and passes though declared an expected failure: its stale declaration is told in
+    a note, with or without -x, and -x judges SC10 as the run without it does. It stopped the run, the verdict
+    was NOT JUDGED and the table named neither SC01 nor why."""
+    kwargs: CheckKeywords = {"clauses": ["SC10"], "space": IN_PROCESS, "profile": "dev", "seed": 1, "jobs": 1,
+                             "expected_failures": {"SC01": "a declaration gone stale"}}
+    plain, first = check(loader, **kwargs), check(loader, exitfirst=True, **kwargs)
+    for report in (plain, first):
+        assert report.verdict == verdict and report["SC10"].status in ("failed", "passed"), report.notes
+        assert any(n.startswith("SC01 ran because a selected clause needs it and passed, though declared an expected "
+                                "failure ('a declaration gone stale'): the declaration is stale") for n in report.notes)
+    assert first.stopped_at == ("SC10" if verdict == "fail" else None)
+
+
 def test_the_cli_x_prints_the_reproduction_and_names_the_clauses_not_run(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "r.json"

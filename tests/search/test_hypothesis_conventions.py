@@ -77,6 +77,7 @@ def test_the_kept_failures_live_in_the_user_cache_not_the_working_tree(monkeypat
     assert examples_home() is None
 
 
+@pytest.mark.acceptance  # pytest in pytest running a check under a global timeout (36 s at load 12)
 def test_a_global_timeout_leaves_the_contract_to_its_own_limits(pytester: pytest.Pytester) -> None:
     """``pytest --timeout 1``: the whole check runs inside the first clause test; without the class's own
     ``timeout(0)`` mark pytest-timeout ended it there and every clause test errored."""
@@ -86,6 +87,7 @@ def test_a_global_timeout_leaves_the_contract_to_its_own_limits(pytester: pytest
     result.assert_outcomes(passed=3)
 
 
+@pytest.mark.acceptance  # pytest in pytest running a check (26 s at load 12)
 def test_a_timeout_mark_of_the_users_own_wins(pytester: pytest.Pytester) -> None:
     """The class's clause tests carry timeout(0) unless the class (or module) has a timeout mark of its own.
     Collected only: a timeout that fires inside the check's own examples is no subject here. Both classes, each

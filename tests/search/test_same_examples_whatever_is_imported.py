@@ -40,6 +40,7 @@ def _search(tmp_path: Path, imports: str) -> dict[str, object]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@pytest.mark.acceptance  # two whole ci searches of a compatibility row (61 s at load 12)
 def test_a_ci_search_draws_the_same_examples_alone_and_after_other_modules_were_imported(tmp_path: Path) -> None:
     pytest.importorskip("torchdata.nodes")
     # A module of the user's own (outside site-packages and tests), full of literals, imported before the check.

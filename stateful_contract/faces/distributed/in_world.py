@@ -45,22 +45,22 @@ from ...isolation.workspace import leave, private_tmpdir, sweep
 from ...profiles import get_profile
 from ...report.results import Report
 from ...run.check import CheckInterrupted, FactoryError, check
-from ...run.options import DECLARATIONS, CheckOptions, OptionError
-from ...spellings import speaking
+from ...run.options import CheckOptions, OptionError
+from ...spellings import OF_ITS_OWN_PROCESSES, OPTIONS, speaking
 from .. import cli, flags, replay
-from ..live import QUIET_HELP, Live
+from ..live import QUIET_HELP, shown
 from . import phases
 
 __all__ = ["exit_now", "main"]
 
 
 #: `check`'s options `run` takes: those the engine on rank 0 reads (what is searched, judged and declared). Not
-#: the ones of a world the check starts itself (``--world-size``, ``--run-dir``, ``--run-timeout``: the launcher's
-#: world and ``--dir`` stand for them), nor of the checker's processes (``--memory-limit``, ``--in-process``,
-#: ``--jobs``). Without ``--config-space`` a loader built for part of the space (``persistent_workers=True``)
-#: could not be checked in its world at all, though the refusal told its user to narrow the space.
-RUN_OPTIONS = ["profile", "clauses", "timeout", "space", "expected_failures", "checkpoint_alignment", "epoch_hook",
-               "consume", "strict", "endless", "exitfirst", "seed", *DECLARATIONS]
+#: the ones of the processes a check starts itself (`spellings.OF_ITS_OWN_PROCESSES`: ``--world-size``,
+#: ``--run-dir``, ``--run-timeout``, for which the launcher's world and ``--dir`` stand, ``--memory-limit``,
+#: ``--in-process``, ``--jobs``). Without ``--config-space`` a loader built for part of the space
+#: (``persistent_workers=True``) could not be checked in its world at all, though the refusal told its user to
+#: narrow the space.
+RUN_OPTIONS = [keyword for keyword in OPTIONS if keyword not in OF_ITS_OWN_PROCESSES]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,20 +90,16 @@ def _parser() -> argparse.ArgumentParser:
 def _judge(args: argparse.Namespace, world: Any, run_dir: Path) -> Report:
     """Rank 0: the report."""
     options = CheckOptions(**flags.options_of(args), world_size=world.world_size, run_dir=run_dir)
-    live = None if args.quiet else Live(sys.stderr)  # as `stateful-contract check` shows it, from rank 0
-    try:
-        if args.phase == "resume":
-            report = phases.resume(world.world_size, run_dir, args.target, options, progress=live)
-        else:
-            report = check(args.target, options, replay=replay.example_of(args), progress=live)
-    except CheckInterrupted as e:
-        report = e.report
-        report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
-                            "the job was cancelled; the launcher's error summary names the rank")
-    finally:
-        if live is not None:
-            live.stop()
-    if live is not None:
+    with shown(args.quiet) as live:  # as `stateful-contract check` shows it, from rank 0
+        try:
+            if args.phase == "resume":
+                report = phases.resume(world.world_size, run_dir, args.target, options, progress=live)
+            else:
+                report = check(args.target, options, replay=replay.example_of(args), progress=live)
+        except CheckInterrupted as e:
+            report = e.report
+            report.notes.append("rank 0 was stopped (SIGTERM from the launcher, or Ctrl-C): another rank failed or "
+                                "the job was cancelled; the launcher's error summary names the rank")
         live.finish(report)
     if args.phase == "save" and InWorld.last is not None:
         phases.write_manifest(run_dir, InWorld.last, report)

@@ -11,7 +11,7 @@ import dataclasses
 import shutil
 import subprocess
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ def rank_executor(target: str, **options: Any) -> Ranks | InWorld:
     world, mode, launch = InWorld.joined
     return InWorld(target, world=world, mode=mode, launch=launch,
                    **{name: options[name] for name in ("factory_import", "alignment", "timeout", "consume",
-                                                       "probe_config")})
+                                                       "probe_config", "carried")})
 
 
 class Ranks(RankExecutor):
@@ -62,14 +62,15 @@ class Ranks(RankExecutor):
     def __init__(self, target: str, *, world_size: int, factory_import: str, alignment: Alignment,
                  timeout: float | None, profile: Profile, clauses: int, run_dir: str | Path | None = None,
                  run_timeout: float | None = None, memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-                 consume: str | None = None, probe_config: LoaderConfig = PROBE_CONFIG) -> None:
+                 consume: str | None = None, probe_config: LoaderConfig = PROBE_CONFIG,
+                 carried: Mapping[str, Sequence[str]] | None = None) -> None:
         from ..target import TargetError
 
         if "<locals>" in target or "<lambda>" in target:
             raise TargetError(f"{target!r}: with world_size > 1 every rank imports the factory by name, so it "
                               "must be a module-level function (package.module:factory or path/to/file.py:factory)")
         super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume,
-                         probe_config=probe_config)
+                         probe_config=probe_config, carried=carried)
         self.world_size = self.live_world_size = world_size
         self.memory_limit = memory_limit or None
         self.run_timeout = run_timeout if run_timeout is not None else default_run_timeout(profile, clauses)

@@ -4,9 +4,10 @@ rank and watches their status logs while it waits (`wait`); how a command reache
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ...config import LoaderConfig
@@ -16,7 +17,6 @@ from ...repro.outcome import Outcome
 from ...repro.steps import LoadForm
 from ...search.example import ClauseLike, ExampleRun, LoadFormProbe
 from ...search.plans import Alignment, Checkpoint, RankLengths
-from ...spellings import OPTIONS
 from ..executors import BUILDING, PROBE_CONFIG, FactoryProblem, StartFailed
 from ..supervised import RunLimit, command_limit, watch
 from .failures import LaunchOutcome
@@ -60,9 +60,15 @@ class RankExecutor:
     where_hint = "torch.distributed, gloo, fresh processes"
     #: What the ranks' processes may gain during one command (None: no limit; `wait`).
     memory_limit: int | None = None
+    #: The check's options every rerun gives again, as their command-line words by keyword
+    #: (`CheckOptions.carried`, the one list of the options that change what is judged).
+    carried: Mapping[str, Sequence[str]] = MappingProxyType({})
+    #: Those of `carried` the rerun's command does not take.
+    not_taken: tuple[str, ...] = ()
 
     def __init__(self, target: str, *, factory_import: str, alignment: Alignment, timeout: float | None,
-                 consume: str | None = None, probe_config: LoaderConfig = PROBE_CONFIG) -> None:
+                 consume: str | None = None, probe_config: LoaderConfig = PROBE_CONFIG,
+                 carried: Mapping[str, Sequence[str]] | None = None) -> None:
         from ..target import load_consume, load_target
 
         module_part, sep, attr = target.rpartition(":")
@@ -73,6 +79,7 @@ class RankExecutor:
         if consume is not None:
             load_consume(consume)
         self.timeout = timeout
+        self.carried = dict(carried or {})
         # Every rank's, in the run's launch.json (`RankSpec.from_json`) or through `World.share`.
         self.spec = RankSpec(self.target, factory_import, alignment, timeout, consume, probe_config=probe_config)
         self.notes: list[str] = []
@@ -112,11 +119,20 @@ class RankExecutor:
             raise WorldDown(down)
 
     def rerun(self, clause_id: str, arguments: Sequence[str] = ()) -> str:
-        """The command that runs ``clause_id`` on these ranks again, with ``arguments`` (``--config C``) after it;
-        none (`BUILDING`: the ranks went down building their first loader) names no clause, as any clause does."""
-        chosen = ["--clause", clause_id] if clause_id else []
+        """The command that runs ``clause_id`` on these ranks again, under the check's options, with ``arguments``
+        (``--config C``) after them."""
         return (f"python -m stateful_contract.distributed {self.target} --world-size {self.world_size}"
-                f"{shell_words([*chosen, *arguments])}")
+                f"{shell_words(self.rerun_arguments(clause_id, arguments))}")
+
+    def rerun_arguments(self, clause_id: str, arguments: Sequence[str] = ()) -> list[str]:
+        """What every rerun command gives after its target: ``clause_id`` (none, `BUILDING`: the ranks went down
+        building their first loader, as any clause does), the check's options that change what is judged
+        (`carried`, those the command takes), then ``arguments``."""
+        return [*(["--clause", clause_id] if clause_id else []), *self.checked_as(), *arguments]
+
+    def checked_as(self) -> list[str]:
+        """The check's options that change what is judged (`carried`), as the rerun's command takes them."""
+        return [word for name, words in self.carried.items() if name not in self.not_taken for word in words]
 
     def start(self) -> None:
         try:
@@ -193,24 +209,14 @@ class RankExecutor:
     def rerun_example(self, clause: ClauseLike, config: LoaderConfig, plan: Checkpoint) -> str:
         """The command that runs this one example on these ranks again."""
         base = replace(config, rank=0, world_size=1)
-        declared = [word for name, value in getattr(clause, "given", ()) if value not in (None, False)
-                    for word in (OPTIONS[name].flag, *(() if value is True else (str(value),)))]
-        return self.rerun(clause.id, [*declared, *self.checked_as(), "--config", base.as_code(),
-                                      "--position", plan.position.as_code()])
-
-    def checked_as(self) -> list[str]:
-        """The options of the check that change what an example runs, as flags for a rerun: without them a
-        pasted line drew batches without the declared consumption, or judged under another checkpoint policy."""
-        alignment, consume = self.spec.alignment, self.spec.consume
-        return [*(("--checkpoint-alignment", str(alignment)) if alignment is not None else ()),
-                *(("--consume", consume) if consume else ())]
+        return self.rerun(clause.id, ["--config", base.as_code(), "--position", plan.position.as_code()])
 
     def _crashed(self, clause: ClauseLike, down: LaunchOutcome, config: LoaderConfig | None = None,
                  plan: Any = None) -> ExampleRun:
         what = down.describe()
         rank = down.rank
         keep, kept = self.keep_logs
-        rerun = f"{self.rerun(clause.id, [*self.checked_as(), *keep])}  # {kept}"
+        rerun = f"{self.rerun(clause.id, keep)}  # {kept}"
         if config is not None and isinstance(plan, Checkpoint):
             rerun = self.rerun_example(clause, config, plan)
         program = down.programs.get(rank, "")

@@ -24,6 +24,7 @@ from ...config import LoaderConfig
 from ...repro import steps
 from ...repro.guard import frozen
 from ...search.plans import Alignment
+from ...spellings import OF_ITS_OWN_PROCESSES
 from ..executors import PROBE_CONFIG
 from ..processes import alive
 from .executor import RankExecutor, WorldDown, shell_words
@@ -174,12 +175,14 @@ class InWorld(RankExecutor):
     joined: ClassVar[tuple[World, str, str] | None] = None
     #: The last one made on this rank: the face reads what it ran (the save manifest) and whether the world broke.
     last: ClassVar[InWorld | None] = None
+    #: ``run`` is in the launcher's processes: it takes none of the options of those a check starts.
+    not_taken = OF_ITS_OWN_PROCESSES
 
     def __init__(self, target: str, *, world: World, mode: str, factory_import: str, alignment: Alignment,
                  timeout: float | None, launch: str = "torchrun --nproc-per-node N", consume: str | None = None,
-                 probe_config: LoaderConfig = PROBE_CONFIG) -> None:
+                 probe_config: LoaderConfig = PROBE_CONFIG, carried: Mapping[str, Sequence[str]] | None = None) -> None:
         super().__init__(target, factory_import=factory_import, alignment=alignment, timeout=timeout, consume=consume,
-                         probe_config=probe_config)
+                         probe_config=probe_config, carried=carried)
         self.world, self.run_dir = world, world.run_dir
         self.mode = mode
         self.world_size = self.live_world_size = world.world_size
@@ -201,7 +204,7 @@ class InWorld(RankExecutor):
         InWorld.last = self
 
     def rerun(self, clause_id: str, arguments: Sequence[str] = ()) -> str:
-        argv = [self.target, *(["--clause", clause_id] if clause_id else []), *arguments]  # none: `BUILDING`
+        argv = [self.target, *self.rerun_arguments(clause_id, arguments)]
         if self.launch == OWN_WORLD:  # the user's script, not a launcher: the same call there, on every rank
             return (f"stateful_contract.distributed.run_in_world({argv!r})  "
                     "# in your script, on every rank, after its init_process_group")
