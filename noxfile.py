@@ -122,7 +122,8 @@ def launchers(session: nox.Session) -> None:
                                                 "-m", "launcher",
                                                 "tests/faces/test_in_world.py", "tests/reference/test_mindspeed_scenario.py",
                                                 "tests/isolation/test_supervision.py", "tests/isolation/test_rank_process.py",
-                                                "tests/isolation/test_starvation.py"]),
+                                                "tests/isolation/test_starvation.py",
+                                                "tests/faces/test_printed_commands.py"]),
                 env={"STATEFUL_CONTRACT_SCENARIO": "full"})
 
 

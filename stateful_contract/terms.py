@@ -8,12 +8,14 @@ without torch; `clauses.registry` re-exports the version and the tiers, `report.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from .spellings import Hint
 
-__all__ = ["CONTRACT_VERSION", "TIERS", "Tier", "TierInfo", "policy_words", "shape_words", "title"]
+__all__ = ["CONTRACT_VERSION", "ITER_THEN_NEXT", "TIERS", "Tier", "TierInfo", "policy_words", "saves_after_iter",
+           "shape_words", "title"]
 
 #: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
 CONTRACT_VERSION = "2.2"
@@ -66,6 +68,17 @@ class Versioned(Protocol):
 def title(report: Versioned) -> str:
     """``StatefulLoader contract v1``: which contract, which version of it."""
     return f"StatefulLoader contract v{report.contract_version}"
+
+
+#: The fact of a trainer's shape (`clauses.trainer_shape`) under which no checkpoint is drawn right after an
+#: ``iter()``, before that pass's first batch: a report's coverage line reads it too.
+ITER_THEN_NEXT = "iter-then-next"
+
+
+def saves_after_iter(shape: Sequence[str]) -> bool:
+    """Whether a trainer of the declared ``shape`` can save right after an ``iter()``, before that pass's first
+    batch (StatefulDataLoader's semantics say a loader must be exact there: torchdata PR #1368)."""
+    return ITER_THEN_NEXT not in shape
 
 
 def shape_words(shape: list[str] | tuple[str, ...]) -> str:

@@ -20,7 +20,7 @@ from ..repro.epoch_steps import DEFAULT_HOOK
 from ..repro.impact import Impact
 from ..repro.outcome import ClauseViolation
 from ..search.loop import Budget
-from ..search.plans import Alignment, epoch_ends_only
+from ..search.plans import Alignment, SavePoints, epoch_ends_only
 from ..terms import CONTRACT_VERSION, TIERS, Tier  # re-exported: the facts a report is read with
 
 __all__ = ["CONTRACT_VERSION", "LOAD", "RESUMES", "TIERS", "Clause", "all_clauses", "clause",
@@ -32,11 +32,11 @@ LOAD = "load"
 RESUMES = ("SC01", LOAD, "SC18")
 
 F = TypeVar("F", bound=Callable[..., Any])
-PlanDrawer = Callable[[Any, list[int], LoaderConfig, Alignment], Any]
+PlanDrawer = Callable[[Any, list[int], LoaderConfig, SavePoints], Any]
 WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], None]
 #: A clause's explicit examples over a space: each a config and how its plan follows from the
-#: uninterrupted run's epoch lengths (and the checkpoint alignment).
-ExplicitExamples = Callable[[Any], Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]]
+#: uninterrupted run's epoch lengths (and where the trainer saves).
+ExplicitExamples = Callable[[Any], Sequence[tuple[LoaderConfig, Callable[[list[int], SavePoints], Any]]]]
 
 
 @dataclass(frozen=True)
@@ -117,16 +117,16 @@ class Clause:
     def skip_reason(self) -> str:
         return TIERS[self.tier].skip_text
 
-    def explicit_examples(self, space: Any) -> Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]:
+    def explicit_examples(self, space: Any) -> Sequence[tuple[LoaderConfig, Callable[[list[int], SavePoints], Any]]]:
         return () if self.explicit is None else self.explicit(space)
 
-    def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+    def draw_plan(self, data: Any, lengths: list[int], config: LoaderConfig, saves: SavePoints,
                   space: Any = None, epoch_hook: str = DEFAULT_HOOK) -> Any:
         assert self.plan is not None, "the search draws a plan only for a clause that has one (has_plan)"
         # A plan that reaches beyond the config (the space, the trainer's call at each epoch) names it.
         wanted = inspect.signature(self.plan).parameters
         extra = {name: value for name, value in (("space", space), ("epoch_hook", epoch_hook)) if name in wanted}
-        return self.plan(data, lengths, config, alignment, **extra)
+        return self.plan(data, lengths, config, saves, **extra)
 
     def restarted(self) -> Clause | None:
         """The clause as its fresh-process half runs (None when it has none)."""

@@ -17,7 +17,7 @@ from ..repro.recording import asserts
 from ..repro.state_steps import BAD_STATES, bad_state, load_and_iterate
 from ..repro.steps import NotJudgeable
 from ..search.example import Example
-from ..search.plans import Alignment, Checkpoint, draw_position
+from ..search.plans import Checkpoint, SavePoints, draw_position
 from .registry import LOAD, RESUMES, clause, violated
 from .worker_change import (
     WorkerChange,
@@ -66,12 +66,12 @@ def bad_state_is_refused(example: Example, plan: None) -> None:
         _refused(error, first, kind=kind)
 
 
-def _refusal_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment, *,
+def _refusal_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints, *,
                   space: ConfigSpace | None = None) -> WorkerChange | Checkpoint:
     """SC23's plan (a checkpoint resumed with another worker count); where the space allows one count
     only, a checkpoint alone, which a world-size change (SC31's, on several ranks) still resumes."""
-    return (_worker_change_plan(data, lengths, config, alignment, space=space)
-            or Checkpoint(draw_position(data, lengths, config, alignment)))
+    return (_worker_change_plan(data, lengths, config, saves, space=space)
+            or Checkpoint(draw_position(data, lengths, config, saves)))
 
 
 def _unnamed(what: str) -> Impact:

@@ -21,7 +21,7 @@ from ..repro.vocabulary import batch_count, pass_name
 from ..search.coverage import NOT_A_CHECKPOINT
 from ..search.epoch_plans import EpochLoop, epoch_loop_plan
 from ..search.example import Example
-from ..search.plans import Alignment, Checkpoint, checkpoint_plan, draw_position, window_of
+from ..search.plans import ANYWHERE, Checkpoint, SavePoints, checkpoint_plan, draw_position
 from ..spellings import Hint
 from ..trainer_view import TrainerView
 from .judgements import same_epochs, same_stream
@@ -68,9 +68,9 @@ class Reload:
     used: Position = field(metadata=NOT_A_CHECKPOINT)
 
 
-def _reload_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment) -> Reload:
-    position = draw_position(data, lengths, config, alignment)
-    used = draw_position(data, lengths, config, None, allow_before_iter=False)
+def _reload_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints) -> Reload:
+    position = draw_position(data, lengths, config, saves)
+    used = draw_position(data, lengths, config, ANYWHERE, allow_before_iter=False)  # no save there
     return Reload(position, used)
 
 
@@ -171,14 +171,17 @@ class CutShort:
 CUT_SHORT_PASSES = 6
 
 
-def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints,
                     ) -> CutShort:
     # A loader declared exact only at window boundaries is cut short, and checkpointed, only
     # there: a trainer's step limit counts optimizer steps, each one window of batches.
-    window = window_of(alignment, config)
-    steps = data.draw(st.integers(1, max(1, lengths[0] // window)), label="windows per cut-short pass")
+    window = saves.window(config)
+    # Where no save falls right after iter() (`SavePoints.after_iter`), a pass has a window before its
+    # checkpoint, and so at least two (one pass of one window has no other point inside it).
+    first = 0 if saves.after_iter else 1
+    steps = data.draw(st.integers(1 + first, max(1 + first, lengths[0] // window)), label="windows per cut-short pass")
     passes = data.draw(st.integers(0, 2), label="cut-short passes before the checkpoint")
-    into = data.draw(st.integers(0, steps - 1), label="windows into the pass (0: right after iter())")
+    into = data.draw(st.integers(first, steps - 1), label="windows into the pass (0: right after iter())")
     return CutShort(steps * window, passes, into * window)
 
 

@@ -10,15 +10,27 @@ has the table, with the file and commit of each); a fact no clause reads is not 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-__all__ = ["TRAINER_SHAPES", "shape_of"]
+from ..search.plans import Alignment, SavePoints
+from ..terms import ITER_THEN_NEXT, saves_after_iter
+
+__all__ = ["ITER_THEN_NEXT", "TRAINER_SHAPES", "save_points", "shape_of"]
 
 #: Each fact a trainer's shape may hold, and what it says the trainer does (the words of the report).
 TRAINER_SHAPES = {
     "loads-fresh": "your trainer loads a checkpoint only into a freshly built loader, before its first iter(), "
                    "and never reloads into one it has iterated (no rollback or retry into the same object)",
+    ITER_THEN_NEXT: "your trainer draws each pass's first batch at once after its iter(), so it never saves "
+                    "between the two: no checkpoint is drawn right after an iter(), before that pass's first batch "
+                    "(every other point is)",
 }
+
+
+def save_points(alignment: Alignment, shape: Sequence[str]) -> SavePoints:
+    """Where a trainer with the checkpoint policy ``alignment`` and the declared ``shape`` saves: what every
+    plan of the check draws its checkpoints from."""
+    return SavePoints(alignment, after_iter=saves_after_iter(shape))
 
 
 def shape_of(value: str | Iterable[str] | None) -> tuple[str, ...]:

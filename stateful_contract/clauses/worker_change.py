@@ -33,7 +33,7 @@ from ..repro.steps import (
 )
 from ..repro.vocabulary import at_window_boundary
 from ..search.example import Example
-from ..search.plans import Alignment, allowed_batches, draw_position, epoch_ends_only, window_of
+from ..search.plans import SavePoints, allowed_batches, draw_position
 from ..spellings import Hint
 from .judgements import same_stream
 from .rank_streams import id_list
@@ -58,7 +58,7 @@ class WorkerChange:
         return replace(config, num_workers=self.workers)
 
 
-def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment, *,
+def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints, *,
                         space: ConfigSpace | None = None) -> WorkerChange | None:
     """Another worker count the configuration space allows (None: it allows only one)."""
     others = [n for n in (space or ConfigSpace()).num_workers if n != config.num_workers]
@@ -73,8 +73,8 @@ def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderC
     workers = data.draw(st.sampled_from(others), label="worker processes on resume")
     # Every example starts worker processes, so there are few: a checkpoint after the first
     # batch at least, where a worker-dependent offset (batches handed out per worker) shows.
-    position = draw_position(data, lengths, config, alignment)
-    if epoch_ends_only(alignment):  # the first epoch's end, where a trainer saving at epoch ends saves first
+    position = draw_position(data, lengths, config, saves)
+    if saves.epoch_ends_only:  # the first epoch's end, where a trainer saving at epoch ends saves first
         return WorkerChange(Position(0, lengths[0], after_stop=True) if position.before_iter else position, workers)
     if position.epoch == 0 and position.batches == 0 and lengths[0] > 0:
         # Only where the policy lets the trainer save (a window's end, or the epoch's): a mid-window point would
@@ -82,7 +82,7 @@ def _worker_change_plan(data: st.DataObject, lengths: list[int], config: LoaderC
         # policy (every count allowed) the examples are those of the draw among counts 1..n.
         # An endless stream's one pass: a checkpoint in its first half, as every plan draws one (`checkpoint_span`).
         first = checkpoint_span(lengths) if config.endless else lengths[0]
-        counts = [k for k in allowed_batches(first, window_of(alignment, config)) if k] or [first]
+        counts = [k for k in allowed_batches(first, saves.window(config)) if k] or [first]
         k = data.draw(st.integers(1, len(counts)), label="batches before the checkpoint")
         position = Position(0, counts[k - 1])
     return WorkerChange(position, workers)
@@ -92,15 +92,17 @@ def _clamp(value: int, bounds: tuple[int, int]) -> int:
     return min(max(value, bounds[0]), bounds[1])
 
 
-def _mid_epoch_change(lengths: list[int], alignment: Alignment, *, config: LoaderConfig,
+def _mid_epoch_change(lengths: list[int], saves: SavePoints, *, config: LoaderConfig,
                       workers: int) -> WorkerChange:
     """A checkpoint inside the first epoch, near its middle, where neither the batches so far nor those left
     are a multiple of the larger worker count (where one exists): a per-worker offset shows in the first, a
     rest of the epoch re-dealt or trimmed to whole rounds of workers (F26) in the second."""
     n = lengths[0]  # of an endless stream its one pass: the middle is where its checkpoints end (`checkpoint_span`)
-    if epoch_ends_only(alignment):  # the policy's checkpoint nearest the middle: the first epoch's end
+    # The policy's checkpoint nearest the middle: the first epoch's end; so too in an epoch of no batch,
+    # where the only other point is right after its iter(), when the trainer never saves there.
+    if saves.epoch_ends_only or (n == 0 and not saves.after_iter):
         return WorkerChange(Position(0, n, after_stop=True), workers)
-    inner = [k for k in range(1, n) if at_window_boundary(k, window_of(alignment, config))] or [min(n, 1)]
+    inner = [k for k in range(1, n) if at_window_boundary(k, saves.window(config))] or [min(n, 1)]
     counts = max(2, config.num_workers, workers)
     uneven = [k for k in inner if k % counts and (n - k) % counts] or [k for k in inner if k % counts] or inner
     return WorkerChange(Position(0, min(uneven, key=lambda k: abs(2 * k - n))), workers)

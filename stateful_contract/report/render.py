@@ -11,7 +11,11 @@ from typing import TextIO
 
 from ..repro.advice import advisories
 from ..search.coverage import describe_coverage, describe_space
-from ..terms import policy_words, title  # re-exported: the faces' words, light for the badge
+from ..terms import (  # re-exported: the faces' words, light for the badge
+    policy_words,
+    saves_after_iter,
+    title,
+)
 from .results import ClauseResult, Report, same_causes
 
 __all__ = ["SHOWN", "coverage_line", "endless_line", "impact_text", "not_judged_verdict", "plural", "policy_words", "ran", "render_failures", "render_report", "render_result",
@@ -98,7 +102,8 @@ def coverage_line(report: Report) -> str:
     seed = "derandomized" if report.seed is None else f"seed {report.seed}"
     line = f"coverage: {describe_coverage(counts)} ({seed})"
     if report.num_workers and not report.endless:  # the share of the (epoch-relative) checkpoint space
-        line += "; " + describe_space(counts, report.num_workers, report.checkpoint_alignment)
+        line += "; " + describe_space(counts, report.num_workers, report.checkpoint_alignment,
+                                      after_iter=saves_after_iter(report.trainer_shape))
     return line
 
 

@@ -168,7 +168,8 @@ class Report:
     #: (the clauses that need a pass to end are not judged, saying so); None: its passes end.
     endless: str | None = None
     #: The declared trainer's shape (`stateful_contract.clauses.trainer_shape.TRAINER_SHAPES` facts): a clause
-    #: that judges only calls such a trainer never makes was not judged, saying so; empty: none declared.
+    #: that judges only calls such a trainer never makes was not judged, saying so, and no checkpoint was drawn
+    #: where such a trainer never saves (``iter-then-next``); empty: none declared.
     trainer_shape: list[str] = field(default_factory=list)
     #: The check's options that change what it judges, set away from their defaults, as a command line gives them
     #: (`stateful_contract.run.options.CheckOptions.carried`): what ``stateful-contract replay`` runs the recorded

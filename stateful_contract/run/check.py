@@ -34,6 +34,7 @@ from ..report.results import Report
 from ..repro.consumption import drawn_through
 from ..repro.guard import ctrl_c_kept, frozen, quick_worker_shutdown, sigint_ignored
 from ..search.loop import Executor
+from ..search.plans import SavePoints
 from ..spellings import Hint
 from .clause_loop import Progress, _Run
 from .options import CheckKeywords, CheckOptions
@@ -137,8 +138,12 @@ def check(
         notes.append("the loader ran in the checker's own process (isolation='in-process'): no memory limit, "
                      "and a crash or an uninterruptible hang would have ended the check")
     # A run given its seed keeps no failures and tries none it kept, as a seeded Hypothesis test (search/saved.py).
+    # Those kept where the trainer saves anywhere are not tried where it declared it saves at fewer points (a
+    # failure right after iter() is none for a trainer that never saves there): each has its own.
+    saves = opts.save_points
+    database_key = target if saves == SavePoints() else f"{target} {saves!r}"
     run = _Run(executor, opts, notes=notes, seed=seed, progress=progress, replay=replay, make_executor=make_executor,
-               database_key=target if opts.seed is None else None)
+               database_key=database_key if opts.seed is None else None)
     interrupted = False
     try:
         # The process-wide settings a run needs, restored afterwards: everything alive now (torch,

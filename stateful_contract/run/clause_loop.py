@@ -155,7 +155,7 @@ class _Run:
             else:
                 watched = Watched(self.executor)
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
-                                 alignment=self.options.checkpoint_alignment, search_seed=self.seed,
+                                 saves=self.options.save_points, search_seed=self.seed,
                                  database_key=self.database_key, epoch_hook=self.options.epoch_hook,
                                  passed=passed, on_example=lambda done, total: self.emit(c, done, total))
                 self.endless_seen = watched.endless

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, TypedDict, get_args
 from ..clauses import CLAUSES, default_selection
 from ..clauses.distributed import CheckpointLayout
 from ..clauses.registry import TIERS, lookup
-from ..clauses.trainer_shape import TRAINER_SHAPES, shape_of
+from ..clauses.trainer_shape import TRAINER_SHAPES, save_points, shape_of
 from ..config import ConfigSpace
 from ..isolation.supervised import DEFAULT_MEMORY_LIMIT, Isolation
 from ..profiles import DEFAULT_PROFILE, PROFILES
 from ..repro.epoch_steps import DEFAULT_HOOK
-from ..search.plans import Alignment
+from ..search.plans import Alignment, SavePoints
 from ..spellings import NOT_CARRIED, OPTIONS, Hint, size_text
 
 if TYPE_CHECKING:
@@ -236,6 +236,12 @@ class CheckOptions:
         return {name: getattr(self, name) for name in DECLARATIONS}
 
     @property
+    def save_points(self) -> SavePoints:
+        """Where the trainer saves, as the checkpoint policy and the trainer's shape declare it: every plan of
+        the check draws its checkpoints there."""
+        return save_points(self.checkpoint_alignment, self.trainer_shape)
+
+    @property
     def declared_notes(self) -> list[str]:
         """What the report says of each declaration given (``declared: ...``)."""
         return [f"declared: {text.format(value=', '.join(value) if isinstance(value, tuple) else value)}"
@@ -315,7 +321,7 @@ DECLARATIONS = {
     "joins_uneven_inputs": "the trainer handles ranks with uneven batch counts (DDP's Join): SC32 does not apply",
     "checkpoint_layout": "the trainer saves the loader's state as {value}: SC30 judges that layout alone",
     "trainer_shape": "the trainer's shape is {value}: a clause that judges only calls such a trainer never makes "
-                     "is not judged, and says why",
+                     "is not judged, and says why, and no checkpoint is drawn where such a trainer never saves",
 }
 
 

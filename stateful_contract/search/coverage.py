@@ -52,21 +52,25 @@ def _cell(workers: int, epoch: int, kind: str, hops: int) -> str:
     return f"{POINT_PREFIX}w{workers}/e{epoch}/{kind}/h{hops}"
 
 
-def space_points(worker_counts: tuple[int, ...] | list[int], aligned: bool | str | None) -> frozenset[str]:
+def space_points(worker_counts: tuple[int, ...] | list[int], aligned: bool | str | None, *,
+                 after_iter: bool = True) -> frozenset[str]:
     """The checkpoint space a search can reach: epochs × batch positions × window phases × worker
     counts × hops. Before the first ``iter()`` exists in epoch 0 only; a loader declared exact only
     at some points (``aligned``: the declared policy) has no mid-window point, one exact only at epoch
-    ends (``"epoch"``) only those after ``StopIteration`` and before the first ``iter()``."""
+    ends (``"epoch"``) only those after ``StopIteration`` and before the first ``iter()``; a trainer that
+    never saves right after an ``iter()`` (``after_iter=False``: `plans.SavePoints`) no epoch start."""
     kinds = [k for k in KINDS if not (aligned and k == "mid-window")
-             and (aligned != "epoch" or k in ("before-first-iter", "after-stop-iteration"))]
+             and (aligned != "epoch" or k in ("before-first-iter", "after-stop-iteration"))
+             and (after_iter or k != "epoch-start")]
     return frozenset(_cell(w, e, k, h) for w in worker_counts for e in range(CHECKPOINT_EPOCHS) for k in kinds
                      for h in HOPS if e == 0 or k != "before-first-iter")
 
 
 def describe_space(counts: dict[str, int], worker_counts: tuple[int, ...] | list[int], aligned: bool | str | None,
-                   ) -> str:
-    """``checkpoint space: 61 of 99 points (62%); every kind reached`` (or the kinds never reached)."""
-    space = space_points(worker_counts, aligned)
+                   *, after_iter: bool = True) -> str:
+    """``checkpoint space: 61 of 99 points (62%); every kind reached`` (or the kinds never reached; and, where
+    the trainer never saves right after an ``iter()``, that those points were not drawn)."""
+    space = space_points(worker_counts, aligned, after_iter=after_iter)
     seen = {k for k, v in counts.items() if v and k in space}
     share = f"checkpoint space: {len(seen)} of {len(space)} points ({100 * len(seen) / max(1, len(space)):.0f}%)"
     def parts(cell: str) -> list[str]:  # "point:w2/e1/mid-window/h1" -> its four dimensions' values
@@ -75,7 +79,9 @@ def describe_space(counts: dict[str, int], worker_counts: tuple[int, ...] | list
 
     reached = {p for c in seen for p in parts(c)}
     missing = sorted({p for c in space for p in parts(c)} - reached)
-    return share + ("; every kind reached" if not missing else "; never reached: " + ", ".join(missing))
+    reach = "; every kind reached" if not missing else "; never reached: " + ", ".join(missing)
+    return share + reach + ("" if after_iter else "; not drawn: epoch-start (right after iter(), before the "
+                                                   "pass's first batch: the declared trainer never saves there)")
 
 
 #: The categories of the kinds of point `Point.kind` names; the others by their window phase (`_category`).

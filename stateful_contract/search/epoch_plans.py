@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ..config import LoaderConfig
 from ..repro.epoch_steps import DEFAULT_HOOK, LoopPoint
 from ..repro.vocabulary import at_window_boundary
-from .plans import CHECKPOINT_EPOCHS, Alignment, epoch_ends_only, window_of
+from .plans import CHECKPOINT_EPOCHS, SavePoints
 
 __all__ = ["KINDS", "LOOP_EPOCHS_AFTER", "EpochLoop", "Kind", "epoch_loop_plan"]
 
@@ -63,18 +63,19 @@ class EpochLoop:
         return f"{self.point(length).describe(length)}; resumed at epoch {start} ({why})"
 
 
-def epoch_loop_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment, *,
+def epoch_loop_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints, *,
                     epoch_hook: str = DEFAULT_HOOK) -> EpochLoop:
     epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
     n = lengths[epoch]
+    window = saves.window(config)
+    # Mid-epoch at 0 batches is right after the epoch's iter(), where some trainers never save (`SavePoints`).
+    inside = [k for k in range(max(n, 1)) if at_window_boundary(k, window) and (k or saves.after_iter)]
     # Under the epoch-end policy the trainer saves after the pass's StopIteration, before its next
     # set_epoch() (as torchtune's recipes do at the end of their epoch loop's body).
     kinds = [k for k in KINDS if (n > 0 or k != "after the last batch")
-             and (k == "after StopIteration" or not epoch_ends_only(alignment))]
+             and (k == "after StopIteration" or not saves.epoch_ends_only) and (k != "mid-epoch" or inside)]
     kind = data.draw(st.sampled_from(kinds), label="checkpoint point")
     batches = 0
     if kind == "mid-epoch":
-        window = window_of(alignment, config)
-        batches = data.draw(st.sampled_from([k for k in range(max(n, 1)) if at_window_boundary(k, window)]),
-                            label="batches yielded in that epoch")
+        batches = data.draw(st.sampled_from(inside), label="batches yielded in that epoch")
     return EpochLoop(epoch, kind, batches, epoch + 1 + LOOP_EPOCHS_AFTER, epoch_hook)

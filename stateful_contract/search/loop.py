@@ -23,7 +23,7 @@ from ..repro.recording import bound
 from ..repro.steps import LoadForm, is_the_loaders
 from .coverage import EVENTS, coverage_of
 from .example import ClauseLike, ExampleRun, LoadFormProbe
-from .plans import Alignment
+from .plans import SavePoints
 from .saved import SavedFailures
 
 __all__ = ["SEARCHING", "Budget", "Executor", "Watched", "judge_runs", "replay_one", "search", "worker_pool"]
@@ -78,12 +78,12 @@ class SearchClause(ClauseLike, Protocol):
     def fixed_config(self) -> LoaderConfig | None: ...
 
     def draw_plan(self, data: st.DataObject, lengths: list[int], config: LoaderConfig,
-                  alignment: Alignment, space: ConfigSpace | None = None, epoch_hook: str = "set_epoch") -> Any: ...
+                  saves: SavePoints, space: ConfigSpace | None = None, epoch_hook: str = "set_epoch") -> Any: ...
 
     @property
     def has_plan(self) -> bool: ...
 
-    def explicit_examples(self, space: ConfigSpace) -> Sequence[tuple[LoaderConfig, Callable[[list[int], Alignment], Any]]]: ...
+    def explicit_examples(self, space: ConfigSpace) -> Sequence[tuple[LoaderConfig, Callable[[list[int], SavePoints], Any]]]: ...
 
     def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None: ...
 
@@ -136,7 +136,7 @@ def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfi
     return first
 
 
-def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, alignment: Alignment,
+def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, saves: SavePoints,
            on_example: Callable[[int, int], None] = lambda done, total: None,
            passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None,
            database_key: str | None = None, epoch_hook: str = "set_epoch") -> Outcome:
@@ -147,13 +147,13 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
     failure found once is tried first on the next run (`SavedFailures`); ``epoch_hook`` is the trainer's
     call at each epoch."""
     try:
-        return _search(clause, executor, space=space, profile=profile, alignment=alignment, on_example=on_example,
+        return _search(clause, executor, space=space, profile=profile, saves=saves, on_example=on_example,
                        passed=passed, search_seed=search_seed, database_key=database_key, epoch_hook=epoch_hook)
     except _NotTheLoaders as e:  # Ctrl-C, SystemExit, a test runner's timeout: not a verdict
         raise e.error from None
 
 
-def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, alignment: Alignment,
+def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, profile: Profile, saves: SavePoints,
             on_example: Callable[[int, int], None] = lambda done, total: None,
             passed: list[tuple[LoaderConfig, Any]] | None = None, search_seed: int | None = None,
             database_key: str | None = None, epoch_hook: str = "set_epoch") -> Outcome:
@@ -189,12 +189,13 @@ def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, pro
         lengths = executor.lengths(clause, config)
         if isinstance(lengths, ExampleRun):
             return _covered(_verdict(lengths, examples, examples), covered)
-        plan = plan_of(lengths, alignment)
+        plan = plan_of(lengths, saves)
         if (failed := run_one(clause, executor, config, plan)) is not None:
             saved.keep(config, plan)
             return _covered(_verdict(failed, examples, examples), covered)
         if passed is not None:
             passed.append((config, plan))
+    alignment = saves  # the name the example below draws its plans with (an edit there changes every ci example)
     for workers, budget in phases:
         # Worker examples draw from the check's pool (`worker_pool`): their uninterrupted runs are shared.
         strategy = (worker_configs(space, budget, search_seed) if workers and executor.world_size == 1

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from ..config import LoaderConfig
 from ..repro.endless import checkpoint_span
 from ..repro.steps import REFERENCE_EPOCHS, Position
-from ..repro.vocabulary import at_window_boundary
+from ..repro.vocabulary import Point, at_window_boundary
 from .checkpoint_space import CHECKPOINT_EPOCHS  # re-exported
 
-__all__ = ["CHECKPOINT_EPOCHS", "EPOCH", "WHOLE_STREAM_EPOCHS", "Alignment", "Checkpoint", "Hops", "RankLengths",
-           "StateCalls", "allowed_batches", "checkpoint_plan", "draw_position", "epoch_ends_only", "expected_bounds",
-           "hops_plan", "on_rank",
+__all__ = ["ANYWHERE", "CHECKPOINT_EPOCHS", "EPOCH", "WHOLE_STREAM_EPOCHS", "Alignment", "Checkpoint", "Hops",
+           "RankLengths", "SavePoints", "StateCalls", "allowed_batches", "checkpoint_plan", "draw_position",
+           "epoch_ends_only", "expected_bounds", "hops_plan", "on_rank",
            "position_on_rank", "snapshot_plan", "state_calls_plan", "stream_position", "window_of"]
 
 assert REFERENCE_EPOCHS >= CHECKPOINT_EPOCHS + 2, "the reference must cover two epochs past any checkpoint"
@@ -50,6 +50,35 @@ def epoch_ends_only(alignment: Alignment) -> bool:
     return alignment == EPOCH
 
 
+@dataclass(frozen=True)
+class SavePoints:
+    """Where the user's trainer saves, as every plan draws its checkpoints: the one place the points drawn are
+    narrowed by what the user declared. ``alignment`` is the checkpoint policy (`Alignment`); ``after_iter``
+    says whether a save can fall right after an ``iter()``, before that pass's first batch (`Point.kind`
+    ``"after iter()"``). StatefulDataLoader's semantics say it can (its ``__iter__`` starts the pass at once:
+    torchdata PR #1368), so both are the default; a trainer that draws each pass's first batch at once after
+    its ``iter()`` never saves there (the trainer's shape ``iter-then-next``: clauses/trainer_shape.py)."""
+
+    alignment: Alignment = None
+    after_iter: bool = True
+
+    def window(self, config: LoaderConfig) -> int:
+        """The batches between two checkpoints inside an epoch (`window_of`)."""
+        return window_of(self.alignment, config)
+
+    @property
+    def epoch_ends_only(self) -> bool:
+        return epoch_ends_only(self.alignment)
+
+    def allows(self, point: Point) -> bool:
+        """Whether the trainer can save at ``point``."""
+        return self.after_iter or point.kind() != "after iter()"
+
+
+#: What a plan draws from when nothing is declared: every point StatefulDataLoader's semantics have.
+ANYWHERE = SavePoints()
+
+
 def allowed_batches(n: int, window: int) -> list[int]:
     """Batch counts within an epoch of ``n`` batches at which a checkpoint may be taken (every plan that picks one
     inside an epoch picks among these)."""
@@ -65,17 +94,19 @@ def _epoch_end(data: st.DataObject, lengths: list[int], allow_before_iter: bool)
     return Position(epoch=epoch, batches=lengths[epoch], after_stop=True)
 
 
-def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints,
                   *, allow_before_iter: bool = True) -> Position:
-    """A checkpoint point in one of the first `CHECKPOINT_EPOCHS` epochs, where ``alignment`` allows one (of an
+    """A checkpoint point in one of the first `CHECKPOINT_EPOCHS` epochs, where ``saves`` allows one (of an
     endless stream: in its first half, `stream_position`)."""
     if config.endless:
-        return stream_position(data, lengths, config, alignment, allow_before_iter=allow_before_iter)
-    if epoch_ends_only(alignment):
+        return stream_position(data, lengths, config, saves, allow_before_iter=allow_before_iter)
+    if saves.epoch_ends_only:
         return _epoch_end(data, lengths, allow_before_iter)
     epoch = data.draw(st.integers(0, CHECKPOINT_EPOCHS - 1), label="checkpoint epoch")
     n = lengths[epoch]
-    allowed = allowed_batches(n, window_of(alignment, config))
+    allowed = allowed_batches(n, saves.window(config))
+    if not saves.after_iter and n and not (epoch == 0 and allow_before_iter):
+        allowed = [k for k in allowed if k]  # no batch yet is only ever after iter() here (`_off_iter`)
     # With several workers, batches are handed out round-robin: a bug in a worker-count-dependent offset
     # shows only after a batch count the worker count does not divide, and a worker example is costly, so
     # each one asks for such a point half the time.
@@ -86,16 +117,29 @@ def draw_position(data: st.DataObject, lengths: list[int], config: LoaderConfig,
     after_stop = batches == n and data.draw(st.booleans(), label="after StopIteration")
     before_iter = (allow_before_iter and epoch == 0 and batches == 0
                    and data.draw(st.booleans(), label="before the first iter()"))
-    return Position(epoch=epoch, batches=batches, after_stop=after_stop, before_iter=before_iter)
+    return _off_iter(Position(epoch=epoch, batches=batches, after_stop=after_stop, before_iter=before_iter),
+                     saves, allow_before_iter)
 
 
-def stream_position(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+def _off_iter(position: Position, saves: SavePoints, allow_before_iter: bool) -> Position:
+    """``position``, or where a trainer that never saves right after ``iter()`` saves instead: before that
+    ``iter()`` (the first epoch's), or after the ``StopIteration`` of a pass of no batch. The callers drew a
+    batch count of 0 only where one of the two exists."""
+    if saves.allows(position):
+        return position
+    return replace(position, before_iter=True) if allow_before_iter and position.epoch == 0 \
+        else replace(position, after_stop=True)
+
+
+def stream_position(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints,
                     *, allow_before_iter: bool = True) -> Position:
     """A checkpoint point of an endless stream: after any number of batches of its one pass, up to
     `endless.checkpoint_span` (two epochs of the dataset); half the time near an epoch boundary, where the
     loader under a wrapper rolls over (and a grad-acc window may span the boundary)."""
-    window = window_of(alignment, config)
+    window = saves.window(config)
     allowed = [k for k in range(checkpoint_span(lengths) + 1) if at_window_boundary(k, window)]
+    if not saves.after_iter and not allow_before_iter:
+        allowed = [k for k in allowed if k] or allowed  # no batch yet is only ever after iter() here
     per_epoch, reach = config.epoch_batches, max(window, config.grad_acc_step, 2)
     # Either side of a boundary: a wrapper that buffers a window has already rolled its loader over there.
     rolled = [k for k in allowed if k and per_epoch and any(abs(k - m * per_epoch) < reach for m in (1, 2))]
@@ -107,7 +151,7 @@ def stream_position(data: st.DataObject, lengths: list[int], config: LoaderConfi
     batches = data.draw(st.sampled_from(allowed), label="batches yielded in the stream")
     before_iter = (allow_before_iter and batches == 0
                    and data.draw(st.booleans(), label="before the first iter()"))
-    return Position(epoch=0, batches=batches, before_iter=before_iter)
+    return _off_iter(Position(epoch=0, batches=batches, before_iter=before_iter), saves, allow_before_iter)
 
 
 def expected_bounds(lengths: list[int], position: Position) -> tuple[int, int]:
@@ -150,25 +194,25 @@ class StateCalls:
     epoch_ends: bool = False
 
 
-def checkpoint_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+def checkpoint_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints,
                     ) -> Checkpoint:
-    return Checkpoint(draw_position(data, lengths, config, alignment))
+    return Checkpoint(draw_position(data, lengths, config, saves))
 
 
-def snapshot_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+def snapshot_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints,
                   ) -> Checkpoint:
-    position = draw_position(data, lengths, config, alignment)
+    position = draw_position(data, lengths, config, saves)
     start, end = expected_bounds(lengths, position)
     more = data.draw(st.integers(1, max(1, end - start)), label="batches iterated after the checkpoint")
     return Checkpoint(position, more)
 
 
-def hops_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment) -> Hops:
-    position = draw_position(data, lengths, config, alignment)
-    if epoch_ends_only(alignment):
+def hops_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints) -> Hops:
+    position = draw_position(data, lengths, config, saves)
+    if saves.epoch_ends_only:
         return _epoch_end_hops(data, lengths, position)
     start = position.absolute(lengths)
-    window = window_of(alignment, config)
+    window = saves.window(config)
     # The stream indices where a hop may checkpoint, over the first `CHECKPOINT_EPOCHS` + 1 epochs (of an
     # endless stream, its first half: two epochs of the dataset follow the last hop too).
     points = sorted({p for e, n in enumerate(lengths[:CHECKPOINT_EPOCHS + 1])
@@ -185,7 +229,9 @@ def hops_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, ali
         if short and bool(data.draw(st.booleans(), label="a hop shorter than num_workers")):
             later = short
         stops.append(data.draw(st.sampled_from(later), label="next checkpoint"))
-        after_iter.append(stops[-1] == stops[-2] and bool(data.draw(
+        # A hop that calls iter() and takes its state before the first batch: not where a trainer saves
+        # that draws the first batch at once (`SavePoints.after_iter`).
+        after_iter.append(saves.after_iter and stops[-1] == stops[-2] and bool(data.draw(
             st.booleans(), label="iter() before the state, no batch")))
     return Hops(position, tuple(stops[1:]), tuple(after_iter))
 
@@ -204,20 +250,25 @@ def _epoch_end_hops(data: st.DataObject, lengths: list[int], position: Position)
     return Hops(position, tuple(stops), passes=tuple(passes))
 
 
-def state_calls_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, alignment: Alignment,
+def state_calls_plan(data: st.DataObject, lengths: list[int], config: LoaderConfig, saves: SavePoints,
                      ) -> StateCalls:
     # One call before each next() and one after each StopIteration.
     total_steps = sum(lengths[:WHOLE_STREAM_EPOCHS]) + WHOLE_STREAM_EPOCHS
     every = data.draw(st.booleans(), label="state_dict() at every step")
     at: Iterable[int]
-    if epoch_ends_only(alignment):  # the steps right after each StopIteration: each epoch takes n + 2 steps
+    if saves.epoch_ends_only:  # the steps right after each StopIteration: each epoch takes n + 2 steps
         ends = [sum(n + 2 for n in lengths[:e + 1]) - 1 for e in range(WHOLE_STREAM_EPOCHS)]
         at = ends if every else data.draw(st.sets(st.sampled_from(ends), min_size=1), label="epoch ends calling state_dict()")
+    elif not saves.after_iter:  # every step but the first of each pass, right after its iter()
+        opened = {sum(n + 2 for n in lengths[:e]) for e in range(WHOLE_STREAM_EPOCHS)}
+        steps = [s for s in range(total_steps + 1) if s not in opened]
+        at = steps if every else data.draw(st.sets(st.sampled_from(steps), min_size=1),
+                                           label="steps calling state_dict()")
     else:
         at = range(total_steps + 1) if every else data.draw(
             st.sets(st.integers(0, total_steps), min_size=1), label="steps calling state_dict()")
     before = data.draw(st.booleans(), label="state_dict() before the first iter()")
-    return StateCalls(tuple(sorted(at)), every, before, epoch_ends_only(alignment))
+    return StateCalls(tuple(sorted(at)), every, before, saves.epoch_ends_only)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from stateful_contract.faces.export import markdown_summary
 from stateful_contract.report.render import render_report
 from stateful_contract.run.options import CheckOptions, OptionError
 from stateful_contract.search.epoch_plans import epoch_loop_plan
-from stateful_contract.search.plans import Hops, draw_position, hops_plan, state_calls_plan
+from stateful_contract.search.plans import Hops, SavePoints, draw_position, hops_plan, state_calls_plan
 
 TARGET = "policy_loaders:epoch_end_only"  # tests/ is on sys.path (conftest.py)
 #: The resume clauses whose examples a mid-epoch checkpoint fails, SC21's loop, and SC22 (inside a pass only).
@@ -72,20 +72,21 @@ def test_an_endless_stream_has_no_epoch_end_to_checkpoint_at() -> None:
 
 def test_every_position_drawn_under_the_epoch_policy_is_an_epoch_end() -> None:
     lengths, config = [3, 0, 4, 2, 5, 1], LoaderConfig(grad_acc_step=2, num_workers=2)
+    epoch_ends = SavePoints("epoch")
 
     @settings(max_examples=200, database=None)
     @given(st.data())
     def drawn(data: st.DataObject) -> None:
-        p = draw_position(data, lengths, config, "epoch")
+        p = draw_position(data, lengths, config, epoch_ends)
         assert (p.before_iter and p.epoch == 0) or (p.after_stop and p.batches == lengths[p.epoch])
-        hops = hops_plan(data, lengths, config, "epoch")
+        hops = hops_plan(data, lengths, config, epoch_ends)
         assert isinstance(hops, Hops) and not hops.after_iter and len(hops.passes) == len(hops.stops)
         ends = {sum(lengths[:e + 1]) for e in range(len(lengths))} | {0}
         assert set(hops.stops) <= ends
-        calls = state_calls_plan(data, lengths, config, "epoch")
+        calls = state_calls_plan(data, lengths, config, epoch_ends)
         after_stops = {sum(n + 2 for n in lengths[:e + 1]) - 1 for e in range(3)}  # each epoch: n + 2 steps
         assert calls.epoch_ends and set(calls.at) <= after_stops
-        assert epoch_loop_plan(data, lengths, config, "epoch").kind == "after StopIteration"
+        assert epoch_loop_plan(data, lengths, config, epoch_ends).kind == "after StopIteration"
 
     drawn()
 
@@ -100,7 +101,7 @@ def test_every_worker_change_drawn_under_a_window_policy_is_at_a_window_boundary
     @settings(max_examples=200, database=None)
     @given(st.data())
     def drawn(data: st.DataObject) -> None:
-        change = sc23.draw_plan(data, lengths, config, "window")
+        change = sc23.draw_plan(data, lengths, config, SavePoints("window"))
         assert change is not None
         p = change.position
         assert p.batches % 2 == 0 or p.batches == lengths[p.epoch], p

@@ -46,7 +46,7 @@ def test_every_face_declares_the_same_options(tmp_path: Path) -> None:
         "declared: the trainer handles ranks with uneven batch counts (DDP's Join): SC32 does not apply",
         "declared: the trainer saves the loader's state as per-rank-files: SC30 judges that layout alone",
         "declared: the trainer's shape is loads-fresh: a clause that judges only calls such a trainer never makes "
-        "is not judged, and says why"]
+        "is not judged, and says why, and no checkpoint is drawn where such a trainer never saves"]
 
 
 @pytest.mark.parametrize("name, value", [("fixed_global_batch", "yes"), ("joins_uneven_inputs", 1),

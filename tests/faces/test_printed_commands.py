@@ -279,7 +279,7 @@ EVERY_OPTION_SET: dict[str, Any] = {
     "profile": "dev", "clauses": ("SC30",), "expected_failures": {"SC20": "a fresh loader's only", "SC22": "lazy iter"},
     "checkpoint_alignment": 4, "epoch_hook": "reshuffle", "space": ConfigSpace.parse("num_workers=0,2 batch_size=2..3"),
     "consume": "zoo:epoch_loader", "strict": True, "endless": True, "world_size": 3, "fixed_global_batch": True,
-    "joins_uneven_inputs": True, "checkpoint_layout": "per-rank-files", "trainer_shape": ("loads-fresh",),
+    "joins_uneven_inputs": True, "checkpoint_layout": "per-rank-files", "trainer_shape": ("loads-fresh", "iter-then-next"),
     "timeout": 12.5, "run_timeout": 600, "run_dir": "/tmp/kept", "memory_limit": 3 << 30, "isolation": "in-process",
     "jobs": 2, "exitfirst": True, "seed": 7}
 
