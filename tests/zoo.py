@@ -627,3 +627,14 @@ class EndlessRescalesOffsetByWorkers(RescalesOffsetByWorkers, Endless):
     """SC23 on an endless stream: `Endless` (correct: it cycles epoch after epoch), its offset rescaled to
     another worker count as `RescalesOffsetByWorkers`'s is. Resumed with another ``num_workers`` it jumps
     ahead or back in the stream, silently; before, SC23 did not apply to an endless stream and never saw it."""
+
+
+class ResumesIntoTheNextEpoch(EpochLoader):
+    """Resumed inside an epoch, starts the next one: the rest of the interrupted epoch is never trained. What
+    Hugging Face's Trainer does where an epoch's update count is not its floor (transformers#36297): its resume
+    computes the epoch from global_step // (batches // gradient_accumulation_steps), one too high."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        if state["offset"]:
+            state = {"epoch": state["epoch"] + 1, "offset": 0}
+        super().restore(state)

@@ -148,6 +148,11 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
 
     by_sample = all(batch_ids(b) is not None for b in [*expected, *got])
     unit = "sample" if by_sample else "batch"
+    if (skipped := _skipped_the_rest(expected, got, by_sample)) is not None:
+        epoch, rest = skipped
+        impact = losses(len(rest), 0, unit=unit, epoch=epoch, at=getattr(expected, "start", None))
+        impact.what += f" (the resume skipped to epoch {epoch + 1})"  # the rest of the interrupted one never trained
+        return impact
     paired = _paired(expected, got, cut)
     if paired is not None:  # the resumed run's own passes: each compared with its epoch, as a trainer counts
         epoch, e_pass, g_pass = paired
@@ -172,6 +177,39 @@ def stream_impact(expected: Sequence[Any], got: Sequence[Any], *, cut: bool = Tr
     before = _epoch_before(expected, first)
     return _counted(e, g, unit, epoch, at, expected[first:stop], got[first:stop], shift,
                     before=None if before is None else _units(before, by_sample))
+
+
+def _skipped_the_rest(expected: Sequence[Any], got: Sequence[Any], by_sample: bool) -> tuple[int, list[Hashable]] | None:
+    """Where the resumed run's first pass is the epoch after the interrupted one (or its start, where the compared
+    stretch cut it), the interrupted epoch and the units of its rest, which no pass trains: the resume skipped them.
+    Paired with the rest of its epoch instead, that pass read as the epoch's batches before the checkpoint
+    "repeated" (a trainer whose resume computes the epoch from a step count, as Hugging Face's Trainer does, and
+    gets it one too high)."""
+    from .compare import Segment
+
+    if not (isinstance(expected, Segment) and isinstance(got, Segment) and got.start == 0 and got.lengths):
+        return None
+    where = expected.epoch_of(0)
+    if where is None or where[0] + 1 >= len(expected.lengths):
+        return None
+    epoch, skip = where
+    rest_end = expected.lengths[epoch] - skip
+    following = list(expected[rest_end:rest_end + expected.lengths[epoch + 1]])
+    first_pass = list(got[:got.lengths[0]])
+    cut_short = len(got.lengths) == 1 and len(first_pass) < len(following)  # the compared stretch ended inside it
+    if not rest_end or not first_pass or not (len(first_pass) == len(following) or cut_short):
+        return None
+    if _units(first_pass, by_sample) != _units(following[:len(first_pass)], by_sample):
+        return None
+    earlier = _trained_before(expected)
+    whole = None if earlier is None else [*earlier, *expected[:rest_end]]
+    # The interrupted epoch must be one like the next (as many batches) in another order: else the pass may as
+    # well be that epoch restarted, or yielded whole where the uninterrupted run lost part of it (F28), and the
+    # pairing with the rest of its epoch stands.
+    if (whole is None or len(whole) != len(following)
+            or _units(first_pass, by_sample) == _units(whole[:len(first_pass)], by_sample)):
+        return None
+    return epoch, _units(expected[:rest_end], by_sample)
 
 
 def _trained_before(expected: Sequence[Any]) -> list[Any] | None:

@@ -10,13 +10,15 @@ import torch
 import zoo
 import zoo_kills
 
-from stateful_contract import CLAUSES, Report, check
+from stateful_contract import CLAUSES, LoaderConfig, Report, check
 from stateful_contract.faces.badge import badge_message
 from stateful_contract.faces.export import junit_xml, markdown_summary
 from stateful_contract.report.render import render_report, summary_line
 from stateful_contract.report.results import REPORT_FORMAT, ClauseResult, same_causes
 from stateful_contract.repro.compare import Segment, stream_difference
 from stateful_contract.repro.impact import Impact, epochs_impact, stream_impact
+from stateful_contract.repro.steps import Position
+from stateful_contract.search.plans import Checkpoint
 
 #: Every broken loader of the zoo, the clause that kills it, and the impact its failure must have:
 #: the kind, and for a silent one the count it must carry, for a loud one the call that raises.
@@ -235,3 +237,17 @@ def test_a_batch_holding_nan_counts_as_equal_to_itself() -> None:
     assert (impact.unit, impact.counts) == ("batch", {"lost": 1}), impact.describe()
     floats = stream_impact([1.0, float("nan"), 2.0, 3.0], [1.0, float("nan"), 3.0, 4.0])
     assert floats.counts == {"lost": 1}, floats.describe()
+
+
+def test_a_resume_into_the_next_epoch_loses_the_rest_of_the_interrupted_one() -> None:
+    """Paired with the rest of epoch 0, the resumed pass (epoch 1) read as epoch 0's first batches "repeated":
+    Hugging Face's Trainer resuming one epoch too far was told "8 samples repeated" where 1 was lost."""
+    config = LoaderConfig(dataset_size=9, batch_size=2, shuffle=True, seed=3)
+    sc10 = check(zoo.ResumesIntoTheNextEpoch, clauses=["SC10"], replay=(config, Checkpoint(Position(0, 2))))["SC10"]
+    assert sc10.status == "failed", sc10.message
+    assert sc10.impact is not None and sc10.impact.counts == {"lost": 5}, sc10.impact
+    assert sc10.impact.describe() == "silent: 5 samples lost in epoch 0 (the resume skipped to epoch 1)", sc10.impact
+    # Unshuffled, the next epoch is the interrupted one again: a restart reads the same, and stays a repeat.
+    plain = check(zoo.IgnoresLoadedState, clauses=["SC10"],
+                  replay=(LoaderConfig(dataset_size=9, batch_size=2), Checkpoint(Position(0, 2))))["SC10"]
+    assert plain.impact is not None and "repeated" in plain.impact.counts, plain.impact
