@@ -66,10 +66,13 @@ def workspace() -> Path:
 
 def _forget_lock() -> None:
     """In a forked child: close its copy of the lock's descriptor, so that a process the check forked (a loader's
-    worker orphaned for good) does not keep the workspace of a killed checker from being swept."""
-    if _made is not None and _made[2] != os.getpid():
+    worker orphaned for good) does not keep the workspace of a killed checker from being swept. Once: the number
+    is the child's to reuse, and a process it forks in turn must not close what then has that number."""
+    global _made
+    if _made is not None and _made[2] != os.getpid() and _made[1] >= 0:
         with contextlib.suppress(OSError):
             os.close(_made[1])
+        _made = (_made[0], -1, _made[2])
 
 
 os.register_at_fork(after_in_child=_forget_lock)

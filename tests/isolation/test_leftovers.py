@@ -238,11 +238,15 @@ def _carries(p: psutil.Process, text: str) -> bool:
 
 
 @pytest.mark.acceptance
-def test_a_pytest_run_of_the_mixin_leaves_nothing_behind(tmp_path_factory: pytest.TempPathFactory) -> None:
+@pytest.mark.parametrize("isolation", ["supervised", "in-process"])
+def test_a_pytest_run_of_the_mixin_leaves_nothing_behind(isolation: str, tmp_path_factory: pytest.TempPathFactory
+                                                         ) -> None:
+    """In-process, the loader's last workers still run when pytest's process ends: multiprocessing ends them
+    without their finalizers, and their directories go with the process's workspace."""
     tmp, here = tmp_path_factory.mktemp("t"), tmp_path_factory.mktemp("mixin")
     (here / "test_loader.py").write_text(
         "from stateful_contract.testing import StatefulLoaderContract\n\n\n"
-        "class TestLoader(StatefulLoaderContract):\n    profile = 'dev'\n\n"
+        f"class TestLoader(StatefulLoaderContract):\n    profile = 'dev'\n    isolation = {isolation!r}\n\n"
         "    def make_loader(self, config):\n        import runpy\n"
         f"        return runpy.run_path({LOADERS!r})['keeps_workers'](config)\n",
         encoding="utf-8")
@@ -297,3 +301,38 @@ def test_a_check_in_a_launchers_world_leaves_nothing_behind(kind: str, tmp_path_
     left = [p for p in _left(tmp, record) if not p.startswith("torchelastic_")]
     assert left == [], done.stdout + done.stderr
     assert not [p for p in psutil.process_iter() if _carries(p, str(tmp))], "a loader's process lives on"
+
+
+#: A checker that forks a child, which opens a pipe (the lowest free number: the lock's, which its fork closed)
+#: and forks a grandchild; each reports whether the descriptors it should have are open.
+_FORKS = """
+import os, sys
+from stateful_contract.isolation import workspace
+workspace.workspace()
+lock = workspace._made[1]
+if os.fork() == 0:
+    try:
+        os.fstat(lock); kept = True
+    except OSError:
+        kept = False
+    read, write = os.pipe()
+    if os.fork() == 0:  # says whether its copy of the pipe's end numbered as the lock was is still open
+        try:
+            os.fstat(read); os.write(write, b"1")
+        except OSError:
+            os.write(write, b"0")
+        os._exit(0)
+    os.wait()
+    print(kept, read == lock, os.read(read, 1) == b"1", flush=True); os._exit(0)
+os.wait()
+"""
+
+
+def test_a_forked_process_lets_the_lock_go_and_its_own_forks_keep_what_reuses_its_number(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A process the checker forks closes its copy of the workspace's lock (else an orphaned worker would keep
+    a killed checker's workspace from being swept), once: closed again in a process it forks, the number would
+    be whatever the first reused it for (a DataLoader worker's pipe)."""
+    done = subprocess.run([sys.executable, "-c", _FORKS], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("t"))})
+    assert done.stdout.split() == ["False", "True", "True"], done.stdout + done.stderr
