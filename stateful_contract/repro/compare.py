@@ -15,6 +15,7 @@ from typing import Any, Literal, overload
 import torch
 
 from .consumption import loader_class
+from .vocabulary import batch_count
 
 __all__ = ["PROTOCOL_METHODS", "RESUME_WORDING", "Segment", "Wording", "assert_protocol", "assert_refused",
            "assert_same_stream", "assert_str_keyed_dict", "assert_unchanged", "describe_batch",
@@ -185,10 +186,10 @@ def stream_difference(expected: Sequence[Any], got: Sequence[Any], wording: Word
                     f"  expected batches from there: {shown_ids(expected, i)}\n"
                     f"  got:                         {shown_ids(got, i)}")
     if len(got) < len(expected):
-        return (f"{w.got} ended after {len(got)} batches, but {w.expected} "
+        return (f"{w.got} ended after {batch_count(len(got))}, but {w.expected} "
                 f"yields {len(expected)}{w.origin}; missing: {shown_ids(expected, len(got))}")
     if len(got) > len(expected):
-        return (f"{w.got} has {len(got)} batches, but {w.expected} yields "
+        return (f"{w.got} has {batch_count(len(got))}, but {w.expected} yields "
                 f"only {len(expected)}{w.origin}; extra: {shown_ids(got, len(expected))}")
     return None
 

@@ -51,3 +51,4 @@ def test_a_batch_whose_counter_restarts_reads_as_changed_contents_not_as_lost_an
     assert set(result.impact.counts) == {"changed"}, result.impact
     assert result.impact.what.startswith("batch contents changed"), result.impact
     assert "drop_last" not in result.message, result.message
+

@@ -123,3 +123,9 @@ def test_sharing_and_unknown_leaves_are_not_indistinguishable() -> None:
     assert not indistinguishable({"a": shared, "b": shared}, {"a": torch.zeros(3), "b": torch.zeros(3)})
     leaf = Window(torch.zeros(1), 3)  # what a loader reads of an object of its own is unknown
     assert not indistinguishable({"w": leaf}, {"w": leaf})
+
+
+def test_a_stream_that_ends_after_one_batch_says_so_in_english() -> None:
+    one = [{"index": torch.tensor([0])}]
+    assert "ended after 1 batch, but" in (stream_difference([*one, *one], one) or "")
+    assert "has 1 batch, but" in (stream_difference([], one) or "")
