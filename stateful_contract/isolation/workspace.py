@@ -47,7 +47,7 @@ def workspace() -> Path:
     global _made
     if _made is not None and _made[0].is_dir():
         return _made[0]
-    if _made is not None and _made[2] == os.getpid():  # removed under it (by hand): a new one, the old lock let go
+    if _made is not None and _made[2] == os.getpid() and _made[1] >= 0:  # removed (by hand): the old lock let go
         with contextlib.suppress(OSError):
             os.close(_made[1])
     tmp = Path(tempfile.gettempdir())
@@ -55,8 +55,13 @@ def workspace() -> Path:
     path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=tmp))
     # Locked before it has its name: a sweep never sees the lock file free while this process lives.
     fd = os.open(path / f"{LOCK}.new", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    os.rename(path / f"{LOCK}.new", path / LOCK)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(path / f"{LOCK}.new", path / LOCK)
+    except OSError:  # a file system without locks: a workspace no sweep takes (left if this process is killed)
+        os.close(fd)
+        os.unlink(path / f"{LOCK}.new")
+        fd = -1
     _made = (path, fd, os.getpid())
     # After multiprocessing's own exit function has ended its daemonic children and removed its pymp-* directory
     # (exitpriority -100): finalizers run from the highest priority down.
@@ -139,5 +144,5 @@ def leave(*, end_children: bool = False) -> None:
     path, fd, _ = _made
     _made = None
     shutil.rmtree(path, ignore_errors=True)
-    with contextlib.suppress(OSError):
+    if fd >= 0:
         os.close(fd)
