@@ -22,6 +22,7 @@ import functools
 import os
 import signal
 import sys
+import textwrap
 import time
 import traceback
 import warnings
@@ -182,8 +183,29 @@ def _cmd_clauses(args: argparse.Namespace) -> int:
     return 0
 
 
+class _WrappedAtSpaces:
+    """Help wrapped at spaces only: argparse also breaks at hyphens, and ``--help`` then printed a value to
+    type, ``iter-then-next``, as ``iter-then-`` and ``next`` on two lines."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+class HelpFormatter(_WrappedAtSpaces, argparse.HelpFormatter):
+    pass
+
+
+class RawDescriptionHelpFormatter(_WrappedAtSpaces, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and exit 2), like every other usage error here."""
+    """argparse, but a usage error is one line (and exit 2), like every other usage error here, and help wrapped
+    at spaces only (`HelpFormatter`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")

@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def parser() -> argparse.ArgumentParser:
     """The command's parser (``run`` has its own: `in_world`): ``check``'s, on two ranks by default."""
     made = cli.Parser(prog="python -m stateful_contract.distributed", description=__doc__,
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
+                      formatter_class=cli.RawDescriptionHelpFormatter)
     cli.add_check_arguments(made, world_size=2)
     return made
 

@@ -41,7 +41,7 @@ from ...isolation.ranks import default_run_timeout
 from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launch_line, launcher_env
 from ...isolation.ranks.world import local_pids
 from ...isolation.target import TargetError
-from ...isolation.workspace import leave, private_tmpdir, sweep
+from ...isolation.workspace import launch_tmpdir, leave, sweep
 from ...profiles import get_profile
 from ...report.results import Report
 from ...run.check import CheckInterrupted, FactoryError, check
@@ -65,7 +65,7 @@ RUN_OPTIONS = [keyword for keyword in OPTIONS if keyword not in OF_ITS_OWN_PROCE
 
 def _parser() -> argparse.ArgumentParser:
     parser = cli.Parser(prog="python -m stateful_contract.distributed run", description=__doc__,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+                        formatter_class=cli.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="package.module:factory or path/to/file.py:factory (the same on every rank)")
     # `check`'s own flags (`spellings.OPTIONS`); without --clause, every clause for several ranks (in --phase
     # resume, those the save judged)
@@ -145,7 +145,7 @@ def _main(argv: Sequence[str] | None, own_process: bool) -> int:
     world = join(Path(args.dir).resolve() if keep else None, backend=backend, timeout=timeout)
     run_dir = world.run_dir
     if own_process:  # after `join`: the run's directory stays where a rank on another host can make it too
-        use_tmpdir(private_tmpdir())  # in the rank's workspace, removed as it leaves (`exit_now`)
+        use_tmpdir(launch_tmpdir(run_dir))  # every rank's, and the resume launch's: removed with the run's directory
     launch = launch_line(os.environ, world.world_size, own_world=own_world)
     try:
         if world.rank != 0:
