@@ -23,8 +23,8 @@ from ..repro.steps import Factory, LoaderError, LoadForm
 from ..search.example import ClauseLike, ExampleRun, LoadFormProbe, recorded_program, run_example
 from ..search.plans import Alignment, RankLengths
 from ..spellings import Face, Hint, current, speaking
-from .leftovers import remove_tmpdir, restore_tmpdir, use_tmpdir
-from .workspace import private_tmpdir, workspace
+from .leftovers import restore_tmpdir, use_tmpdir
+from .workspace import loaders_tmpdir, workspace
 
 __all__ = ["BUILDING", "FactoryProblem", "Handler", "InProcess", "OneProcess", "StartFailed"]
 
@@ -279,10 +279,10 @@ class InProcess(OneProcess):
         self._stack = contextlib.ExitStack()
 
     def start(self) -> None:
-        # The loader's temporary files (its workers' pymp-* directories) in a directory of the run's, as a
-        # supervised child's; this process's TMPDIR again once the check is done (last: the loaders kept until
-        # then may end their workers as they go).
-        self._stack.callback(_leave_tmpdir, tmp := private_tmpdir(), use_tmpdir(tmp))
+        # The loader's temporary files (its workers' pymp-* directories) in the checker's loaders' TMPDIR, as a
+        # supervised child's (removed with the workspace, when this process ends: a worker of a loader still
+        # referenced may yet use its socket there); this process's TMPDIR again once the check is done.
+        self._stack.callback(restore_tmpdir, use_tmpdir(loaders_tmpdir()))
         self._stack.enter_context(steps.references_kept())
         self._handler.workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(dir=workspace())))
         super().start()
@@ -295,12 +295,3 @@ class InProcess(OneProcess):
 
     def close(self) -> None:
         self._stack.close()
-
-
-def _leave_tmpdir(tmp: Path | None, was: tuple[str | None, str | None]) -> None:
-    """Give this process its TMPDIR back, and remove the loader's (``tmp``) unless a process this one started
-    lives on (a worker of a loader still referenced, which may yet use its socket there): then it goes with the
-    workspace, when this process ends."""
-    restore_tmpdir(was)
-    if not current_children():
-        remove_tmpdir(tmp)

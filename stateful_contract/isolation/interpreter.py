@@ -215,7 +215,7 @@ class ChildSpec:
     board: Path
     fault_file: Path
     parent_pid: int
-    #: The TMPDIR of the loader's processes (`workspace.private_tmpdir`; None: the checker's).
+    #: The TMPDIR of the loader's processes (`workspace.loaders_tmpdir`; None: the checker's).
     tmp_dir: Path | None = None
 
 

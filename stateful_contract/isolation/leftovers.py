@@ -10,7 +10,7 @@ unlinked by ``torch_shm_manager``, killed too). On a CI runner checking every pu
 
 Two remedies, each attributing by the run's own processes, never by a name alone (another user's or another
 run's files look the same): the loader's processes get a temporary directory of their own
-(`workspace.private_tmpdir`), removed with everything in it when the run ends; and the ``/dev/shm`` names the killed processes mapped
+(`workspace.loaders_tmpdir`), removed with everything in it when the run ends; and the ``/dev/shm`` names the killed processes mapped
 (``/proc/<pid>/maps``) or created (torch's names carry the pid) are unlinked once no live process maps them.
 """
 
@@ -58,7 +58,7 @@ def restore_tmpdir(was: tuple[str | None, str | None]) -> None:
 
 
 def remove_tmpdir(*paths: Path | None) -> None:
-    """Remove each of ``paths`` (`workspace.private_tmpdir`, a run's directory) with whatever the loader's
+    """Remove each of ``paths`` (a run's directory) with whatever the loader's
     processes left in it."""
     for path in paths:
         if path is not None:

@@ -33,7 +33,7 @@ from .executors import BUILDING, PROBE_CONFIG, FactoryProblem, Handler, OneProce
 from .interpreter import ChildSpec, EngineError, child_main
 from .leftovers import remove_tmpdir
 from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
-from .workspace import new_dir, private_tmpdir
+from .workspace import loaders_tmpdir, new_dir
 
 __all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling", "RunLimit",
            "Supervised", "choose_isolation", "command_limit", "grace", "supported", "watch"]
@@ -190,7 +190,7 @@ class Supervised(OneProcess):
         self.timeout = timeout or None
         self.memory_limit = memory_limit or None
         self.notes: list[str] = []
-        self.run_dir, self.tmp_dir = new_dir("run-"), private_tmpdir()  # in the process's workspace
+        self.run_dir, self.tmp_dir = new_dir("run-"), loaders_tmpdir()  # in the process's workspace
         #: What answers the commands in the child; its ``workdir``, the examples' files, a sibling shares.
         self.handler = Handler(factory, factory_import, alignment, self.timeout, self.run_dir / "scratch",
                                probe_config=probe_config)
@@ -358,7 +358,7 @@ class Supervised(OneProcess):
         if restarts := self._crashes.total():
             self.notes.append(f"the loader's process crashed or hung {restarts} time{'s' if restarts != 1 else ''}; "
                               "each time the check went on in a fresh one")
-        remove_tmpdir(self.run_dir, self.tmp_dir)  # and the children's TMPDIR, with what killed ones left
+        remove_tmpdir(self.run_dir)  # the children's TMPDIR goes with the workspace (`loaders_tmpdir`: one per checker)
 
 
 class PendingSibling:

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..repro.socket_dir import socket_dir_problem
 from .processes import kill_descendants, kill_marked_under
 
-__all__ = ["LOCK", "PREFIX", "leave", "new_dir", "private_tmpdir", "sweep", "workspace"]
+__all__ = ["LOCK", "PREFIX", "launch_tmpdir", "leave", "loaders_tmpdir", "new_dir", "sweep", "workspace"]
 
 #: A workspace's name: short, as the loader's TMPDIR inside it must leave room for a socket's path.
 PREFIX = "sc-"
@@ -88,17 +88,30 @@ def new_dir(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=workspace()))
 
 
-def private_tmpdir() -> Path | None:
-    """A new directory in the workspace for the loader's processes' temporary files (their TMPDIR), which the
-    caller removes when the run ends whatever killed them. None when a multiprocessing socket under it would
-    be too long where one under the user's fits (`socket_dir_problem`): the loader must not hang in the check
-    where it would not in training; under a TMPDIR too long already it keeps the user's, whose hang the check
-    explains."""
-    path = tempfile.mkdtemp(prefix="", dir=workspace())  # 21 bytes more than the user's: most have 50 to spare
-    if socket_dir_problem(path):
-        os.rmdir(path)
+def loaders_tmpdir() -> Path | None:
+    """The temporary directory of every process this checker runs a loader in (their TMPDIR): one per checker
+    process, in its workspace, removed with it. One, not one per run: a job and its restart see the same
+    TMPDIR, and a state that names a path under it (litdata's ``input_dir``, a cache under
+    ``tempfile.gettempdir()``) was refused in the fresh-process half of the check, started by another run than
+    the one that saved it: a false SC10 failure (tests/isolation/test_one_tmpdir.py). None when a
+    multiprocessing socket under it would be too long where one under the user's fits (`socket_dir_problem`):
+    the loader must not hang in the check where it would not in training; under a TMPDIR too long already it
+    keeps the user's, whose hang the check explains."""
+    return _tmpdir_in(workspace() / "t")  # 14 bytes more than the user's: most TMPDIRs have 50 to spare
+
+
+def launch_tmpdir(run_dir: Path) -> Path | None:
+    """The TMPDIR of the loaders of a launcher's world, in its run's directory, which every rank of the launch,
+    and the resume launch given the same ``--dir``, agree on (`loaders_tmpdir`'s reason): removed with the
+    run's directory, or kept with it. None as in `loaders_tmpdir`."""
+    return _tmpdir_in(run_dir / "t")
+
+
+def _tmpdir_in(path: Path) -> Path | None:
+    if socket_dir_problem(str(path)):
         return None
-    return Path(path)
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
 
 
 def sweep(tmp: Path | None = None) -> list[Path]:

@@ -26,7 +26,7 @@ from leftover_loaders import RECORD_ENV
 from stateful_contract.isolation import workspace
 from stateful_contract.isolation.leftovers import SHARED_MEMORY
 from stateful_contract.isolation.processes import alive, kill_session
-from stateful_contract.isolation.workspace import LOCK, PREFIX, private_tmpdir, sweep
+from stateful_contract.isolation.workspace import LOCK, PREFIX, loaders_tmpdir, sweep
 
 LOADERS = str(Path(__file__).parents[1] / "leftover_loaders.py")
 REFERENCE = "stateful_contract.reference.factories"
@@ -79,20 +79,20 @@ def test_killing_a_session_unlinks_the_shared_memory_it_alone_held() -> None:
 def test_a_temporary_directory_too_long_for_a_socket_is_not_made_longer(monkeypatch: pytest.MonkeyPatch,
                                                                         tmp_path_factory: pytest.TempPathFactory
                                                                         ) -> None:
-    """The private TMPDIR adds 21 bytes to the user's (the workspace's name and its own): where that would push
+    """The private TMPDIR adds 14 bytes to the user's (the workspace's name and its own): where that would push
     multiprocessing's socket past 107 bytes, the loader keeps the user's (a check must not hang a loader that
     trains)."""
     short = tmp_path_factory.mktemp("t")
     monkeypatch.setattr("tempfile.tempdir", str(short))
     monkeypatch.setattr(workspace, "_made", None)  # this process's own workspace is elsewhere: a new one here
-    made = private_tmpdir()
+    made = loaders_tmpdir()
     assert made is not None and made.parent.parent == short and made.is_dir()
-    assert len(str(made)) - len(str(short)) == 21
+    assert len(str(made)) - len(str(short)) == 14
     workspace.leave()
     edge = short / ("x" * (107 - len("/pymp-00000000/listener-00000000") - len(str(short)) - 6))
     edge.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(edge))
-    assert private_tmpdir() is None
+    assert loaders_tmpdir() is None
     (made_there,) = edge.iterdir()  # the workspace, the run's directories' place: nothing in it
     assert made_there.name.startswith(PREFIX) and [p.name for p in made_there.iterdir()] == [LOCK]
     workspace.leave()

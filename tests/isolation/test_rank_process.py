@@ -39,8 +39,8 @@ CHECKERS_OWN = {
                 "and ended after the run",
     HYPOTHESIS_HOME: "Hypothesis' home, a temporary directory of the check's",
     OUT_ENV: "this test's: where the contract's ranks write what they saw",
-    "TMPDIR": "a directory of the run's own under the user's (`isolation.workspace.private_tmpdir`), removed with "
-              "what killed ranks and workers left there (docs/supervision.md, \"What a check leaves on the machine\")",
+    "TMPDIR": "the checker's loaders' directory under the user's (`isolation.workspace.loaders_tmpdir`), removed "
+              "with what killed ranks and workers left there (docs/supervision.md, \"What a check leaves on the machine\")",
 }
 
 

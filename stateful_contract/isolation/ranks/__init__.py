@@ -21,9 +21,8 @@ from ...config import LoaderConfig
 from ...profiles import Profile
 from ...search.plans import Alignment
 from ..executors import PROBE_CONFIG
-from ..leftovers import remove_tmpdir
 from ..supervised import DEFAULT_MEMORY_LIMIT, RunLimit
-from ..workspace import new_dir, private_tmpdir
+from ..workspace import loaders_tmpdir, new_dir
 from .executor import RankExecutor, WorldDown
 from .failures import LaunchOutcome
 from .in_world import InWorld
@@ -78,7 +77,7 @@ class Ranks(RankExecutor):
         self.run_dir = Path(run_dir) if run_dir is not None else new_dir("ranks-")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         #: The ranks' TMPDIR, removed by `close` with what killed ranks and workers left there (`leftovers`).
-        self.tmp_dir = private_tmpdir()
+        self.tmp_dir = loaders_tmpdir()
         self._phase: Phase | None = None
         #: Idle phases by world size (`restart`): the check's own while another size runs, and each other size's
         #: last one, which saved no state a later clause resumes (only the check's own ranks search).
@@ -192,7 +191,6 @@ class Ranks(RankExecutor):
         if started:
             self.notes.append(f"{self.world_size} ranks on torch.distributed (gloo), each started as torchrun starts "
                               f"a rank; phases {' + '.join(n for n, clean in self._done.items() if clean) or 'none'}")
-        remove_tmpdir(self.tmp_dir)
         if self.keep:
             self.notes.append(f"run files kept in {self.run_dir}")
         elif self._interrupted:  # deleting a search's saved examples took 4 s at load 28: not on a Ctrl-C's clock

@@ -114,7 +114,7 @@ class Phase:
     @classmethod
     def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any],
               tmp_dir: Path | None = None) -> Phase:
-        """The ranks, started; ``tmp_dir``: their TMPDIR (`workspace.private_tmpdir`; None: the checker's)."""
+        """The ranks, started; ``tmp_dir``: their TMPDIR (`workspace.loaders_tmpdir`; None: the checker's)."""
         (run_dir / "status").mkdir(parents=True, exist_ok=True)
         (run_dir / SPEC_FILE).write_text(json.dumps({**spec, "process": of_caller()}), encoding="utf-8")
         logs = run_dir / "logs" / name
