@@ -124,6 +124,7 @@ def launchers(session: nox.Session) -> None:
                                                 "tests/isolation/test_supervision.py", "tests/isolation/test_rank_process.py",
                                                 "tests/isolation/test_leftovers.py",
                                                 "tests/isolation/test_starvation.py",
+                                                "tests/isolation/test_one_tmpdir.py",
                                                 "tests/faces/test_printed_commands.py"]),
                 env={"STATEFUL_CONTRACT_SCENARIO": "full"})
 

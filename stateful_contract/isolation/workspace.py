@@ -103,7 +103,8 @@ def loaders_tmpdir() -> Path | None:
 def launch_tmpdir(run_dir: Path) -> Path | None:
     """The TMPDIR of the loaders of a launcher's world, in its run's directory, which every rank of the launch,
     and the resume launch given the same ``--dir``, agree on (`loaders_tmpdir`'s reason): removed with the
-    run's directory, or kept with it. None as in `loaders_tmpdir`."""
+    run's directory, or kept with it. None as in `loaders_tmpdir` (the run's directory, 35 bytes longer than the
+    user's TMPDIR when private, leaves room for a socket's path under most)."""
     return _tmpdir_in(run_dir / "t")
 
 

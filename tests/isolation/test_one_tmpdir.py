@@ -8,8 +8,10 @@ refused in the fresh-process half, a false SC10 failure of a loader that resumes
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,20 @@ def test_a_state_naming_its_tmpdir_resumes_in_the_fresh_processes_of_the_same_ch
 def test_a_state_naming_its_tmpdir_resumes_on_ranks_and_in_another_world() -> None:
     done = _check("--clause", "SC30,SC31", "--world-size", "2")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+@pytest.mark.launcher
+def test_a_state_naming_its_tmpdir_resumes_in_the_resume_launch_of_a_launchers_world() -> None:
+    """Two torchrun launches, as the seed resumed: every rank of both sees the run directory's TMPDIR. With a
+    TMPDIR of each rank's own, the resume launch refused the save launch's states."""
+    run_dir = Path(tempfile.mkdtemp(prefix="sc-one-tmpdir-"))  # short: a socket's path under it must fit
+    try:
+        for phase in ("save", "resume"):
+            done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                                   "--monitor-interval", "0.1", "-m", "stateful_contract.distributed", "run", TARGET,
+                                   "--clause", "SC30", "--profile", "dev", "--phase", phase, "--dir", str(run_dir)],
+                                  cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+            assert done.returncode == 0, f"--phase {phase}:\n" + done.stdout[-3000:] + done.stderr[-3000:]
+        assert "SC30 every-rank-resumes" in done.stdout and "passed" in done.stdout, done.stdout
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)

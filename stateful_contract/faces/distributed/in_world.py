@@ -41,7 +41,7 @@ from ...isolation.ranks import default_run_timeout
 from ...isolation.ranks.in_world import InWorld, default_backend, follow, join, launch_line, launcher_env
 from ...isolation.ranks.world import local_pids
 from ...isolation.target import TargetError
-from ...isolation.workspace import launch_tmpdir, leave, sweep
+from ...isolation.workspace import launch_tmpdir, leave, loaders_tmpdir, sweep
 from ...profiles import get_profile
 from ...report.results import Report
 from ...run.check import CheckInterrupted, FactoryError, check
@@ -145,7 +145,9 @@ def _main(argv: Sequence[str] | None, own_process: bool) -> int:
     world = join(Path(args.dir).resolve() if keep else None, backend=backend, timeout=timeout)
     run_dir = world.run_dir
     if own_process:  # after `join`: the run's directory stays where a rank on another host can make it too
-        use_tmpdir(launch_tmpdir(run_dir))  # every rank's, and the resume launch's: removed with the run's directory
+        # Every rank's, and the resume launch's (removed with the run's directory); where a socket's path under it
+        # would be too long, the rank's own (`loaders_tmpdir`), else the user's.
+        use_tmpdir(launch_tmpdir(run_dir) or loaders_tmpdir())
     launch = launch_line(os.environ, world.world_size, own_world=own_world)
     try:
         if world.rank != 0:
