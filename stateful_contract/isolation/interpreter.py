@@ -233,7 +233,7 @@ def child_main(conn: Connection, other_end: Connection | None, spec: ChildSpec) 
     os.setsid()  # Ctrl-C reaches the supervisor only, which kills the session as one
     die_with_parent(spec.parent_pid)
     os.environ[MARKER_ENV] = str(spec.run_dir)
-    use_tmpdir(spec.tmp_dir)  # where a killed worker's pymp-* directory is removed with the run's
+    use_tmpdir(spec.tmp_dir)  # where a killed worker's pymp-* directory is removed with the workspace
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     import torch
