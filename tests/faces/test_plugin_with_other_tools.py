@@ -90,6 +90,8 @@ def checks(path: Path) -> list[str]:
 # --- the plugin's own profile option ------------------------------------------------------
 
 
+@pytest.mark.acceptance  # pytest in a fresh process importing torch (51 s at load 9, 2026-12-07); the same with the
+# profile from the environment or the ini file, the plain test on its own profile, runs in-process below
 def test_the_profile_option_leaves_other_hypothesis_tests_on_their_profile(pytester: pytest.Pytester) -> None:
     """The acceptance run, in a fresh process: the contract on ``dev``, the plain test on Hypothesis' default."""
     pytester.makepyfile(test_loaders=HEADER + PLAIN)
@@ -446,9 +448,11 @@ def test_observed(request):
 """
 
 
-# `load` in the README's suite; `loadgroup` (30 s at load 5, the same guarantee under the other scheduler) in
-# `nox -s acceptance`.
-@pytest.mark.parametrize("dist", ["load", pytest.param("loadgroup", marks=pytest.mark.acceptance)])
+# Pytest in pytest under xdist, twice per scheduler (68 s for `load` at load 9, 2026-12-07): `nox -s acceptance`.
+# The plugin's scheduler itself is driven without a pytest run in the README's suite
+# (test_under_load_each_contract_class_runs_on_one_worker_and_the_rest_spreads).
+@pytest.mark.acceptance
+@pytest.mark.parametrize("dist", ["load", "loadgroup"])
 def test_a_suite_without_a_contract_class_runs_exactly_as_without_the_package(
     dist: str, pytester: pytest.Pytester
 ) -> None:

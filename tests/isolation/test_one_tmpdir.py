@@ -25,7 +25,11 @@ def _check(*arguments: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
 
 
-@pytest.mark.parametrize("arguments", [("--clause", "SC10"), ("--clause", "SC10,SC14", "--jobs", "2")],
+# The correct loader passes in a CLI check of its own: 34 s each at load 9 (2026-12-07). One job, the false SC10
+# failure's case, stays in the README's suite; the same on two jobs is `nox -s acceptance`.
+@pytest.mark.parametrize("arguments", [("--clause", "SC10"),
+                                       pytest.param(("--clause", "SC10,SC14", "--jobs", "2"),
+                                                    marks=pytest.mark.acceptance)],
                          ids=["one job", "two jobs"])
 def test_a_state_naming_its_tmpdir_resumes_in_the_fresh_processes_of_the_same_check(arguments: tuple[str, ...]
                                                                                      ) -> None:
