@@ -23,6 +23,11 @@ IN_PROCESS = ConfigSpace(num_workers=(0,))
 TESTS = Path(__file__).parents[1]
 
 
+#: Every test of this file on one worker, which checks `failing` once: a module's fixture runs once per xdist worker,
+#: and spread one by one the tests ran it on both (14 s at load 9, 2026-12-07).
+pytestmark = pytest.mark.xdist_group("export-and-replay")
+
+
 @pytest.fixture(scope="module")
 def failing() -> Report:
     """A report with passed, failed, expected-failure and not-judged clauses."""

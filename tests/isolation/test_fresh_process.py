@@ -15,6 +15,7 @@ import psutil
 import pytest
 import zoo
 import zoo_kills
+from shared import once
 
 from stateful_contract import ConfigSpace, check
 from stateful_contract.reference import factories
@@ -88,14 +89,23 @@ def _check_in_a_subprocess(factory: str, hash_seed: str, tmp_path: Path) -> dict
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
+#: The tests that read `hash_ordered_sc10`: on one worker, which checks it once (a module's fixture runs once per
+#: xdist worker: the two tests on two workers ran this check twice, 24 s each at load 9, 2026-12-07).
+HASH_ORDERED = pytest.mark.xdist_group("fresh-process-hash-ordered")
+
+
+@pytest.fixture
 def hash_ordered_sc10(tmp_path_factory):
     """SC10 of `zoo.HashOrderedShards`, checked in a process whose hash seed is pinned to 0 (so the verdict and
-    the reported example are the same every run)."""
-    report = _check_in_a_subprocess("HashOrderedShards", "0", tmp_path_factory.mktemp("hash-order"))
-    return next(c for c in report["clauses"] if c["id"] == "SC10")
+    the reported example are the same every run), once a session (`shared.once`)."""
+    def run_it() -> dict:
+        report = _check_in_a_subprocess("HashOrderedShards", "0", tmp_path_factory.mktemp("hash-order"))
+        return next(c for c in report["clauses"] if c["id"] == "SC10")
+
+    return once(tmp_path_factory, "fresh-process-hash-ordered-sc10", run_it)
 
 
+@HASH_ORDERED
 def test_a_stream_ordered_by_the_string_hash_seed_fails_sc10_in_a_new_interpreter(hash_ordered_sc10):
     """Forked processes share the checker's hash seed; the fresh process is a new interpreter with another."""
     sc10 = hash_ordered_sc10
@@ -107,6 +117,7 @@ def test_a_stream_ordered_by_the_string_hash_seed_fails_sc10_in_a_new_interprete
     assert check(zoo.HashOrderedShards, clauses=["SC10"], space=IN_PROCESS, isolation="in-process").passed
 
 
+@HASH_ORDERED
 def test_the_hash_seed_reproduction_fails_across_interpreters_and_passes_in_one(hash_ordered_sc10, tmp_path):
     _write_the_two_programs(hash_ordered_sc10["reproduction"], tmp_path)
 
