@@ -18,7 +18,7 @@ __all__ = ["CONTRACT_VERSION", "ITER_THEN_NEXT", "NOT_JUDGED_ON_ENDLESS", "NOT_O
            "shape_words", "title", "unjudged_words"]
 
 #: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
-CONTRACT_VERSION = "2.2"
+CONTRACT_VERSION = "2.3"
 
 #: How the message of a clause starts that an endless stream leaves out: one that does not apply there (a trainer
 #: drawing from one endless stream never makes the calls it judges), and one not judged there though such a
