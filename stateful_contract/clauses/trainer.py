@@ -12,9 +12,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from ..config import LoaderConfig
+from ..repro.compare import first_difference, same_batches
 from ..repro.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
 from ..repro.impact import loud
-from ..repro.compare import first_difference, same_batches
 from ..repro.outcome import ClauseViolation, last_frame
 from ..repro.steps import LoaderError, Position, advance, checkpoint, state_of, take
 from ..repro.trainer_steps import cut_short, dcp_changed, dcp_load, dcp_save, into_cut_short_pass
