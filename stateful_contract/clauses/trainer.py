@@ -5,13 +5,14 @@ Each has shipped as a real resume bug: docs/clauses.md, "Trainer usage", and doc
 
 from __future__ import annotations
 
+import functools
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
 
-from ..config import LoaderConfig
+from ..config import ConfigSpace, LoaderConfig
 from ..repro.compare import first_difference, same_batches
 from ..repro.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
 from ..repro.impact import loud
@@ -194,7 +195,23 @@ def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
     return CutShort(steps * window, passes, into * window)
 
 
+def _at_the_break_examples(space: ConfigSpace | None) -> list[tuple[LoaderConfig, Any]]:
+    """SC22's explicit example: a shuffled epoch cut short near its middle, the state taken after the last batch of
+    the second pass, before the break (`CutShort.at_the_break`, where torchtune saves), which a small search
+    reaches only now and then: it needs a pass before and the last of the windows drawn."""
+    space = space or ConfigSpace()
+    config = space.fitted(LoaderConfig(dataset_size=12, batch_size=2, shuffle=True, seed=5))
+    return [(config, functools.partial(_second_pass_at_the_break, config=config))]
+
+
+def _second_pass_at_the_break(lengths: list[int], saves: SavePoints, *, config: LoaderConfig) -> CutShort:
+    window = saves.window(config)
+    steps = max(1 if saves.after_iter else 2, lengths[0] // window // 2)
+    return CutShort(steps * window, 1, steps * window)
+
+
 @clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES,
+        explicit=_at_the_break_examples,
         inside_a_pass="its every checkpoint is taken inside a pass cut short",
         not_on_endless="a pass cut short is one a trainer leaves for the next iter(), and a trainer draws from an "
                        "endless stream with one iter()",

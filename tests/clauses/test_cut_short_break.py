@@ -79,6 +79,17 @@ def test_sc22_draws_the_state_at_the_break_under_every_trainer_shape_and_policy_
     assert _draws_at_the_break(saves)
 
 
+@pytest.mark.parametrize("saves", [SavePoints(), SavePoints(after_iter=False), SavePoints("window"), SavePoints(3)],
+                         ids=["anywhere", "iter-then-next", "window", "every-3"])
+def test_every_run_of_sc22_checks_the_state_at_the_break_once_first(saves: SavePoints) -> None:
+    """The explicit example: a search reaches the point only now and then (it needs a pass before it)."""
+    space = ConfigSpace(grad_acc_step=(2, 4))
+    ((config, plan_of),) = clause("SC22").explicit_examples(space)
+    plan = plan_of([config.dataset_size // config.batch_size], saves)
+    assert config.shuffle and plan.at_the_break and plan.passes == 1, plan
+    assert plan.limit % saves.window(config) == 0 and plan.limit < config.dataset_size // config.batch_size, plan
+
+
 def _sc22(factory: Any, plan: CutShort, **options: Any) -> Any:
     return check(factory, clauses=["SC22"], space=IN_PROCESS, replay=(SHUFFLED, plan), **options)
 
