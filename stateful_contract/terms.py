@@ -14,11 +14,17 @@ from typing import Literal, Protocol
 
 from .spellings import Hint
 
-__all__ = ["CONTRACT_VERSION", "ITER_THEN_NEXT", "TIERS", "Tier", "TierInfo", "policy_words", "saves_after_iter",
-           "shape_words", "title"]
+__all__ = ["CONTRACT_VERSION", "ITER_THEN_NEXT", "NOT_JUDGED_ON_ENDLESS", "NOT_ON_ENDLESS", "TIERS", "Tier", "TierInfo", "policy_words", "saves_after_iter",
+           "shape_words", "title", "unjudged_words"]
 
 #: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
-CONTRACT_VERSION = "2.2"
+CONTRACT_VERSION = "2.3"
+
+#: How the message of a clause starts that an endless stream leaves out: one that does not apply there (a trainer
+#: drawing from one endless stream never makes the calls it judges), and one not judged there though such a
+#: trainer may meet what it judges, a gap every face shows beside the verdict (`Report.not_judged_on_endless`).
+NOT_ON_ENDLESS = "does not apply to an endless stream"
+NOT_JUDGED_ON_ENDLESS = "not judged on an endless stream"
 
 #: ``trainer``: the ways real trainers drive loaders (contract version 2), run by default.
 Tier = Literal["structure", "core", "trainer", "distributed", "strict"]
@@ -95,3 +101,9 @@ def policy_words(alignment: str | None) -> str:
     if alignment == "window":
         return "checked at window boundaries"
     return f"checked every {alignment} batches"
+
+
+def unjudged_words(ids: Sequence[str]) -> str:
+    """The clauses an endless stream left unjudged (`NOT_JUDGED_ON_ENDLESS`), in the words every face writes beside
+    a pass, so that none reads as covering them ("" for none)."""
+    return f"{', '.join(ids)} not judged on an endless stream" if ids else ""

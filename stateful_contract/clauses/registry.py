@@ -21,7 +21,14 @@ from ..repro.impact import Impact
 from ..repro.outcome import ClauseViolation
 from ..search.loop import Budget
 from ..search.plans import Alignment, SavePoints, epoch_ends_only
-from ..terms import CONTRACT_VERSION, TIERS, Tier  # re-exported: the facts a report is read with
+from ..spellings import Hint
+from ..terms import (  # re-exported: the facts a report is read with
+    CONTRACT_VERSION,
+    NOT_JUDGED_ON_ENDLESS,
+    NOT_ON_ENDLESS,
+    TIERS,
+    Tier,
+)
 
 __all__ = ["CONTRACT_VERSION", "LOAD", "RESUMES", "TIERS", "Clause", "all_clauses", "clause",
            "default_selection", "load_blocks", "load_prober", "lookup", "run_order", "violated"]
@@ -85,9 +92,15 @@ class Clause:
     #: Why ``waived_by``'s declaration does not waive the clause on an endless stream ("" when it does), in
     #: words that follow "SC32 is judged though joins_uneven_inputs is declared: ".
     judged_on_endless: str = ""
-    #: Why it does not apply to an endless stream (`LoaderConfig.endless`: a pass never ends); "" when it
-    #: is judged there as well (docs/clauses.md, "Endless streams").
+    #: Why it does not apply to an endless stream (`LoaderConfig.endless`: a pass never ends, and the calls it
+    #: judges are ones a trainer of such a stream never makes); "" when it applies there as well (docs/clauses.md,
+    #: "Endless streams").
     not_on_endless: str = ""
+    #: Why it is not judged on an endless stream though a trainer of one may meet what it judges (a gap in what
+    #: the verdict covers, which every face shows); "" when it is judged there. ``endless_with``: a declaration
+    #: (a `CheckOptions` field) under which it is judged there after all (SC31 under ``fixed_global_batch``).
+    not_judged_on_endless: str = ""
+    endless_with: str = ""
     #: Why every checkpoint of this clause is inside a pass ("" when it has others): under the epoch-end
     #: policy it does not apply (`excluded_by`).
     inside_a_pass: str = ""
@@ -156,6 +169,15 @@ class Clause:
         if self.waived_by is None or not _declares(facts, self.waived_by[0]) or (endless and self.judged_on_endless):
             return None
         return f"does not apply: {self.waived_by[1]} (declared)"
+
+    def unjudged_on_endless(self, facts: Mapping[str, Any]) -> str | None:
+        """Why the clause is not judged on an endless stream, given the check's declarations (None: it is)."""
+        if self.not_on_endless:
+            return f"{NOT_ON_ENDLESS}: {self.not_on_endless}"
+        if not self.not_judged_on_endless or (self.endless_with and _declares(facts, self.endless_with)):
+            return None
+        unless = f"; it is where {Hint(self.endless_with, True)} is declared" if self.endless_with else ""
+        return f"{NOT_JUDGED_ON_ENDLESS}: {self.not_judged_on_endless}{unless}"
 
     def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None:
         if self.world is not None:

@@ -96,8 +96,7 @@ def _names_the_world_sizes(values: Sequence[WorldResume], config: LoaderConfig, 
 @clause("SC41", "refusals-name-the-mismatch", tier="strict", plan=_refusal_plan, needs=RESUMES, budget="workers",
         explicit=worker_change_examples,
         after_restart=(resume_on_another_world, _names_the_world_sizes), reads=("fixed_global_batch",),
-        restart_worlds=new_worlds,
-        not_on_endless="it resumes as SC23 and SC31 do, which judge the interrupted epoch")
+        restart_worlds=new_worlds)
 def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint) -> None:
     """Where a worker-count change (SC23) or, on several ranks, a world-size change (SC31) is refused,
     the exception names what differs: the two worker counts, the two world sizes. torchdata 0.11's bare

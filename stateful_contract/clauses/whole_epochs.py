@@ -72,7 +72,7 @@ def _over_the_ranks(values: Sequence[RankEpochs | None], config: LoaderConfig, p
 
 
 @clause("SC42", "uninterrupted-epoch-yields-each-sample-once", tier="strict", world=_over_the_ranks,
-        not_on_endless=("an endless stream has no epoch to count: a pass never ends, and where one epoch of the "
+        not_judged_on_endless=("an endless stream has no epoch to count: a pass never ends, and where one epoch of the "
                         "dataset stops inside it is the loader's to say; SC10 counts its samples lost and repeated "
                         "over two epochs of the dataset past every checkpoint"))
 def uninterrupted_epoch_yields_each_sample_once(example: Example, plan: None) -> RankEpochs | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 import sys
 import warnings
 from collections import Counter
@@ -21,46 +20,26 @@ from typing import Any
 from ..config import LoaderConfig
 from ..repro.advice import advise
 from ..repro.compare import sample_ids
+from ..repro.endless import describe as in_the_stream
 from ..repro.impact import Impact, losses
 from ..repro.recording import unrecorded
 from ..repro.state_steps import load_checkpoint, save_checkpoint
 from ..repro.steps import LoaderError, NotJudgeable, Position, checkpoint, stream, uninterrupted
 from ..search.example import Example
 from ..search.plans import Checkpoint, checkpoint_plan, position_on_rank
-from ..spellings import Hint
+from .endless_world import global_steps, horizon_of, judge_endless_world
 from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, tally, window
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind
+from .world_refusals import names_the_world_size, unnamed_world_refusal
 
 __all__ = ["WorldResume", "new_worlds", "resume_on_another_world", "resumed_config", "world_size_change_is_exact_or_refused"]
-
-#: Words that say a message is about the number of ranks (torchtitan: "dp_degree is inconsistent").
-_WORLD_WORDS = re.compile(r"world|replica|degree|data[ _-]?parallel|\bdp\b|dp_", re.IGNORECASE)
 
 
 def new_worlds(world_size: int) -> tuple[int, ...]:
     """The world sizes a state saved on ``world_size`` ranks is resumed on: fewer, then more; none from one
     rank (SC31 needs two, and there SC41 judges worker counts only)."""
     return (world_size // 2, world_size + 1) if world_size > 1 else ()
-
-
-def names_the_world_size(error: BaseException, saved: int, resumed: int) -> bool:
-    """Whether an exception refuses the state for the world size: it says "world size" (or replicas,
-    the data-parallel degree), or names both sizes and ranks."""
-    text = f"{type(error).__name__}: {error}"
-    if _WORLD_WORDS.search(text):
-        return True
-    numbers = set(re.findall(r"\d+", text))
-    return {str(saved), str(resumed)} <= numbers and "rank" in text.lower()
-
-
-def unnamed_world_refusal(refused: WorldResume) -> str:
-    """What a user is told where a world-size change is refused without naming the sizes."""
-    return (f"a resume on another world size was refused before its first batch (nothing is lost, so SC31 passes), "
-            f"but {refused.refusal} does not name the two world sizes: whoever restarts an elastic job on "
-            "fewer or more ranks is not told why it fails. Fix: record world_size in state_dict() and, in "
-            "load_state_dict(), raise e.g. ValueError(f\"state saved on world_size={saved} ranks, this run has "
-            f"world_size={{now}}\"). SC41 ({Hint('strict', True)}) requires it.")
 
 
 @dataclass
@@ -93,6 +72,13 @@ class WorldResume:
     fresh_next: list[int] | None = None
     #: Not resumed on this world, and why (a fixed global batch that does not split over its ranks).
     skipped: str = ""
+    #: On an endless stream (clauses/endless_world.py), ids per batch: of this rank after the resume, of a fresh
+    #: world of the new size on this rank, and of every saving rank's uninterrupted stream (None: not endless).
+    steps: list[list[int]] | None = None
+    fresh_steps: list[list[int]] | None = None
+    saved_steps: list[list[list[int]]] = field(default_factory=list)
+    #: The step the saving ranks checkpointed at.
+    saved_at: int = 0
 
     @property
     def yielded(self) -> list[int]:
@@ -154,7 +140,7 @@ def resume_on_another_world(example: Example, plan: Checkpoint, *, fixed_global_
     records = sorted((json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("saved-rank*.json")),
                      key=lambda r: int(r["rank"]))
     saved = len(records)
-    if saved == 0 or any(r["epochs"] is None or r["consumed"] is None for r in records):
+    if saved == 0 or any(r.get("steps", r["epochs"]) is None or r["consumed"] is None for r in records):
         raise NotJudgeable("the batches carry no 'index' field, so the samples a resumed world covers cannot be "
                            "counted; see SC30")
     source = world.rank % saved
@@ -177,11 +163,13 @@ def resume_on_another_world(example: Example, plan: Checkpoint, *, fixed_global_
                     f"on {_ranks(config.world_size)}")
     path = str(folder / f"rank{source}.pt")
     program.bind(path, repr(f"rank{source}.pt"))
-    limit = 2 * (example.config.dataset_size + world.world_size + 1)
+    endless = example.config.endless
+    limit = (horizon_of(global_steps([r["steps"] for r in records]), saved_at.batches)
+             if endless else 2 * (example.config.dataset_size + world.world_size + 1))
     try:
         with _logged(result.logged):
             loader = example.fresh(load_checkpoint(path), config=config)
-            resumed = stream(loader, 2, limit=limit)
+            resumed = stream(loader, 1 if endless else 2, limit=limit)
             batches, counts = list(resumed), list(resumed.lengths)
             # torchdata resumes a state taken after the last batch, before StopIteration, into
             # an empty epoch (docs/findings.md, F5): then the next two passes are the ones due.
@@ -197,6 +185,13 @@ def resume_on_another_world(example: Example, plan: Checkpoint, *, fixed_global_
     with unrecorded():  # what a fresh world of the new size deals: not a step of the reproduction
         reference, lengths = (example.reference() if config is example.config
                               else uninterrupted(example.factory, config))
+    if endless:  # one stream, counted in global steps (endless_world.py)
+        result.steps, result.fresh_steps = ([sample_ids([b], integers=True) or [] for b in s]
+                                            for s in (batches, reference))
+        result.saved_steps, result.saved_at = [r["steps"] for r in records], saved_at.batches
+        program.add(f"# Over the {_ranks(world.world_size)}, each epoch of global steps must hold what the {saved}-rank "
+                    "world's holds (the rest of the interrupted one, then whole ones), none lost, none repeated")
+        return result
     if not consumed:
         result.fresh = epoch_ids(reference, lengths, epoch)
     result.fresh_next = epoch_ids(reference, lengths, epoch + 1)
@@ -313,7 +308,17 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
                 "none lost, none repeated"
                 + ("" if first.consumed else f" (or epoch {first.epoch} as a fresh {resumed}-rank world yields it)"))
     errors = [r for r in values if r.error is not None]
-    if errors:
+    if not errors and first.steps is not None:  # an endless stream: counted epoch by epoch of global steps
+        verdict = judge_endless_world(first.saved_steps, [r.steps or [] for r in values],
+                                      [r.fresh_steps or [] for r in values], at=first.saved_at)
+        if verdict.skipped:
+            advise(verdict.skipped)
+        if verdict.impact is None:
+            return
+        lines, how, impact = verdict.lines, "resumed silently", verdict.impact
+        context, expected = verdict.told(saved, resumed, in_the_stream(Position(batches=first.saved_at),
+                                                                           replace(config, world_size=saved)))
+    elif errors:
         lines = [f"{_how(r)} raised after its first batch, so the job dies mid-run: {r.error}"
                  for r in errors]
         how = "raised after it had started"
@@ -353,9 +358,9 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         plan=checkpoint_plan, reads=("fixed_global_batch",),
         needs=("SC01", LOAD), after_restart=(resume_on_another_world, judge_world_change),
         restart_worlds=new_worlds,
-        not_on_endless=("its judgement counts the samples still due in the interrupted epoch over the new world, "
-                        "and an endless stream shows no epoch end to count them to; SC32 judges the new world's "
-                        "steps and cycles after the resume"))
+        not_judged_on_endless=("with the per-rank batch kept, the new world's global steps cut the stream elsewhere, "
+                               "and nothing in an endless stream marks where an epoch ends to count the samples "
+                               "still due to"), endless_with="fixed_global_batch")
 def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) -> None:
     """A state saved on N ranks and resumed on M != N ranks (an elastic restart) is either refused (any
     exception before the first batch; an advisory where it does not name the world sizes), or the M
@@ -369,6 +374,10 @@ def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) ->
     example.program.bind(path, repr(f"rank{world.rank}.pt"))
     save_checkpoint(checkpoint(example.fresh(), position), path)
     consumed, epochs = window(reference, lengths, position)
-    record = {"rank": world.rank, "position": asdict(position), "consumed": consumed, "epochs": epochs,
-              "finished": position.batches == lengths[position.epoch]}
+    record: dict[str, Any] = {"rank": world.rank, "position": asdict(position), "consumed": consumed,
+                              "epochs": epochs, "finished": position.batches == lengths[position.epoch]}
+    if example.config.endless:  # one stream, no epoch to cut: every batch's samples (endless_world.py)
+        ids = [sample_ids([b], integers=True) for b in reference]
+        record |= {"consumed": [], "epochs": [[], [], []], "finished": False,
+                   "steps": None if None in ids else ids}
     (folder / f"saved-rank{world.rank}.json").write_text(json.dumps(record), encoding="utf-8")

@@ -123,8 +123,9 @@ def badge_message(report: Report) -> str:
         message += ", " + policy_words(report.checkpoint_alignment)
     if report.trainer_shape:  # the declared trainer's shape: a clause it waives was not judged
         message += ", " + shape_words(report.trainer_shape)
-    if report.endless:  # what was judged: one endless stream, not epochs
-        message += ", endless stream"
+    if report.endless:  # what was judged: one endless stream, not epochs, and what that left unjudged
+        gaps = report.not_judged_on_endless  # the strict tier's too: named, though only the core's set the colour
+        message += ", endless stream" + (f" ({_named(gaps)} not judged)" if gaps else "")
     strict = _ran(report, _MENTIONED_TIERS)
     if strict:
         message += ", fails strict" if any(r.is_failure for r in strict) else " + strict"
@@ -139,7 +140,8 @@ def badge_color(report: Report) -> str:
     if any(r.is_failure for r in core):
         return "red"
     if (report.checkpoint_alignment is not None or report.trainer_shape
-            or any(r.status == "expected-failure" for r in core)):
+            or any(r.status == "expected-failure" for r in core)
+            or {r.id for r in core} & set(report.not_judged_on_endless)):  # a pass that does not cover them
         return "yellowgreen"
     return "brightgreen"
 

@@ -24,7 +24,7 @@ from ..report.render import (
 from ..report.results import Report
 from ..repro.advice import advisories
 from ..search.coverage import POINT_PREFIX
-from ..terms import shape_words
+from ..terms import shape_words, unjudged_words
 
 __all__ = ["junit_xml", "markdown_summary", "write_junit", "write_markdown"]
 
@@ -91,7 +91,8 @@ def markdown_summary(report: Report) -> str:
     """The report in GitHub-flavoured Markdown: verdict, one row per clause that ran, the failures."""
     walk = ran(report)
     failing = [(r, same_as) for r, same_as in walk if r.is_failure]
-    verdict = {"pass": "✅ pass", "fail": f"❌ fail ({plural(len(failing), 'clause')})",
+    gap = unjudged_words(report.not_judged_on_endless)  # a pass that does not cover them says so
+    verdict = {"pass": "✅ pass" + (f" ({gap})" if gap else ""), "fail": f"❌ fail ({plural(len(failing), 'clause')})",
                "not-judged": "⏭️ not judged (no clause came to a verdict: nothing is known to hold)",
                "interrupted": f"⏹️ interrupted (a partial report; {plural(len(failing), 'clause')} failed)"}[report.verdict]
     target = report.target.replace("`", "'")

@@ -12,9 +12,11 @@ from typing import TextIO
 from ..repro.advice import advisories
 from ..search.coverage import describe_coverage, describe_space
 from ..terms import (  # re-exported: the faces' words, light for the badge
+    NOT_ON_ENDLESS,
     policy_words,
     saves_after_iter,
     title,
+    unjudged_words,
 )
 from .results import ClauseResult, Report, same_causes
 
@@ -85,13 +87,11 @@ def endless_line(report: Report) -> str:
     """``endless stream (found): ...``: how the loader was checked, when its passes never end ("" otherwise)."""
     if not report.endless:
         return ""
-    # endless compares streams, with torch: imported for an endless report only (the summary stays light)
-    from ..repro.endless import NOT_ON_ENDLESS
-
     how = "declared" if report.endless == "declared" else "found: its first pass never ended"
     left = [r.id for r in report.results if r.status == "not-judged" and r.message.startswith(NOT_ON_ENDLESS)]
     return (f"endless stream ({how}): checked as one stream, resumes compared over two epochs of the dataset "
-            "past each checkpoint" + (f"; {', '.join(left)} {NOT_ON_ENDLESS}" if left else ""))
+            "past each checkpoint" + (f"; {', '.join(left)} {NOT_ON_ENDLESS}" if left else "")
+            + (f"; {unjudged_words(report.not_judged_on_endless)}" if report.not_judged_on_endless else ""))
 
 
 def coverage_line(report: Report) -> str:
@@ -140,7 +140,8 @@ def render_report(report: Report, out: TextIO) -> None:
     elif not failing:
         deviations = report.deviations
         extra = f" with declared deviations: {', '.join(deviations)}" if deviations else ""
-        out.write(f"Verdict: PASS{extra}\n")
+        gap = unjudged_words(report.not_judged_on_endless)  # a pass that does not cover them says so
+        out.write(f"Verdict: PASS{extra}{f' ({gap})' if gap else ''}\n")
         return
     else:
         out.write(f"Verdict: FAIL ({len(failing)} clause{'s' if len(failing) != 1 else ''}: "

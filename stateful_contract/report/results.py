@@ -17,7 +17,10 @@ from ..profiles import DEFAULT_PROFILE
 from ..repro.impact import Impact
 from ..repro.outcome import ClauseViolation, Outcome, Status
 from ..spellings import Hint
-from ..terms import CONTRACT_VERSION  # not .clauses: a saved report reads without the engine (the badge)
+from ..terms import (
+    CONTRACT_VERSION,  # not .clauses: a saved report reads without the engine (the badge)
+    NOT_JUDGED_ON_ENDLESS,
+)
 
 if TYPE_CHECKING:
     from ..clauses.registry import Clause
@@ -68,6 +71,11 @@ REPORT_FORMAT = 13
 #: default, as its command-line words by keyword, ``{"timeout": ["--timeout", "30"]}``), which a replay of the
 #: report runs under; null in older reports, whose replays read the fields above.
 REPORT_FORMAT = 14
+
+#: 15: ``not_judged_on_endless``, the clauses an endless stream left unjudged though its trainer may meet what they
+#: judge (their message starts "not judged on an endless stream"): what a pass does not cover. Written from the
+#: clauses' records, never read back.
+REPORT_FORMAT = 15
 
 _OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
 
@@ -207,6 +215,12 @@ class Report:
         return "not-judged" if self.judged_nothing else "pass"
 
     @property
+    def not_judged_on_endless(self) -> list[str]:
+        """The clauses not judged because the stream is endless though its trainer may meet what they judge (SC31
+        without a declared fixed global batch, SC42): a gap in what a pass covers, which every face shows."""
+        return [r.id for r in self.results if r.status == "not-judged" and r.message.startswith(NOT_JUDGED_ON_ENDLESS)]
+
+    @property
     def coverage(self) -> dict[str, int]:
         """What the search covered, summed over the clauses."""
         return dict(sum((Counter(r.coverage) for r in self.results), Counter[str]()))
@@ -221,7 +235,8 @@ class Report:
                 "contract_version": self.contract_version, "target": self.target, "verdict": self.verdict}
         # The other fields in their declared order (contract_version keeps its place at the head).
         fields = {f.name: copy.copy(getattr(self, f.name)) for f in dataclasses.fields(self)[2:]}
-        return head | fields | {"same_cause": same_causes(self.results),
+        return head | fields | {"not_judged_on_endless": self.not_judged_on_endless,
+                                "same_cause": same_causes(self.results),
                                 "clauses": [r.to_dict() for r in self.results]}
 
     def to_json(self, path: str | Path | None = None) -> str:

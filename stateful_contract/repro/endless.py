@@ -18,11 +18,9 @@ from .compare import Segment, batch_ids, first_difference, sample_ids, shift_of
 from .impact import Impact, losses, loud, stream_impact
 from .vocabulary import Point, batch_count, into_window
 
-__all__ = ["NOT_ON_ENDLESS", "StreamSegment", "checkpoint_span", "cycle_length", "describe", "endless_impact",
+__all__ = ["StreamSegment", "checkpoint_span", "cycle_length", "describe", "endless_impact",
            "stream_losses"]
 
-#: How a clause not judged on an endless stream is reported (its reason follows).
-NOT_ON_ENDLESS = "does not apply to an endless stream"
 
 
 class StreamSegment(Segment):

@@ -16,7 +16,6 @@ from ..isolation.supervised import PendingSibling, Supervised
 from ..profiles import get_profile
 from ..report.results import ClauseResult, Status
 from ..repro.advice import collecting
-from ..repro.endless import NOT_ON_ENDLESS
 from ..repro.guard import raise_lost_ctrl_c
 from ..repro.outcome import Outcome, unjudged_by
 from ..search.example import ExampleRun, LoadFormProbe, LoadProbe
@@ -91,8 +90,8 @@ class _Run:
     def blocked(self, c: Clause) -> str | None:
         """Why ``c`` cannot be judged, when something it needs does not hold (or the declared policy excludes it,
         or it does not apply to an endless stream)."""
-        if self.endless is not None and c.not_on_endless:
-            return f"{NOT_ON_ENDLESS}: {c.not_on_endless}"
+        if self.endless is not None and (why := c.unjudged_on_endless(self.options.declarations)) is not None:
+            return why
         if (excluded := c.excluded_by(self.options.checkpoint_alignment)) is not None:
             return excluded
         for need in c.needs:

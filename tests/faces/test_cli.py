@@ -26,7 +26,7 @@ def test_a_correct_loader_exits_0_and_writes_the_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Verdict: PASS" in out and "SC10 resume-continues-the-stream" in out
     data = json.loads(report_path.read_text())
-    assert data["verdict"] == "pass" and data["contract_version"] == "2.2" and data["target"] == "zoo:epoch_loader"
+    assert data["verdict"] == "pass" and data["contract_version"] == "2.3" and data["target"] == "zoo:epoch_loader"
     assert {c["id"]: c["status"] for c in data["clauses"]}["SC10"] == "passed"
     assert Report.from_json(report_path).passed
 

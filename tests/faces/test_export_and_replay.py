@@ -84,7 +84,7 @@ def test_check_writes_junit_and_markdown(tmp_path: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "coverage: checkpoints " in out and "(seed 5)" in out
     assert ET.parse(tmp_path / "out/r.xml").getroot().tag == "testsuites"
-    assert (tmp_path / "out/r.md").read_text().startswith("### StatefulLoader contract v2.2: `zoo:OffByOneResume`")
+    assert (tmp_path / "out/r.md").read_text().startswith("### StatefulLoader contract v2.3: `zoo:OffByOneResume`")
     assert Report.from_json(tmp_path / "r.json").seed == 5
 
 

@@ -49,7 +49,7 @@ def make_report(
 def test_a_clean_pass_is_bright_green_and_names_the_contract_and_version() -> None:
     assert endpoint_json(make_report()) == {
         "schemaVersion": 1,
-        "label": "StatefulLoader contract v2.2",
+        "label": "StatefulLoader contract v2.3",
         "message": "passing",
         "color": "brightgreen",
     }
@@ -138,7 +138,7 @@ def test_the_svg_is_standalone_and_sized_to_its_text() -> None:
     report = make_report({"SC02": "failed", "SC10": "failed"})
     root = ET.fromstring(render_svg(report))
     assert root.tag == f"{SVG}svg"
-    assert root.findtext(f"{SVG}title") == "StatefulLoader contract v2.2: failing SC02 +1"
+    assert root.findtext(f"{SVG}title") == "StatefulLoader contract v2.3: failing SC02 +1"
     # Nothing to fetch: no links, images or external stylesheets.
     assert not any(el.tag in (f"{SVG}image", f"{SVG}a", f"{SVG}style") for el in root.iter())
     assert not any("href" in key for el in root.iter() for key in el.attrib)
@@ -147,7 +147,7 @@ def test_the_svg_is_standalone_and_sized_to_its_text() -> None:
     assert right.attrib["fill"] == COLORS["red"]
     texts = root.findall(f"{SVG}g/{SVG}text")
     label, message = texts[1], texts[3]  # each text is drawn twice: shadow, then text
-    assert label.text == "StatefulLoader contract v2.2" and message.text == "failing SC02 +1"
+    assert label.text == "StatefulLoader contract v2.3" and message.text == "failing SC02 +1"
     for text, box in ((label, left), (message, right)):
         # Text is drawn at 10x and scaled by 0.1; it fits its box with 5px either side.
         assert float(text.attrib["textLength"]) / 10 >= text_width(text.text or "")
@@ -167,7 +167,7 @@ def test_the_badge_command_writes_both_files(tmp_path: Path, capsys: pytest.Capt
     svg, endpoint = tmp_path / "out" / "badge.svg", tmp_path / "out" / "badge.json"
     assert main(["badge", str(report), "--svg", str(svg), "--endpoint", str(endpoint)]) == 0
     assert json.loads(endpoint.read_text())["message"] == "failing SC10"
-    assert ET.fromstring(svg.read_text()).findtext(f"{SVG}title") == "StatefulLoader contract v2.2: failing SC10"
+    assert ET.fromstring(svg.read_text()).findtext(f"{SVG}title") == "StatefulLoader contract v2.3: failing SC10"
     assert str(svg) in capsys.readouterr().out
 
 

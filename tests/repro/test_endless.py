@@ -174,7 +174,10 @@ def test_the_clause_reference_says_for_every_clause_whether_it_applies_to_an_end
 
     text = (ROOT / "docs" / "clauses.md").read_text()
     for c in all_clauses():
-        how = f"does not apply: {c.not_on_endless}" if c.not_on_endless else "judged"
+        how = (f"does not apply: {c.not_on_endless}" if c.not_on_endless else
+               f"not judged: {c.not_judged_on_endless}" + (f"; judged where `{c.endless_with}` is declared"
+                                                           if c.endless_with else "")
+               if c.not_judged_on_endless else "judged")
         assert f"| {c.id} {c.name} | {how} |" in text, f"docs/clauses.md, Endless streams: the row of {c.id}"
 
 
