@@ -93,7 +93,7 @@ OPTIONS: dict[str, Option] = {o.keyword: o for o in (
            "declare what the trainer does with its loader, so that a clause judging only calls it never makes is "
            "not judged: loads-fresh, it loads a checkpoint only into a freshly built loader (SC20 not judged); "
            "iter-then-next, it draws each pass's first batch at once after iter() (no checkpoint drawn between "
-           "the two)"),
+           "the two); whole-passes, it runs every pass to its end before its next iter() (SC22 not judged)"),
     Option("timeout", ("--timeout",), "seconds per example (0: none)"),
     Option("run_timeout", ("--run-timeout",), "seconds a multi-rank run may take, start-up included, before every "
                                               "process of it is killed (default: from the profile's budget)"),

@@ -417,6 +417,38 @@ class LazyNewPass(EpochLoader):
         return later()
 
 
+class EndsThePassAtTheStepLimit(EpochLoader):
+    """SC22, only at a state taken after the last batch of a pass cut short, before the trainer's break.
+
+    It learns the trainer's step limit from the last pass the trainer broke out of (a new ``iter()`` while that
+    pass's epoch had batches left), as a wrapper does that reports an epoch's end to a trainer counting steps
+    per epoch (torchtune's ``max_steps_per_epoch``). Once a pass has yielded that many batches it saves the pass
+    as over, its offset back to 0, but its epoch moves on only at the next ``iter()``: a resume there replays
+    the whole pass. Mid-pass, right after ``iter()`` and across whole epochs its state is right.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        super().__init__(config)
+        self.limit: int | None = None
+        self.yielded = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.pending is None and self.in_progress and self.offset < len(self.batches(self.epoch)):
+            self.limit = self.yielded  # the trainer broke out of the pass: its step limit
+        self.yielded = 0
+        return super().__iter__()
+
+    def run(self) -> Iterator[Any]:
+        for batch in super().run():
+            self.yielded += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.pending is None and self.in_progress and self.yielded == self.limit:
+            return {"epoch": self.epoch, "offset": 0}  # the pass is over; the epoch should be self.epoch + 1
+        return super().state_dict()
+
+
 class RescalesOffsetByWorkers(EpochLoader):
     """SC23: the offset is kept per worker round and rescaled, silently, to another worker count."""
 
@@ -546,6 +578,7 @@ KILLS: dict[type, str] = {
     StartsOnTemplate: "SC19",
     ReloadKeepsItsEpoch: "SC20",
     LazyNewPass: "SC22",
+    EndsThePassAtTheStepLimit: "SC22",
     RescalesOffsetByWorkers: "SC23",
     FailsAfterAWorkerChange: "SC23",
     SkipsTheOffsetInTheNewOrder: "SC23",

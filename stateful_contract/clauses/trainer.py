@@ -5,13 +5,15 @@ Each has shipped as a real resume bug: docs/clauses.md, "Trainer usage", and doc
 
 from __future__ import annotations
 
+import functools
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
 
-from ..config import LoaderConfig
+from ..config import ConfigSpace, LoaderConfig
+from ..repro.compare import first_difference, same_batches
 from ..repro.epoch_steps import epoch_loop, loop_checkpoint, uninterrupted_loop
 from ..repro.impact import loud
 from ..repro.outcome import ClauseViolation, last_frame
@@ -26,7 +28,7 @@ from ..spellings import Hint
 from ..trainer_view import TrainerView
 from .judgements import same_epochs, same_stream
 from .registry import RESUMES, clause, violated
-from .trainer_shape import TRAINER_SHAPES
+from .trainer_shape import TRAINER_SHAPES, WHOLE_PASSES
 
 __all__ = ["CutShort", "Reload"]  # plans a replay builds; each clause registers itself
 
@@ -166,6 +168,12 @@ class CutShort:
         """The state is taken right after the ``iter()`` that follows a pass cut short (`_attach_hints`)."""
         return self.into == 0 and self.passes > 0
 
+    @property
+    def at_the_break(self) -> bool:
+        """The state is taken after the pass's last batch, before the trainer's ``break`` and its next ``iter()``:
+        where a trainer that counts steps per epoch saves at an epoch's end (torchtune's recipe, `_at_the_break`)."""
+        return self.into == self.limit
+
 
 #: Cut-short passes the uninterrupted run makes: enough to cross an epoch boundary.
 CUT_SHORT_PASSES = 6
@@ -181,23 +189,45 @@ def _cut_short_plan(data: st.DataObject, lengths: list[int], config: LoaderConfi
     first = 0 if saves.after_iter else 1
     steps = data.draw(st.integers(1 + first, max(1 + first, lengths[0] // window)), label="windows per cut-short pass")
     passes = data.draw(st.integers(0, 2), label="cut-short passes before the checkpoint")
-    into = data.draw(st.integers(first, steps - 1), label="windows into the pass (0: right after iter())")
+    # `steps` windows into the pass is after its last batch, before the break (`CutShort.at_the_break`).
+    into = data.draw(st.integers(first, steps), label="windows into the pass (0: right after iter(); all of them: "
+                                                      "after its last batch, before the break)")
     return CutShort(steps * window, passes, into * window)
 
 
+def _at_the_break_examples(space: ConfigSpace | None) -> list[tuple[LoaderConfig, Any]]:
+    """SC22's explicit example: a shuffled epoch cut short near its middle, the state taken after the last batch of
+    the second pass, before the break (`CutShort.at_the_break`, where torchtune saves), which a small search
+    reaches only now and then: it needs a pass before and the last of the windows drawn."""
+    space = space or ConfigSpace()
+    config = space.fitted(LoaderConfig(dataset_size=12, batch_size=2, shuffle=True, seed=5))
+    return [(config, functools.partial(_second_pass_at_the_break, config=config))]
+
+
+def _second_pass_at_the_break(lengths: list[int], saves: SavePoints, *, config: LoaderConfig) -> CutShort:
+    window = saves.window(config)
+    steps = max(1 if saves.after_iter else 2, lengths[0] // window // 2)
+    return CutShort(steps * window, 1, steps * window)
+
+
 @clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES,
+        explicit=_at_the_break_examples,
         inside_a_pass="its every checkpoint is taken inside a pass cut short",
         not_on_endless="a pass cut short is one a trainer leaves for the next iter(), and a trainer draws from an "
-                       "endless stream with one iter()")
+                       "endless stream with one iter()",
+        waived_by=(f"trainer_shape={WHOLE_PASSES}", TRAINER_SHAPES[WHOLE_PASSES]))
 def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
-    """Passes that `break` after some batches (step limits, eval every N steps), checkpointed
-    inside a pass, resume exactly."""
+    """Passes that `break` after some batches (step limits, eval every N steps),
+    checkpointed inside a pass, resume exactly."""
     reference = cut_short(example.fresh(), CUT_SHORT_PASSES, plan.limit)
     loader = example.fresh()
     into_cut_short_pass(loader, plan.passes, plan.limit, plan.into)
     state = state_of(loader)
     # The run had yielded the first `into` batches of pass `passes` (fewer if it ended sooner).
     k = min(plan.into, len(reference[plan.passes]))
+    if plan.at_the_break and k == plan.into:
+        _at_the_break(example, plan, reference, state)
+        return
     expected = example.program.expression(
         "expected", f"[b for p in {example.program.render(reference)}[{plan.passes}:] for b in p][{k}:]",
         [b for p in reference[plan.passes:] for b in p][k:])
@@ -216,3 +246,42 @@ def cut_short_passes_resume(example: Example, plan: CutShort) -> None:
                         + (f"after {batch_count(plan.into)} of {pass_name(plan.passes)}" if plan.into else
                            f"after iter() of {pass_name(plan.passes)}, before its first batch"),
                 what="the resumed run to finish the pass it was in and go on as the uninterrupted cut-short run")
+
+
+def _at_the_break(example: Example, plan: CutShort, reference: list[list[Any]], state: Any) -> None:
+    """SC22 on a state taken after the last batch of a pass cut short, before the trainer's ``break`` and its
+    next ``iter()``. torchtune's recipe saves there (pytorch/torchtune bd2a0fc7, recipes/
+    full_finetune_distributed.py ``train``: the save after an optimizer step inside the pass, at the step that
+    reaches ``max_steps_per_epoch``, its default ``save_every_n_steps``) and resumes with a new pass: the
+    resumed loader's first ``iter()``, its batches drawn at once. StatefulDataLoader's state there is
+    mid-pass, so that ``iter()`` goes on with the pass the state was taken in (measured: docs/clauses.md,
+    SC22), where the uninterrupted run started the next pass. A state that resumes either way costs the run
+    nothing a correct loader's would not: the judgement takes whichever the resumed run follows further.
+    Anything else (that pass again from its start, a pass skipped, a batch lost) fails."""
+    program, passes = example.program, plan.passes
+    went_on = example.fresh()
+    cut_short(went_on, passes, plan.limit)
+    # The same loader had the trainer drawn on instead of breaking: pass `passes` to twice the limit.
+    later = cut_short(went_on, CUT_SHORT_PASSES - passes - 1, plan.limit, first=2 * plan.limit)
+    goes_on = program.expression("goes_on", f"[b for p in {program.render(later)} for b in p][{plan.limit}:]",
+                                 [b for p in later for b in p][plan.limit:])
+    next_pass = program.expression("next_pass", f"[b for p in {program.render(reference)}[{passes + 1}:] for b in p]",
+                                   [b for p in reference[passes + 1:] for b in p])
+    resumed = cut_short(example.fresh(state), CUT_SHORT_PASSES - passes - 1, plan.limit)
+    got = program.expression("resumed", f"[b for p in {program.render(resumed)} for b in p]",
+                             [b for p in resumed for b in p])
+    follows_on = same_batches(goes_on, got) or _agreeing(goes_on, got) > _agreeing(next_pass, got)
+    expected = goes_on if follows_on else next_pass
+    same_stream(expected, got, clause_id="SC22",
+                context=f"passes cut short after {batch_count(plan.limit)} each; state taken after the last batch "
+                        f"of {pass_name(passes)}, before the trainer's break and its next iter(); the resumed "
+                        f"trainer starts a new pass with iter() and draws {batch_count(plan.limit)} at once",
+                what="the resumed run's first pass either to go on with the pass the state was taken in (as "
+                     "StatefulDataLoader's does) or to be the pass the uninterrupted run started next, and the "
+                     "passes after it to be the uninterrupted cut-short run's")
+
+
+def _agreeing(expected: list[Any], got: list[Any]) -> int:
+    """How many batches ``got`` has the same as ``expected`` before the first that differs."""
+    return next((i for i, (e, g) in enumerate(zip(expected, got)) if first_difference(e, g) is not None),
+                min(len(expected), len(got)))

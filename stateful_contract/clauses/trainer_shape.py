@@ -15,7 +15,11 @@ from collections.abc import Iterable, Sequence
 from ..search.plans import Alignment, SavePoints
 from ..terms import ITER_THEN_NEXT, saves_after_iter
 
-__all__ = ["ITER_THEN_NEXT", "TRAINER_SHAPES", "save_points", "shape_of"]
+__all__ = ["ITER_THEN_NEXT", "TRAINER_SHAPES", "WHOLE_PASSES", "save_points", "shape_of"]
+
+#: The fact of a trainer's shape under which SC22 is not judged: the trainer never leaves a pass for a new
+#: ``iter()`` before the pass's ``StopIteration`` (Hugging Face's Trainer: docs/clauses.md, "Trainer shapes").
+WHOLE_PASSES = "whole-passes"
 
 #: Each fact a trainer's shape may hold, and what it says the trainer does (the words of the report).
 TRAINER_SHAPES = {
@@ -24,6 +28,8 @@ TRAINER_SHAPES = {
     ITER_THEN_NEXT: "your trainer draws each pass's first batch at once after its iter(), so it never saves "
                     "between the two: no checkpoint is drawn right after an iter(), before that pass's first batch "
                     "(every other point is)",
+    WHOLE_PASSES: "your trainer runs every pass to its end (StopIteration) before its next iter(): it never breaks "
+                  "out of a pass to start another (it may stop training inside one, and resume there)",
 }
 
 

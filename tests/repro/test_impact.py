@@ -42,6 +42,7 @@ IMPACTS: dict[type, tuple[str, str, str]] = {
     zoo.StartsOnTemplate: ("SC19", "silent", "repeated"),
     zoo.ReloadKeepsItsEpoch: ("SC20", "silent", "any"),
     zoo.LazyNewPass: ("SC22", "silent", "any"),
+    zoo.EndsThePassAtTheStepLimit: ("SC22", "silent", "repeated"),  # the pass the state was taken in, again
     zoo.RescalesOffsetByWorkers: ("SC23", "silent", "any"),
     zoo.SkipsTheOffsetInTheNewOrder: ("SC23", "silent", "lost"),
     zoo.FailsAfterAWorkerChange: ("SC23", "loud", "next()"),
