@@ -7,7 +7,6 @@ multi-rank check runs" and "Ranks that raise, die or hang").
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import shutil
 import subprocess
 import time
@@ -98,7 +97,7 @@ class Ranks(RankExecutor):
         name = phase if (n := self._phases.count(phase)) == 1 else f"{phase}{n}"
         self._done[name] = False
         self._phase = Phase.start(self.run_dir, name, self.live_world_size,
-                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout},
+                                  {"ranks": self.spec, "timeout": self.run_timeout},
                                   tmp_dir=self.tmp_dir)
         return self._phase
 

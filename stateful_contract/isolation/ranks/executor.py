@@ -80,7 +80,7 @@ class RankExecutor:
             load_consume(consume)
         self.timeout = timeout
         self.carried = dict(carried or {})
-        # Every rank's, in the run's launch.json (`RankSpec.from_json`) or through `World.share`.
+        # Every rank's, sent first on its connection (`launch.Phase.start`) or through `World.share`.
         self.spec = RankSpec(self.target, factory_import, alignment, timeout, consume, probe_config=probe_config)
         self.notes: list[str] = []
         #: Every rank's epoch lengths (`lengths`; plans are drawn from their shortest), by config and world size.
