@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..repro.impact import Impact, losses
+from ..terms import NOT_JUDGED_ON_ENDLESS
 from .rank_streams import Tally, id_list, tally
 
 __all__ = ["EndlessVerdict", "epoch_steps", "global_steps", "horizon", "horizon_of", "judge_endless_world"]
@@ -98,16 +99,16 @@ def judge_endless_world(saved: Sequence[Steps], resumed: Sequence[Steps], fresh:
     epoch = epoch_steps(old)
     if epoch is None:
         return EndlessVerdict(skipped=(
-            "on an endless stream that deals other samples every epoch (no window of global steps repeats its "
-            "samples), the resumed world's steps cannot be cut into epochs to count what is due in each: SC31 "
+            f"{NOT_JUDGED_ON_ENDLESS}: it deals other samples every epoch (no window of global steps repeats its "
+            "samples), so the resumed world's steps cannot be cut into epochs to count what is due in each; SC31 "
             "did not judge those examples"))
     ahead = global_steps(fresh) if fresh else []
     fresh_epoch = epoch_steps(ahead) if ahead else None
     if fresh_epoch is not None and fresh_epoch != epoch:
         return EndlessVerdict(skipped=(
-            f"a fresh world of {len(resumed)} ranks takes {fresh_epoch} global steps an epoch where the "
-            f"{len(saved)}-rank world took {epoch}: nothing in an endless stream marks where the resumed world's "
-            "epoch ends, so SC31 did not judge those examples"))
+            f"{NOT_JUDGED_ON_ENDLESS}: a fresh world of {len(resumed)} ranks takes {fresh_epoch} global steps an "
+            f"epoch where the {len(saved)}-rank world took {epoch}, and nothing in an endless stream marks where the "
+            "resumed world's epoch ends; SC31 did not judge those examples"))
     interrupted, rest = divmod(at, epoch)
     new = global_steps(resumed)
     steps = horizon(len(old), at, epoch)

@@ -40,7 +40,8 @@ RESUMES = ("SC01", LOAD, "SC18")
 
 F = TypeVar("F", bound=Callable[..., Any])
 PlanDrawer = Callable[[Any, list[int], LoaderConfig, SavePoints], Any]
-WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], None]
+#: Raises the clause's violation, or returns None, or why it judged nothing on this example (it held).
+WorldJudgement = Callable[[Sequence[Any], LoaderConfig, Any], str | None]
 #: A clause's explicit examples over a space: each a config and how its plan follows from the
 #: uninterrupted run's epoch lengths (and where the trainer saves).
 ExplicitExamples = Callable[[Any], Sequence[tuple[LoaderConfig, Callable[[list[int], SavePoints], Any]]]]
@@ -179,9 +180,9 @@ class Clause:
         unless = f"; it is where {Hint(self.endless_with, True)} is declared" if self.endless_with else ""
         return f"{NOT_JUDGED_ON_ENDLESS}: {self.not_judged_on_endless}{unless}"
 
-    def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None:
-        if self.world is not None:
-            self.world(values, config, plan)
+    def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> str | None:
+        """Raises the clause's violation; None where it held, or why it judged nothing on this example."""
+        return None if self.world is None else self.world(values, config, plan)
 
 
 _REGISTRY: dict[str, Clause] = {}

@@ -281,20 +281,21 @@ def _by_pass(values: Sequence[WorldResume], way: Horizon) -> list[str]:
     return lines
 
 
-def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan: Checkpoint) -> None:
+def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan: Checkpoint) -> str | None:
     """The resume on the new world was refused (an advisory where the refusal does not name the world
     sizes), or over the rest of the interrupted epoch and the next one it covered exactly what was due,
-    padding not counted as data (`horizons`)."""
+    padding not counted as data (`horizons`); on an endless stream, epoch by epoch of global steps
+    (`endless_world`). Returns why where this example was not judged on this world (an advisory too)."""
     first = values[0]
-    if any(r.skipped for r in values):
-        advise(first.skipped or next(r.skipped for r in values if r.skipped))
-        return
+    if any(r.skipped for r in values):  # not resumed on this world: this example judged nothing here
+        advise(why := first.skipped or next(r.skipped for r in values if r.skipped))
+        return why
     saved, resumed = first.saved_world_size, len(values)
     refusals = [r for r in values if r.refused]
     if refusals:
         if not any(r.named for r in refusals):
             advise(unnamed_world_refusal(refusals[0]))
-        return
+        return None
     where = plan.position.describe()
     context = (f"every one of {saved} ranks checkpointed {where} and saved its state with torch.save to "
                f"rank{{r}}.pt; a fresh world of {_ranks(resumed)} resumed, rank r loading rank{{r % {saved}}}.pt, "
@@ -314,7 +315,7 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         if verdict.skipped:
             advise(verdict.skipped)
         if verdict.impact is None:
-            return
+            return verdict.skipped or None
         lines, how, impact = verdict.lines, "resumed silently", verdict.impact
         context, expected = verdict.told(saved, resumed, in_the_stream(Position(batches=first.saved_at),
                                                                            replace(config, world_size=saved)))
@@ -327,7 +328,7 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
     else:
         ways = [(way, way.tally(values), way.of_pass(values, 0)) for way in horizons(values)]
         if any(way.holds(values) for way, _, _ in ways):
-            return
+            return None
         way, t, rest = min(ways, key=lambda w: (sum(w[1].lost.values()) + sum((w[1].repeated | w[2].repeated).values()),
                                                 sum(w[2].extra.values())))
         repeated = t.repeated | rest.repeated  # over the horizon, or a copy in pass 1 of a sample already yielded

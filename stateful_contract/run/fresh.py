@@ -78,12 +78,15 @@ def in_fresh_processes(executor: Executor, c: Clause, examples: list[tuple[Loade
         if why_forked:
             passed.notes.append(why_forked)
     runner = sibling if sibling is not None else executor
+    unjudged: list[str] = []  # why, for each example the judgement held without judging
     try:
         for size in worlds:
             if sibling is None:
                 runner.restart("resume" if size is None else f"world{size}-", world_size=size)
             for config, plan in examples:
-                failed = judge_runs(c, runner.run(c, config, plan), config, plan)
+                runs = runner.run(c, config, plan)
+                failed = judge_runs(c, runs, config, plan)
+                unjudged += [runs[0].unjudged] if failed is None and runs and runs[0].unjudged else []
                 if failed is not None and failed.outcome is not None:
                     o = failed.outcome
                     if size is None:
@@ -106,5 +109,8 @@ def in_fresh_processes(executor: Executor, c: Clause, examples: list[tuple[Loade
              " and ".join(f"{s} rank{'s' if s != 1 else ''}" for s in worlds if s is not None))
     if sibling is not None and sibling.hash_seed is not None:
         where += f" (a new interpreter, PYTHONHASHSEED={sibling.hash_seed})"
+    if examples and len(unjudged) == len(examples) * len(worlds):  # it held everywhere, judging nothing: no pass
+        return Outcome("not-judged", detail=f"{unjudged[0]} (so were all {len(examples)} examples, resumed again in "
+                                            f"{where})")
     passed.notes.append(f"{len(examples)} examples resumed again in {where}")
     return passed

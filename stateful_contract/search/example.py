@@ -141,6 +141,9 @@ class ExampleRun:
     endless: bool = False
     #: It ended waiting for another rank in a collective (`steps.WaitedForARank`): the others' runs say why.
     waited: bool = False
+    #: The world judgement held without judging this example, and why (SC31 on a world its global batch does
+    #: not split over): a clause none of whose examples was judged is not judged (`run.fresh`).
+    unjudged: str = ""
 
 
 def run_example(clause: ClauseLike, factory: Factory, config: LoaderConfig, plan: Any, *,

@@ -85,7 +85,7 @@ class SearchClause(ClauseLike, Protocol):
 
     def explicit_examples(self, space: ConfigSpace) -> Sequence[tuple[LoaderConfig, Callable[[list[int], SavePoints], Any]]]: ...
 
-    def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> None: ...
+    def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> str | None: ...
 
 
 class _Final(BaseException):
@@ -119,7 +119,8 @@ def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfi
     if not failed:
         try:
             if runs:
-                clause.judge_world([r.value for r in runs], config, plan)
+                # A judgement that could not judge this example says why: it held, but judged nothing.
+                runs[0].unjudged = clause.judge_world([r.value for r in runs], config, plan) or ""
         except ClauseViolation as v:
             shown = getattr(v, "reproduce_on", 0) or 0
             return dataclasses.replace(runs[shown], outcome=v.plain())
