@@ -284,7 +284,8 @@ def _by_pass(values: Sequence[WorldResume], way: Horizon) -> list[str]:
 def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan: Checkpoint) -> str | None:
     """The resume on the new world was refused (an advisory where the refusal does not name the world
     sizes), or over the rest of the interrupted epoch and the next one it covered exactly what was due,
-    padding not counted as data (`horizons`)."""
+    padding not counted as data (`horizons`); on an endless stream, epoch by epoch of global steps
+    (`endless_world`). Returns why where this example was not judged on this world (an advisory too)."""
     first = values[0]
     if any(r.skipped for r in values):  # not resumed on this world: this example judged nothing here
         advise(why := first.skipped or next(r.skipped for r in values if r.skipped))

@@ -139,7 +139,7 @@ def sweep(tmp: Path | None = None) -> list[Path]:
             continue
         try:
             kill_marked_under(path)
-            shutil.rmtree(path, ignore_errors=True)
+            _remove(path)
             removed.append(path)
         finally:
             os.close(fd)
@@ -157,6 +157,19 @@ def leave(*, end_children: bool = False) -> None:
         return
     path, fd, _ = _made
     _made = None
-    shutil.rmtree(path, ignore_errors=True)
+    _remove(path)
     if fd >= 0:
         os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    """``path`` removed, its lock file last: a removal cut short (SIGKILL, which nothing blocks) leaves a
+    workspace the next sweep takes, where a lock file removed first left one no sweep recognises."""
+    with contextlib.suppress(OSError), os.scandir(path) as entries:
+        for entry in [e for e in entries if e.name != LOCK]:
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+    shutil.rmtree(path, ignore_errors=True)

@@ -78,10 +78,12 @@ HF_STATE_AFTER_LOAD = (
     "checkpoint saved right after a resume, before a step, restarts the stream at the epoch's beginning and "
     f"trains it again (F34, {doc('findings.md', 'f34')})"
 )
-LITDATA_AT_ITER = (
+LITDATA_CUT_PASSES = (
     "litdata StreamingDataLoader: its position moves at a pass's first batch, not at iter(), so a state taken "
     "right after iter() of a pass that follows one cut short still counts the abandoned pass' batches and the "
-    f"resume skips them (F23, {doc('findings.md', 'f23')})"
+    "resume skips them; and after a resumed pass is cut short, every later pass starts again at the loaded "
+    "position (a state taken mid-pass, or after the last batch of a pass cut short, where torchtune saves) "
+    f"(F23, {doc('findings.md', 'f23')})"
 )
 LITDATA_ELASTIC_DROP_LAST = (
     "litdata StreamingDataLoader: a state taken mid-epoch and resumed with more workers, with drop_last=True, "

@@ -218,7 +218,7 @@ ROWS: dict[str, Row] = {r.name: r for r in [
     # --- litdata and mosaicml-streaming -------------------------------------------------------------
     Row("litdata", "litdata", "litdata", "lit:litdata_streaming",
         "StreamingDataLoader(StreamingDataset(local optimized dir, 3 samples a chunk, shuffle, seed, drop_last))",
-        {"SC13": why.LITDATA_AFTER_LOAD, "SC22": why.LITDATA_AT_ITER, "SC23": why.LITDATA_ELASTIC_DROP_LAST},
+        {"SC13": why.LITDATA_AFTER_LOAD, "SC22": why.LITDATA_CUT_PASSES, "SC23": why.LITDATA_ELASTIC_DROP_LAST},
         space=WORKERS, requires=("litdata",),
         note="SC23 finds F26 with its explicit examples (every pair of worker counts, checkpointed mid-epoch): "
              "with drop_last=True, a state taken mid-epoch and resumed with more workers loses the end of the "

@@ -10,9 +10,7 @@ examples are few (profile ``dev``) and the per-rank core clauses are run once.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import itertools
-import json
 import os
 import signal
 import sys
@@ -25,7 +23,6 @@ import pytest
 from stateful_contract.config import ConfigSpace, LoaderConfig
 from stateful_contract.faces.distributed import check_world
 from stateful_contract.isolation.processes import processes_of
-from stateful_contract.isolation.ranks.world import RankSpec
 from stateful_contract.reference.factories import reference_wrapper
 from stateful_contract.repro import Position
 
@@ -361,14 +358,6 @@ def test_every_rank_builds_its_first_loaders_inside_the_declared_space() -> None
     report = check_world(target("persistent_workers_always"), world_size=2, profile="dev", clauses=["SC03"],
                          space=ConfigSpace(num_workers=(1,)))
     assert report["SC03"].status == "passed", report["SC03"].message
-
-
-def test_the_rank_spec_reads_back_from_the_launch_file_as_it_was_written() -> None:
-    """A self-launched rank reads its `RankSpec` from the run's JSON ``launch.json``: the probe config comes back
-    a `LoaderConfig`, its ``extra`` pairs tuples again."""
-    probe = LoaderConfig(dataset_size=9, num_workers=2, extra=(("shards", (1, (2, 3))), ("name", "x")))
-    spec = RankSpec("pkg.mod:factory", "from pkg.mod import factory", "window", 30.0, probe_config=probe)
-    assert RankSpec.from_json(json.loads(json.dumps(dataclasses.asdict(spec)))) == spec
 
 
 def test_a_check_on_ranks_called_in_a_world_already_says_it_ran_in_one_of_its_own(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ multi-rank check runs" and "Ranks that raise, die or hang").
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import shutil
 import subprocess
 import time
@@ -98,7 +97,7 @@ class Ranks(RankExecutor):
         name = phase if (n := self._phases.count(phase)) == 1 else f"{phase}{n}"
         self._done[name] = False
         self._phase = Phase.start(self.run_dir, name, self.live_world_size,
-                                  {"ranks": dataclasses.asdict(self.spec), "timeout": self.run_timeout},
+                                  {"ranks": self.spec, "timeout": self.run_timeout},
                                   tmp_dir=self.tmp_dir)
         return self._phase
 
@@ -131,12 +130,8 @@ class Ranks(RankExecutor):
             return [phase.answers[rank] for rank in range(len(phase.procs))]
         except WorldDown:
             raise
-        except BaseException:  # Ctrl-C: nothing of the run outlives the check, and nothing is asked of it
-            for ended in filter(None, (self._phase, *self._idle.values())):
-                ended.beside = ()
-                ended.kill()
-            self._phase, self._idle = None, {}
-            self._interrupted = True
+        except BaseException:
+            self._abandon()
             raise
 
     def _processes(self) -> list[int]:
@@ -177,11 +172,17 @@ class Ranks(RankExecutor):
         try:
             if self._spared(phase).stop():
                 self._done[phase.name] = True
-        except BaseException:  # Ctrl-C while the ranks leave: kill them, ask nothing more
+        except BaseException:  # Ctrl-C while the ranks leave
+            self._abandon(phase)
+            raise
+
+    def _abandon(self, *stopping: Phase) -> None:
+        """Ctrl-C: every phase killed (``stopping`` too, taken out of the others), nothing more asked of them or
+        of the user's patience (`close`)."""
+        for phase in {*stopping, *filter(None, (self._phase, *self._idle.values()))}:
             phase.beside = ()
             phase.kill()
-            self._interrupted = True
-            raise
+        self._phase, self._idle, self._interrupted = None, {}, True
 
     def close(self) -> None:
         started = bool(self._phases)

@@ -80,7 +80,7 @@ class RankExecutor:
             load_consume(consume)
         self.timeout = timeout
         self.carried = dict(carried or {})
-        # Every rank's, in the run's launch.json (`RankSpec.from_json`) or through `World.share`.
+        # Every rank's, sent first on its connection (`launch.Phase.start`) or through `World.share`.
         self.spec = RankSpec(self.target, factory_import, alignment, timeout, consume, probe_config=probe_config)
         self.notes: list[str] = []
         #: Every rank's epoch lengths (`lengths`; plans are drawn from their shortest), by config and world size.
@@ -128,11 +128,8 @@ class RankExecutor:
         """What every rerun command gives after its target: ``clause_id`` (none, `BUILDING`: the ranks went down
         building their first loader, as any clause does), the check's options that change what is judged
         (`carried`, those the command takes), then ``arguments``."""
-        return [*(["--clause", clause_id] if clause_id else []), *self.checked_as(), *arguments]
-
-    def checked_as(self) -> list[str]:
-        """The check's options that change what is judged (`carried`), as the rerun's command takes them."""
-        return [word for name, words in self.carried.items() if name not in self.not_taken for word in words]
+        carried = [word for name, words in self.carried.items() if name not in self.not_taken for word in words]
+        return [*(["--clause", clause_id] if clause_id else []), *carried, *arguments]
 
     def start(self) -> None:
         try:

@@ -7,13 +7,13 @@ of a socket pair per rank (`multiprocessing.connection`: one transport, no port,
 command to every rank itself; the ranks form their gloo group among themselves for the loader's collectives
 only. Why, and how a hang is ended from outside: docs/distributed.md, "Ranks that raise, die or hang". What
 a rank sees besides (torchrun's variables, `torchrun_env`; the user's command's directory, import path and
-arguments, `of_caller`, set in the rank before any of the user's code runs): "What a rank sees".
+arguments, `of_caller`, set in the rank before any of the user's code runs): "What a rank sees". The first
+message on a rank's connection is its spec (`Phase.start`), pickled as every command is.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import pickle
 import socket
@@ -31,12 +31,10 @@ from ...repro import status
 from ..processes import fault_excerpt, kill_sessions, start_python
 from .failures import LaunchOutcome, RankFailure, order_failures
 
-__all__ = ["JOINING", "SPEC_FILE", "STOP", "Phase", "board_path", "of_caller", "torchrun_env", "where_ranks_were"]
+__all__ = ["JOINING", "STOP", "Phase", "board_path", "of_caller", "torchrun_env", "where_ranks_were"]
 
 #: How a rank's status starts until it has joined.
 JOINING = "joining the gloo process group"
-#: What every rank reads first: `world.RankSpec`, the caller's process (`of_caller`), the timeout.
-SPEC_FILE = "launch.json"
 #: The command that ends a rank's loop (a follower's in a launcher's world: `world.World.follow`).
 STOP = "stop"
 #: Seconds the other ranks get to end on their own once one rank is gone (their own error is then theirs).
@@ -114,9 +112,9 @@ class Phase:
     @classmethod
     def start(cls, run_dir: Path, name: str, world_size: int, spec: dict[str, Any],
               tmp_dir: Path | None = None) -> Phase:
-        """The ranks, started; ``tmp_dir``: their TMPDIR (`workspace.loaders_tmpdir`; None: the checker's)."""
+        """The ranks, started, each sent ``spec`` with the caller's process (`of_caller`) first; ``tmp_dir``:
+        their TMPDIR (`workspace.loaders_tmpdir`; None: the checker's)."""
         (run_dir / "status").mkdir(parents=True, exist_ok=True)
-        (run_dir / SPEC_FILE).write_text(json.dumps({**spec, "process": of_caller()}), encoding="utf-8")
         logs = run_dir / "logs" / name
         store, procs, conns = _store(), [], []
         for rank in range(world_size):
@@ -132,9 +130,11 @@ class Phase:
                                           run_dir=run_dir, output=out))
             theirs.close()
             conns.append(Connection(mine.detach()))
-        return cls(name, run_dir, procs, conns, logs, store=store)
+        phase = cls(name, run_dir, procs, conns, logs, store=store)
+        phase.send({**spec, "process": of_caller()})  # no answer: the first command's is the next one read
+        return phase
 
-    def send(self, command: tuple[Any, ...]) -> None:
+    def send(self, command: Any) -> None:
         """``command`` to every rank (plain pickle: tensors travel as data, not shared-memory handles)."""
         self.answers = {}
         data = pickle.dumps(command)

@@ -9,7 +9,6 @@ example until told to stop, so collectives (``torch.distributed.checkpoint.save`
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import pickle
 import socket
@@ -31,7 +30,7 @@ from ...spellings import Face, current
 from .. import executors
 from ..noise import ignore_set_vital
 from ..supervised import POLL, command_limit
-from .launch import JOINING, SPEC_FILE, STOP, board_path
+from .launch import JOINING, STOP, board_path
 from .turns import posing_as
 
 __all__ = ["Handler", "RankSpec", "World", "local_pids", "rank_main"]
@@ -129,7 +128,7 @@ def rank_main(run_dir: str, phase: str, fd: str) -> int:
 
 def _rank(path: Path, phase: str, conn: Connection) -> int:
     ignore_set_vital()  # a rank is a new interpreter: none of the checker's warning filters
-    spec = json.loads((path / SPEC_FILE).read_text(encoding="utf-8"))
+    spec = pickle.loads(conn.recv_bytes())  # `launch.Phase.start`'s first message
     world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), path)
     status.note(f"{JOINING} ({phase} phase)")
     # No limit of its own: the checker charges the join to the start command's limit on the ranks' progress
@@ -145,7 +144,7 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
     sys.path[:], sys.argv[:] = caller["sys_path"], caller["argv"]
     status.note(f"starting the {phase} phase (its gloo group formed): importing the loader's factory")
     try:
-        handler = Handler(world, RankSpec.from_json(spec["ranks"]))
+        handler = Handler(world, spec["ranks"])
         with steps.references_kept(), frozen():
             status.note("waiting for the first command")
             while (command := pickle.loads(conn.recv_bytes()))[0] != STOP:
@@ -160,7 +159,8 @@ def _rank(path: Path, phase: str, conn: Connection) -> int:
 
 @dataclass(frozen=True)
 class RankSpec:
-    """What every rank needs to run examples (in the run's ``launch.json``)."""
+    """What every rank needs to run examples (sent by the checker, `launch.Phase.start`, or by rank 0,
+    `World.share`)."""
 
     target: str
     factory_import: str
@@ -174,20 +174,6 @@ class RankSpec:
     #: declared space, as on one rank (a factory that asks ``persistent_workers=True`` was refused at start on
     #: ``num_workers=0`` by every rank, though the user declared ``num_workers=1,2``).
     probe_config: LoaderConfig = executors.PROBE_CONFIG
-
-    @classmethod
-    def from_json(cls, fields: dict[str, Any]) -> RankSpec:
-        """The spec ``dataclasses.asdict`` wrote to the run's ``launch.json``, read back: the probe config a
-        `LoaderConfig` again (JSON made it a dict and its ``extra`` pairs lists)."""
-        probe = dict(fields["probe_config"])
-        probe["extra"] = tuple((name, _tupled(value)) for name, value in probe["extra"])
-        return cls(**{**fields, "probe_config": LoaderConfig(**probe), "face": tuple(fields["face"])})
-
-
-def _tupled(value: Any) -> Any:
-    """A value of `LoaderConfig.extra` read back from JSON, which writes tuples as lists: as tuples again, which
-    keeps the config hashable (the probe config's ``extra`` is `PROBE_CONFIG`'s, empty, unless a space adds some)."""
-    return tuple(_tupled(item) for item in value) if isinstance(value, list) else value
 
 
 class Handler(executors.Handler):
