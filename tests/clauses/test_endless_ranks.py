@@ -4,7 +4,7 @@ consumption.
 An endless stream on several ranks is judged natively: SC30 compares each rank's resumed stream with its
 uninterrupted one over the endless horizon, SC32 counts each rank's batches stretch by stretch (docs/clauses.md,
 SC30-SC32 and "Endless streams"). Multi-rank runs take seconds each: one example each, replayed, except the
-correct loader's search (``acceptance``).
+correct loader's search and the 2 -> 3 resume (``acceptance``).
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ def test_an_endless_stream_that_deals_rank_0_one_more_batch_per_cycle_fails_sc32
     assert "endless stream" in badge_message(report)
 
 
+@pytest.mark.acceptance  # three worlds (2 ranks, then 3 resumed); SC32's fresh kill on an endless stream stays in the README's suite
 @linux_only
 def test_the_same_stream_even_on_2_ranks_fails_sc32_after_a_2_to_3_resume() -> None:
     # 8 samples: 4 a cycle on each of 2 ranks; the 3 ranks resumed from their states cycle every 3, 3 and 2.

@@ -2,7 +2,7 @@
 
 The judgement is pure (`every_rank_takes_as_many_steps` over labelled stretches) and is tested here without
 ranks; the clause itself on real ranks, a broken loader replayed on one example each (fresh, and after a
-2 -> 3 resume), the correct ones searched (``acceptance``).
+2 -> 3 resume, with the correct ones searched, in ``acceptance``).
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def test_a_loader_that_deals_4_batches_to_rank_0_and_3_to_rank_1_fails_fresh() -
     assert "joins_uneven_inputs=True" in sc32.got
 
 
+@pytest.mark.acceptance  # three worlds (2 ranks, then 3 resumed): 18 s of CPU; the fresh kill above stays in the README's suite
 @linux_only
 def test_the_same_loader_even_on_2_ranks_fails_after_a_2_to_3_resume() -> None:
     # 8 samples: 4 batches each on 2 ranks; the 3 ranks resumed from their states deal the rest 2, 2 and 1.

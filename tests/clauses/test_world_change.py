@@ -41,7 +41,9 @@ MID_EPOCH = (LoaderConfig(dataset_size=8, batch_size=1), Position(epoch=0, batch
     # Ranks 0 and 1 had yielded [0, 2] and [1, 3]; alone, rank 0 skips 2 of the 8 samples.
     ("skips_its_own_count", "resumed silently:\n  rank 0 (from rank 0's state) yielded [2, 3] (2 samples) that the "
                             "2-rank world had already yielded in epoch 0"),
-    ("warns_and_starts_over", "logged: WARNING"),
+    # The same resume, logged: a second world pair of processes for a message's form (acceptance: the README's
+    # suite is over its budget, and the silent case above fails SC31 the same way).
+    pytest.param("warns_and_starts_over", "logged: WARNING", marks=pytest.mark.acceptance),
 ])
 def test_a_loader_that_cannot_change_world_size_and_does_not_refuse_fails_sc31(name: str, says: str) -> None:
     report = check_world(target(name), world_size=2, clauses=["SC31"], replay=MID_EPOCH)

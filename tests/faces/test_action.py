@@ -40,6 +40,11 @@ def factory(config):
 ARGS = "--clause SC01 --clause SC02 --clause SC10 --expect-fail 'SC02=keyword-only load, as documented' --seed 1"
 
 
+#: The tests that run the Action: `runner` installs the package in a fresh venv and runs the Action's scripts
+#: (50 s of wall, 23 s of CPU, the README's suite's longest setup), so `nox -s acceptance` runs them.
+runs_the_action = pytest.mark.acceptance
+
+
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A downstream repository and a fresh virtualenv with the action's install step done in it: one
@@ -70,6 +75,7 @@ def steps(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["id"]: s for s in record["steps"]}
 
 
+@runs_the_action
 def test_the_action_installs_the_package_from_its_checkout(runner: dict[str, Any]) -> None:
     install = steps(runner["record"])["install"]
     assert install["ran"] and install["returncode"] == 0, install["stderr"]
@@ -79,6 +85,7 @@ def test_the_action_installs_the_package_from_its_checkout(runner: dict[str, Any
     assert where.startswith(str(runner["venv"]))
 
 
+@runs_the_action
 def test_the_action_checks_keeps_the_reports_and_fails_the_job_last(runner: dict[str, Any]) -> None:
     record = runner["record"]
     assert record["outputs"]["verdict"] == "fail" and record["outputs"]["exit-code"] == "1"
@@ -93,6 +100,7 @@ def test_the_action_checks_keeps_the_reports_and_fails_the_job_last(runner: dict
     assert statuses["SC02"] == "expected-failure" and statuses["SC10"] == "failed"
 
 
+@runs_the_action
 def test_the_job_summary_renders_as_a_table_with_the_reproduction(runner: dict[str, Any]) -> None:
     markdown = pytest.importorskip("markdown")
     summary = Path(runner["record"]["summary"]).read_text()
@@ -103,6 +111,7 @@ def test_the_job_summary_renders_as_a_table_with_the_reproduction(runner: dict[s
     assert '<code class="language-python">' in html and "contract.py" in html
 
 
+@runs_the_action
 def test_a_target_that_cannot_be_checked_says_so_in_the_summary(runner: dict[str, Any], tmp_path: Path) -> None:
     record = action_local.run_action({"target": "contract.py:nothing", "name": "broken"}, runner["repo"],
                                      skip=("install",), env=runner["env"], runner_dir=tmp_path / "runner")

@@ -486,6 +486,7 @@ def test_a_factory_that_cannot_be_imported_by_name_is_refused(bad: str) -> None:
         check_world(f"stateful_contract.reference.factories:no_such_{bad}", world_size=2)
 
 
+@pytest.mark.acceptance  # a correct loader's pass on 2 ranks (19 s of CPU); a broken endless one fails on ranks in the README's suite (tests/clauses/test_endless_ranks.py)
 def test_an_endless_loader_on_two_ranks_is_recognised_not_a_crashed_rank() -> None:
     import zoo
 

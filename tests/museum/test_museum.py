@@ -46,6 +46,10 @@ def _params(pieces):  # type: ignore[no-untyped-def]
     return out
 
 
+# Evidence, like the compatibility rows: 30 whole checks (about 100 s of CPU, a tenth of the README's suite), so
+# `nox -s acceptance` runs them; the README's suite keeps a broken loader per clause (tests/clauses/test_clauses.py,
+# the zoo's kills) and the museum's triggers and bases below.
+@pytest.mark.acceptance
 @pytest.mark.parametrize("piece", _params(MUSEUM))
 def test_the_contract_kills_the_piece_with_its_clause(piece):  # type: ignore[no-untyped-def]
     report = check(piece.check_target, clauses=[piece.should_catch], **piece.check_kwargs)
