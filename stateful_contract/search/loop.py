@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, cast
 
 from hypothesis import currently_in_test_context, event, given, seed, settings
 from hypothesis import strategies as st
+from hypothesis.errors import StopTest
 
 from ..config import ConfigSpace, LoaderConfig
 from ..profiles import Profile, hypothesis_settings, without_local_constants
@@ -230,6 +231,7 @@ def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, pro
 
         if search_seed is not None:  # overrides derandomize (hypothesis.seed)
             example = seed(search_seed)(example)
+        _interrupts_pass_through(example)
         searching = clause.heading.split(":", 1)[0] + (", worker examples" if workers else "")
         try:
             # quiet (hypothesis_settings): Hypothesis prints nothing; its draws are the same whatever the
@@ -285,11 +287,26 @@ class Watched:
         return runs
 
 
+def _interrupts_pass_through(example: Any) -> None:
+    """Carry what is not the loader's past Hypothesis wherever in an example it lands (pytest-timeout's ``Failed`` in a
+    plan's draw was a failure to Hypothesis, then "FlakyStrategyDefinition"); ``inner_test``: the body seeds draws."""
+    inner = example.hypothesis.inner_test
+
+    @functools.wraps(inner)
+    def guarded(*args: Any, **kwargs: Any) -> None:
+        with _not_the_loaders_passed_on():
+            inner(*args, **kwargs)
+
+    example.hypothesis.inner_test = guarded
+
+
 @contextlib.contextmanager
 def _not_the_loaders_passed_on() -> Iterator[None]:
     """A `BaseException` that is not the loader's leaves the executor as `_NotTheLoaders`."""
     try:
         yield
+    except (StopTest, _Final, _NotTheLoaders):  # Hypothesis' own end of an example, a verdict, one carried already
+        raise
     except BaseException as e:
         if is_the_loaders(e) or isinstance(e, KeyboardInterrupt):  # Hypothesis lets Ctrl-C through itself
             raise
