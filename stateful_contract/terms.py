@@ -106,4 +106,4 @@ def policy_words(alignment: str | None) -> str:
 def unjudged_words(ids: Sequence[str]) -> str:
     """The clauses an endless stream left unjudged (`NOT_JUDGED_ON_ENDLESS`), in the words every face writes beside
     a pass, so that none reads as covering them ("" for none)."""
-    return f"{', '.join(ids)} not judged on an endless stream" if ids else ""
+    return f"{', '.join(ids)} {NOT_JUDGED_ON_ENDLESS}" if ids else ""
