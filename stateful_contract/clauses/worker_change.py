@@ -21,6 +21,7 @@ from ..repro.advice import advise
 from ..repro.compare import sample_ids, stream_difference
 from ..repro.endless import checkpoint_span
 from ..repro.impact import loud, samples_impact
+from ..repro.multisets import id_list
 from ..repro.steps import (
     RESUME_EPOCHS,
     LoaderError,
@@ -36,7 +37,6 @@ from ..search.example import Example
 from ..search.plans import SavePoints, allowed_batches, draw_position
 from ..spellings import Hint
 from .judgements import same_stream
-from .rank_streams import id_list
 from .registry import RESUMES, clause, violated
 
 __all__ = ["WorkerChange", "names_the_worker_counts", "raised_in_torchdata", "refusal_kind",

@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .trainer_steps import dcp_save as dcp_save
     from .trainer_steps import into_cut_short_pass as into_cut_short_pass
     from .whole_epochs import assert_each_sample_once as assert_each_sample_once
+    from .world_change import assert_world_change as assert_world_change
 
 #: Public name -> the module (relative to this package) that defines it: imported on first use
 #: (`lazy_exports`), so a module that needs one part of the scenario language (the report needs `impact`)
@@ -85,6 +86,7 @@ _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, globals(), (
                 "iterate_on", "load", "state_of", "stream", "stream_calling_state_dict", "take", "uninterrupted")),
     (".trainer_steps", ("AsStateful", "cut_short", "dcp_load", "dcp_save", "into_cut_short_pass")),
     (".whole_epochs", ("assert_each_sample_once",)),
+    (".world_change", ("assert_world_change",)),
     ("..config", ("LoaderConfig",)),
 ))
 

@@ -14,12 +14,12 @@ from megatron_cyclic import target
 from world_checks import on_two_ranks
 
 from stateful_contract import CLAUSES, ClauseResult, ConfigSpace, LoaderConfig, Report
-from stateful_contract.clauses.endless_world import epoch_steps, global_steps, judge_endless_world
 from stateful_contract.clauses.registry import lookup
 from stateful_contract.faces.badge import badge_color, badge_message
 from stateful_contract.faces.distributed import check_world
 from stateful_contract.faces.export import markdown_summary
 from stateful_contract.report.render import render_report
+from stateful_contract.repro.endless_world import epoch_steps, global_steps, judge_endless_world
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
 
@@ -53,6 +53,13 @@ def test_megatrons_sharded_buckets_on_one_rank_lose_and_repeat_the_interrupted_e
     assert verdict.lines[0] == ("the rest of epoch 0 (global steps 3 to 4): the 1-rank world yielded [1, 2, 5, 6] "
                                 "(4 samples); lost [3, 7] (2 samples), repeated [1, 5] (2 samples)"), verdict.lines
     assert any(line.startswith("what it costs:") for line in verdict.lines)
+
+
+def test_a_stretch_of_one_global_step_is_named_as_one_step() -> None:
+    # Resumed 3 steps into a 4-step epoch: the rest of the epoch is global step 4 alone ("steps 4 to 4" read as a typo).
+    resumed = _one_rank([2, 2], [2, 0], [4, 5], [1, 7], [3, 6], [1, 5], [3, 7], [0, 4], [2, 6])
+    verdict = judge_endless_world(SAVED, resumed, None, at=3)
+    assert verdict.lines[0].startswith("the rest of epoch 0 (global step 4): "), verdict.lines
 
 
 def test_an_epoch_not_yet_begun_may_follow_a_fresh_new_worlds_plan() -> None:
