@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .epoch_steps import set_epoch as set_epoch
     from .epoch_steps import take_epochs as take_epochs
     from .epoch_steps import uninterrupted_loop as uninterrupted_loop
+    from .multisets import assert_same_samples as assert_same_samples
     from .state_steps import BAD_STATES as BAD_STATES
     from .state_steps import ROUND_TRIPS as ROUND_TRIPS
     from .state_steps import bad_state as bad_state
@@ -78,6 +79,7 @@ _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, globals(), (
                   "assert_unchanged")),
     (".consumption", ("drawn_through",)),
     (".epoch_compare", ("assert_no_epoch_lost", "assert_same_epochs")),
+    (".multisets", ("assert_same_samples",)),
     (".epoch_steps", ("LoopPoint", "epoch_loop", "epoch_setter", "loop_checkpoint", "set_epoch", "take_epochs",
                       "uninterrupted_loop")),
     (".state_steps", ("BAD_STATES", "ROUND_TRIPS", "bad_state", "load_and_iterate", "load_checkpoint", "round_trip",

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .compare import sample_ids
+from .recording import asserts
 from .steps import Position
 
-__all__ = ["SHOWN_IDS", "Tally", "epoch_ids", "id_list", "padding_lines", "tally", "window"]
+__all__ = ["SHOWN_IDS", "Tally", "assert_same_samples", "epoch_ids", "id_list", "padding_lines", "tally", "window"]
 
 #: Sample ids a message lists before eliding.
 SHOWN_IDS = 12
@@ -114,3 +115,16 @@ def window(reference: Sequence[Any], lengths: list[int], position: Position,
     epochs = [epoch_ids(reference, lengths, k) for k in range(position.epoch, position.epoch + 3)]
     known = [ids for ids in epochs if ids is not None]
     return consumed, known if len(known) == len(epochs) else None
+
+
+@asserts("assert_same_samples")
+def assert_same_samples(due: Sequence[int], batches: Sequence[Any]) -> None:
+    """``batches`` hold exactly the samples ``due``, once each, in any order (the rest of an epoch resumed with
+    another ``num_workers``, by a loader whose order depends on it: SC23). Raises AssertionError naming the
+    samples lost and repeated."""
+    got = sample_ids(batches, integers=True)
+    assert got is not None, "the batches carry no int 'index' field: their samples cannot be counted"
+    lost, extra = Counter(due) - Counter(got), Counter(got) - Counter(due)
+    assert not lost and not extra, (f"the batches held {id_list(Counter(got))} where {id_list(Counter(due))} were "
+                                    f"due: lost {id_list(lost) if lost else 'none'}, "
+                                    f"repeated {id_list(extra) if extra else 'none'}")

@@ -8,9 +8,11 @@ from __future__ import annotations
 import io
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from megatron_cyclic import target
+from reproductions import run_here
 from world_checks import on_two_ranks
 
 from stateful_contract import CLAUSES, ClauseResult, ConfigSpace, LoaderConfig, Report
@@ -120,7 +122,7 @@ def test_every_face_shows_what_an_endless_pass_did_not_judge() -> None:
 
 
 @linux_only
-def test_megatrons_sharded_cyclic_sampler_fails_sc31_on_one_rank_naming_the_samples() -> None:
+def test_megatrons_sharded_cyclic_sampler_fails_sc31_on_one_rank_naming_the_samples(tmp_path: Path) -> None:
     # docs/unseen.md: 8 samples, a global batch of 2, 2 global steps on 2 ranks, resumed on 1 rank (micro-batch 2).
     _, sc31 = on_two_ranks(target("sharded"), "SC31", LoaderConfig(dataset_size=8, batch_size=1, endless=True),
                            batches=2, fixed_global_batch=True)
@@ -129,6 +131,10 @@ def test_megatrons_sharded_cyclic_sampler_fails_sc31_on_one_rank_naming_the_samp
     assert "lost [3, 7] (2 samples), repeated [1, 5] (2 samples)" in sc31.got, sc31.got
     assert "after 2 batches of the endless stream" in sc31.context, sc31.context
     assert "--fixed-global-batch" in sc31.reproduction and "endless=True" in sc31.reproduction
+    # Pasted, it fails the same judgement (tests/reproductions.py); the unsharded sampler runs it clean.
+    assert run_here(sc31.reproduction, tmp_path / "sharded") == "AssertionError", sc31.reproduction
+    correct = sc31.reproduction.replace("['sharded']", "['unsharded']")
+    assert correct != sc31.reproduction and run_here(correct, tmp_path / "unsharded") == "ran clean"
 
 
 @pytest.mark.acceptance
