@@ -35,7 +35,7 @@ from .leftovers import remove_tmpdir
 from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
 from .workspace import loaders_tmpdir, new_dir
 
-__all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling", "RunLimit",
+__all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "WARM_AFTER", "Isolation", "PendingSibling", "RunLimit",
            "Supervised", "choose_isolation", "command_limit", "grace", "supported", "watch"]
 
 #: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches) or
@@ -361,14 +361,30 @@ class Supervised(OneProcess):
         remove_tmpdir(self.run_dir)  # the children's TMPDIR goes with the workspace (`loaders_tmpdir`: one per checker)
 
 
+#: The share of a clause's examples that must have held before its fresh half's zygote starts importing.
+#: A broken loader's search fails within its first few examples (every loader of the supervision table and
+#: the zoo's SC10 kills at its first), and then needs no fresh half: a zygote started with the search would
+#: import torch (3.4 s of CPU on these 2 cores) for nothing. A correct loader's search still has three
+#: quarters of its examples to overlap the import with (docs/performance.md, "Session 39").
+WARM_AFTER = 0.25
+
+
 class PendingSibling:
     """The child SC10's fresh half resumes in, beside ``elder`` (a new interpreter if it can be): it reads the
     files the elder's examples wrote, so the elder keeps its uninterrupted runs for the clauses to come; the
-    zygote starts importing at once (about 2 s on 2 cores), so the import overlaps the search."""
+    zygote starts importing once a quarter of the search has held (`held`, `WARM_AFTER`), so the import
+    overlaps the rest of the search, and a search that fails early starts none."""
 
     def __init__(self, elder: Supervised) -> None:
         self._elder = elder
-        interpreter.prepare()
+        self._warm = False
+
+    def held(self, judged: int, total: int) -> None:
+        """``judged`` of the search's ``total`` examples were judged and every one held: past `WARM_AFTER`
+        of them, the zygote starts importing (once)."""
+        if not self._warm and judged >= max(1, WARM_AFTER * total):
+            self._warm = True
+            interpreter.prepare()
 
     def _sibling(self, new_interpreter: bool) -> Supervised:
         elder, handler = self._elder, self._elder.handler
