@@ -12,7 +12,8 @@ from ..clauses import Clause, clause, load_prober, run_order
 from ..clauses.registry import LOAD, load_blocks
 from ..config import LoaderConfig
 from ..isolation.executors import StartFailed
-from ..isolation.supervised import PendingSibling, Supervised
+from ..isolation.sibling import PendingSibling
+from ..isolation.supervised import Supervised
 from ..profiles import get_profile
 from ..report.results import ClauseResult, Status
 from ..repro.advice import collecting

@@ -21,7 +21,7 @@ from shared import once
 
 from stateful_contract import ConfigSpace, check
 from stateful_contract.isolation import interpreter
-from stateful_contract.isolation.supervised import PendingSibling
+from stateful_contract.isolation.sibling import PendingSibling
 from stateful_contract.reference import factories
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
