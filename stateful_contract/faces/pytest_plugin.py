@@ -266,11 +266,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     if reports:
         # The engine is loaded by now: a contract class ran.
         from ..report.render import coverage_line, plural, ran, story
+        from ..terms import gap_words
 
         terminalreporter.write_sep("-", "StatefulLoader contract")
         for nodeid, report in reports.items():
             walk = ran(report)
-            terminalreporter.write_line(f"{nodeid}: {report.verdict}, {plural(len(walk), 'clause')}, profile {report.profile}")
+            gap = gap_words(report.gaps) if report.verdict == "pass" else ""  # what the pass does not cover
+            terminalreporter.write_line(f"{nodeid}: {report.verdict}{f' ({gap})' if gap else ''}, "
+                                        f"{plural(len(walk), 'clause')}, profile {report.profile}")
             for r, same_as in walk:  # what each failure does to a training run, first
                 if r.is_failure:
                     terminalreporter.write_line(f"  {r.id} {r.name}: {story(r, same_as) or r.status}")
