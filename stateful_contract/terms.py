@@ -14,8 +14,8 @@ from typing import Literal, Protocol
 
 from .spellings import Hint
 
-__all__ = ["CONTRACT_VERSION", "ITER_THEN_NEXT", "NOT_JUDGED_ON_ENDLESS", "NOT_ON_ENDLESS", "TIERS", "Tier", "TierInfo", "policy_words", "saves_after_iter",
-           "shape_words", "title", "unjudged_words"]
+__all__ = ["CONTRACT_VERSION", "GAPS", "ITER_THEN_NEXT", "NOT_JUDGED_ON_ENDLESS", "NOT_ON_ENDLESS", "TIERS", "Tier", "TierInfo",
+           "Unjudged", "gap_words", "policy_words", "saves_after_iter", "shape_words", "title", "unjudged_from_message"]
 
 #: Version of the contract the clauses implement (docs/clauses.md states it); shown on reports and badges.
 CONTRACT_VERSION = "2.3"
@@ -103,7 +103,40 @@ def policy_words(alignment: str | None) -> str:
     return f"checked every {alignment} batches"
 
 
-def unjudged_words(ids: Sequence[str]) -> str:
-    """The clauses an endless stream left unjudged (`NOT_JUDGED_ON_ENDLESS`), in the words every face writes beside
-    a pass, so that none reads as covering them ("" for none)."""
-    return f"{', '.join(ids)} {NOT_JUDGED_ON_ENDLESS}" if ids else ""
+#: Why a clause came to no verdict (`Outcome.unjudged`; "" for one that did, or was skipped), set where the outcome
+#: is made. Two kinds (docs/clauses.md, "Not judged: does not apply, or a gap"): the clause DOES NOT APPLY to the
+#: user's run, which never makes the calls it judges, so a pass is complete without it (``policy``: the declared
+#: checkpoint policy; ``declared``: a declared fact of the trainer; ``endless-only``: an endless stream's trainer;
+#: ``no-call``: the loader has no method the clause judges, which a trainer calls only where it exists), or it could
+#: apply and was NOT JUDGED, a gap in what a pass covers that every face names (`GAPS`). ``unrecorded``: a report
+#: before format 16, whose kind its message did not tell; shown as before, not as a gap.
+Unjudged = Literal["", "policy", "declared", "endless-only", "no-call", "endless", "unobservable", "prerequisite",
+                   "slow", "checker-bug", "not-reached", "unrecorded"]
+
+#: The gaps, each with the words every face writes beside a pass after the clauses' IDs (`gap_words`).
+GAPS: dict[Unjudged, str] = {
+    "endless": NOT_JUDGED_ON_ENDLESS,
+    "unobservable": "not judged: the checker could not observe what they judge on this loader",
+    "prerequisite": "not judged: a clause they need did not pass",
+    "slow": "not judged: too slow for the timeout",
+    "checker-bug": "not judged: the checker itself failed",
+    "not-reached": "not judged in this run",
+}
+
+
+def gap_words(gaps: Sequence[tuple[str, Unjudged]]) -> str:
+    """The clauses a pass does not cover, as (ID, why) pairs, in the one form every face writes beside it:
+    ``SC31 not judged on an endless stream; SC30, SC42 not judged: the checker could not ...`` ("" for none)."""
+    by_why: dict[str, list[str]] = {}
+    for clause_id, why in gaps:
+        by_why.setdefault(GAPS[why], []).append(clause_id)
+    return "; ".join(f"{', '.join(ids)} {words}" for words, ids in by_why.items())
+
+
+def unjudged_from_message(message: str) -> Unjudged:
+    """A not-judged clause's kind in a report before format 16, from how its message starts (the one place a
+    message is read for it): the endless stream's gap, the waivers, else ``unrecorded``."""
+    starts: tuple[tuple[str, Unjudged], ...] = (
+        (NOT_JUDGED_ON_ENDLESS, "endless"), (NOT_ON_ENDLESS, "endless-only"),
+        ("does not apply under the declared checkpoint policy", "policy"), ("does not apply: ", "declared"))
+    return next((kind for start, kind in starts if message.startswith(start)), "unrecorded")

@@ -15,7 +15,7 @@ from ..repro.compare import describe_batch
 from ..repro.impact import Impact, loud
 from ..repro.recording import asserts
 from ..repro.state_steps import BAD_STATES, bad_state, load_and_iterate
-from ..repro.steps import NotJudgeable
+from ..repro.steps import OutsideTheSpace
 from ..search.example import Example
 from ..search.plans import Checkpoint, SavePoints, draw_position
 from .registry import LOAD, RESUMES, clause, violated
@@ -120,7 +120,7 @@ def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint
                     "load_state_dict before the base loader does)" if raised_in_torchdata(error) else ""),
                 impact=_unnamed("worker counts"))
     elif not several:
-        raise NotJudgeable("the configuration space allows one number of worker processes only "
+        raise OutsideTheSpace("the configuration space allows one number of worker processes only "
                            "(ConfigSpace.num_workers) and the check runs on one rank: no change to refuse")
     if several:  # the world-size half: saved here, resumed on other world sizes (SC31's scenario)
         world_size_change_is_exact_or_refused(example, Checkpoint(plan.position))

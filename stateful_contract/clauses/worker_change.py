@@ -26,6 +26,7 @@ from ..repro.steps import (
     RESUME_EPOCHS,
     LoaderError,
     NotJudgeable,
+    OutsideTheSpace,
     Position,
     checkpoint,
     stream,
@@ -196,7 +197,7 @@ def worker_count_change_is_exact_or_refused(example: Example, plan: WorkerChange
     (an exception at `load_state_dict`, `iter()` or the first `next()`, before any batch); never a
     silent loss or repeat."""
     if plan is None:
-        raise NotJudgeable("the configuration space allows one number of worker processes only "
+        raise OutsideTheSpace("the configuration space allows one number of worker processes only "
                            "(ConfigSpace.num_workers), so there is no other count to resume with")
     outcome, expected, resumed = resume_with_other_workers(example, plan)
     if outcome.crash is not None:

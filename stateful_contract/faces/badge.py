@@ -123,12 +123,16 @@ def badge_message(report: Report) -> str:
         message += ", " + policy_words(report.checkpoint_alignment)
     if report.trainer_shape:  # the declared trainer's shape: a clause it waives was not judged
         message += ", " + shape_words(report.trainer_shape)
+    # The gaps, the strict tier's too: named, though only the core's set the colour.
     if report.endless:  # what was judged: one endless stream, not epochs, and what that left unjudged
-        gaps = report.not_judged_on_endless  # the strict tier's too: named, though only the core's set the colour
+        gaps = report.not_judged_on_endless
         message += ", endless stream" + (f" ({_named(gaps)} not judged)" if gaps else "")
     strict = _ran(report, _MENTIONED_TIERS)
     if strict:
         message += ", fails strict" if any(r.is_failure for r in strict) else " + strict"
+    others = [clause_id for clause_id, why in report.gaps if why != "endless"]
+    if others:
+        message += f", {_named(others)} not judged"
     return message
 
 
@@ -141,7 +145,7 @@ def badge_color(report: Report) -> str:
         return "red"
     if (report.checkpoint_alignment is not None or report.trainer_shape
             or any(r.status == "expected-failure" for r in core)
-            or {r.id for r in core} & set(report.not_judged_on_endless)):  # a pass that does not cover them
+            or any(r.is_gap for r in core)):  # a pass that does not cover them
         return "yellowgreen"
     return "brightgreen"
 

@@ -24,7 +24,7 @@ from ..report.render import (
 from ..report.results import Report
 from ..repro.advice import advisories
 from ..search.coverage import POINT_PREFIX
-from ..terms import shape_words, unjudged_words
+from ..terms import gap_words, shape_words
 
 __all__ = ["junit_xml", "markdown_summary", "write_junit", "write_markdown"]
 
@@ -44,7 +44,8 @@ def junit_xml(report: Report) -> str:
                         ("seed", "derandomized" if report.seed is None else str(report.seed)),
                         ("world_size", str(report.world_size)),
                         ("checkpoint_alignment", report.checkpoint_alignment or "none"),
-                        ("coverage", coverage_line(report).removeprefix("coverage: ") or "none")):
+                        ("coverage", coverage_line(report).removeprefix("coverage: ") or "none"),
+                        ("not_judged", gap_words(report.gaps) or "none")):  # what a pass does not cover
         ET.SubElement(properties, "property", {"name": name, "value": value})
     for r, same_as in ran(report):
         case = ET.SubElement(suite, "testcase", {"classname": report.target, "name": f"{r.id} {r.name}",
@@ -91,7 +92,7 @@ def markdown_summary(report: Report) -> str:
     """The report in GitHub-flavoured Markdown: verdict, one row per clause that ran, the failures."""
     walk = ran(report)
     failing = [(r, same_as) for r, same_as in walk if r.is_failure]
-    gap = unjudged_words(report.not_judged_on_endless)  # a pass that does not cover them says so
+    gap = gap_words(report.gaps)  # a pass that does not cover them says so
     verdict = {"pass": "✅ pass" + (f" ({gap})" if gap else ""), "fail": f"❌ fail ({plural(len(failing), 'clause')})",
                "not-judged": "⏭️ not judged (no clause came to a verdict: nothing is known to hold)",
                "interrupted": f"⏹️ interrupted (a partial report; {plural(len(failing), 'clause')} failed)"}[report.verdict]

@@ -13,10 +13,10 @@ from ..repro.advice import advisories
 from ..search.coverage import describe_coverage, describe_space
 from ..terms import (  # re-exported: the faces' words, light for the badge
     NOT_ON_ENDLESS,
+    gap_words,
     policy_words,
     saves_after_iter,
     title,
-    unjudged_words,
 )
 from .results import ClauseResult, Report, same_causes
 
@@ -88,10 +88,11 @@ def endless_line(report: Report) -> str:
     if not report.endless:
         return ""
     how = "declared" if report.endless == "declared" else "found: its first pass never ended"
-    left = [r.id for r in report.results if r.status == "not-judged" and r.message.startswith(NOT_ON_ENDLESS)]
+    left = [r.id for r in report.results if r.status == "not-judged" and r.unjudged == "endless-only"]
+    gaps = gap_words([gap for gap in report.gaps if gap[1] == "endless"])
     return (f"endless stream ({how}): checked as one stream, resumes compared over two epochs of the dataset "
             "past each checkpoint" + (f"; {', '.join(left)} {NOT_ON_ENDLESS}" if left else "")
-            + (f"; {unjudged_words(report.not_judged_on_endless)}" if report.not_judged_on_endless else ""))
+            + (f"; {gaps}" if gaps else ""))
 
 
 def coverage_line(report: Report) -> str:
@@ -140,7 +141,7 @@ def render_report(report: Report, out: TextIO) -> None:
     elif not failing:
         deviations = report.deviations
         extra = f" with declared deviations: {', '.join(deviations)}" if deviations else ""
-        gap = unjudged_words(report.not_judged_on_endless)  # a pass that does not cover them says so
+        gap = gap_words(report.gaps)  # a pass that does not cover them says so
         out.write(f"Verdict: PASS{extra}{f' ({gap})' if gap else ''}\n")
         return
     else:

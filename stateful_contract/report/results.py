@@ -19,7 +19,8 @@ from ..repro.outcome import ClauseViolation, Outcome, Status
 from ..spellings import Hint
 from ..terms import (
     CONTRACT_VERSION,  # not .clauses: a saved report reads without the engine (the badge)
-    NOT_JUDGED_ON_ENDLESS,
+    Unjudged,
+    unjudged_from_message,
 )
 
 if TYPE_CHECKING:
@@ -77,6 +78,12 @@ REPORT_FORMAT = 14
 #: clauses' records, never read back.
 REPORT_FORMAT = 15
 
+#: 16: ``unjudged`` per clause, why a ``not-judged`` one came to no verdict (`terms.Unjudged`: it does not apply to
+#: the user's run, or a gap a pass does not cover; "" for one that came to a verdict), and ``not_judged``, the clauses
+#: of the gaps, of every kind (``not_judged_on_endless`` is still written: those of them an endless stream left).
+#: Older reports' kinds are inferred from their messages' starts when they load (`unjudged_from_message`).
+REPORT_FORMAT = 16
+
 _OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
 
 
@@ -116,6 +123,8 @@ class ClauseResult(Outcome):
             fields["impact"] = Impact.from_dict(fields["impact"])
         if "detail" not in data:  # before format 12: the message as it was written
             fields.update(_written(str(data["id"]), str(data.get("message", "")), fields))
+        if "unjudged" not in data and data.get("status") == "not-judged":  # before format 16: the one read of text
+            fields["unjudged"] = unjudged_from_message(str(data.get("message", "")))
         return cls(**fields, id=data["id"], name=data["name"], tier=data["tier"], seconds=data.get("seconds", 0.0),
                    expected_failure_reason=data.get("expected_failure_reason"))
 
@@ -215,10 +224,21 @@ class Report:
         return "not-judged" if self.judged_nothing else "pass"
 
     @property
+    def gaps(self) -> list[tuple[str, Unjudged]]:
+        """The clauses not judged though the user's run may meet what they judge, each with why
+        (`terms.GAPS`): what a pass does not cover, which every face names beside it (`terms.gap_words`)."""
+        return [(r.id, r.unjudged or "unobservable") for r in self.results if r.is_gap]
+
+    @property
+    def not_judged(self) -> list[str]:
+        """The IDs of the `gaps`."""
+        return [clause_id for clause_id, _ in self.gaps]
+
+    @property
     def not_judged_on_endless(self) -> list[str]:
-        """The clauses not judged because the stream is endless though its trainer may meet what they judge (SC31
-        without a declared fixed global batch, SC42): a gap in what a pass covers, which every face shows."""
-        return [r.id for r in self.results if r.status == "not-judged" and r.message.startswith(NOT_JUDGED_ON_ENDLESS)]
+        """The gaps an endless stream left (SC31 without a declared fixed global batch, SC42): written for readers of
+        report format 15."""
+        return [clause_id for clause_id, why in self.gaps if why == "endless"]
 
     @property
     def coverage(self) -> dict[str, int]:
@@ -235,7 +255,7 @@ class Report:
                 "contract_version": self.contract_version, "target": self.target, "verdict": self.verdict}
         # The other fields in their declared order (contract_version keeps its place at the head).
         fields = {f.name: copy.copy(getattr(self, f.name)) for f in dataclasses.fields(self)[2:]}
-        return head | fields | {"not_judged_on_endless": self.not_judged_on_endless,
+        return head | fields | {"not_judged": self.not_judged, "not_judged_on_endless": self.not_judged_on_endless,
                                 "same_cause": same_causes(self.results),
                                 "clauses": [r.to_dict() for r in self.results]}
 

@@ -15,7 +15,7 @@ from ..spellings import Hint
 from .compare import Segment
 from .consumption import loader_class
 from .recording import recorded
-from .steps import Factory, LoaderError, NotJudgeable, _iter, _next, _user, fresh, state_of, stream, up_to
+from .steps import DoesNotApply, Factory, LoaderError, _iter, _next, _user, fresh, state_of, stream, up_to
 from .vocabulary import Point
 
 __all__ = ["DEFAULT_HOOK", "LoopPoint", "epoch_loop", "epoch_setter", "loop_checkpoint", "set_epoch", "take_epochs",
@@ -46,7 +46,7 @@ def set_epoch(loader: Any, epoch: int, *, hook: str = DEFAULT_HOOK) -> None:
     (the first that has it). A declared hook that none has fails as the trainer's call would."""
     where = epoch_setter(loader, hook)
     if where is None and hook == DEFAULT_HOOK:
-        raise NotJudgeable(f"{loader_class(loader).__name__} has no set_epoch (not on the loader, its sampler or its "
+        raise DoesNotApply(f"{loader_class(loader).__name__} has no set_epoch (not on the loader, its sampler or its "
                            "batch_sampler): the set_epoch loop does not apply to it (SC10 judges its epochs); if "
                            f"the trainer calls another method at each epoch, declare it ({Hint('epoch_hook', 'NAME')})")
     if where is None:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from ..links import ISSUES
 from ..spellings import Hint
+from ..terms import GAPS, Unjudged
 from .impact import Impact, loud, where_of
 from .socket_dir import socket_dir_problem
 
@@ -63,6 +64,19 @@ class Outcome:
     #: What the failure does to a training run, on the minimal example (`impact.Impact`); None for a clause
     #: that did not fail, and in reports before format 6.
     impact: Impact | None = None
+    #: Why a ``not-judged`` clause came to no verdict: it does not apply to the user's run, or a gap in what a pass
+    #: covers (`terms.Unjudged`, set where the outcome is made; a not-judged outcome made without one is a gap the
+    #: checker could not observe). "" for a clause that came to a verdict.
+    unjudged: Unjudged = ""
+
+    def __post_init__(self) -> None:
+        if self.status == "not-judged" and not self.unjudged:
+            self.unjudged = "unobservable"
+
+    @property
+    def is_gap(self) -> bool:
+        """Not judged though the user's run may meet what the clause judges: a pass does not cover it."""
+        return self.status == "not-judged" and (self.unjudged in GAPS or not self.unjudged)  # "": set after making
 
     @property
     def message(self) -> str:
@@ -170,12 +184,12 @@ def outcome_of(error: BaseException, *, heading: str, rank: int | None = None,
         return outcome if rank is None or outcome.rank is not None else replace(outcome, rank=rank,
                                                                                  world_size=world_size)
     if isinstance(error, NotJudgeable):
-        return Outcome("not-judged", got=str(error), detail=str(error), rank=rank)
+        return Outcome("not-judged", got=str(error), detail=str(error), rank=rank, unjudged=error.unjudged)
     if isinstance(error, LoaderSlow):  # no hang: no verdict at this timeout (docs/supervision.md)
         why = (f"{error}, though the loader kept answering (a call into it began or returned {error.quiet:.1f} s "
                f"before the limit): it is too slow for this timeout to judge, which is no hang; raise the limit "
                f"({Hint('timeout')}) to judge this clause")
-        return Outcome("not-judged", got=why, detail=why, rank=rank)
+        return Outcome("not-judged", got=why, detail=why, rank=rank, unjudged="slow")
     if isinstance(error, LoaderHung):
         during = _call_in_progress(error)
         expected, got = "each example to finish", (
@@ -205,7 +219,8 @@ def outcome_of(error: BaseException, *, heading: str, rank: int | None = None,
         why = (f"stateful-contract itself raised {type(error).__name__}: {error} (at {inside}): a bug of the "
                f"checker, not a verdict on the loader; please report it with this message ({ISSUES})")
         tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        return Outcome("not-judged", got=why, detail=f"{why}\n\nTraceback:\n{tb.rstrip()}", rank=rank)
+        return Outcome("not-judged", got=why, detail=f"{why}\n\nTraceback:\n{tb.rstrip()}", rank=rank,
+                       unjudged="checker-bug")
     else:  # Hypothesis' own verdicts (a flaky loader), or a bug of the loader outside any step
         expected, got, trace = "a verdict that replays", f"{type(error).__name__}: {error}", ""
         during = _call_in_progress(error)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import torch
 
 from ..config import LoaderConfig
+from ..terms import Unjudged
 from . import status
 from .compare import Segment, batch_ids
 from .consumption import loader_class
@@ -27,10 +28,12 @@ from .vocabulary import Point, batch_count
 
 __all__ = [
     "RESUME_EPOCHS",
+    "DoesNotApply",
     "EndlessPass",
     "LoadForm",
     "LoaderError",
     "NotJudgeable",
+    "OutsideTheSpace",
     "PassEnded",
     "Position",
     "WaitedForARank",
@@ -54,7 +57,24 @@ Factory = Callable[[LoaderConfig], Any]
 
 
 class NotJudgeable(Exception):
-    """The clause cannot be judged for this loader; the message points at the clause that can."""
+    """The clause cannot be judged for this loader; the message points at the clause that can. A gap in what a
+    pass covers (the user's run may meet what the clause judges), unless it is `DoesNotApply`."""
+
+    unjudged: Unjudged = "unobservable"
+
+
+class DoesNotApply(NotJudgeable):
+    """The clause judges a call this loader does not offer, which a trainer makes only where it exists (SC21's
+    ``set_epoch``): no training run meets what it judges, and a pass is complete without it."""
+
+    unjudged: Unjudged = "no-call"
+
+
+class OutsideTheSpace(DoesNotApply):
+    """The declared configuration space holds nothing the clause judges (one number of worker processes: the
+    loader supports no other, `ConfigSpace`), so the user's runs never make the change it judges."""
+
+    unjudged: Unjudged = "declared"
 
 
 class WaitedForARank(NotJudgeable):

@@ -12,7 +12,8 @@ from ..clauses import Clause, clause, load_prober, run_order
 from ..clauses.registry import LOAD, load_blocks
 from ..config import LoaderConfig
 from ..isolation.executors import StartFailed
-from ..isolation.supervised import PendingSibling, Supervised
+from ..isolation.sibling import PendingSibling
+from ..isolation.supervised import Supervised
 from ..profiles import get_profile
 from ..report.results import ClauseResult, Status
 from ..repro.advice import collecting
@@ -87,17 +88,18 @@ class _Run:
         if self.progress is not None:
             self.progress(Progress(c.id, c.name, done, total, status, seconds))
 
-    def blocked(self, c: Clause) -> str | None:
-        """Why ``c`` cannot be judged, when something it needs does not hold (or the declared policy excludes it,
-        or it does not apply to an endless stream)."""
+    def blocked(self, c: Clause) -> Outcome | None:
+        """``c``'s outcome when it cannot be judged, None when it can: something it needs does not hold (a gap, or
+        what the clause it needs came to), the declared policy excludes it, or an endless stream leaves it out."""
         if self.endless is not None and (why := c.unjudged_on_endless(self.options.declarations)) is not None:
-            return why
+            # Either no trainer of an endless stream makes its calls, or one may and it was not judged.
+            return Outcome("not-judged", detail=why, unjudged="endless-only" if c.not_on_endless else "endless")
         if (excluded := c.excluded_by(self.options.checkpoint_alignment)) is not None:
-            return excluded
+            return Outcome("not-judged", detail=excluded, unjudged="policy")
         for need in c.needs:
             if need == LOAD:
                 if self.load_probe == "unusable":
-                    return load_blocks(self.load_detail)
+                    return Outcome("not-judged", detail=load_blocks(self.load_detail), unjudged="prerequisite")
                 continue
             if isinstance(self.replay, Resumed):  # judged by the save launch, before it saved the examples
                 continue
@@ -105,10 +107,12 @@ class _Run:
             if before.status in ("failed", "expected-failure"):
                 if ended := unjudged_by(before.expected, before.got, before.killed_by):
                     # Not what the clause states: what ended its example (a factory that raised, say).
-                    return f"{need} could not be judged: {ended}; see {need}"
-                return f"{clause(need).blocks or f'{need} failed'}; see {need}"
-            if before.status == "not-judged":
-                return before.message
+                    why = f"{need} could not be judged: {ended}; see {need}"
+                else:
+                    why = f"{clause(need).blocks or f'{need} failed'}; see {need}"
+                return Outcome("not-judged", detail=why, unjudged="prerequisite")
+            if before.status == "not-judged":  # as the clause it needs: a waiver waives both, a gap leaves both
+                return Outcome("not-judged", detail=before.message, unjudged=before.unjudged)
         return None
 
     def judge(self, c: Clause) -> Outcome:
@@ -119,8 +123,8 @@ class _Run:
         # Not under the epoch-end policy: its trainer would never save, and the clause's failure says so.
         if self.endless_seen and self.endless is None and not epoch_ends_only(self.options.checkpoint_alignment):
             self.as_endless("found")
-            why = self.blocked(c)
-            outcome = Outcome("not-judged", detail=why) if why is not None else self.judge_once(c)
+            blocked = self.blocked(c)
+            outcome = blocked if blocked is not None else self.judge_once(c)
         return outcome
 
     def judge_once(self, c: Clause) -> Outcome:
@@ -132,8 +136,8 @@ class _Run:
             return self.resumed(c, self.replay)
         restarted = c.restarted()
         worlds = fresh_worlds(c, self.executor.world_size)
-        # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
-        # now, its imports overlap the search.
+        # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started once
+        # the search's first examples held (`PendingSibling.held`), its imports overlap the rest of it.
         pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
                    and restarted is not None and worlds == (None,) else None)
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
@@ -156,7 +160,8 @@ class _Run:
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  saves=self.options.save_points, search_seed=self.seed,
                                  database_key=self.database_key, epoch_hook=self.options.epoch_hook,
-                                 passed=passed, on_example=lambda done, total: self.emit(c, done, total))
+                                 passed=passed, on_example=lambda done, total: self.on_example(c, done, total,
+                                                                                               passed, pending))
                 self.endless_seen = watched.endless
             if outcome.status == "passed" and restarted is not None and passed and worlds:
                 if getattr(self.executor, "fresh_processes", True):
@@ -170,11 +175,19 @@ class _Run:
         outcome.notes[:0] = [a for a in advised if a not in outcome.notes]
         return outcome
 
+    def on_example(self, c: Clause, done: int, total: int, passed: list[tuple[LoaderConfig, Any]],
+                   pending: PendingSibling | None) -> None:
+        """Example ``done`` of ``total`` starts: the progress line, and the fresh half's sibling told when
+        every example before it held (each that held is in ``passed``; a failure and its shrinking never are)."""
+        self.emit(c, done, total)
+        if pending is not None and len(passed) == done - 1:
+            pending.held(done - 1, total)
+
     def resumed(self, c: Clause, saved: Resumed) -> Outcome:
         """``c``'s verdict on the examples an earlier launch saved: their fresh-process half alone."""
         worlds = saved.worlds(c, self.executor.world_size)
         if isinstance(worlds, str):
-            return Outcome("not-judged", detail=worlds)
+            return Outcome("not-judged", detail=worlds, unjudged="not-reached")  # another launch judges it
         restarted = c.restarted()
         assert restarted is not None
         examples = saved.examples[c.id]
@@ -239,10 +252,10 @@ class _Run:
                 return
             if c in apart or self.waive(c):
                 continue
-            why = self.blocked(c)
+            blocked = self.blocked(c)
             started = time.perf_counter()
-            if why is not None:
-                outcome = Outcome("not-judged", detail=why)
+            if blocked is not None:
+                outcome = blocked
             else:
                 self.current = c
                 self.emit(c, 0, 1)
@@ -268,7 +281,7 @@ class _Run:
                 note = f"{c.id} is judged though {c.waived_by[0]} is declared: {c.judged_on_endless}"
                 self.notes += [] if note in self.notes else [note]
             return False
-        self.record(c, Outcome("not-judged", detail=why), 0.0)
+        self.record(c, Outcome("not-judged", detail=why, unjudged="declared"), 0.0)
         self.notes.append(f"{c.id} {why}")
         return True
 
@@ -280,9 +293,9 @@ class _Run:
         for c in clauses:
             if self.waive(c):
                 continue
-            why = self.blocked(c)
-            if why is not None:
-                self.record(c, Outcome("not-judged", detail=why), 0.0)
+            blocked = self.blocked(c)
+            if blocked is not None:
+                self.record(c, blocked, 0.0)
             else:
                 ready.append(c)
         if not ready:
@@ -346,9 +359,9 @@ class _Run:
         if interrupted and c in run_order(self.selected):
             why = ("the check was interrupted while this clause ran" if c == self.current
                    else "the check was interrupted before this clause")
-            return ClauseResult.of(c, Outcome("not-judged", detail=why))
+            return ClauseResult.of(c, Outcome("not-judged", detail=why, unjudged="not-reached"))
         if c.id in self.not_run():
-            return ClauseResult.of(c, Outcome("not-judged", detail=(
+            return ClauseResult.of(c, Outcome("not-judged", unjudged="not-reached", detail=(
                 f"not run: the check stopped at the first failure, {self.stopped_at} ({Hint('exitfirst', True)})")))
         return ClauseResult.of(c, Outcome("skipped", detail=c.skip_reason))
 

@@ -11,9 +11,10 @@ from typing import Any
 from ..clauses import Clause
 from ..clauses.registry import LOAD
 from ..config import LoaderConfig
-from ..isolation.supervised import PendingSibling
+from ..isolation.sibling import PendingSibling
 from ..repro.outcome import Outcome
 from ..search.loop import Executor, judge_runs
+from ..terms import Unjudged
 
 __all__ = ["beside_their_worlds", "fresh_worlds", "in_fresh_processes", "worlds_still_needed"]
 
@@ -110,7 +111,9 @@ def in_fresh_processes(executor: Executor, c: Clause, examples: list[tuple[Loade
     if sibling is not None and sibling.hash_seed is not None:
         where += f" (a new interpreter, PYTHONHASHSEED={sibling.hash_seed})"
     if examples and len(unjudged) == len(examples) * len(worlds):  # it held everywhere, judging nothing: no pass
-        return Outcome("not-judged", detail=f"{unjudged[0]} (so were all {len(examples)} examples, resumed again in "
+        # A gap: the judgement could not observe what it judges (no index field; an endless stream's epochs).
+        kind: Unjudged = "endless" if examples[0][0].endless else "unobservable"
+        return Outcome("not-judged", unjudged=kind, detail=f"{unjudged[0]} (so were all {len(examples)} examples, resumed again in "
                                             f"{where})")
     passed.notes.append(f"{len(examples)} examples resumed again in {where}")
     return passed

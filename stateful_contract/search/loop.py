@@ -3,27 +3,26 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import random
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal, Protocol, cast
 
 from hypothesis import currently_in_test_context, event, given, seed, settings
 from hypothesis import strategies as st
-from hypothesis.errors import StopTest
 
 from ..config import ConfigSpace, LoaderConfig
 from ..profiles import Profile, hypothesis_settings, without_local_constants
 from ..repro.advice import advise
 from ..repro.outcome import ClauseViolation, Outcome, outcome_of
 from ..repro.recording import bound
-from ..repro.steps import LoadForm, is_the_loaders
+from ..repro.steps import LoadForm
 from .coverage import EVENTS, coverage_of
 from .example import ClauseLike, ExampleRun, LoadFormProbe
+from .interrupts import Carried, NotTheLoaders, not_the_loaders_within, pass_through, passed_on
 from .plans import SavePoints
 from .saved import SavedFailures
 
@@ -89,7 +88,7 @@ class SearchClause(ClauseLike, Protocol):
     def judge_world(self, values: Sequence[Any], config: LoaderConfig, plan: Any) -> str | None: ...
 
 
-class _Final(BaseException):
+class _Final(Carried):
     """An example hung or crashed: the search ends here, unshrunk."""
 
     def __init__(self, run: ExampleRun) -> None:
@@ -99,17 +98,6 @@ class _Final(BaseException):
 
 class _Failed(_Final, Exception):
     """An example failed: an `Exception`, so Hypothesis shrinks it."""
-
-
-class _NotTheLoaders(BaseException):
-    """A `BaseException` that is not the loader's (`steps.is_the_loaders`: Ctrl-C, SystemExit, a test runner's
-    timeout) ended an example: carried past Hypothesis, which would take SystemExit or pytest's ``Failed`` for
-    a failure, shrink it on examples that no longer meet it and report a flaky loader, and raised again
-    after it."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(repr(error))
-        self.error = error
 
 
 def judge_runs(clause: SearchClause, runs: list[ExampleRun], config: LoaderConfig, plan: Any) -> ExampleRun | None:
@@ -151,7 +139,7 @@ def search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, prof
     try:
         return _search(clause, executor, space=space, profile=profile, saves=saves, on_example=on_example,
                        passed=passed, search_seed=search_seed, database_key=database_key, epoch_hook=epoch_hook)
-    except _NotTheLoaders as e:  # Ctrl-C, SystemExit, a test runner's timeout: not a verdict
+    except NotTheLoaders as e:  # Ctrl-C, SystemExit, a test runner's timeout: not a verdict
         raise e.error from None
 
 
@@ -231,7 +219,7 @@ def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, pro
 
         if search_seed is not None:  # overrides derandomize (hypothesis.seed)
             example = seed(search_seed)(example)
-        _interrupts_pass_through(example)
+        pass_through(example)
         searching = clause.heading.split(":", 1)[0] + (", worker examples" if workers else "")
         try:
             # quiet (hypothesis_settings): Hypothesis prints nothing; its draws are the same whatever the
@@ -243,6 +231,8 @@ def _search(clause: SearchClause, executor: Executor, *, space: ConfigSpace, pro
                 saved.keep(*watched.example)
             return _covered(_verdict(e.run, examples, found_after), covered)
         except Exception as e:  # Hypothesis' own verdicts, e.g. a flaky loader
+            if (interrupt := not_the_loaders_within(e)) is not None:  # landed in Hypothesis' own draw
+                raise interrupt from None
             outcome = outcome_of(e, heading=clause.heading)
             return _covered(dataclasses.replace(outcome, examples=examples, found_after=found_after), covered)
     return _covered(Outcome("passed", examples=examples), covered)
@@ -268,7 +258,7 @@ class Watched:
     # Not mere forwards: each keeps the example for the database, counts its coverage, notes an endless
     # pass, and tells an interrupt (Ctrl-C) from the loader's own failure.
     def lengths(self, clause: ClauseLike, config: LoaderConfig) -> list[int] | ExampleRun:
-        with _not_the_loaders_passed_on():
+        with passed_on():
             lengths = self.executor.lengths(clause, config)
         self.endless = self.endless or (isinstance(lengths, ExampleRun) and lengths.endless)
         self.last = lengths if isinstance(lengths, list) else None
@@ -281,36 +271,10 @@ class Watched:
         self.example = (config, plan)
         for category in sorted(reached) if currently_in_test_context() else ():  # not an explicit example
             event(EVENTS.get(category, category))
-        with _not_the_loaders_passed_on():
+        with passed_on():
             runs = self.executor.run(clause, config, plan)
         self.endless = self.endless or any(r.endless for r in runs)
         return runs
-
-
-def _interrupts_pass_through(example: Any) -> None:
-    """Carry what is not the loader's past Hypothesis wherever in an example it lands (pytest-timeout's ``Failed`` in a
-    plan's draw was a failure to Hypothesis, then "FlakyStrategyDefinition"); ``inner_test``: the body seeds draws."""
-    inner = example.hypothesis.inner_test
-
-    @functools.wraps(inner)
-    def guarded(*args: Any, **kwargs: Any) -> None:
-        with _not_the_loaders_passed_on():
-            inner(*args, **kwargs)
-
-    example.hypothesis.inner_test = guarded
-
-
-@contextlib.contextmanager
-def _not_the_loaders_passed_on() -> Iterator[None]:
-    """A `BaseException` that is not the loader's leaves the executor as `_NotTheLoaders`."""
-    try:
-        yield
-    except (StopTest, _Final, _NotTheLoaders):  # Hypothesis' own end of an example, a verdict, one carried already
-        raise
-    except BaseException as e:
-        if is_the_loaders(e) or isinstance(e, KeyboardInterrupt):  # Hypothesis lets Ctrl-C through itself
-            raise
-        raise _NotTheLoaders(e) from e
 
 
 def _covered(outcome: Outcome, covered: Counter[str]) -> Outcome:
@@ -325,7 +289,7 @@ def replay_one(clause: SearchClause, executor: Executor, config: LoaderConfig, p
             if isinstance(lengths, ExampleRun):
                 return judge_runs(clause, [lengths], config, plan)
         return run_one(clause, executor, config, plan)
-    except _NotTheLoaders as e:  # on a `Watched` executor: Ctrl-C, SystemExit, a test runner's timeout
+    except NotTheLoaders as e:  # on a `Watched` executor: Ctrl-C, SystemExit, a test runner's timeout
         raise e.error from None
 
 

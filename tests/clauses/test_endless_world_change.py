@@ -102,6 +102,7 @@ def _endless_pass(unjudged: tuple[str, ...]) -> Report:
     for r in results:
         if r.id in unjudged:
             r.status, r.heading, r.detail = "not-judged", "", f"not judged on an endless stream: {r.id}'s reason"
+            r.unjudged = "endless"  # as the clause loop records it (`Clause.unjudged_on_endless`)
     return Report(target="pkg:factory", results=results, endless="declared", world_size=2)
 
 

@@ -117,3 +117,15 @@ PREFETCHER_AHEAD = (
     "and saves loader.state_dict(): at each step the loader has already yielded the batch the prefetcher holds, so "
     f"the resume starts one batch later and that batch is never trained, silently (F32, {doc('findings.md', 'f32')})"
 )
+SAMPLER_START_UNTIL_FIRST_BATCH = (
+    "torchdata StatefulDistributedSampler: a resumed loader's state_dict() reports the epoch's start until its "
+    "first batch (its count is reset lazily), so a state taken from a resumed loader before it draws a batch "
+    "replays the pass from its start; torchtune's recipe saves only after an optimizer step, never between a "
+    f"resume and its first batch, so its run loses nothing to it (F11, {doc('findings.md', 'f11')})"
+)
+TORCHTUNE_WORLD = (
+    "torchtune's distributed recipe saves rank 0's loader state (StatefulDataLoader's, which records neither the "
+    "number of ranks nor the rank) and every rank loads it: resumed on another number of GPUs from a checkpoint "
+    "inside an epoch (save_every_n_steps), each rank skips rank 0's count in its new shard, so samples are "
+    f"repeated (fewer GPUs) or lost (more), silently (F35, {doc('findings.md', 'f35')}; F16's mechanism)"
+)

@@ -108,6 +108,22 @@ PREFETCH = ConfigSpace(num_workers=(0, 2))
 #: to 5, at least 5 samples.
 VERL = ConfigSpace(num_workers=(0,), dataset_size=(5, 24))
 
+#: torchtune's distributed recipe passes no num_workers; an epoch of no batch makes its _steps_per_epoch 0 (a
+#: ZeroDivisionError in setup), so every rank gets a batch: 10 samples or more for batches of up to 5 on 2 ranks.
+TORCHTUNE = ConfigSpace(num_workers=(0,), dataset_size=(10, 24))
+#: What the recipe does with its loader (docs/clauses.md, "Trainer shapes"): it loads only into the loader
+#: _setup_data has just built, draws a pass's first batch at once after iter(), and its step limit is inside
+#: the modelled view, whose passes it never leaves early.
+TORCHTUNE_SHAPE = (("trainer_shape", ("loads-fresh", "iter-then-next", "whole-passes")),)
+TORCHTUNE_DISTRIBUTED = (
+    "A model of `recipes/full_finetune_distributed.py` at pytorch/torchtune `bd2a0fc7` "
+    "(`tests/compat/tune_distributed.py`; torchtune does not import beside torch 2.13.0, see the "
+    "torchtune_recipe row). Checkpoints anywhere, as `save_every_n_steps` allows. It passes where "
+    "[F12](findings.md#f12) might be expected: resumed from a checkpoint at the step limit, `setup` "
+    "runs `list(self._dataloader)`, which draws the loaded pass to its end, so the next `set_epoch` and "
+    "`iter()` start the next epoch from its first batch; without that line the row fails SC10 "
+    "(`tests/evidence/test_torchtune_distributed.py`).")
+
 #: The hand-written loaders with exact resharding, written for the multi-rank tests: rows use them
 #: as they are (a fact in one place), by path (a check imports a file target on every rank).
 RANKED_LOADERS = Path(__file__).resolve().parents[1] / "ranked_loaders.py"
@@ -285,6 +301,17 @@ ROWS: dict[str, Row] = {r.name: r for r in [
              "fails SC10, SC11, SC13, SC17, SC19, SC20 and SC22 at mid-epoch points the recipe never saves at. "
              "F31 (a `state_dict()` before the resumed epoch's `set_epoch`, which the recipe never makes) is "
              "reproduced on its own: [F31](findings.md#f31)."),
+    Row("torchtune_distributed_1", "torchtune (modelled)", "torchdata", "tune_distributed:torchtune_distributed_recipe",
+        "torchtune's full_finetune_distributed recipe (bd2a0fc7): StatefulDataLoader(drop_last=True, sampler="
+        "StatefulDistributedSampler(shuffle, seed=0)), set_epoch(curr_epoch) and one iter() per epoch, cut at "
+        "max_steps_per_epoch (3 of 10 batches), saved after any step (save_every_n_steps), resumed into a fresh "
+        "loader that loads the state and, at a step limit, is drawn to the pass' end (list(dataloader)); 1 rank",
+        _all(why.SAMPLER_START_UNTIL_FIRST_BATCH, ("SC11", "SC13")), space=TORCHTUNE, declared=TORCHTUNE_SHAPE, ci=True, note=TORCHTUNE_DISTRIBUTED),
+    Row("torchtune_distributed_2", "torchtune (modelled)", "torchdata", "tune_distributed:torchtune_distributed_recipe",
+        "the same on 2 ranks",
+        {**_all(why.SAMPLER_START_UNTIL_FIRST_BATCH, ("SC11", "SC13")), "SC31": why.TORCHTUNE_WORLD},
+        space=TORCHTUNE, world_size=2, declared=TORCHTUNE_SHAPE, ci=True,
+        note=TORCHTUNE_DISTRIBUTED),
     # --- the batches a trainer draws: a device prefetcher over StatefulDataLoader (declared consumption) ---
     Row("prefetcher_loader_state", "device prefetcher", "torchdata", "prefetch:prefetched_loader",
         "config.stateful_dataloader() drawn one batch ahead through a device prefetcher (timm's PrefetchLoader "

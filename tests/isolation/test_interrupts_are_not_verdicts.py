@@ -63,7 +63,7 @@ def test_only_exceptions_and_dcps_checkpoint_exception_are_the_loaders() -> None
         assert not is_the_loaders(other), other
 
 
-@pytest.mark.parametrize("where", ["coverage_of", "draw"])
+@pytest.mark.parametrize("where", ["coverage_of", "draw", "config"])
 def test_a_timeout_outside_the_loaders_calls_is_no_verdict_either(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The alarm may land in the engine's own code between the loader's calls (counting an example's coverage,
     drawing its plan): Hypothesis took pytest's ``Failed`` there for a failure, replayed the example without it
@@ -83,6 +83,12 @@ def test_a_timeout_outside_the_loaders_calls_is_no_verdict_either(where: str, mo
     if where == "coverage_of":
         real = loop.coverage_of
         monkeypatch.setattr(loop, "coverage_of", lambda *a: (lands_once(), real(*a))[1])
+    elif where == "config":  # inside Hypothesis' own draw of the example's arguments, before the example's body
+        from stateful_contract.config import ConfigSpace as Space
+
+        real_configs = Space.configs
+        monkeypatch.setattr(Space, "configs", lambda self, **k: real_configs(self, **k).map(
+            lambda config: (lands_once(), config)[1]))
     else:
         from stateful_contract.clauses.registry import Clause
 

@@ -58,7 +58,7 @@ def write_manifest(run_dir: Path, executor: InWorld, report: Report) -> None:
         result = report[cid]
         result.notes.append(f"{len(saved)} example{'s' if len(saved) != 1 else ''} saved in {run_dir} for the resume launch (--phase resume --dir)")
         if cid == "SC31":  # only saved here: the other world judges it
-            result.status, result.detail = "not-judged", (
+            result.status, result.unjudged, result.detail = "not-judged", "not-reached", (
                 f"{DEFERRED_TO_A_LATER_LAUNCH}{executor.world_size} ranks; judged when a launch on another number of ranks resumes "
                 "them (--phase resume)")
 
