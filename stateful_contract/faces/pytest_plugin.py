@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..run.options import CheckKeywords
 
 __all__ = ["MARKER", "REPORTS", "clause_tests", "hypothesis_seed", "report_names", "report_paths", "run_options", "run_profile", "run_seed",
-           "xdist_jobs"]
+           "verdict_line", "xdist_jobs"]
 
 #: The marker put on every clause test.
 MARKER = "stateful_contract"
@@ -261,19 +261,28 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     session.config.stash[_WRITTEN] = written
 
 
+def verdict_line(nodeid: str, report: Report) -> str:
+    """A contract class's line in the terminal summary: its verdict, with what a pass did not judge (a gap), the
+    clauses that ran and the profile: ``tests/test_loader.py::TestLoader: pass (SC42 not judged: ...), 17 clauses,
+    profile ci``."""
+    from ..report.render import plural, ran
+    from ..terms import gap_words
+
+    gap = gap_words(report.gaps) if report.verdict == "pass" else ""
+    return (f"{nodeid}: {report.verdict}{f' ({gap})' if gap else ''}, {plural(len(ran(report)), 'clause')}, "
+            f"profile {report.profile}")
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     reports = config.stash.get(REPORTS, {})
     if reports:
         # The engine is loaded by now: a contract class ran.
-        from ..report.render import coverage_line, plural, ran, story
-        from ..terms import gap_words
+        from ..report.render import coverage_line, ran, story
 
         terminalreporter.write_sep("-", "StatefulLoader contract")
         for nodeid, report in reports.items():
             walk = ran(report)
-            gap = gap_words(report.gaps) if report.verdict == "pass" else ""  # what the pass does not cover
-            terminalreporter.write_line(f"{nodeid}: {report.verdict}{f' ({gap})' if gap else ''}, "
-                                        f"{plural(len(walk), 'clause')}, profile {report.profile}")
+            terminalreporter.write_line(verdict_line(nodeid, report))
             for r, same_as in walk:  # what each failure does to a training run, first
                 if r.is_failure:
                     terminalreporter.write_line(f"  {r.id} {r.name}: {story(r, same_as) or r.status}")

@@ -29,13 +29,13 @@ from ..search.example import ClauseLike, ExampleRun
 from ..search.plans import Alignment
 from ..spellings import Hint
 from . import interpreter
-from .executors import BUILDING, PROBE_CONFIG, FactoryProblem, Handler, OneProcess, StartFailed
+from .executors import BUILDING, PROBE_CONFIG, Handler, OneProcess
 from .interpreter import ChildSpec, EngineError, child_main
 from .leftovers import remove_tmpdir
 from .processes import anon_rss, death, fault_excerpt, gained, growth, hang, kill_session, no_answer
 from .workspace import loaders_tmpdir, new_dir
 
-__all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "PendingSibling", "RunLimit",
+__all__ = ["COMMAND_GRACE", "DEFAULT_MEMORY_LIMIT", "POLL", "SHRINK_CRASHES", "Isolation", "RunLimit",
            "Supervised", "choose_isolation", "command_limit", "grace", "supported", "watch"]
 
 #: Where the loader runs for one rank: ``"supervised"`` (a child process this one watches) or
@@ -359,41 +359,3 @@ class Supervised(OneProcess):
             self.notes.append(f"the loader's process crashed or hung {restarts} time{'s' if restarts != 1 else ''}; "
                               "each time the check went on in a fresh one")
         remove_tmpdir(self.run_dir)  # the children's TMPDIR goes with the workspace (`loaders_tmpdir`: one per checker)
-
-
-class PendingSibling:
-    """The child SC10's fresh half resumes in, beside ``elder`` (a new interpreter if it can be): it reads the
-    files the elder's examples wrote, so the elder keeps its uninterrupted runs for the clauses to come; the
-    zygote starts importing at once (about 2 s on 2 cores), so the import overlaps the search."""
-
-    def __init__(self, elder: Supervised) -> None:
-        self._elder = elder
-        interpreter.prepare()
-
-    def _sibling(self, new_interpreter: bool) -> Supervised:
-        elder, handler = self._elder, self._elder.handler
-        sibling = Supervised(handler.factory, handler.factory_import, handler.alignment, handler.timeout,
-                             elder.memory_limit, new_interpreter=new_interpreter,
-                             probe_config=handler.probe_config)
-        sibling.handler.workdir = handler.workdir
-        sibling.load_form = elder.load_form
-        return sibling
-
-    def take(self) -> tuple[Supervised, str]:
-        """The sibling, started, and ""; or a forked one and why the new interpreter could not be used
-        (a factory defined in a closure, a module that does not import there)."""
-        sibling = self._sibling(new_interpreter=True)
-        try:
-            sibling.start()
-            return sibling, ""
-        except StartFailed as e:
-            why = e.run.outcome.got if e.run.outcome is not None else "it did not start"
-        except FactoryProblem as e:
-            why = str(e)
-        except Exception as e:  # pickling the factory: PicklingError, AttributeError, TypeError
-            why = f"the factory cannot be named in another interpreter ({type(e).__name__}: {e})"
-        sibling.close()
-        return self._sibling(new_interpreter=False), (
-            "the fresh process was forked from the checker, so it shares the checker's string hash seed (a "
-            f"loader whose order depends on it is not caught): {why}")
-

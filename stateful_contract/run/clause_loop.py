@@ -12,7 +12,8 @@ from ..clauses import Clause, clause, load_prober, run_order
 from ..clauses.registry import LOAD, load_blocks
 from ..config import LoaderConfig
 from ..isolation.executors import StartFailed
-from ..isolation.supervised import PendingSibling, Supervised
+from ..isolation.sibling import PendingSibling
+from ..isolation.supervised import Supervised
 from ..profiles import get_profile
 from ..report.results import ClauseResult, Status
 from ..repro.advice import collecting
@@ -135,8 +136,8 @@ class _Run:
             return self.resumed(c, self.replay)
         restarted = c.restarted()
         worlds = fresh_worlds(c, self.executor.world_size)
-        # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started
-        # now, its imports overlap the search.
+        # On one process the fresh half resumes in a sibling, a new interpreter if it can be: started once
+        # the search's first examples held (`PendingSibling.held`), its imports overlap the rest of it.
         pending = (PendingSibling(self.executor) if isinstance(self.executor, Supervised)
                    and restarted is not None and worlds == (None,) else None)
         # What the clause's judgements advised, over every example, rank and fresh process: once each.
@@ -159,7 +160,8 @@ class _Run:
                 outcome = search(c, watched, space=self.options.space, profile=self.profile,
                                  saves=self.options.save_points, search_seed=self.seed,
                                  database_key=self.database_key, epoch_hook=self.options.epoch_hook,
-                                 passed=passed, on_example=lambda done, total: self.emit(c, done, total))
+                                 passed=passed, on_example=lambda done, total: self.on_example(c, done, total,
+                                                                                               passed, pending))
                 self.endless_seen = watched.endless
             if outcome.status == "passed" and restarted is not None and passed and worlds:
                 if getattr(self.executor, "fresh_processes", True):
@@ -172,6 +174,14 @@ class _Run:
                                          f"process: {why}")
         outcome.notes[:0] = [a for a in advised if a not in outcome.notes]
         return outcome
+
+    def on_example(self, c: Clause, done: int, total: int, passed: list[tuple[LoaderConfig, Any]],
+                   pending: PendingSibling | None) -> None:
+        """Example ``done`` of ``total`` starts: the progress line, and the fresh half's sibling told when
+        every example before it held (each that held is in ``passed``; a failure and its shrinking never are)."""
+        self.emit(c, done, total)
+        if pending is not None and len(passed) == done - 1:
+            pending.held(done - 1, total)
 
     def resumed(self, c: Clause, saved: Resumed) -> Outcome:
         """``c``'s verdict on the examples an earlier launch saved: their fresh-process half alone."""

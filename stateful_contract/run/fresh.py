@@ -11,7 +11,7 @@ from typing import Any
 from ..clauses import Clause
 from ..clauses.registry import LOAD
 from ..config import LoaderConfig
-from ..isolation.supervised import PendingSibling
+from ..isolation.sibling import PendingSibling
 from ..repro.outcome import Outcome
 from ..search.loop import Executor, judge_runs
 from ..terms import Unjudged

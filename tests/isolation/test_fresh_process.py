@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import psutil
 import pytest
@@ -18,6 +20,8 @@ import zoo_kills
 from shared import once
 
 from stateful_contract import ConfigSpace, check
+from stateful_contract.isolation import interpreter
+from stateful_contract.isolation.sibling import PendingSibling
 from stateful_contract.reference import factories
 
 IN_PROCESS = ConfigSpace(num_workers=(0,))
@@ -64,12 +68,49 @@ def test_the_printed_two_process_reproduction_fails_as_reported(tmp_path, tmp_pa
     assert both.returncode == 0, "in one process the same steps pass: " + both.stderr
 
 
-def test_correct_loaders_resume_in_a_fresh_process_too_and_the_report_says_so():
+def _zygote_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Who asks for this process's zygote from now on: ``held`` (a search whose first examples held, so that
+    the import overlaps the rest of it) or ``start`` (the fresh half, when its sibling starts)."""
+    callers: list[str] = []
+    prepare = interpreter.prepare
+
+    def recorded() -> Any:
+        callers.append(inspect.stack()[1].function)
+        return prepare()
+
+    monkeypatch.setattr(interpreter, "prepare", recorded)
+    return callers
+
+
+def test_correct_loaders_resume_in_a_fresh_process_too_and_the_report_says_so(monkeypatch):
+    callers = _zygote_starts(monkeypatch)
     for factory in (zoo.epoch_loader, factories.reference_wrapper):
+        callers.clear()
         result = check(factory, clauses=["SC10"], space=IN_PROCESS)["SC10"]
         assert result.status == "passed", result.message
         assert any("examples resumed again in a fresh process (a new interpreter, PYTHONHASHSEED=" in n
                    for n in result.notes), result.notes
+        # Its zygote was asked for while the search still ran, not only once the fresh half needed it.
+        assert callers[:1] == ["held"] and callers.count("held") == 1, callers
+
+
+def test_a_search_that_fails_early_starts_no_new_interpreter(monkeypatch):
+    """A broken loader's SC10 fails in its first examples and has no fresh half: importing torch in a zygote
+    for it would cost 3.4 s of CPU and judge nothing (the supervision table's commands each paid it)."""
+    callers = _zygote_starts(monkeypatch)
+    result = check(zoo.OffByOneResume, clauses=["SC10"], space=IN_PROCESS)["SC10"]
+    assert result.status == "failed", result.message
+    assert callers == [], callers
+
+
+def test_the_zygote_starts_once_a_quarter_of_the_search_held(monkeypatch):
+    callers = _zygote_starts(monkeypatch)
+    pending = PendingSibling(cast(Any, object()))
+    pending.held(9, 40)
+    assert callers == []
+    pending.held(10, 40)
+    pending.held(11, 40)
+    assert callers == ["held"]
 
 
 def test_an_in_process_check_says_it_could_not_resume_in_a_fresh_process():

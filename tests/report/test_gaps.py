@@ -14,6 +14,7 @@ from stateful_contract.clauses import clause
 from stateful_contract.config import LoaderConfig
 from stateful_contract.faces.badge import badge_color, badge_message
 from stateful_contract.faces.export import junit_xml, markdown_summary
+from stateful_contract.faces.pytest_plugin import verdict_line
 from stateful_contract.report.render import render_report
 from stateful_contract.report.results import ClauseResult, Report
 from stateful_contract.repro.outcome import Outcome, outcome_of
@@ -55,6 +56,7 @@ def test_a_correct_loader_without_an_index_field_passes_naming_the_clause_it_cou
     assert report["SC42"].unjudged == "unobservable" and report.not_judged == ["SC42"]
     assert f"Verdict: PASS (SC42 {UNOBSERVABLE})\n" in _terminal(report), _terminal(report)
     assert f"✅ pass (SC42 {UNOBSERVABLE})" in markdown_summary(report)
+    assert verdict_line("t.py::TestLoader", report) == f"t.py::TestLoader: pass (SC42 {UNOBSERVABLE}), 2 clauses, profile ci"
     properties = {p.get("name"): p.get("value") for p in ET.fromstring(junit_xml(report).split("\n", 1)[1]).iter("property")}
     assert properties["not_judged"] == f"SC42 {UNOBSERVABLE}"
     written = report.to_dict()
