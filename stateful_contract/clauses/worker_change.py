@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import re
 import traceback
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ from ..repro.compare import sample_ids, stream_difference
 from ..repro.endless import checkpoint_span
 from ..repro.impact import loud, samples_impact
 from ..repro.multisets import assert_same_samples, id_list
+from ..repro.refusals import names_the_worker_counts
 from ..repro.steps import (
     RESUME_EPOCHS,
     LoaderError,
@@ -40,7 +40,7 @@ from ..spellings import Hint
 from .judgements import same_stream
 from .registry import RESUMES, clause, violated
 
-__all__ = ["WorkerChange", "names_the_worker_counts", "raised_in_torchdata", "refusal_kind",
+__all__ = ["WorkerChange", "raised_in_torchdata", "refusal_kind",
            "resume_with_other_workers", "worker_change_examples"]
 
 
@@ -120,21 +120,6 @@ def worker_change_examples(space: ConfigSpace | None) -> list[tuple[LoaderConfig
                               drop_last=resumed > saved)
         examples.append((config, functools.partial(_mid_epoch_change, config=config, workers=resumed)))
     return examples
-
-
-#: Words that say a message is about worker processes (``num_workers``), and how a zero count reads.
-_WORKER_WORDS = re.compile(r"worker|process", re.IGNORECASE)
-_NO_WORKERS = re.compile(r"main process|single[ -]?process|no worker", re.IGNORECASE)
-
-
-def names_the_worker_counts(error: BaseException, saved: int, resumed: int) -> bool:
-    """Whether an exception refuses the state for the worker count: it is about workers (or
-    processes) and names both counts (a count of 0 may read "main process", "single-process")."""
-    text = f"{type(error).__name__}: {error}"
-    if not _WORKER_WORDS.search(text):
-        return False
-    numbers = set(re.findall(r"\d+", text))
-    return all(str(n) in numbers or (n == 0 and bool(_NO_WORKERS.search(text))) for n in (saved, resumed))
 
 
 def raised_in_torchdata(error: BaseException) -> bool:

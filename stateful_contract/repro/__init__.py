@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .epoch_steps import take_epochs as take_epochs
     from .epoch_steps import uninterrupted_loop as uninterrupted_loop
     from .multisets import assert_same_samples as assert_same_samples
+    from .refusals import assert_names_the_worker_counts as assert_names_the_worker_counts
     from .state_steps import BAD_STATES as BAD_STATES
     from .state_steps import ROUND_TRIPS as ROUND_TRIPS
     from .state_steps import bad_state as bad_state
@@ -80,6 +81,7 @@ _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, globals(), (
     (".consumption", ("drawn_through",)),
     (".epoch_compare", ("assert_no_epoch_lost", "assert_same_epochs")),
     (".multisets", ("assert_same_samples",)),
+    (".refusals", ("assert_names_the_worker_counts",)),
     (".epoch_steps", ("LoopPoint", "epoch_loop", "epoch_setter", "loop_checkpoint", "set_epoch", "take_epochs",
                       "uninterrupted_loop")),
     (".state_steps", ("BAD_STATES", "ROUND_TRIPS", "bad_state", "load_and_iterate", "load_checkpoint", "round_trip",

@@ -2,7 +2,7 @@
 
 The charter: a failure message ends with a reproduction of a few lines that shows the failure. A reproduction that
 ends in a comment saying what must hold fails nothing (SC31's did until session 39, SC23's for a loader whose order
-depends on num_workers, SC10's fresh-process half left its first process in comments). Here each zoo kill's
+depends on num_workers, SC41's; SC10's fresh-process half left its first process in comments). Here each zoo kill's
 reproduction (`zoo_kills.killed`: the search test_clauses already ran) runs on its own, in a clean namespace and a
 directory of its own, and must raise: an AssertionError of the scenario language, or the loader's own error
 (`LoaderError`) for a clause that fails on a crash. The rank loaders' reproductions (SC31) are run in
@@ -30,6 +30,7 @@ CORRECT: dict[type, type] = {
     zoo.EpochLoader: zoo.StrictEpochLoader,  # SC40: the strict tier's bad states refused
     zoo.EndlessWindowLosesBuffer: zoo.CyclingLoader,  # an endless stream
     zoo.SkipsTheOffsetInTheNewOrder: zoo.WorkerOrderedEpochs,  # an order that depends on num_workers, resumed right
+    zoo.RefusesWorkerChangeBare: zoo.RefusesWorkerChangeByName,  # SC41: the refusal names both counts
 }
 #: Broken loaders whose reproduction has no correct counterpart to run clean, and why.
 NO_CLEAN_COUNTERPART: dict[type, str] = {
@@ -37,9 +38,6 @@ NO_CLEAN_COUNTERPART: dict[type, str] = {
     # EpochLoader the same lines compare other passes and raise. Found in session 39, not fixed: see the report.
     zoo.EndsThePassAtTheStepLimit: "the cut-short scenario's passes are this loader's",
     zoo.UnseededShuffle: "SC18 compares two fresh loaders: any seeded one runs clean, which shows nothing of it",
-    # SC41's reproduction still ends in a comment ("refused: the exception must name num_workers 0 and 1"): the
-    # refusing call raises the loader's error, named or not. Found in session 39, not fixed: see the report.
-    zoo.RefusesWorkerChangeBare: "a refusal that names both counts raises too: the naming is only in a comment",
 }
 
 
