@@ -17,14 +17,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from ..config import LoaderConfig
 from ..repro.advice import advise
-from ..repro.endless import cycle_length
 from ..repro.endless import describe as in_the_stream
 from ..repro.impact import Impact
+from ..repro.in_step import (
+    RESUMED_PASSES,
+    RankSteps,
+    Stretch,
+    Uneven,
+    first_uneven,
+    rank_stretches,
+    resumed_stretches,
+)
+from ..repro.recording import unrecorded
 from ..repro.state_steps import load_checkpoint, save_checkpoint
 from ..repro.steps import LoaderError, Position, checkpoint, stream
 from ..search.example import Example
@@ -36,88 +45,48 @@ from .world_change import new_worlds, resumed_config, uneven_global_batch
 
 __all__ = ["RankSteps", "Stretch", "every_rank_takes_as_many_steps", "ranks_stay_in_step"]
 
-#: Passes counted after a resume: the rest of the interrupted epoch and the next one.
-RESUMED_PASSES = 2
-
-
-@dataclass(frozen=True)
-class Stretch:
-    """Steps every rank must take together: ``label`` (``"epoch 1"``, ``"pass 1 after the resume"``) and
-    how many batches this rank yielded in it."""
-
-    label: str
-    batches: int
-    #: ``batches`` is how many batches one cycle of the rank's data takes in an endless stream (its period,
-    #: `endless.cycle_length`), not a count of steps before a save or an epoch's end.
-    cycle: bool = False
-
-
-@dataclass
-class RankSteps:
-    """What one rank yielded, stretch by stretch (the same labels, in the same order, on every rank)."""
-
-    rank: int
-    stretches: list[Stretch] = field(default_factory=list)
-    #: The resume raised on this rank (SC30 and SC31 judge that): its passes are not counted.
-    error: str | None = None
-    #: Not resumed on this world, and why (a fixed global batch that does not split over its ranks).
-    skipped: str = ""
-    #: Where the stretches come from, for the message: ``"fresh loaders on 2 ranks"``.
-    where: str = ""
-
 
 def every_rank_takes_as_many_steps(values: Sequence[RankSteps], *, what: str) -> None:
     """Every rank yielded as many batches as every other in each stretch; otherwise the first stretch where
     they differ names the ranks that run out first, and the step at which every collective waits for them."""
-    counted = [r for r in values if r.error is None and not r.skipped]
-    if len(counted) < len(values) or len(values) < 2:
-        return  # a rank that raised is another clause's failure; one rank is always in step
-    # A stretch every rank counted (an endless stream's cycle is counted only where it repeats: `_cycle`).
-    of_rank = [{s.label: s for s in r.stretches} for r in counted]
-    labels = [s.label for s in counted[0].stretches if all(s.label in own for own in of_rank)]
-    for label in labels:
-        counts = {r.rank: own[label].batches for r, own in zip(counted, of_rank)}
-        if len(set(counts.values())) == 1:
-            continue
-        fewest, most = min(counts.values()), max(counts.values())
-        short = [rank for rank, n in counts.items() if n == fewest]
-        named = " and ".join(f"rank {r}" for r in short)
-        if of_rank[0][label].cycle:
-            _cycles_drift_apart(counts, label, named, what=what, ranks=len(values), short=short)
-        step = fewest + 1
-        violation = violated(
-            "SC32", context=f"{what}; every rank counted its batches in each stretch",
-            expected=f"every one of the {len(values)} ranks to yield as many batches as the others in {label}",
-            got=(f"in {label}, " + ", ".join(f"rank {r} yielded {n} batch{'es' if n != 1 else ''}"
-                                             for r, n in sorted(counts.items()))
-                 + f": at step {step} {named} {'has' if len(short) == 1 else 'have'} no batch while the others "
-                 f"train on, so the collectives of step {step} (the gradient all-reduce) wait for ever, or a "
-                 f"loop that skips the missing batch spins ({most - fewest} step{'s' if most - fewest != 1 else ''} "
-                 f"of the longer rank{'s' if len(counts) - len(short) != 1 else ''} without a partner). Deal every rank as many batches (pad or drop as "
-                 "DistributedSampler does), or, if the trainer joins uneven inputs (DDP's Join), declare it: "
-                 f"{Hint('joins_uneven_inputs', True)}"),
-            impact=Impact("loud", f"{named} {'has' if len(short) == 1 else 'have'} no batch at step {step}"
-                                  f"{'' if label.startswith('epoch 0') else ' of ' + label}: every collective "
-                                  "waits", where="next()", epoch=int(label.split()[1]) if label.startswith("epoch") else None))
-        violation.reproduce_on = short[0]  # type: ignore[attr-defined]  # the rank that runs out
-        raise violation
+    uneven = first_uneven(values)
+    if uneven is None:
+        return  # in step; or a rank raised (another clause's failure), or one rank (always in step)
+    label, counts, short = uneven.label, uneven.counts, uneven.short
+    fewest, most = min(counts.values()), max(counts.values())
+    named = " and ".join(f"rank {r}" for r in short)
+    if uneven.cycle:
+        _cycles_drift_apart(uneven, named, what=what, ranks=len(values))
+    step = fewest + 1
+    violation = violated(
+        "SC32", context=f"{what}; every rank counted its batches in each stretch",
+        expected=f"every one of the {len(values)} ranks to yield as many batches as the others in {label}",
+        got=(uneven.counted() + f": at step {step} {named} {'has' if len(short) == 1 else 'have'} no batch while the others "
+             f"train on, so the collectives of step {step} (the gradient all-reduce) wait for ever, or a "
+             f"loop that skips the missing batch spins ({most - fewest} step{'s' if most - fewest != 1 else ''} "
+             f"of the longer rank{'s' if len(counts) - len(short) != 1 else ''} without a partner). Deal every rank as many batches (pad or drop as "
+             "DistributedSampler does), or, if the trainer joins uneven inputs (DDP's Join), declare it: "
+             f"{Hint('joins_uneven_inputs', True)}"),
+        impact=Impact("loud", f"{named} {'has' if len(short) == 1 else 'have'} no batch at step {step}"
+                              f"{'' if label.startswith('epoch 0') else ' of ' + label}: every collective "
+                              "waits", where="next()", epoch=int(label.split()[1]) if label.startswith("epoch") else None))
+    violation.reproduce_on = short[0]  # type: ignore[attr-defined]  # the rank that runs out
+    raise violation
 
 
-def _cycles_drift_apart(counts: dict[int, int], label: str, named: str, *, what: str, ranks: int,
-                        short: list[int]) -> None:
+def _cycles_drift_apart(uneven: Uneven, named: str, *, what: str, ranks: int) -> None:
     """SC32's failure where ranks' endless streams cycle through their data at different periods: no
     collective waits (every rank always has a batch), but the ranks train different epochs of the data at
     the same step, further apart every cycle, and the ranks of the shorter cycle train their samples more
     often."""
+    label, counts, short = uneven.label, uneven.counts, uneven.short
     fewest, most = min(counts.values()), max(counts.values())
     one = len(short) == 1
     violation = violated(
         "SC32", context=f"{what}; every rank's endless stream repeats its data with a period it counted",
         expected=(f"every one of the {ranks} ranks to cycle through its share of the data in as many batches as "
                   f"the others ({label}), so that at every step every rank trains the same epoch of the data"),
-        got=(f"{label}: " + ", ".join(f"rank {r} every {n} batch{'es' if n != 1 else ''}"
-                                      for r, n in sorted(counts.items()))
-             + f": {named} start{'s' if one else ''} {'its' if one else 'their'} next cycle at step {fewest + 1}, the "
+        got=(uneven.counted() + f": {named} start{'s' if one else ''} {'its' if one else 'their'} next cycle at step {fewest + 1}, the "
              f"others at step {most + 1}, and the ranks drift further apart every cycle; in any {fewest * most} steps "
              f"{named} train{'s' if one else ''} {'its' if one else 'their'} samples {most} times for every "
              f"{fewest} of the others'. Deal every rank as many batches an epoch (pad or drop as DistributedSampler "
@@ -128,18 +97,10 @@ def _cycles_drift_apart(counts: dict[int, int], label: str, named: str, *, what:
     raise violation
 
 
-def _cycle(batches: Sequence[Any], label: str) -> list[Stretch]:
-    """The stretch of one cycle of an endless stream's data, where its batches repeat (else none: a stream
-    reshuffled every cycle shows no period, and no rank is compared on it)."""
-    period = cycle_length(batches)
-    return [] if period is None else [Stretch(f"each cycle of the data {label}", period, cycle=True)]
-
-
 def _endless_stretches(loader: Any, limit: int, label: str) -> list[Stretch]:
-    """An endless stream after a resume: the batches it yields up to ``limit`` (the same on every rank; a
-    stream that ends, or whose loader stops yielding, is short) and its cycle."""
-    batches = stream(loader, 1, limit=limit)
-    return [Stretch(f"the {limit} steps after {label}", len(batches)), *_cycle(batches, f"after {label}")]
+    """An endless stream after a resume: the batches it yields up to ``limit`` (the same on every rank) and
+    its cycle (`resumed_stretches`)."""
+    return resumed_stretches(stream(loader, 1, limit=limit), label, endless=True, limit=limit)
 
 
 def _horizon(config: LoaderConfig) -> int:
@@ -150,9 +111,7 @@ def _horizon(config: LoaderConfig) -> int:
 
 def _passes(loader: Any, limit: int, label: str) -> list[Stretch]:
     """The batches of the next `RESUMED_PASSES` passes of ``loader``, one stretch each."""
-    batches = stream(loader, RESUMED_PASSES, limit=limit)
-    counts = list(batches.lengths) + [0] * (RESUMED_PASSES - len(batches.lengths))
-    return [Stretch(f"pass {k + 1} after {label}", n) for k, n in enumerate(counts)]
+    return resumed_stretches(stream(loader, RESUMED_PASSES, limit=limit), label, endless=False, limit=limit)
 
 
 def _judge_fresh_and_resumed(values: Sequence[RankSteps], config: Any, plan: Checkpoint) -> None:
@@ -225,27 +184,52 @@ def ranks_stay_in_step(example: Example, plan: Checkpoint) -> RankSteps:
     endless."""
     world = example.world
     assert world is not None, "SC32 runs on the ranks of a multi-rank executor only"
-    reference, lengths = example.reference()
     endless = example.config.endless
-    result = RankSteps(world.rank, _cycle(reference, "in the uninterrupted stream") if endless else
-                       [Stretch(f"epoch {e}", n) for e, n in enumerate(lengths)],
-                       where=f"fresh {'endless streams' if endless else 'loaders'} on {world.world_size} ranks, "
-                             "then each resumed from its own state")
-    position = position_on_rank(plan.position, lengths)
     folder = example_folder(example, "SC32")
     path = str(folder / f"rank{world.rank}.pt")
     example.program.bind(path, repr(f"rank{world.rank}.pt"))
-    state = checkpoint(example.fresh(), position)
-    save_checkpoint(state, path)
+    # The steps run unrecorded: the reproduction is the replay of every rank below (`_print_world_replay`),
+    # whichever rank prints it (the one that runs out).
+    with unrecorded():
+        reference, lengths = example.reference()
+        position = position_on_rank(plan.position, lengths)
+        state = checkpoint(example.fresh(), position)
+        save_checkpoint(state, path)
+        # An endless stream: the stretch from this save to the horizon, and the cycle of the resumed stream.
+        limit = (_horizon(example.config) if endless
+                 else RESUMED_PASSES * (example.config.dataset_size + world.world_size + 1))
+        after = f"the resume {example.where(plan.position) if endless else plan.position.describe()}"
+        resumed = stream(example.fresh(state), 1 if endless else RESUMED_PASSES, limit=limit)
     record = {"position": asdict(position), "finished": position.batches == lengths[position.epoch]}
     (folder / f"saved-rank{world.rank}.json").write_text(json.dumps(record), encoding="utf-8")
-    limit = RESUMED_PASSES * (example.config.dataset_size + world.world_size + 1)
-    if endless:  # the stretch from this save to the horizon, and the cycle of the resumed stream
-        result.stretches += _endless_stretches(example.fresh(state), _horizon(example.config),
-                                               f"the resume {example.where(plan.position)}")
-    else:
-        result.stretches += _passes(example.fresh(state), limit, f"the resume {plan.position.describe()}")
-    example.program.add(f"# Every rank must yield as many batches as the others in each "
-                        f"{'stretch and cycle' if endless else 'epoch and pass'}: this "
-                        f"rank's: {', '.join(f'{s.label}: {s.batches}' for s in result.stretches)}")
-    return result
+    _print_world_replay(example, plan.position, after=after, limit=limit)
+    return RankSteps(world.rank, [*rank_stretches((reference, lengths), endless=endless),
+                                  *resumed_stretches(resumed, after, endless=endless, limit=limit)],
+                     where=f"fresh {'endless streams' if endless else 'loaders'} on {world.world_size} ranks, "
+                           "then each resumed from its own state")
+
+
+def _print_world_replay(example: Example, at: Position, *, after: str, limit: int) -> None:
+    """The reproduction, in one process: every rank of the world (its config's ``rank``) runs uninterrupted, then
+    checkpoints at ``at`` (as that rank takes it: `position_on_rank`), resumes from its own state and streams on;
+    `assert_ranks_in_step` counts them as SC32 did. A loader that takes its rank from ``torch.distributed``
+    rather than from its config needs the real ranks: the command printed below it."""
+    world = example.world
+    assert world is not None
+    config = example.config
+    # A checkpoint after StopIteration is one only on a rank whose epoch ends there (`position_on_rank`).
+    positions = (f"[dataclasses.replace({at.as_code()}, after_stop=lengths[{at.epoch}] == {at.batches}) "
+                 "for _, lengths in ranks]" if at.after_stop else f"[{at.as_code()}] * {world.world_size}")
+    load_form = "" if example.load_form == "positional" else f", load_form={example.load_form!r}"
+    for line in (f"# The {world.world_size}-rank world, one rank after the other (each its own process in "
+                 "training): every rank runs uninterrupted, checkpoints, resumes from its own state",
+                 f"world = [dataclasses.replace(config, rank=r) for r in range({world.world_size})]",
+                 "ranks = [uninterrupted(factory, c) for c in world]",
+                 f"at = {positions}",
+                 f"resumed = [stream(fresh(factory, c, state=checkpoint(fresh(factory, c), p){load_form}), "
+                 f"{1 if config.endless else RESUMED_PASSES}, limit={limit}) for c, p in zip(world, at)]",
+                 f"assert_ranks_in_step(ranks, resumed, after={after!r}, limit={limit}"
+                 + (", endless=True)" if config.endless else ")")):
+        example.program.add(line)
+    example.program.names_used.update({"Position", "assert_ranks_in_step", "checkpoint", "fresh", "stream",
+                                       "uninterrupted"})

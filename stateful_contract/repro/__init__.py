@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .epoch_steps import set_epoch as set_epoch
     from .epoch_steps import take_epochs as take_epochs
     from .epoch_steps import uninterrupted_loop as uninterrupted_loop
+    from .in_step import assert_ranks_in_step as assert_ranks_in_step
     from .multisets import assert_same_samples as assert_same_samples
     from .refusals import assert_names_the_worker_counts as assert_names_the_worker_counts
     from .state_steps import BAD_STATES as BAD_STATES
@@ -80,6 +81,7 @@ _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, globals(), (
                   "assert_unchanged")),
     (".consumption", ("drawn_through",)),
     (".epoch_compare", ("assert_no_epoch_lost", "assert_same_epochs")),
+    (".in_step", ("assert_ranks_in_step",)),
     (".multisets", ("assert_same_samples",)),
     (".refusals", ("assert_names_the_worker_counts",)),
     (".epoch_steps", ("LoopPoint", "epoch_loop", "epoch_setter", "loop_checkpoint", "set_epoch", "take_epochs",

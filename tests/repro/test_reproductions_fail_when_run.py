@@ -6,18 +6,24 @@ depends on num_workers, SC41's; SC10's fresh-process half left its first process
 reproduction (`zoo_kills.killed`: the search test_clauses already ran) runs on its own, in a clean namespace and a
 directory of its own, and must raise: an AssertionError of the scenario language, or the loader's own error
 (`LoaderError`) for a clause that fails on a crash. The rank loaders' reproductions (SC31) are run in
-tests/clauses/test_world_change.py and test_endless_world_change.py, beside the check that prints them.
+tests/clauses/test_world_change.py and test_endless_world_change.py, beside the check that prints them; SC32's
+(every rank replayed in one process) here.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import zoo
 import zoo_kills
+from ranked_loaders import target
 from reproductions import RAN_CLEAN, run_all, run_here
+from world_checks import on_two_ranks
+
+from stateful_contract import LoaderConfig
 
 #: What a reproduction may raise where it fails: an assertion, or the loader's own error.
 FAILS = ("AssertionError", "LoaderError")
@@ -64,6 +70,21 @@ def test_sc23_s_reproduction_asserts_the_samples_of_the_rest_of_the_epoch(tmp_pa
     assert source.splitlines()[-1].startswith("assert_same_samples("), source
     assert run_here(source, tmp_path / "broken") == "AssertionError", source
     assert run_here(_swapped(source, zoo.SkipsTheOffsetInTheNewOrder), tmp_path / "correct") == RAN_CLEAN
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
+def test_sc32_s_reproduction_replays_every_rank_and_asserts_they_stay_in_step(tmp_path: Path) -> None:
+    """7 samples on 2 ranks, 4 batches to rank 0 and 3 to rank 1: the reproduction (it ended in a comment) replays
+    both ranks in one process and ends in the assertion the clause makes; it raises, and passes a loader that
+    deals every rank as many batches (global_batches cuts the epoch to a multiple of the world size)."""
+    _, sc32 = on_two_ranks(target("uneven_shards"), "SC32", LoaderConfig(dataset_size=7, batch_size=1))
+    assert sc32.status == "failed", sc32.message
+    source = sc32.reproduction
+    assert "assert_ranks_in_step(ranks, resumed" in source and "# Every rank must" not in source, source
+    assert run_here(source, tmp_path / "broken") == "AssertionError", source
+    correct = source.replace("['uneven_shards']", "['global_batches']")
+    assert correct != source, source
+    assert run_here(correct, tmp_path / "correct") == RAN_CLEAN, correct
 
 
 @pytest.mark.acceptance
