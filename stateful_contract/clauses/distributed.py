@@ -25,12 +25,13 @@ from ..repro.endless import describe, stream_losses
 from ..repro.exception_text import exception_text
 from ..repro.guard import LoaderHung, LoaderSlow
 from ..repro.impact import Impact, losses
+from ..repro.multisets import window
 from ..repro.recording import asserts, unrecorded
 from ..repro.state_steps import load_checkpoint, save_checkpoint
 from ..repro.steps import LoaderError, NotJudgeable, Position, WaitedForARank, checkpoint, uninterrupted
 from ..search.example import Example, World
 from ..search.plans import Checkpoint, checkpoint_plan, position_on_rank
-from .rank_streams import RankResume, every_rank_resumed, example_folder, window
+from .rank_streams import RankResume, every_rank_resumed, example_folder
 from .registry import LOAD, clause
 
 __all__ = ["CheckpointLayout"]  # the clause registers itself (`clause`)

@@ -93,15 +93,23 @@ def resume_in_a_fresh_process(example: Example, plan: Checkpoint) -> None:
     program = example.program
     # This process's hash seed, when it is the new interpreter (None: a fork, which has the first one's).
     seed = os.environ.get("PYTHONHASHSEED") if os.environ.get(FRESH_INTERPRETER_ENV) else None
+    first = "\n".join((
+        program.factory_import,
+        "import torch",
+        "from stateful_contract.repro import LoaderConfig, Position, checkpoint, fresh, save_checkpoint, uninterrupted",
+        f"config = {example.config.as_code()}",
+        "reference, lengths = uninterrupted(factory, config)",
+        f"torch.save(reference[{start}:{stop}], {EXPECTED_FILE!r})",
+        "loader = fresh(factory, config)",
+        f"state = checkpoint(loader, {plan.position.as_code()})",
+        f"save_checkpoint(state, {STATE_FILE!r})"))
+    # The first process runs as a child of the pasted program (its own interpreter, so its own string hash
+    # seed too), and the program goes on as the second: pasted, the reproduction is both.
+    # Where the hash seed matters, the first process gets another than the one this process is told to run with.
+    env = "" if seed is None else f", env={{**os.environ, 'PYTHONHASHSEED': '{int(seed == '0')}'}}"
     for line in (
-        "# In a first process, the state was taken and saved as a trainer saves it, with the batches it resumes to:",
-        "#     import torch",
-        "#     from stateful_contract.repro import Position, checkpoint, save_checkpoint, uninterrupted",
-        "#     reference, lengths = uninterrupted(factory, config)",
-        f"#     torch.save(reference[{start}:{stop}], {EXPECTED_FILE!r})",
-        "#     loader = fresh(factory, config)",
-        f"#     state = checkpoint(loader, {plan.position.as_code()})",
-        f"#     save_checkpoint(state, {STATE_FILE!r})",
+        "# A first process takes the state and saves it as a trainer saves it, with the batches it resumes to:",
+        f'subprocess.run([sys.executable, "-c", """\n{first}\n"""]{env}, check=True)',
         "# and this process, which never built a loader before, resumes from those files"
         + (f" (run it as PYTHONHASHSEED={seed} python ...):" if seed is not None else ":"),
     ):

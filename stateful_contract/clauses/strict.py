@@ -14,6 +14,7 @@ from ..links import doc
 from ..repro.compare import describe_batch
 from ..repro.impact import Impact, loud
 from ..repro.recording import asserts
+from ..repro.refusals import names_the_worker_counts
 from ..repro.state_steps import BAD_STATES, bad_state, load_and_iterate
 from ..repro.steps import OutsideTheSpace
 from ..search.example import Example
@@ -22,7 +23,6 @@ from .registry import LOAD, RESUMES, clause, violated
 from .worker_change import (
     WorkerChange,
     _worker_change_plan,
-    names_the_worker_counts,
     raised_in_torchdata,
     resume_with_other_workers,
     worker_change_examples,
@@ -93,6 +93,16 @@ def _names_the_world_sizes(values: Sequence[WorldResume], config: LoaderConfig, 
             "number of ranks is not told why it fails"), impact=_unnamed("world sizes"))
 
 
+def _ends_in_the_naming_assertion(example: Example, saved: int, resumed: int) -> None:
+    """The reproduction's last line, the step the loader refused in, caught and its refusal held to name both
+    counts: pasted, it raises where the clause fails and runs clean on a refusal that names them."""
+    program = example.program
+    refusing = program.lines.pop()
+    program.names_used.update({"LoaderError", "assert_names_the_worker_counts"})
+    program.add(f"try:\n    {refusing}\nexcept LoaderError as refusal:\n"
+                f"    assert_names_the_worker_counts(refusal, {saved}, {resumed})")
+
+
 @clause("SC41", "refusals-name-the-mismatch", tier="strict", plan=_refusal_plan, needs=RESUMES, budget="workers",
         explicit=worker_change_examples,
         after_restart=(resume_on_another_world, _names_the_world_sizes), reads=("fixed_global_batch",),
@@ -106,7 +116,7 @@ def refusals_name_the_mismatch(example: Example, plan: WorkerChange | Checkpoint
         outcome, _, _ = resume_with_other_workers(example, plan)
         error, saved, resumed = outcome.refusal, example.config.num_workers, plan.workers
         if error is not None:  # a resume that is not refused has nothing to name (SC23 judges it)
-            example.program.add(f"# refused: the exception must name num_workers {saved} and {resumed}")
+            _ends_in_the_naming_assertion(example, saved, resumed)
         if error is not None and not names_the_worker_counts(error, saved, resumed):
             shown = (f"{type(error).__name__}: {error}" if str(error).strip()
                      else f"a bare {type(error).__name__} with no message")

@@ -210,7 +210,7 @@ def _second_pass_at_the_break(lengths: list[int], saves: SavePoints, *, config: 
     return CutShort(steps * window, 1, steps * window)
 
 
-@clause("SC22", "cut-short-passes-resume", tier="trainer", kills=11, cost=11, plan=_cut_short_plan, needs=RESUMES,
+@clause("SC22", "cut-short-passes-resume", tier="trainer", kills=14, cost=11, plan=_cut_short_plan, needs=RESUMES,
         explicit=_at_the_break_examples,
         inside_a_pass="its every checkpoint is taken inside a pass cut short",
         not_on_endless="a pass cut short is one a trainer leaves for the next iter(), and a trainer draws from an "

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import re
 import traceback
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -21,6 +20,8 @@ from ..repro.advice import advise
 from ..repro.compare import sample_ids, stream_difference
 from ..repro.endless import checkpoint_span
 from ..repro.impact import loud, samples_impact
+from ..repro.multisets import assert_same_samples, id_list
+from ..repro.refusals import names_the_worker_counts
 from ..repro.steps import (
     RESUME_EPOCHS,
     LoaderError,
@@ -37,10 +38,9 @@ from ..search.example import Example
 from ..search.plans import SavePoints, allowed_batches, draw_position
 from ..spellings import Hint
 from .judgements import same_stream
-from .rank_streams import id_list
 from .registry import RESUMES, clause, violated
 
-__all__ = ["WorkerChange", "names_the_worker_counts", "raised_in_torchdata", "refusal_kind",
+__all__ = ["WorkerChange", "raised_in_torchdata", "refusal_kind",
            "resume_with_other_workers", "worker_change_examples"]
 
 
@@ -120,21 +120,6 @@ def worker_change_examples(space: ConfigSpace | None) -> list[tuple[LoaderConfig
                               drop_last=resumed > saved)
         examples.append((config, functools.partial(_mid_epoch_change, config=config, workers=resumed)))
     return examples
-
-
-#: Words that say a message is about worker processes (``num_workers``), and how a zero count reads.
-_WORKER_WORDS = re.compile(r"worker|process", re.IGNORECASE)
-_NO_WORKERS = re.compile(r"main process|single[ -]?process|no worker", re.IGNORECASE)
-
-
-def names_the_worker_counts(error: BaseException, saved: int, resumed: int) -> bool:
-    """Whether an exception refuses the state for the worker count: it is about workers (or
-    processes) and names both counts (a count of 0 may read "main process", "single-process")."""
-    text = f"{type(error).__name__}: {error}"
-    if not _WORKER_WORDS.search(text):
-        return False
-    numbers = set(re.findall(r"\d+", text))
-    return all(str(n) in numbers or (n == 0 and bool(_NO_WORKERS.search(text))) for n in (saved, resumed))
 
 
 def raised_in_torchdata(error: BaseException) -> bool:
@@ -241,20 +226,22 @@ def _exact_with_the_new_count(example: Example, plan: WorkerChange, state: Any,
     later = program.expression("expected", f"{program.render(new_reference)}[{first}:{stop}]",
                                new_reference[first:stop])
     loader = example.fresh(state, config=plan.resumed_config(example.config))
-    rest = sample_ids(stream(loader, 1), integers=True) if due else []  # inside the epoch: its first pass is the rest of it
+    batches = stream(loader, 1) if due else []  # inside the epoch: its first pass is the rest of it
+    rest = sample_ids(batches, integers=True)
     if due is None or rest is None:
         raise NotJudgeable("the loader's order depends on num_workers and its batches carry no 'index' field, "
                            "so the samples the resumed epoch holds cannot be counted")
     if due:
-        program.add(f"# The rest of epoch {p.epoch} must hold the samples {sorted(due)}, once each, in any order")
-        if Counter(rest) != Counter(due):
+        try:  # the reproduction's own assertion (it records its line), here with the clause's message
+            assert_same_samples(sorted(due), batches)
+        except AssertionError:
             lost, extra = Counter(due) - Counter(rest), Counter(rest) - Counter(due)
             raise violated("SC23", context=where, expected=(
                 f"the rest of epoch {p.epoch} to hold exactly the {len(due)} samples still due, once each, in any "
                 f"order (the loader's order depends on num_workers): {id_list(Counter(due))}"), got=(
                 f"the resumed epoch held {id_list(Counter(rest))}: lost {id_list(lost) if lost else 'none'}, "
                 f"repeated {id_list(extra) if extra else 'none'}"),
-                impact=samples_impact(due, rest, epoch=p.epoch))
+                impact=samples_impact(due, rest, epoch=p.epoch)) from None
     # After the epoch's last batch (and after the rest of it), the later epochs; an empty pass first is
     # a state taken before StopIteration (F5), which take() goes past as the other resume clauses do.
     same_stream(later, take(loader, len(later), max_epochs=RESUME_EPOCHS), clause_id="SC23", context=where,

@@ -5,12 +5,10 @@ Why (docs/clauses.md, SC31), and how the worlds are run and judged: docs/distrib
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import sys
 import warnings
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -21,14 +19,23 @@ from ..config import LoaderConfig
 from ..repro.advice import advise
 from ..repro.compare import sample_ids
 from ..repro.endless import describe as in_the_stream
-from ..repro.impact import Impact, losses
+from ..repro.endless_world import global_steps, horizon_of, judge_endless_world
+from ..repro.impact import Impact
+from ..repro.multisets import epoch_ids, window
 from ..repro.recording import unrecorded
 from ..repro.state_steps import load_checkpoint, save_checkpoint
 from ..repro.steps import LoaderError, NotJudgeable, Position, checkpoint, stream, uninterrupted
+from ..repro.world_change import (
+    OldWorld,
+    SavedRank,
+    first_passes,
+    into_an_empty_pass,
+    judge_finite_world,
+    old_world,
+)
 from ..search.example import Example
 from ..search.plans import Checkpoint, checkpoint_plan, position_on_rank
-from .endless_world import global_steps, horizon_of, judge_endless_world
-from .rank_streams import Tally, epoch_ids, example_folder, id_list, padding_lines, tally, window
+from .rank_streams import example_folder
 from .registry import LOAD, clause, violated
 from .worker_change import refusal_kind
 from .world_refusals import names_the_world_size, unnamed_world_refusal
@@ -72,7 +79,7 @@ class WorldResume:
     fresh_next: list[int] | None = None
     #: Not resumed on this world, and why (a fixed global batch that does not split over its ranks).
     skipped: str = ""
-    #: On an endless stream (clauses/endless_world.py), ids per batch: of this rank after the resume, of a fresh
+    #: On an endless stream (repro/endless_world.py), ids per batch: of this rank after the resume, of a fresh
     #: world of the new size on this rank, and of every saving rank's uninterrupted stream (None: not endless).
     steps: list[list[int]] | None = None
     fresh_steps: list[list[int]] | None = None
@@ -99,17 +106,6 @@ def _logged(into: list[str]) -> Iterator[None]:
         logging.getLogger().removeHandler(records)
         into.extend(f"{r.levelname} {r.name}: {r.getMessage()}" for r in records.buffer)
     into.extend(f"{w.category.__name__}: {w.message}" for w in caught if "set_vital" not in str(w.message))
-
-
-def _old_world(records: list[dict[str, Any]]) -> tuple[int, list[int], list[int], list[int]]:
-    """The epoch the new world resumes, what the old world had yielded of it and would still yield, and
-    the epoch after it as the old world deals it."""
-    if all(r["finished"] for r in records):  # every rank finished it: the next one
-        return (records[0]["position"]["epoch"] + 1, [], [i for r in records for i in r["epochs"][1]],
-                [i for r in records for i in r["epochs"][2]])
-    consumed = [i for r in records for i in r["consumed"]]
-    rest = [i for r in records for i in r["epochs"][0][len(r["consumed"]):]]
-    return records[0]["position"]["epoch"], consumed, rest, [i for r in records for i in r["epochs"][1]]
 
 
 def resumed_config(config: LoaderConfig, saved: int, *, fixed_global_batch: bool) -> LoaderConfig | None:
@@ -144,115 +140,85 @@ def resume_on_another_world(example: Example, plan: Checkpoint, *, fixed_global_
         raise NotJudgeable("the batches carry no 'index' field, so the samples a resumed world covers cannot be "
                            "counted; see SC30")
     source = world.rank % saved
-    old = records[source]
-    epoch, consumed, due, next_due = _old_world(records)
-    result = WorldResume(world.rank, source, saved, epoch=epoch, consumed=consumed, due=due, next_due=next_due)
+    ranks = [SavedRank(Position(**r["position"]), r["consumed"], r["epochs"], r["finished"]) for r in records]
+    old = old_world(ranks)
+    result = WorldResume(world.rank, source, saved, epoch=old.epoch, consumed=old.consumed, due=old.due,
+                         next_due=old.next_due)
     config = resumed_config(example.config, saved, fixed_global_batch=fixed_global_batch)
     if config is None:
         result.skipped = uneven_global_batch(example.config, saved)
         return result
-    old_config = replace(example.config, rank=source, world_size=saved)
-    saved_at = Position(**old["position"])
-    program = example.program
-    program.add(f"# Saved by rank {source} of the {saved}-rank world:")
-    program.add(f"save_checkpoint(checkpoint(fresh(factory, {old_config.as_code()}), {saved_at.as_code()}), "
-                f"'rank{source}.pt')")
-    program.names_used.update({"save_checkpoint", "checkpoint", "fresh", "Position"})
-    if config is not example.config:
-        program.add(f"# The global batch stays {example.config.batch_size * saved}: {config.batch_size} per rank "
-                    f"on {_ranks(config.world_size)}")
-    path = str(folder / f"rank{source}.pt")
-    program.bind(path, repr(f"rank{source}.pt"))
+    saved_at = ranks[source].position
     endless = example.config.endless
     limit = (horizon_of(global_steps([r["steps"] for r in records]), saved_at.batches)
              if endless else 2 * (example.config.dataset_size + world.world_size + 1))
+    # What every rank of both worlds ran, replayed one rank after the other and judged as here (`assert_world_change`):
+    # the steps below run unrecorded, so the reproduction is these lines, whichever rank prints it.
+    _print_world_replay(example, config, [r.position for r in ranks], limit=limit,
+                        passes=1 if endless else 3 if any(map(into_an_empty_pass, ranks)) else 2)
+    path = str(folder / f"rank{source}.pt")
     try:
-        with _logged(result.logged):
+        with _logged(result.logged), unrecorded():
             loader = example.fresh(load_checkpoint(path), config=config)
             resumed = stream(loader, 1 if endless else 2, limit=limit)
             batches, counts = list(resumed), list(resumed.lengths)
-            # torchdata resumes a state taken after the last batch, before StopIteration, into
-            # an empty epoch (docs/findings.md, F5): then the next two passes are the ones due.
-            if counts and not counts[0] and old["finished"] and not saved_at.after_stop:
+            if not endless and counts and not counts[0] and into_an_empty_pass(ranks[source]):
                 more = stream(loader, 1, limit=limit)
-                batches, counts = [*batches, *more], [*counts[1:], len(more)]
+                batches, counts = [*batches, *more], [*counts, len(more)]
     except LoaderError as e:
         result.error = str(e)
         result.refused = not e.batches_before  # None (at load_state_dict) or 0: before the first batch
         result.named = names_the_world_size(e.error, saved, world.world_size)
         result.refusal = refusal_kind(e.error)
         return result
-    with unrecorded():  # what a fresh world of the new size deals: not a step of the reproduction
+    with unrecorded():  # what a fresh world of the new size deals
         reference, lengths = (example.reference() if config is example.config
                               else uninterrupted(example.factory, config))
-    if endless:  # one stream, counted in global steps (endless_world.py)
+    if endless:  # one stream, counted in global steps (repro/endless_world.py)
         result.steps, result.fresh_steps = ([sample_ids([b], integers=True) or [] for b in s]
                                             for s in (batches, reference))
         result.saved_steps, result.saved_at = [r["steps"] for r in records], saved_at.batches
-        program.add(f"# Over the {_ranks(world.world_size)}, each epoch of global steps must hold what the {saved}-rank "
-                    "world's holds (the rest of the interrupted one, then whole ones), none lost, none repeated")
         return result
-    if not consumed:
-        result.fresh = epoch_ids(reference, lengths, epoch)
-    result.fresh_next = epoch_ids(reference, lengths, epoch + 1)
-    cuts = [sum(counts[:k]) for k in range(len(counts) + 1)]
-    result.passes = [sample_ids(batches[a:b], integers=True) or [] for a, b in itertools.pairwise(cuts)]
-    program.add(f"# Over the {_ranks(world.world_size)}, the two passes must hold the samples "
-                f"{sorted(set(due) - set(consumed))} (not yet yielded in epoch {epoch}) and epoch {epoch + 1}'s, "
-                f"and none of {sorted(set(consumed))} more often than the {saved}-rank world's padding deals them")
+    if not old.consumed:
+        result.fresh = epoch_ids(reference, lengths, old.epoch)
+    result.fresh_next = epoch_ids(reference, lengths, old.epoch + 1)
+    result.passes = first_passes([sample_ids([b], integers=True) or [] for b in batches], counts, ranks[source])
     return result
 
 
-@dataclass(frozen=True)
-class Horizon:
-    """One way the two passes after the resume may be dealt: the rest of the epoch (``epoch``, what was
-    yielded of it ``before``) and the next epoch (``after``), each with the copies the new world's
-    padding may add (``pads``); ``tally`` counts the two passes against both epochs at once."""
-
-    epoch: Counter[int]
-    before: Counter[int]
-    after: Counter[int]
-    pads: tuple[int, int]
-
-    def tally(self, values: Sequence[WorldResume]) -> Tally:
-        got = Counter(i for r in values for i in r.yielded)
-        return tally([self.epoch, self.after], self.before, got, padding=sum(self.pads), resharded=True)
-
-    def holds(self, values: Sequence[WorldResume]) -> bool:
-        """Each pass covered exactly its own epoch; or, where the new world's first pass ends elsewhere,
-        the two passes together did (none lost, none repeated) and the first repeated nothing already
-        yielded (a pad copy of a consumed sample is a repeat, which the next epoch's copy does not excuse)."""
-        first = self.of_pass(values, 0)
-        if first.exact and self.of_pass(values, 1).exact:
-            return True
-        return (self.tally(values).exact and not first.repeated
-                and sum(first.extra.values()) <= first.padding)
-
-    def of_pass(self, values: Sequence[WorldResume], k: int) -> Tally:
-        """Pass ``k`` alone against its own epoch: what it lacks, and what it holds beyond it."""
-        got = Counter(i for r in values for i in (r.passes[k] if k < len(r.passes) else []))
-        epoch, before = (self.epoch, self.before) if k == 0 else (self.after, Counter())
-        return tally([epoch], before, got, padding=self.pads[k], resharded=True)
-
-
-def horizons(values: Sequence[WorldResume]) -> list[Horizon]:
-    """Every way the two passes may be dealt: the rest of the epoch as the old world deals it (or, nothing
-    of it consumed, as a fresh world of the new size does, its padding then counted in it), and the next
-    epoch as either world deals it."""
-    def whole(name: str) -> Counter[int] | None:
-        got = [getattr(r, name) for r in values]
-        return None if None in got else Counter(i for ids in got for i in ids)
-
-    first, pad = values[0], len(values) - 1
-    before = Counter(first.consumed)
-    rests = [(before + Counter(first.due), before, pad)]
-    if (fresh := whole("fresh")) is not None:
-        rests.append((fresh, Counter(), 0))
-    nexts = [(Counter(first.next_due), pad)]
-    if (fresh_next := whole("fresh_next")) is not None:
-        nexts.append((fresh_next, 0))
-    return [Horizon(epoch, done, after, (p1, p2)) for epoch, done, p1 in rests for after, p2 in nexts]
-
+def _print_world_replay(example: Example, config: LoaderConfig, at: list[Position], *, limit: int,
+                        passes: int) -> None:
+    """The reproduction of a world change, in one process: each saving rank checkpoints and saves ``rank{r}.pt``,
+    each rank of the new world (its per-rank ``config``) loads ``rank{r % N}.pt`` and streams ``passes`` passes,
+    and `assert_world_change` judges them as SC31 did. A loader that takes its rank from ``torch.distributed``
+    rather than from its config needs the real ranks: the command printed below it."""
+    program, saved, resumed = example.program, len(at), config.world_size
+    old = replace(example.config, rank=0, world_size=saved)
+    positions = (f"[{at[0].as_code()}] * {saved}" if len(set(at)) == 1
+                 else f"[{', '.join(p.as_code() for p in at)}]")
+    load_form = "" if example.load_form == "positional" else f", load_form={example.load_form!r}"
+    new = "config" if config is example.config else config.as_code()
+    lines = [f"# The {saved}-rank world, one rank after the other (each its own process in training): rank r "
+             f"checkpoints and saves rank{{r}}.pt",
+             f"saved_world = [dataclasses.replace({old.as_code()}, rank=r) for r in range({saved})]",
+             f"at = {positions}",
+             "for old, position in zip(saved_world, at):",
+             "    save_checkpoint(checkpoint(fresh(factory, old), position), f'rank{old.rank}.pt')"]
+    if config is not example.config:
+        lines.append(f"# The global batch stays {example.config.batch_size * saved}: {config.batch_size} per rank "
+                     f"on {_ranks(resumed)}")
+    lines += [f"# The {resumed}-rank world: rank r loads rank{{r % {saved}}}.pt and takes "
+              + ("the global steps to the end of an epoch" if config.endless
+                 else "the rest of the epoch and the next one"),
+              f"new_world = [dataclasses.replace({new}, rank=r) for r in range({resumed})]",
+              f"resumed = [stream(fresh(factory, new, state=load_checkpoint(f'rank{{new.rank % {saved}}}.pt'){load_form}), "
+              f"{passes}, limit={limit}) for new in new_world]",
+              "assert_world_change([uninterrupted(factory, old) for old in saved_world], at, resumed, "
+              "[uninterrupted(factory, new) for new in new_world]" + (", endless=True)" if config.endless else ")")]
+    for line in lines:
+        program.add(line)
+    program.names_used.update({"Position", "assert_world_change", "checkpoint", "fresh", "load_checkpoint",
+                               "save_checkpoint", "stream", "uninterrupted"})
 
 def _ranks(n: int) -> str:
     return f"{n} rank{'s' if n != 1 else ''}"
@@ -262,23 +228,10 @@ def _how(r: WorldResume) -> str:
     return f"rank {r.rank} (from rank {r.source}'s state)"
 
 
-def _by_pass(values: Sequence[WorldResume], way: Horizon) -> list[str]:
-    """Which samples each pass lacked or held beyond its own epoch, so a user sees where the samples went
-    (a sample one pass lacks and the other holds is no loss: the two passes are judged together)."""
-    first = values[0]
-    names = (f"pass 1 (the rest of epoch {first.epoch})", f"pass 2 (epoch {first.epoch + 1})")
-    lines = []
-    for k, name in enumerate(names):
-        t = way.of_pass(values, k)
-        n = sum(t.after.values())
-        parts = [f"yielded {n} sample{'s' if n != 1 else ''}"]
-        if t.lost:
-            parts.append(f"lacks {id_list(t.lost)} due in it")
-        beyond = t.repeated + (t.extra if sum(t.extra.values()) > t.padding else Counter())
-        if beyond:
-            parts.append(f"holds {id_list(beyond)} beyond it")
-        lines.append(f"{name} over {_ranks(len(values))}: " + "; ".join(parts))
-    return lines
+def _whole(values: Sequence[WorldResume], name: str) -> list[list[int]] | None:
+    """A fresh new world's ids (``fresh`` or ``fresh_next``), rank by rank; None where a rank did not count them."""
+    got = [getattr(r, name) for r in values]
+    return None if None in got else got
 
 
 def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan: Checkpoint) -> str | None:
@@ -326,28 +279,11 @@ def judge_world_change(values: Sequence[WorldResume], config: LoaderConfig, plan
         impact = Impact("loud", f"the resume on {_ranks(resumed)} raises mid-run: the job dies after training on "
                                 "resumed batches", where="next()")
     else:
-        ways = [(way, way.tally(values), way.of_pass(values, 0)) for way in horizons(values)]
-        if any(way.holds(values) for way, _, _ in ways):
+        verdict = judge_finite_world(saved, OldWorld(first.epoch, first.consumed, first.due, first.next_due),
+                                     [r.passes for r in values], _whole(values, "fresh"), _whole(values, "fresh_next"))
+        if verdict.impact is None:
             return None
-        way, t, rest = min(ways, key=lambda w: (sum(w[1].lost.values()) + sum((w[1].repeated | w[2].repeated).values()),
-                                                sum(w[2].extra.values())))
-        repeated = t.repeated | rest.repeated  # over the horizon, or a copy in pass 1 of a sample already yielded
-        lines = [f"{_how(r)} yielded {id_list(again)} that the {saved}-rank world had already yielded "
-                 f"in epoch {first.epoch}"
-                 for r in values if (again := Counter(i for i in (r.passes[0] if r.passes else [])
-                                                       if repeated[i] and rest.before[i]))]
-        lines += _by_pass(values, way)
-        if sum(rest.extra.values()) > rest.padding:
-            lines.append(f"yielded {id_list(rest.extra)} more often than the {saved}-rank world would have (more than "
-                         f"the {rest.padding} copies padding may add)")
-        lines.append(f"over {'all ' if resumed > 1 else ''}{_ranks(resumed)} and both passes: lost "
-                     f"{id_list(t.lost) if t.lost else 'none'}, repeated {id_list(repeated) if repeated else 'none'}"
-                     f"; the {saved}-rank world had yielded "
-                     f"{id_list(Counter(first.consumed)) if first.consumed else 'nothing'} of epoch {first.epoch}")
-        lines += padding_lines(rest, f"{saved}-rank world", f"{resumed}-rank world", span=f"in epoch {first.epoch}")
-        how = "resumed silently"
-        impact = losses(sum(t.lost.values()), sum(repeated.values()) + max(0, sum(rest.extra.values()) - rest.padding),
-                        epoch=first.epoch)
+        lines, how, impact = verdict.lines, "resumed silently", verdict.impact
     lines += [f"{_how(r)} logged: {text}" for r in values for text in r.logged[:3]]
     violation = violated("SC31", context=context, expected=expected, impact=impact, got=(
         f"saved on {saved} ranks, resumed on {resumed}: the new world {how}:\n  " + "\n  ".join(lines)))
@@ -377,7 +313,7 @@ def world_size_change_is_exact_or_refused(example: Example, plan: Checkpoint) ->
     consumed, epochs = window(reference, lengths, position)
     record: dict[str, Any] = {"rank": world.rank, "position": asdict(position), "consumed": consumed,
                               "epochs": epochs, "finished": position.batches == lengths[position.epoch]}
-    if example.config.endless:  # one stream, no epoch to cut: every batch's samples (endless_world.py)
+    if example.config.endless:  # one stream, no epoch to cut: every batch's samples (repro/endless_world.py)
         ids = [sample_ids([b], integers=True) for b in reference]
         record |= {"consumed": [], "epochs": [[], [], []], "finished": False,
                    "steps": None if None in ids else ids}

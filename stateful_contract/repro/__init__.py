@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .epoch_steps import set_epoch as set_epoch
     from .epoch_steps import take_epochs as take_epochs
     from .epoch_steps import uninterrupted_loop as uninterrupted_loop
+    from .multisets import assert_same_samples as assert_same_samples
+    from .refusals import assert_names_the_worker_counts as assert_names_the_worker_counts
     from .state_steps import BAD_STATES as BAD_STATES
     from .state_steps import ROUND_TRIPS as ROUND_TRIPS
     from .state_steps import bad_state as bad_state
@@ -68,6 +70,7 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .trainer_steps import dcp_save as dcp_save
     from .trainer_steps import into_cut_short_pass as into_cut_short_pass
     from .whole_epochs import assert_each_sample_once as assert_each_sample_once
+    from .world_change import assert_world_change as assert_world_change
 
 #: Public name -> the module (relative to this package) that defines it: imported on first use
 #: (`lazy_exports`), so a module that needs one part of the scenario language (the report needs `impact`)
@@ -77,6 +80,8 @@ _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, globals(), (
                   "assert_unchanged")),
     (".consumption", ("drawn_through",)),
     (".epoch_compare", ("assert_no_epoch_lost", "assert_same_epochs")),
+    (".multisets", ("assert_same_samples",)),
+    (".refusals", ("assert_names_the_worker_counts",)),
     (".epoch_steps", ("LoopPoint", "epoch_loop", "epoch_setter", "loop_checkpoint", "set_epoch", "take_epochs",
                       "uninterrupted_loop")),
     (".state_steps", ("BAD_STATES", "ROUND_TRIPS", "bad_state", "load_and_iterate", "load_checkpoint", "round_trip",
@@ -85,6 +90,7 @@ _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, globals(), (
                 "iterate_on", "load", "state_of", "stream", "stream_calling_state_dict", "take", "uninterrupted")),
     (".trainer_steps", ("AsStateful", "cut_short", "dcp_load", "dcp_save", "into_cut_short_pass")),
     (".whole_epochs", ("assert_each_sample_once",)),
+    (".world_change", ("assert_world_change",)),
     ("..config", ("LoaderConfig",)),
 ))
 

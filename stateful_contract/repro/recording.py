@@ -28,7 +28,7 @@ _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("stateful_contract_
 #: Where the names a program may use come from (the one stable reproduction module).
 REPRO_MODULE = "stateful_contract.repro"
 #: Standard-library modules a recorded line may use, imported when they appear.
-_MODULES = ("copy", "io", "pickle", "torch")
+_MODULES = ("copy", "dataclasses", "io", "os", "pickle", "subprocess", "sys", "torch")
 
 
 class _Unrenderable(Exception):

@@ -8,18 +8,20 @@ from __future__ import annotations
 import io
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from megatron_cyclic import target
+from reproductions import run_here
 from world_checks import on_two_ranks
 
 from stateful_contract import CLAUSES, ClauseResult, ConfigSpace, LoaderConfig, Report
-from stateful_contract.clauses.endless_world import epoch_steps, global_steps, judge_endless_world
 from stateful_contract.clauses.registry import lookup
 from stateful_contract.faces.badge import badge_color, badge_message
 from stateful_contract.faces.distributed import check_world
 from stateful_contract.faces.export import markdown_summary
 from stateful_contract.report.render import render_report
+from stateful_contract.repro.endless_world import epoch_steps, global_steps, judge_endless_world
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
 
@@ -53,6 +55,13 @@ def test_megatrons_sharded_buckets_on_one_rank_lose_and_repeat_the_interrupted_e
     assert verdict.lines[0] == ("the rest of epoch 0 (global steps 3 to 4): the 1-rank world yielded [1, 2, 5, 6] "
                                 "(4 samples); lost [3, 7] (2 samples), repeated [1, 5] (2 samples)"), verdict.lines
     assert any(line.startswith("what it costs:") for line in verdict.lines)
+
+
+def test_a_stretch_of_one_global_step_is_named_as_one_step() -> None:
+    # Resumed 3 steps into a 4-step epoch: the rest of the epoch is global step 4 alone ("steps 4 to 4" read as a typo).
+    resumed = _one_rank([2, 2], [2, 0], [4, 5], [1, 7], [3, 6], [1, 5], [3, 7], [0, 4], [2, 6])
+    verdict = judge_endless_world(SAVED, resumed, None, at=3)
+    assert verdict.lines[0].startswith("the rest of epoch 0 (global step 4): "), verdict.lines
 
 
 def test_an_epoch_not_yet_begun_may_follow_a_fresh_new_worlds_plan() -> None:
@@ -114,7 +123,7 @@ def test_every_face_shows_what_an_endless_pass_did_not_judge() -> None:
 
 
 @linux_only
-def test_megatrons_sharded_cyclic_sampler_fails_sc31_on_one_rank_naming_the_samples() -> None:
+def test_megatrons_sharded_cyclic_sampler_fails_sc31_on_one_rank_naming_the_samples(tmp_path: Path) -> None:
     # docs/unseen.md: 8 samples, a global batch of 2, 2 global steps on 2 ranks, resumed on 1 rank (micro-batch 2).
     _, sc31 = on_two_ranks(target("sharded"), "SC31", LoaderConfig(dataset_size=8, batch_size=1, endless=True),
                            batches=2, fixed_global_batch=True)
@@ -123,6 +132,10 @@ def test_megatrons_sharded_cyclic_sampler_fails_sc31_on_one_rank_naming_the_samp
     assert "lost [3, 7] (2 samples), repeated [1, 5] (2 samples)" in sc31.got, sc31.got
     assert "after 2 batches of the endless stream" in sc31.context, sc31.context
     assert "--fixed-global-batch" in sc31.reproduction and "endless=True" in sc31.reproduction
+    # Pasted, it fails the same judgement (tests/reproductions.py); the unsharded sampler runs it clean.
+    assert run_here(sc31.reproduction, tmp_path / "sharded") == "AssertionError", sc31.reproduction
+    correct = sc31.reproduction.replace("['sharded']", "['unsharded']")
+    assert correct != sc31.reproduction and run_here(correct, tmp_path / "unsharded") == "ran clean"
 
 
 @pytest.mark.acceptance

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from ranked_loaders import target
+from reproductions import run_here
 from world_checks import IN_PROCESS, STATEFUL_DATALOADER_SEARCH, searched
 
 from stateful_contract import LoaderConfig, Progress
@@ -45,15 +46,23 @@ MID_EPOCH = (LoaderConfig(dataset_size=8, batch_size=1), Position(epoch=0, batch
     # suite is over its budget, and the silent case above fails SC31 the same way).
     pytest.param("warns_and_starts_over", "logged: WARNING", marks=pytest.mark.acceptance),
 ])
-def test_a_loader_that_cannot_change_world_size_and_does_not_refuse_fails_sc31(name: str, says: str) -> None:
+def test_a_loader_that_cannot_change_world_size_and_does_not_refuse_fails_sc31(name: str, says: str,
+                                                                              tmp_path: Path) -> None:
     report = check_world(target(name), world_size=2, clauses=["SC31"], replay=MID_EPOCH)
     sc31 = report["SC31"]
     assert sc31.status == "failed", sc31.message
     assert sc31.message.startswith("SC31 world-size-change-is-exact-or-refused"), sc31.message
     assert "saved on 2 ranks, resumed on 1" in sc31.message
     assert says in sc31.message, sc31.message
-    assert "'rank0.pt'" in sc31.reproduction and "world_size=2" in sc31.reproduction
+    assert "f'rank{new.rank % 2}.pt'" in sc31.reproduction and "world_size=2" in sc31.reproduction
     assert "--clause SC31" in sc31.reproduction
+    # Pasted, the reproduction replays both worlds rank by rank and fails SC31's own judgement; a loader that
+    # reshards exactly runs the same lines clean (tests/reproductions.py).
+    code = [line for line in sc31.reproduction.splitlines() if line and not line.startswith("#")]
+    assert code[-1].startswith("assert_world_change("), sc31.reproduction
+    assert run_here(sc31.reproduction, tmp_path / "broken") == "AssertionError", sc31.reproduction
+    correct = sc31.reproduction.replace(f"['{name}']", "['global_position']")
+    assert correct != sc31.reproduction and run_here(correct, tmp_path / "correct") == "ran clean"
 
 
 @pytest.mark.acceptance

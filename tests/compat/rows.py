@@ -48,7 +48,7 @@ class Row:
     world_size: int = 1
     #: Modules the factory imports (a row whose modules are absent is reported, not run).
     requires: tuple[str, ...] = ()
-    #: Run by the default test session (fast, and needs nothing beyond this package's dependencies).
+    #: Run by the acceptance session (needs nothing beyond this package's dependencies).
     ci: bool = False
     profile: str = "ci"
     #: What the row declares about the trainer around the loader, as `check()` keywords

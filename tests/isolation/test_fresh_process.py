@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,15 +40,20 @@ def test_a_state_that_is_a_handle_into_its_process_fails_sc10_in_a_fresh_process
     assert "state = load_checkpoint('state.pt')" in result.reproduction
 
 
+#: The first process, as the reproduction starts it: ``subprocess.run([sys.executable, "-c", """<its program>"""] ...``.
+_CHILD = re.compile(r'^subprocess\.run\(\[sys\.executable, "-c", """\n(.*?)\n"""\].*?\)$', re.MULTILINE | re.DOTALL)
+
+
 def _write_the_two_programs(reproduction: str, folder: Path) -> tuple[dict[str, str], list[str]]:
-    """``first.py`` (the commented first process) and ``second.py`` (the rest), each with the imports and the
-    config; returns both sources and the second's own lines."""
-    lines = reproduction.splitlines()
+    """``first.py`` (the program the reproduction runs as its child process) and ``second.py`` (the rest, which
+    it runs itself), each with its imports and the config; returns both sources and the second's own lines."""
+    child = _CHILD.search(reproduction)
+    assert child is not None, reproduction
+    lines = _CHILD.sub("", reproduction).splitlines()
     imports = [line for line in lines if line.startswith(("from ", "import "))]
     config = next(line for line in lines if line.startswith("config = "))
-    first = [line.removeprefix("#     ") for line in lines if line.startswith("#     ")]
     second = [line for line in lines if line and not line.startswith("#") and line not in imports and line != config]
-    run = {"first": "\n".join([*imports, config, *first]), "second": "\n".join([*imports, config, *second])}
+    run = {"first": child.group(1), "second": "\n".join([*imports, config, *second])}
     for name, code in run.items():
         (folder / f"{name}.py").write_text(code)
     return run, second
@@ -55,16 +61,16 @@ def _write_the_two_programs(reproduction: str, folder: Path) -> tuple[dict[str, 
 
 @zoo_kills.group(zoo.ProcessLocalState)
 def test_the_printed_two_process_reproduction_fails_as_reported(tmp_path, tmp_path_factory):
-    """The commented first half, run in one process, then the rest in another: it fails there, and
-    passes when both halves run in one process."""
+    """The first half (the reproduction's child process), run in one process, then the rest in another: it
+    fails there, and passes when both halves run in one process."""
     result = zoo_kills.killed(tmp_path_factory, zoo.ProcessLocalState)["SC10"]
-    run, second = _write_the_two_programs(result.reproduction, tmp_path)
+    run, _ = _write_the_two_programs(result.reproduction, tmp_path)
     tests = str(Path(zoo.__file__).parent)  # the zoo's module, as the reproduction imports it
     kw = {"cwd": tmp_path, "capture_output": True, "text": True, "env": {**os.environ, "PYTHONPATH": tests}}
     assert subprocess.run([sys.executable, "first.py"], **kw).returncode == 0
     second_run = subprocess.run([sys.executable, "second.py"], **kw)
     assert second_run.returncode == 1 and "AssertionError" in second_run.stderr, second_run.stderr
-    both = subprocess.run([sys.executable, "-c", run["first"] + "\n" + "\n".join(second)], **kw)
+    both = subprocess.run([sys.executable, "-c", run["first"] + "\n" + run["second"]], **kw)
     assert both.returncode == 0, "in one process the same steps pass: " + both.stderr
 
 

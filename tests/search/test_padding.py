@@ -18,10 +18,10 @@ from shared import once
 from world_checks import IN_PROCESS, STATEFUL_DATALOADER_SEARCH, searched
 
 from stateful_contract import LoaderConfig, check
-from stateful_contract.clauses.rank_streams import tally
 from stateful_contract.faces.distributed import check_world
 from stateful_contract.report.results import Report
 from stateful_contract.repro import Position
+from stateful_contract.repro.multisets import tally
 
 # --- the counting, in one process ----------------------------------------------------------------
 

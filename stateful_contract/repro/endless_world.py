@@ -19,11 +19,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..repro.impact import Impact, losses
 from ..terms import NOT_JUDGED_ON_ENDLESS
-from .rank_streams import Tally, id_list, tally
+from .impact import Impact, losses
+from .multisets import Tally, id_list, tally
 
-__all__ = ["EndlessVerdict", "epoch_steps", "global_steps", "horizon", "horizon_of", "judge_endless_world"]
+__all__ = ["WorldVerdict", "epoch_steps", "global_steps", "horizon", "horizon_of", "judge_endless_world"]
 
 #: Ids per batch of one rank's stream.
 Steps = list[list[int]]
@@ -61,9 +61,9 @@ def horizon_of(saved: Sequence[Counter[int]], at: int) -> int:
 
 
 @dataclass
-class EndlessVerdict:
-    """What `judge_endless_world` found: nothing (it held), why it could not judge (``skipped``), or a failure's
-    lines and impact."""
+class WorldVerdict:
+    """What a world-change judgement (`judge_endless_world`, `world_change.judge_finite_world`) found: nothing (it
+    held), why it could not judge (``skipped``), or a failure's lines and impact."""
 
     skipped: str = ""
     lines: list[str] = field(default_factory=list)
@@ -91,21 +91,21 @@ def _pads(steps: Sequence[Counter[int]], epoch: int) -> int:
 
 
 def judge_endless_world(saved: Sequence[Steps], resumed: Sequence[Steps], fresh: Sequence[Steps] | None, *,
-                        at: int) -> EndlessVerdict:
+                        at: int) -> WorldVerdict:
     """The new world's global steps after a resume at step ``at`` against the saving world's, stretch by stretch
     (module docstring). ``saved``, ``resumed``, ``fresh``: per rank, ids per batch of the saving world's
     uninterrupted stream, the new world's after the resume, and a fresh new world's (None: not taken)."""
     old = global_steps(saved)
     epoch = epoch_steps(old)
     if epoch is None:
-        return EndlessVerdict(skipped=(
+        return WorldVerdict(skipped=(
             f"{NOT_JUDGED_ON_ENDLESS}: it deals other samples every epoch (no window of global steps repeats its "
             "samples), so the resumed world's steps cannot be cut into epochs to count what is due in each; SC31 "
             "did not judge those examples"))
     ahead = global_steps(fresh) if fresh else []
     fresh_epoch = epoch_steps(ahead) if ahead else None
     if fresh_epoch is not None and fresh_epoch != epoch:
-        return EndlessVerdict(skipped=(
+        return WorldVerdict(skipped=(
             f"{NOT_JUDGED_ON_ENDLESS}: a fresh world of {len(resumed)} ranks takes {fresh_epoch} global steps an "
             f"epoch where the {len(saved)}-rank world took {epoch}, and nothing in an endless stream marks where the "
             "resumed world's epoch ends; SC31 did not judge those examples"))
@@ -121,12 +121,12 @@ def judge_endless_world(saved: Sequence[Steps], resumed: Sequence[Steps], fresh:
         mine = sum(old[e * epoch:(e + 1) * epoch], Counter())
         if k == 0:
             t = tally([mine], sum(old[e * epoch:at], Counter()), got, padding=padding, resharded=True)
-            name = f"{'the rest of ' if rest else ''}epoch {e} (global steps {at + 1} to {(e + 1) * epoch})"
+            name = f"{'the rest of ' if rest else ''}epoch {e} ({_steps(at + 1, (e + 1) * epoch)})"
         else:
             theirs = sum(ahead[e * epoch:(e + 1) * epoch], Counter()) if len(ahead) >= (e + 1) * epoch else None
             ways = [tally([w], Counter(), got, padding=padding, resharded=True) for w in (mine, theirs) if w]
             t = min(ways, key=lambda w: (not w.exact, sum(w.lost.values()) + sum(w.repeated.values())))
-            name = f"epoch {e} (global steps {e * epoch + 1} to {(e + 1) * epoch})"
+            name = f"epoch {e} ({_steps(e * epoch + 1, (e + 1) * epoch)})"
         if t.exact:
             continue
         lost, repeated = lost + t.lost, repeated + t.repeated + _beyond(t)
@@ -136,10 +136,10 @@ def judge_endless_world(saved: Sequence[Steps], resumed: Sequence[Steps], fresh:
     short = [f"rank {r} yielded {len(s)} of the {steps} batches of the horizon: its stream ended"
              for r, s in enumerate(resumed) if len(s) < steps]
     if not lines and not short:
-        return EndlessVerdict()
+        return WorldVerdict()
     cost = (Impact("loud", "the resumed endless stream ended: the trainer's next() raises StopIteration",
                    where="next()") if short else losses(sum(lost.values()), sum(repeated.values()), epoch=interrupted))
-    return EndlessVerdict(lines=short + lines + [
+    return WorldVerdict(lines=short + lines + [
         f"over the {steps} global steps after the resume: lost {id_list(lost) if lost else 'none'}, repeated "
         f"{id_list(repeated) if repeated else 'none'}; an epoch is {epoch} global steps of {len(saved)} ranks"
         + (f", and a fresh {len(resumed)}-rank world's padding may add {padding} cop{'ies' if padding != 1 else 'y'}"
@@ -148,6 +148,12 @@ def judge_endless_world(saved: Sequence[Steps], resumed: Sequence[Steps], fresh:
             "what it costs: after an elastic restart (or a job resumed on fewer or more nodes) the lost samples are "
             "not trained in their epoch and the repeated ones are trained twice; nothing in the loss shows it"])],
         impact=cost, epoch=interrupted)
+
+
+def _steps(first: int, last: int) -> str:
+    """``global steps 3 to 4``, or ``global step 4`` where the stretch is one step (a resume one step before an
+    epoch ends)."""
+    return f"global step {last}" if first == last else f"global steps {first} to {last}"
 
 
 def _beyond(t: Tally) -> Counter[int]:
