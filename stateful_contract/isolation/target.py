@@ -101,7 +101,16 @@ def class_reference(cls: type) -> tuple[str, str]:
         return f"from {cls.__module__} import {top}", f"{top}{inner}"
     path, cwd = Path(file).resolve(), Path.cwd().resolve()
     shown = path.relative_to(cwd).as_posix() if path.is_relative_to(cwd) else str(path)
-    return "import runpy", f"runpy.run_path({shown!r})[{top!r}]{inner}"
+    return _runpy_import(shown), f"runpy.run_path({shown!r})[{top!r}]{inner}"
+
+
+def _runpy_import(path: str) -> str:
+    """The import a reproduction that runs ``path`` by runpy starts with: the file's folder first on ``sys.path``
+    when it is not the working directory, as the checker (`load_target`) and pytest put it, so that the file's own
+    ``import`` of a module beside it works when the lines are pasted (``tests/ranked_loaders.py`` importing
+    ``loader_base`` stopped there with ModuleNotFoundError)."""
+    folder = os.path.dirname(path)
+    return f"import runpy, sys; sys.path.insert(0, {folder!r})" if folder else "import runpy"
 
 
 def _importable_here(module: str, file: Path) -> bool:
@@ -121,7 +130,7 @@ def import_line(target: str, name: str = "factory") -> str:
     """Python that brings the target's callable into scope as ``name`` (for reproductions)."""
     module_part, _, attr = target.rpartition(":")
     if module_part.endswith(".py") or "/" in module_part:
-        return f"import runpy; {name} = runpy.run_path({module_part!r})[{attr.split('.')[0]!r}]"
+        return f"{_runpy_import(module_part)}; {name} = runpy.run_path({module_part!r})[{attr.split('.')[0]!r}]"
     if "<" in module_part or "<" in attr or not module_part.replace(".", "").replace("_", "").isalnum():
         return f"{name} = ...  # your " + ("factory(config) -> loader" if name == "factory" else
                                            "consume(loader) -> the iterator the trainer draws from")
