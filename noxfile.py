@@ -98,7 +98,8 @@ def tests(session: nox.Session) -> None:
     # The torchrun launches (in-world mode, the seed scenario as two jobs) are `nox -s launchers`,
     # and the whole searches of correct loaders `nox -s acceptance`: with them the suite took
     # 14.5 minutes on 2 cores (2026-12-02), against the 7 its users are promised. Still over them on 2026-12-07:
-    # 1,162 passed with 970 s of CPU (user+sys), at least 8 minutes on 2 quiet cores (docs/performance.md, "Session 38").
+    # 1,162 passed with 970 s of CPU (user+sys), at least 8 minutes on 2 quiet cores (docs/performance.md, "Session 38");
+    # 727 s for 1,124 after session 38's moves, most of it interpreters started (docs/performance.md, "Session 39").
     session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--dist", "loadgroup", "--ignore=tests/typing",
                                                 "-m", "not launcher and not acceptance"]))
 
