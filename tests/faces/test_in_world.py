@@ -381,11 +381,13 @@ def test_a_group_of_its_own_asked_in_an_sc31_turn_leaves_sc31_not_judged_instead
 @pytest.mark.launcher
 def test_a_rank_too_slow_for_the_timeout_is_not_judged_though_the_other_waits_for_it_in_a_collective(
         tmp_path: Path) -> None:
-    """Rank 0, the leader, outlasts the 2 s timeout before its checkpoint, every batch answering, and leaves the
+    """Rank 0, the leader, outlasts the 3 s timeout before its checkpoint, every batch answering, and leaves the
     example; rank 1 waits for it in SC30's DCP save. The verdict is rank 0's (too slow: not judged), not
-    "rank 1 stopped answering" (`RankExecutor.left_behind`)."""
+    "rank 1 stopped answering" (`RankExecutor.left_behind`). At 2 s a hang is a silence of 1 s, which a 0.5 s batch
+    plus the pass's start outlasted at a load of 9 (told "hung during next(iter(loader))", a fresh clone's launchers
+    run, 2026-12-07); at 3 s the silence is 1.5 s, and 9 batches still take 4.5 s."""
     exit_, report = one_torchrun(f"{DISTRIBUTED_TESTS}:slow_on_rank_0", [
-        "--clause", "SC30", "--timeout", "2", "--config", "LoaderConfig(dataset_size=24, batch_size=1)",
+        "--clause", "SC30", "--timeout", "3", "--config", "LoaderConfig(dataset_size=24, batch_size=1)",
         "--position", "Position(epoch=0, batches=9)"], tmp_path)
     assert _status(report, "SC30") == "not-judged", _message(report, "SC30")
     assert "kept answering" in _message(report, "SC30"), _message(report, "SC30")
