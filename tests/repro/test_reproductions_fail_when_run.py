@@ -38,6 +38,15 @@ CORRECT: dict[type, type] = {
     zoo.SkipsTheOffsetInTheNewOrder: zoo.WorkerOrderedEpochs,  # an order that depends on num_workers, resumed right
     zoo.RefusesWorkerChangeBare: zoo.RefusesWorkerChangeByName,  # SC41: the refusal names both counts
 }
+#: Broken loaders that are random by design, whose reproduction fails by chance, and how often it runs clean: each is
+#: run until it fails, at most `TRIES` times (a run clean that often is a reproduction that shows nothing).
+BY_CHANCE: dict[type, str] = {
+    # A 2-sample epoch in a fresh random order agrees with another loader's 1 time in 2; three epochs, 1 in 8 (the
+    # session 39 acceptance run that met it once said "ran clean").
+    zoo.UnseededShuffle: "two fresh loaders' orders agree by chance: 1 run in 8 at 2 samples and 3 epochs",
+}
+TRIES = 8  # (1/8) ** 8: once in 16 million runs
+
 #: Broken loaders whose reproduction has no correct counterpart to run clean, and why.
 NO_CLEAN_COUNTERPART: dict[type, str] = {
     # Its scenario (a pass cut short at the step limit the loader learnt) is drawn for this loader: on
@@ -94,11 +103,16 @@ def test_every_zoo_kill_s_reproduction_fails_when_run_and_passes_a_correct_loade
     broken = {loader: zoo_kills.killed(tmp_path_factory, loader)[cid] for loader, cid in zoo.KILLS.items()}
     for loader, result in broken.items():
         assert result.status == "failed" and result.reproduction, (loader.__name__, result.status, result.message)
-    sources = {loader.__name__: result.reproduction for loader, result in broken.items()}
+    sources = {loader.__name__: result.reproduction for loader, result in broken.items() if loader not in BY_CHANCE}
     sources |= {f"{loader.__name__}-correct": _swapped(result.reproduction, loader)
                 for loader, result in broken.items() if loader not in NO_CLEAN_COUNTERPART}
     verdicts = run_all(sources, tmp_path)
-    wrong = {name: got for loader in broken if (got := verdicts[name := loader.__name__]).split(":")[0]
-             not in _allowed(loader)}
+    wrong = {name: got for loader in broken if loader not in BY_CHANCE
+             and (got := verdicts[name := loader.__name__]).split(":")[0] not in _allowed(loader)}
     wrong |= {name: got for name, got in verdicts.items() if name.endswith("-correct") and got != RAN_CLEAN}
-    assert not wrong, "\n\n".join(f"{name}: {got}\n{sources[name]}" for name, got in wrong.items())
+    for loader in BY_CHANCE:
+        tries = [run_here(broken[loader].reproduction, tmp_path / f"{loader.__name__}-{n}") for n in range(TRIES)]
+        if not any(got.split(":")[0] in _allowed(loader) for got in tries):
+            wrong[loader.__name__] = f"{TRIES} runs: {sorted(set(tries))}"
+    shown = sources | {loader.__name__: broken[loader].reproduction for loader in BY_CHANCE}
+    assert not wrong, "\n\n".join(f"{name}: {got}\n{shown[name]}" for name, got in wrong.items())
