@@ -108,6 +108,7 @@ def test_with_a_declared_consumption_messages_name_the_users_class_not_the_adapt
     assert "Drawn" not in sc01.message
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 @linux_only
 def test_an_endless_stream_that_deals_rank_0_one_more_batch_per_cycle_fails_sc32_and_the_faces_say_endless() -> None:
     # 7 samples, unpadded: rank 0 cycles every 4 batches, rank 1 every 3. No declaration: the recorded example
@@ -138,6 +139,7 @@ def test_the_same_stream_even_on_2_ranks_fails_sc32_after_a_2_to_3_resume() -> N
     assert "of epoch 0 (its iterator open)" not in sc32.message, sc32.message
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 @linux_only
 def test_joining_uneven_inputs_does_not_waive_sc32_on_an_endless_stream() -> None:
     # DDP's Join handles a rank that runs out of batches; no rank of an endless stream does, and ranks whose
@@ -149,6 +151,7 @@ def test_joining_uneven_inputs_does_not_waive_sc32_on_an_endless_stream() -> Non
     assert "SC32 is judged though joins_uneven_inputs is declared: the stream is endless" in " ".join(report.notes)
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 @linux_only
 def test_an_endless_stream_whose_rank_1_loses_its_buffer_at_resume_fails_sc30_with_the_sample_lost() -> None:
     report, sc30 = on_two_ranks(target("rank1_runs_ahead"), "SC30",

@@ -122,6 +122,7 @@ def test_every_face_shows_what_an_endless_pass_did_not_judge() -> None:
     assert Report.from_dict(gap.to_dict()).not_judged_on_endless == ["SC31"]
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 @linux_only
 def test_megatrons_sharded_cyclic_sampler_fails_sc31_on_one_rank_naming_the_samples(tmp_path: Path) -> None:
     # docs/unseen.md: 8 samples, a global batch of 2, 2 global steps on 2 ranks, resumed on 1 rank (micro-batch 2).

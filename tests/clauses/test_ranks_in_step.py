@@ -51,6 +51,7 @@ def test_a_rank_whose_resume_raised_is_left_to_the_resume_clauses() -> None:
     every_rank_takes_as_many_steps(ranks, what="a world of 3 ranks")
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 @linux_only
 def test_a_loader_that_deals_4_batches_to_rank_0_and_3_to_rank_1_fails_fresh() -> None:
     _, sc32 = on_two_ranks(target("uneven_shards"), "SC32", LoaderConfig(dataset_size=7, batch_size=1))
@@ -74,6 +75,7 @@ def test_the_same_loader_even_on_2_ranks_fails_after_a_2_to_3_resume() -> None:
         "loud: rank 2 has no batch at step 2 of pass 1 after the resume on 3 ranks: every collective waits")
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 @linux_only
 def test_a_trainer_that_joins_uneven_inputs_declares_it_and_the_clause_does_not_apply() -> None:
     report, sc32 = on_two_ranks(target("uneven_shards"), "SC32",

@@ -76,6 +76,7 @@ UNEVEN = LoaderConfig(dataset_size=3, batch_size=1)  # rank 0: 2 batches per epo
     ("SC15", Checkpoint(Position(epoch=0, batches=1, after_stop=True), more=2)),
     ("SC10", Checkpoint(Position(epoch=1, batches=1, after_stop=True))),
 ])
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_the_examples_that_failed_a_correct_uneven_loader_now_pass(clause: str, plan: object) -> None:
     report = check(target("refuses_another_world"), world_size=2, clauses=[clause], replay=(UNEVEN, plan))
     assert report[clause].status == "passed", report[clause].message

@@ -144,6 +144,7 @@ def test_declared_a_fixed_global_batch_the_same_loader_passes_sc31(replay: tuple
     assert len(skipped) == (replay is GLOBAL_BATCH_4), sc31.notes  # a global batch of 4 does not split over 3
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_declared_a_fixed_global_batch_a_loader_that_counts_with_the_new_world_fails_naming_the_samples() -> None:
     report = check_world(target("counts_with_the_new_world"), world_size=2, clauses=["SC31"], replay=GLOBAL_BATCH_6,
                          fixed_global_batch=True)

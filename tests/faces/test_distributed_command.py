@@ -47,6 +47,7 @@ def test_the_command_takes_every_flag_of_check_as_check_spells_it_with_two_ranks
     assert OPTIONS["world_size"].help in told and OPTIONS["run_dir"].help in told
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_a_printed_rerun_line_of_an_earlier_version_fails_again_when_pasted(capsys: Any) -> None:
     line = PRINTED.format(target=RANK_BLIND)
     assert main([*shlex.split(line)[3:], "--quiet"]) == 1

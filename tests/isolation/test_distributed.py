@@ -238,6 +238,7 @@ def test_the_reference_wrapper_passes_sc30_and_the_core_on_every_rank(tmp_path: 
     assert processes_of(tmp_path / "run") == []
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_a_state_that_forgets_the_rank_fails_sc30_and_the_core_on_that_rank() -> None:
     report = check_world(target("forgets_its_rank"), world_size=2, profile="dev", clauses=["SC10", "SC30"],
                          expected_failures={"SC30": "rebuilds its loader as rank 0"})
@@ -257,6 +258,7 @@ def test_a_state_that_forgets_the_rank_fails_sc30_and_the_core_on_that_rank() ->
     assert "rank=1, world_size=2" in sc10.reproduction
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_the_mindspeed_wrapper_is_judged_through_the_keyword_form_and_loses_batches() -> None:
     # One mid-window checkpoint, the same on both ranks (4 batches each, windows of 2): a random
     # search may shrink to an example where only one rank's stream shows the loss.
@@ -270,6 +272,7 @@ def test_the_mindspeed_wrapper_is_judged_through_the_keyword_form_and_loses_batc
     assert "load_form='keyword'" in sc30.reproduction
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_a_state_that_lives_in_the_process_fails_only_in_fresh_processes() -> None:
     config = LoaderConfig(dataset_size=9, batch_size=2)
     report = check_world(target("keeps_state_in_process"), world_size=2, clauses=["SC30"],
@@ -284,6 +287,7 @@ def test_a_state_that_lives_in_the_process_fails_only_in_fresh_processes() -> No
 SHUFFLED = (LoaderConfig(dataset_size=8, batch_size=1, shuffle=True, seed=1), Position(epoch=0, batches=1))
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_under_one_shared_dcp_key_a_state_that_differs_per_rank_and_does_not_say_whose_fails() -> None:
     report = check_world(ranked_target("rank_seeded_shuffle"), world_size=2, clauses=["SC30"], replay=SHUFFLED)
     sc30 = report["SC30"]
@@ -315,6 +319,7 @@ def test_a_trainer_that_saves_one_file_per_rank_declares_it_and_sc30_judges_that
     assert not {"dcp", "dcp-shared"} & {p.name for p in example.iterdir()}, "no DCP save under the declaration"
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_under_the_per_rank_file_declaration_sc30_still_fails_a_state_that_forgets_the_rank() -> None:
     report = check_world(target("forgets_its_rank"), world_size=2, clauses=["SC30"], checkpoint_layout="per-rank-files",
                          replay=(LoaderConfig(dataset_size=8, batch_size=1), Position(epoch=0, batches=1)))
@@ -342,6 +347,7 @@ def test_tensor_parallel_replicas_that_yield_the_same_batches_pass(clause: str) 
 # --- ranks that raise, die or hang ------------------------------------------------------
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_a_rank_whose_factory_raises_is_an_unusable_target_naming_the_rank() -> None:
     """As with one rank: a factory that cannot build a loader at all is no clause failure."""
     from stateful_contract import FactoryError
@@ -350,6 +356,7 @@ def test_a_rank_whose_factory_raises_is_an_unusable_target_naming_the_rank() -> 
         check_world(target("raises_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"])
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_every_rank_builds_its_first_loaders_inside_the_declared_space() -> None:
     """The probe config moved into the declared space reaches the ranks, as it reaches one rank's child: they
     built from `PROBE_CONFIG` itself (``num_workers=0``), and this factory was refused on a space of 1 worker."""
@@ -379,6 +386,7 @@ def test_a_check_on_ranks_called_in_a_world_already_says_it_ran_in_one_of_its_ow
                for note in ranks.notes), ranks.notes
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_the_ranks_run_the_checker_s_own_copy_of_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not a copy in the working directory (``python -m`` would put it first on ``sys.path``):
     ranks of another version answer the checker's commands with errors that name nothing."""
@@ -391,6 +399,7 @@ def test_the_ranks_run_the_checker_s_own_copy_of_the_package(tmp_path: Path, mon
     assert report["SC10"].status == "passed", report["SC10"].message
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_a_rank_that_dies_fails_the_run_with_its_exit_code(tmp_path: Path) -> None:
     report = check_world(target("dies_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"],
                          run_dir=tmp_path / "run")
@@ -403,6 +412,7 @@ def test_a_rank_that_dies_fails_the_run_with_its_exit_code(tmp_path: Path) -> No
     assert processes_of(tmp_path / "run") == []
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_a_rank_that_dies_in_an_example_is_given_the_command_that_runs_that_example_again(tmp_path: Path) -> None:
     report = check_world(target("dies_once_loaded_on_rank_1"), world_size=2, profile="dev", clauses=["SC30"],
                          run_dir=tmp_path / "run")
@@ -414,6 +424,7 @@ def test_a_rank_that_dies_in_an_example_is_given_the_command_that_runs_that_exam
     assert processes_of(tmp_path / "run") == []
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_a_rank_that_sleeps_fails_its_example_within_the_timeout() -> None:
     from charged import charged, charged_to_this_process  # not at the top: ranks import this file by path
 
@@ -455,6 +466,7 @@ def test_a_rank_whose_loader_hangs_before_a_collective_is_named_not_the_rank_wai
     assert "rank 1 ended this example early" in "\n".join(sc30.notes), sc30.notes
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 def test_a_rank_that_hangs_for_good_is_killed_with_every_process_of_the_run(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     # The run's own timeout counts from the launch, start-up included (about 8 s of CPU, which a load

@@ -81,6 +81,7 @@ def test_sc23_s_reproduction_asserts_the_samples_of_the_rest_of_the_epoch(tmp_pa
     assert run_here(_swapped(source, zoo.SkipsTheOffsetInTheNewOrder), tmp_path / "correct") == RAN_CLEAN
 
 
+@pytest.mark.acceptance  # a world of rank processes (an interpreter importing torch per rank): docs/contributing.md
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multi-rank runs are checked on Linux")
 def test_sc32_s_reproduction_replays_every_rank_and_asserts_they_stay_in_step(tmp_path: Path) -> None:
     """7 samples on 2 ranks, 4 batches to rank 0 and 3 to rank 1: the reproduction (it ended in a comment) replays
