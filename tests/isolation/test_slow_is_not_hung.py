@@ -33,7 +33,7 @@ class SlowButCorrect(EpochLoader):
 
 
 class SlowerButCorrect(EpochLoader):
-    """Resumes exactly, 0.4 s a batch: slower than a remote read, each call well within half a 2 s timeout."""
+    """Resumes exactly, 0.4 s a batch: slower than a remote read, each call well within half a 4 s timeout."""
 
     def __iter__(self) -> Any:
         for batch in super().__iter__():
@@ -103,8 +103,10 @@ def test_a_loader_that_hangs_late_in_an_example_fails_as_hung_not_too_slow() -> 
     assert "hung during next(iter(loader))" in result.got, result.got
 
 
-def test_a_loader_at_0_4_s_a_batch_is_not_judged_under_a_2_s_timeout() -> None:
-    """The patience an alarm gives a running call (half the limit) is far more than one slow call takes."""
-    result = check(SlowerButCorrect, clauses=["SC10"], timeout=2, space=LONG, profile="dev")["SC10"]
+def test_a_loader_at_0_4_s_a_batch_is_not_judged_under_a_4_s_timeout() -> None:
+    """The patience an alarm gives a running call (half the limit) is far more than one slow call takes. At a 2 s
+    limit (1 s of patience) a fresh clone's README run beside another nox session (load 4) once called it hung in its
+    first call (SC18, "4 s of wall time, of which it was charged 2 s"): docs/supervision.md, "Slow is not hung"."""
+    result = check(SlowerButCorrect, clauses=["SC10"], timeout=4, space=LONG, profile="dev")["SC10"]
     assert result.status == "not-judged", result.message
     assert "kept answering" in result.detail, result.detail
